@@ -1,0 +1,122 @@
+//! `hessian-recipes cluster ...`: render templates, check configs, build the bounded command.
+
+use std::{
+    path::{Component, Path},
+    process::ExitCode,
+};
+
+use anyhow::Context;
+use hr_config::{BoundedCommand, ClusterProfile, ProfileName, check_file, templates};
+
+use crate::{
+    cli::ClusterCommand,
+    output::{self, Refused},
+};
+
+pub(crate) fn run(command: ClusterCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        ClusterCommand::Render {
+            profile,
+            out_dir,
+            root,
+        } => render(profile, &out_dir, root.as_deref()),
+        ClusterCommand::Check { kind, files } => check(kind, &files),
+        ClusterCommand::CpuCommand {
+            output,
+            timeout_seconds,
+            args,
+        } => cpu_command(&output, timeout_seconds, args),
+    }
+}
+
+fn render(name: ProfileName, out_dir: &Path, root: Option<&Path>) -> anyhow::Result<ExitCode> {
+    let root = match root {
+        Some(r) => r.to_owned(),
+        None => std::env::current_dir().context("current folder")?,
+    };
+    let root = std::path::absolute(&root).context("resolving --root")?;
+    let profile = ClusterProfile::by_name(name, &root);
+    let rendered: Vec<(String, String)> = templates(&profile)
+        .iter()
+        .map(|t| Ok((t.file_name.clone(), t.render()?)))
+        .collect::<Result<_, hr_config::Error>>()?;
+    output::create_fresh(out_dir)?;
+    for (file, text) in rendered {
+        let path = out_dir.join(&file);
+        std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        println!("{}", path.display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn check(
+    kind: Option<hr_config::ConfigKind>,
+    files: &[std::path::PathBuf],
+) -> anyhow::Result<ExitCode> {
+    let mut failed = 0;
+    for file in files {
+        match check_file(file, kind) {
+            Ok((kind, findings)) if findings.is_empty() => {
+                println!("{}: ok ({kind})", file.display())
+            }
+            Ok((kind, findings)) => {
+                failed += 1;
+                println!("{}: {} problem(s) ({kind})", file.display(), findings.len());
+                for f in findings {
+                    println!("  {f}");
+                }
+            }
+            Err(e) => {
+                failed += 1;
+                println!("{}: {e}", file.display());
+            }
+        }
+    }
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(2)
+    })
+}
+
+fn cpu_command(
+    output: &Path,
+    timeout_seconds: u64,
+    mut args: Vec<String>,
+) -> anyhow::Result<ExitCode> {
+    let relative_and_plain = output.is_relative()
+        && output
+            .components()
+            .all(|c| matches!(c, Component::Normal(_)))
+        && output.components().next().is_some();
+    if !relative_and_plain {
+        return Err(Refused(format!(
+            "--output {}: give a folder relative to the checkout without `..`, e.g. runs/NAME",
+            output.display()
+        ))
+        .into());
+    }
+    if output.exists() {
+        return Err(Refused(format!(
+            "--output {} already exists; use a fresh output folder for every command",
+            output.display()
+        ))
+        .into());
+    }
+    let profile = ClusterProfile::jaif();
+    args.extend(["--output".to_owned(), output.to_string_lossy().into_owned()]);
+    let command = BoundedCommand {
+        seconds: timeout_seconds,
+        checkout: profile.checkout.clone(),
+        program: "target/release/hessian-recipes".to_owned(),
+        args,
+    };
+    command.validate().map_err(|e| Refused(e.to_string()))?;
+    let config = "cluster/determined/jaif-cpu-command.yaml";
+    if !Path::new(config).is_file() {
+        eprintln!("note: {config} is not in the current folder; run the line from the checkout");
+    }
+    let workspace = profile.workspace.as_deref().unwrap_or("JAIF");
+    println!("{}", command.det_command_line(workspace, config));
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,47 @@
+//! Output folders are fresh: a folder that has content is refused, never reused.
+
+use std::{fmt, path::Path};
+
+use anyhow::Context;
+
+/// Bad input or a refused output folder; the binary exits 2 and touches nothing.
+#[derive(Debug)]
+pub struct Refused(pub String);
+
+impl fmt::Display for Refused {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// Fails with [`Refused`] when `path` exists and is not an empty folder.
+pub(crate) fn ensure_fresh(path: &Path) -> anyhow::Result<()> {
+    match std::fs::read_dir(path) {
+        Ok(mut entries) => {
+            if entries.next().is_some() {
+                return Err(Refused(format!(
+                    "output folder {} already has content; choose a new folder (earlier results \
+                     are never overwritten)",
+                    path.display()
+                ))
+                .into());
+            }
+            Ok(())
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(_) if path.exists() => Err(Refused(format!(
+            "output path {} exists and is not a folder; choose a new folder",
+            path.display()
+        ))
+        .into()),
+        Err(e) => Err(e).with_context(|| format!("cannot inspect {}", path.display())),
+    }
+}
+
+/// Creates a fresh output folder (refusing one with content).
+pub(crate) fn create_fresh(path: &Path) -> anyhow::Result<()> {
+    ensure_fresh(path)?;
+    std::fs::create_dir_all(path).with_context(|| format!("cannot create {}", path.display()))
+}

@@ -1,0 +1,105 @@
+//! Checking a config file or value: Determined's schema (sanity phase, what the master applies to
+//! a submitted config) plus our rules, each finding naming the field and the fix.
+
+use std::{fmt, path::Path, str::FromStr};
+
+use serde_json::Value;
+
+use crate::{
+    Error, rules,
+    schema::{COMMAND_SCHEMA, EXPERIMENT_SCHEMA, Phase, SchemaSet},
+    yaml::parse_yaml,
+};
+
+/// What a config file configures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ConfigKind {
+    /// An experiment (`det experiment create`).
+    Experiment,
+    /// A command (`det command run --config-file`).
+    Command,
+}
+
+impl ConfigKind {
+    /// An experiment config has a `searcher`; a command config does not.
+    pub fn detect(value: &Value) -> Self {
+        if value.get("searcher").is_some() {
+            Self::Experiment
+        } else {
+            Self::Command
+        }
+    }
+}
+
+impl FromStr for ConfigKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "experiment" => Ok(Self::Experiment),
+            "command" => Ok(Self::Command),
+            other => Err(format!(
+                "unknown config kind {other:?}: use `experiment` or `command`"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for ConfigKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::Experiment => "experiment",
+            Self::Command => "command",
+        })
+    }
+}
+
+/// One problem with a config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Finding {
+    /// Dotted field path (`resources.slots`), or `(top level)`.
+    pub field: String,
+    /// What is wrong, and the fix.
+    pub message: String,
+}
+
+impl fmt::Display for Finding {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.field, self.message)
+    }
+}
+
+/// Checks a config value of the given kind.
+pub fn check_value(value: &Value, kind: ConfigKind) -> Result<Vec<Finding>, Error> {
+    let schema = match kind {
+        ConfigKind::Experiment => EXPERIMENT_SCHEMA,
+        ConfigKind::Command => COMMAND_SCHEMA,
+    };
+    let mut findings: Vec<Finding> = SchemaSet::embedded()
+        .validate(schema, value, Phase::Sanity)?
+        .into_iter()
+        .map(|e| Finding {
+            field: match e.path.strip_prefix('.') {
+                Some(p) => p.to_owned(),
+                None if e.path.is_empty() => "(top level)".to_owned(),
+                None => e.path,
+            },
+            message: format!("{} (Determined 0.35 schema)", e.message),
+        })
+        .collect();
+    findings.extend(rules::check(value, kind));
+    Ok(findings)
+}
+
+/// Reads, parses and checks a config file; `kind` defaults to detection.
+pub fn check_file(
+    path: &Path,
+    kind: Option<ConfigKind>,
+) -> Result<(ConfigKind, Vec<Finding>), Error> {
+    let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+        path: path.to_owned(),
+        source,
+    })?;
+    let value = parse_yaml(&text, &path.display().to_string())?;
+    let kind = kind.unwrap_or_else(|| ConfigKind::detect(&value));
+    Ok((kind, check_value(&value, kind)?))
+}

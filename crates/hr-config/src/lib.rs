@@ -1,0 +1,33 @@
+//! Determined 0.35 configuration as types: experiment and command configs (the fields we use, with
+//! Determined's names and shapes), the two cluster profiles (`jaif`, `local`), the environment
+//! defaults (GPUs hidden, Hub offline, bounded thread pools), the bounded-command builder, the
+//! templates under `cluster/determined/`, YAML rendering, and validation against Determined's own
+//! expconf schemas plus our rules.
+//!
+//! This crate is pure and synchronous: it does no network I/O, knows nothing about a running
+//! master, and never depends on burn. Its only file access is reading a config to check it.
+
+mod bounded;
+mod check;
+mod command;
+mod env;
+mod error;
+mod experiment;
+mod profile;
+mod rules;
+pub mod schema;
+mod templates;
+mod yaml;
+
+pub use bounded::{BoundedCommand, TIMEOUT_PREFIX, shell_quote};
+pub use check::{ConfigKind, Finding, check_file, check_value};
+pub use command::CommandConfig;
+pub use env::{EnvPolicy, OVERRIDES_VAR};
+pub use error::Error;
+pub use experiment::{
+    BindMount, CheckpointPolicy, CheckpointStorage, Environment, ExperimentConfig, Length,
+    Reproducibility, Resources, Searcher,
+};
+pub use profile::{BOOTSTRAP_WORK_DIR, ClusterProfile, JAIF_MOUNT, ProfileName};
+pub use templates::{Backend, Template, TemplateConfig, TrainingRun, cpu_command, templates};
+pub use yaml::parse_yaml;

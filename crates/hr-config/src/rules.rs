@@ -1,0 +1,173 @@
+//! Our own rules on top of Determined's schema: the mistakes the schema lets through but the
+//! cluster punishes (a GPU reserved by a wrong field name, a searcher that 0.35 rejects later, auth
+//! files in the shared workspace, unbounded commands, jobs that silently use GPUs or the Hub).
+
+use serde_json::Value;
+
+use crate::{
+    ConfigKind, EnvPolicy, Finding,
+    bounded::TIMEOUT_PREFIX,
+    env::{DEFAULT_THREADS, OVERRIDES_VAR, THREAD_VARS},
+    profile::BOOTSTRAP_WORK_DIR,
+};
+
+fn finding(field: &str, message: String) -> Finding {
+    Finding {
+        field: field.to_owned(),
+        message,
+    }
+}
+
+fn present<'v>(value: &'v Value, pointer: &str) -> Option<&'v Value> {
+    value.pointer(pointer).filter(|v| !v.is_null())
+}
+
+/// Applies every rule for `kind`.
+pub(crate) fn check(value: &Value, kind: ConfigKind) -> Vec<Finding> {
+    let mut out = Vec::new();
+    match kind {
+        ConfigKind::Experiment => {
+            if present(value, "/resources/slots").is_some() {
+                out.push(finding(
+                    "resources.slots",
+                    "experiments request slots with `resources.slots_per_trial`; `slots` is for \
+                     commands and shells and does not limit a trial (it keeps the default of one \
+                     GPU). Fix: rename it to `slots_per_trial`."
+                        .to_owned(),
+                ));
+            }
+            if value.pointer("/searcher/name").and_then(Value::as_str) == Some("single")
+                && present(value, "/searcher/max_length").is_none()
+            {
+                out.push(finding(
+                    "searcher.max_length",
+                    "the `single` searcher still requires `max_length` in Determined 0.35 (it \
+                     was deprecated only in 0.38). Fix: add `max_length: {batches: N}` with N the \
+                     number of optimizer steps."
+                        .to_owned(),
+                ));
+            }
+        }
+        ConfigKind::Command => {
+            if present(value, "/resources/slots_per_trial").is_some() {
+                out.push(finding(
+                    "resources.slots_per_trial",
+                    "commands request slots with `resources.slots`; `slots_per_trial` is for \
+                     experiments. Fix: rename it to `slots` (0 for a CPU-only command)."
+                        .to_owned(),
+                ));
+            }
+            out.extend(work_dir(value));
+            out.extend(bounded_entrypoint(value));
+        }
+    }
+    out.extend(environment(value));
+    out
+}
+
+fn mount_paths(value: &Value) -> Vec<String> {
+    let Some(Value::Array(mounts)) = value.get("bind_mounts") else {
+        return Vec::new();
+    };
+    mounts
+        .iter()
+        .filter_map(|m| m.get("container_path").and_then(Value::as_str))
+        .map(|p| p.trim_end_matches('/').to_owned())
+        .filter(|p| !p.is_empty())
+        .collect()
+}
+
+fn work_dir(value: &Value) -> Option<Finding> {
+    let dir = value.get("work_dir").and_then(Value::as_str)?;
+    let mount = mount_paths(value)
+        .into_iter()
+        .find(|m| dir == m || dir.starts_with(&format!("{m}/")))?;
+    Some(finding(
+        "work_dir",
+        format!(
+            "{dir:?} is inside the shared mount {mount:?}, so Determined's bootstrap auth files \
+             would be written into the shared workspace. Fix: set `work_dir: \
+             {BOOTSTRAP_WORK_DIR}` (or remove it) and `cd` into the project inside the command."
+        ),
+    ))
+}
+
+fn bounded_entrypoint(value: &Value) -> Option<Finding> {
+    let Value::Array(words) = value.get("entrypoint")? else {
+        return None;
+    };
+    let words: Vec<&str> = words.iter().filter_map(Value::as_str).collect();
+    let bounded = words.len() > TIMEOUT_PREFIX.len()
+        && words[..TIMEOUT_PREFIX.len()] == TIMEOUT_PREFIX
+        && words[TIMEOUT_PREFIX.len()]
+            .trim_end_matches('s')
+            .parse::<u64>()
+            .is_ok_and(|s| s > 0);
+    (!bounded).then(|| {
+        finding(
+            "entrypoint",
+            format!(
+                "the command is not bounded. Fix: start it with `{} <seconds>s` (use \
+                 `hessian-recipes cluster cpu-command` to build the line).",
+                TIMEOUT_PREFIX.join(" ")
+            ),
+        )
+    })
+}
+
+fn environment(value: &Value) -> Vec<Finding> {
+    const FIELD: &str = "environment.environment_variables";
+    let vars: Vec<(String, String)> = match value.pointer("/environment/environment_variables") {
+        Some(Value::Array(list)) => list
+            .iter()
+            .filter_map(Value::as_str)
+            .filter_map(|kv| kv.split_once('='))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect(),
+        Some(Value::Object(_)) => {
+            return vec![finding(
+                FIELD,
+                "per-device variable lists ({cpu, cuda, rocm}) hide the defaults from this \
+                 check. Fix: use one list of `K=V` strings."
+                    .to_owned(),
+            )];
+        }
+        _ => Vec::new(),
+    };
+    let lookup = |name: &str| {
+        vars.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
+    let overridden: Vec<&str> = lookup(OVERRIDES_VAR)
+        .map(|v| v.split(',').map(str::trim).collect())
+        .unwrap_or_default();
+    let threads = THREAD_VARS
+        .iter()
+        .find_map(|v| lookup(v))
+        .and_then(|v| v.parse().ok());
+    let mut out = Vec::new();
+    for (name, default) in EnvPolicy::defaults(threads.unwrap_or(DEFAULT_THREADS)) {
+        if overridden.contains(&name.as_str()) {
+            continue;
+        }
+        let ok = match lookup(&name) {
+            Some(v) if THREAD_VARS.contains(&name.as_str()) => {
+                v.parse::<u32>().is_ok_and(|n| n > 0)
+            }
+            Some(v) => v == default,
+            None => false,
+        };
+        if !ok {
+            out.push(finding(
+                FIELD,
+                format!(
+                    "`{name}={default}` is missing or changed; the defaults keep GPUs hidden, the \
+                     Hub offline and thread pools bounded. Fix: add `{name}={default}`, or list \
+                     `{name}` in `{OVERRIDES_VAR}` to override it deliberately."
+                ),
+            ));
+        }
+    }
+    out
+}

@@ -1,0 +1,158 @@
+//! Our rules: each bad config is rejected with a finding that names the field.
+
+use anyhow::Result;
+use hr_config::{
+    ClusterProfile, ConfigKind, Finding, TemplateConfig, check_value, parse_yaml, templates,
+};
+use serde_json::Value;
+
+fn template_value(file_suffix: &str) -> Result<Value> {
+    let t = templates(&ClusterProfile::jaif())
+        .into_iter()
+        .find(|t| t.file_name.ends_with(file_suffix))
+        .expect("template exists");
+    Ok(match t.config {
+        TemplateConfig::Experiment(c) => c.to_value()?,
+        TemplateConfig::Command(c) => c.to_value()?,
+    })
+}
+
+fn fields(findings: &[Finding]) -> Vec<&str> {
+    findings.iter().map(|f| f.field.as_str()).collect()
+}
+
+#[test]
+fn slots_per_trial_in_a_command_is_rejected() -> Result<()> {
+    let mut cmd = template_value("cpu-command.yaml")?;
+    cmd["resources"] = serde_json::json!({"slots_per_trial": 0, "resource_pool": "42_Compute"});
+    let findings = check_value(&cmd, ConfigKind::Command)?;
+    assert_eq!(
+        fields(&findings),
+        ["resources.slots_per_trial"],
+        "{findings:?}"
+    );
+    assert!(findings[0].message.contains("rename it to `slots`"));
+    Ok(())
+}
+
+#[test]
+fn slots_in_an_experiment_is_rejected() -> Result<()> {
+    let mut exp = template_value("managed-cpu.yaml")?;
+    exp["resources"] = serde_json::json!({"slots": 0});
+    let findings = check_value(&exp, ConfigKind::Experiment)?;
+    assert_eq!(fields(&findings), ["resources.slots"], "{findings:?}");
+    assert!(findings[0].message.contains("slots_per_trial"));
+    Ok(())
+}
+
+#[test]
+fn single_searcher_without_max_length_is_rejected() -> Result<()> {
+    let mut exp = template_value("managed-cpu.yaml")?;
+    exp["searcher"]
+        .as_object_mut()
+        .expect("object")
+        .remove("max_length");
+    let findings = check_value(&exp, ConfigKind::Experiment)?;
+    assert_eq!(fields(&findings), ["searcher.max_length"], "{findings:?}");
+    Ok(())
+}
+
+#[test]
+fn work_dir_inside_the_shared_mount_is_rejected() -> Result<()> {
+    let mut cmd = template_value("cpu-command.yaml")?;
+    cmd["work_dir"] = "/pfss/mlde/workspaces/mlde_wsp_JAIF/hessian_recipes".into();
+    let findings = check_value(&cmd, ConfigKind::Command)?;
+    assert_eq!(fields(&findings), ["work_dir"], "{findings:?}");
+    assert!(findings[0].message.contains("/run/determined/workdir"));
+    // A sibling folder that merely shares the prefix is not inside the mount.
+    cmd["work_dir"] = "/pfss/mlde/workspaces/mlde_wsp_JAIF_other".into();
+    assert!(check_value(&cmd, ConfigKind::Command)?.is_empty());
+    Ok(())
+}
+
+#[test]
+fn an_unbounded_command_entrypoint_is_rejected() -> Result<()> {
+    let mut cmd = template_value("cpu-command.yaml")?;
+    cmd["entrypoint"] = serde_json::json!(["/bin/bash", "-lc", "sleep 1"]);
+    assert_eq!(
+        fields(&check_value(&cmd, ConfigKind::Command)?),
+        ["entrypoint"]
+    );
+    cmd["entrypoint"] = serde_json::json!([
+        "/usr/bin/timeout",
+        "--signal=TERM",
+        "--kill-after=30s",
+        "900s",
+        "/bin/true"
+    ]);
+    assert!(check_value(&cmd, ConfigKind::Command)?.is_empty());
+    Ok(())
+}
+
+#[test]
+fn missing_environment_defaults_are_rejected_unless_overridden() -> Result<()> {
+    let mut cmd = template_value("cpu-command.yaml")?;
+    let vars = cmd["environment"]["environment_variables"]
+        .as_array_mut()
+        .expect("list");
+    vars.retain(|v| v != "HF_HUB_OFFLINE=1" && v != "CUDA_VISIBLE_DEVICES=");
+    let findings = check_value(&cmd, ConfigKind::Command)?;
+    assert_eq!(findings.len(), 2, "{findings:?}");
+    assert!(
+        findings
+            .iter()
+            .all(|f| f.field == "environment.environment_variables")
+    );
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.message.contains("HF_HUB_OFFLINE=1"))
+    );
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.message.contains("CUDA_VISIBLE_DEVICES="))
+    );
+    cmd["environment"]["environment_variables"]
+        .as_array_mut()
+        .expect("list")
+        .push("HR_ENV_OVERRIDES=CUDA_VISIBLE_DEVICES,HF_HUB_OFFLINE".into());
+    assert!(check_value(&cmd, ConfigKind::Command)?.is_empty());
+    Ok(())
+}
+
+#[test]
+fn unknown_fields_and_wrong_types_name_the_field() -> Result<()> {
+    let exp = parse_yaml(
+        "searcher: {name: single, max_length: {batches: 8}}\nslots: 1\n",
+        "x",
+    )?;
+    let findings = check_value(&exp, ConfigKind::Experiment)?;
+    assert!(
+        findings
+            .iter()
+            .any(|f| f.field == "(top level)" && f.message.contains("\"slots\" not allowed")),
+        "{findings:?}"
+    );
+    let cmd = parse_yaml("resources: {slots: many}\n", "x")?;
+    let findings = check_value(&cmd, ConfigKind::Command)?;
+    assert!(
+        findings.iter().any(|f| f.field == "resources.slots"),
+        "{findings:?}"
+    );
+    Ok(())
+}
+
+#[test]
+fn malformed_yaml_reports_line_and_column() {
+    let err = parse_yaml("resources:\n  slots: 0\n bad: [\n", "broken.yaml").expect_err("invalid");
+    let hr_config::Error::Yaml { line, column, .. } = &err else {
+        panic!("{err}")
+    };
+    assert_eq!((*line, *column), (3, 2), "{err}");
+    assert!(
+        err.to_string()
+            .starts_with("broken.yaml: not valid YAML at line 3, column 2"),
+        "{err}"
+    );
+}

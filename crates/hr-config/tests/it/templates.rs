@@ -1,0 +1,130 @@
+//! The templates: every rendered config passes Determined's schema and our rules, the committed
+//! files under `cluster/determined/` match what the code renders, and the managed qualification
+//! run differs from the native four-step run only in its output folder.
+
+use std::collections::BTreeSet;
+
+use anyhow::{Context, Result};
+use hr_config::{
+    Backend, ClusterProfile, ConfigKind, TemplateConfig, TrainingRun, check_value, templates,
+};
+
+use crate::repo_root;
+
+fn profiles() -> [ClusterProfile; 2] {
+    [
+        ClusterProfile::jaif(),
+        ClusterProfile::local(std::path::Path::new("/srv/checkout")),
+    ]
+}
+
+#[test]
+fn every_rendered_config_passes_the_schema_and_our_rules() -> Result<()> {
+    for profile in profiles() {
+        for t in templates(&profile) {
+            let (value, kind) = match &t.config {
+                TemplateConfig::Experiment(c) => (c.to_value()?, ConfigKind::Experiment),
+                TemplateConfig::Command(c) => (c.to_value()?, ConfigKind::Command),
+            };
+            assert_eq!(ConfigKind::detect(&value), kind, "{}", t.file_name);
+            let findings = check_value(&value, kind)?;
+            assert!(
+                findings.is_empty(),
+                "{} ({}): {findings:?}",
+                t.file_name,
+                profile.name
+            );
+            // The rendered text parses back to the same value.
+            let reparsed = hr_config::parse_yaml(&t.render()?, &t.file_name)?;
+            assert_eq!(reparsed, value, "{}", t.file_name);
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn committed_templates_match_the_code() -> Result<()> {
+    let dir = repo_root().join("cluster/determined");
+    let rendered = templates(&ClusterProfile::jaif());
+    let mut expected_names = BTreeSet::new();
+    for t in &rendered {
+        let path = dir.join(&t.file_name);
+        let on_disk = std::fs::read_to_string(&path).with_context(|| {
+            format!("{} is missing: run `cargo xtask templates`", path.display())
+        })?;
+        assert!(
+            on_disk == t.render()?,
+            "{} drifted from crates/hr-config: run `cargo xtask templates`",
+            path.display()
+        );
+        expected_names.insert(t.file_name.clone());
+    }
+    let on_disk: BTreeSet<String> = std::fs::read_dir(&dir)?
+        .map(|e| e.map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect::<std::io::Result<_>>()?;
+    let yaml_on_disk: BTreeSet<String> = on_disk
+        .into_iter()
+        .filter(|n| n.ends_with(".yaml"))
+        .collect();
+    assert_eq!(
+        yaml_on_disk, expected_names,
+        "stale or unknown files in cluster/determined"
+    );
+    Ok(())
+}
+
+#[test]
+fn managed_qualification_differs_from_native_only_in_output() {
+    for backend in Backend::ALL {
+        let native = TrainingRun::native_qualification(backend);
+        let managed = TrainingRun::managed_qualification(backend);
+        assert_ne!(native.output, managed.output);
+        assert_eq!(
+            TrainingRun {
+                output: native.output.clone(),
+                ..managed.clone()
+            },
+            native
+        );
+        assert_eq!(native.steps, 4);
+        // And the rendered entrypoints differ only in the plan path, which lies in the output.
+        let profile = ClusterProfile::jaif();
+        let (a, b) = (native.entrypoint(&profile), managed.entrypoint(&profile));
+        let differing: Vec<usize> = (0..a.len()).filter(|i| a[*i] != b[*i]).collect();
+        assert_eq!(a.len(), b.len());
+        assert_eq!(differing.len(), 1);
+        assert_eq!(b[differing[0]], managed.plan_path(&profile));
+    }
+}
+
+#[test]
+fn jaif_templates_carry_the_seed_values() -> Result<()> {
+    let all = templates(&ClusterProfile::jaif());
+    let text: String = all.iter().map(|t| t.render()).collect::<Result<_, _>>()?;
+    for needle in [
+        "resource_pool: 42_Compute",
+        "workspace: JAIF",
+        "host_path: /pfss/mlde/workspaces/mlde_wsp_JAIF",
+        "container_path: /pfss/mlde/workspaces/mlde_wsp_JAIF",
+        "/pfss/mlde/workspaces/mlde_wsp_JAIF/hessian_recipes/target/release/hessian-recipes",
+        "work_dir: /run/determined/workdir",
+        "--max-wall-seconds",
+        "'28800'",
+        "'2400'",
+    ] {
+        assert!(text.contains(needle), "{needle:?} missing");
+    }
+    let names: Vec<&str> = all.iter().map(|t| t.file_name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "jaif-cpu-command.yaml",
+            "jaif-managed-cpu.yaml",
+            "jaif-managed-nemo-qual.yaml",
+            "jaif-managed-nemo-main.yaml",
+            "jaif-managed-openenv-qual.yaml",
+            "jaif-managed-openenv-main.yaml",
+        ]
+    );
+    Ok(())
+}

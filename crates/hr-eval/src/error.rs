@@ -1,0 +1,31 @@
+//! The crate's error type.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong while loading suites, answering, or writing reports.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A suite or fixture line is malformed.
+    #[error("{file}:{line}: {message}")]
+    Data {
+        /// The data file.
+        file: String,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// The policy has no answer for a task.
+    #[error(
+        "the fixture policy has no scripted response for task {0}: add it to fixtures/fixture-policy.jsonl"
+    )]
+    NoResponse(String),
+    /// Writing a report failed.
+    #[error("cannot write {path}: {source}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}

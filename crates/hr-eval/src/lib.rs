@@ -1,0 +1,22 @@
+//! Evaluation: the authored task suites (arithmetic word problems, tool-call formatting, an
+//! MGSM-format multilingual math set), the scoring rules that judge a policy's answers, the
+//! [`Policy`] interface with the deterministic [`FixturePolicy`] of the CPU demo, and the reports
+//! (`results.jsonl`, `report.json`, `report.md`).
+//!
+//! This crate knows nothing about models, tensors, Determined or the network: a policy is anything
+//! that turns a prompt into text. Checkpoint evaluation plugs a real policy in behind the same
+//! trait; the scoring and reports stay the same.
+
+mod error;
+mod policy;
+mod report;
+mod run;
+mod score;
+mod suite;
+
+pub use error::Error;
+pub use policy::{FixturePolicy, Policy};
+pub use report::{ReportMeta, write_reports};
+pub use run::{Evaluation, ItemResult, SuiteScore, evaluate};
+pub use score::{Verdict, final_number, last_number, parse_tool_call, score};
+pub use suite::{Expected, Suite, SuiteKind, Task, builtin_suites};

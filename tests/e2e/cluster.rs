@@ -1,0 +1,194 @@
+//! `hessian-recipes cluster render|check|cpu-command`.
+
+use hr_tests::{Scratch, repo_root, snapshot, text};
+
+const GOOD_COMMAND: &str = "\
+resources: {slots: 0, resource_pool: 42_Compute}
+bind_mounts:
+- {host_path: /pfss/mlde/workspaces/mlde_wsp_JAIF, container_path: /pfss/mlde/workspaces/mlde_wsp_JAIF}
+environment:
+  environment_variables: [CUDA_VISIBLE_DEVICES=, HF_HUB_OFFLINE=1, HF_DATASETS_OFFLINE=1,
+    TRANSFORMERS_OFFLINE=1, TOKENIZERS_PARALLELISM=false, OMP_NUM_THREADS=2, MKL_NUM_THREADS=2,
+    OPENBLAS_NUM_THREADS=2, NUMEXPR_NUM_THREADS=2, VECLIB_MAXIMUM_THREADS=2, RAYON_NUM_THREADS=2]
+work_dir: /run/determined/workdir
+";
+
+fn experiment(resources: &str, searcher: &str) -> String {
+    format!(
+        "name: x\nentrypoint: [/bin/true]\nresources: {resources}\nsearcher: {searcher}\n\
+         environment:\n  environment_variables: [CUDA_VISIBLE_DEVICES=, HF_HUB_OFFLINE=1, \
+         HF_DATASETS_OFFLINE=1, TRANSFORMERS_OFFLINE=1, TOKENIZERS_PARALLELISM=false, \
+         OMP_NUM_THREADS=4, MKL_NUM_THREADS=4, OPENBLAS_NUM_THREADS=4, NUMEXPR_NUM_THREADS=4, \
+         VECLIB_MAXIMUM_THREADS=4, RAYON_NUM_THREADS=4]\n"
+    )
+}
+
+/// Runs `cluster check` on one file; returns (exit code, stdout).
+fn check(s: &Scratch, name: &str, body: &str) -> (Option<i32>, String) {
+    let path = s.write(name, body);
+    let out = s.run(&["cluster", "check", path.to_str().expect("utf-8 path")]);
+    (out.status.code(), text(&out).0)
+}
+
+#[test]
+fn check_accepts_the_committed_templates() {
+    let dir = repo_root().join("cluster/determined");
+    let mut args = vec!["cluster".to_owned(), "check".to_owned()];
+    for entry in std::fs::read_dir(&dir).expect("templates dir") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            args.push(path.display().to_string());
+        }
+    }
+    assert_eq!(args.len(), 8, "six templates expected");
+    let s = Scratch::new();
+    let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = s.run(&refs);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert_eq!(text(&out).0.matches(": ok (").count(), 6);
+}
+
+#[test]
+fn check_rejects_each_rule_naming_the_field() {
+    let s = Scratch::new();
+    assert_eq!(check(&s, "good.yaml", GOOD_COMMAND).0, Some(0));
+
+    let cases = [
+        (
+            "cmd-slots-per-trial.yaml",
+            GOOD_COMMAND.replace("slots: 0", "slots_per_trial: 0"),
+            "resources.slots_per_trial: commands request slots with `resources.slots`",
+        ),
+        (
+            "exp-slots.yaml",
+            experiment(
+                "{slots: 0}",
+                "{name: single, metric: loss, max_length: {batches: 8}}",
+            ),
+            "resources.slots: experiments request slots with `resources.slots_per_trial`",
+        ),
+        (
+            "exp-no-max-length.yaml",
+            experiment("{slots_per_trial: 0}", "{name: single, metric: loss}"),
+            "searcher.max_length: the `single` searcher still requires `max_length`",
+        ),
+        (
+            "cmd-work-dir.yaml",
+            GOOD_COMMAND.replace(
+                "work_dir: /run/determined/workdir",
+                "work_dir: /pfss/mlde/workspaces/mlde_wsp_JAIF/hessian_recipes",
+            ),
+            "work_dir: \"/pfss/mlde/workspaces/mlde_wsp_JAIF/hessian_recipes\" is inside the shared mount",
+        ),
+        (
+            "broken.yaml",
+            "resources:\n  slots: 0\n bad: [\n".to_owned(),
+            "not valid YAML at line 3, column 2",
+        ),
+    ];
+    for (name, body, expected) in cases {
+        let (code, stdout) = check(&s, name, &body);
+        assert_eq!(code, Some(2), "{name}: {stdout}");
+        assert!(
+            stdout.contains(expected),
+            "{name}: {stdout:?} lacks {expected:?}"
+        );
+    }
+}
+
+#[test]
+fn render_reproduces_the_committed_templates_and_refuses_reuse() {
+    let s = Scratch::new();
+    let out = s.run(&["cluster", "render", "--profile", "jaif", "--out-dir", "t"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let committed: Vec<_> = snapshot(&repo_root().join("cluster/determined"))
+        .into_iter()
+        .filter(|(p, _)| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    let rendered: Vec<_> = snapshot(&s.path().join("t")).into_iter().collect();
+    assert_eq!(rendered, committed);
+
+    let before = snapshot(s.path());
+    let again = s.run(&["cluster", "render", "--profile", "local", "--out-dir", "t"]);
+    assert_eq!(again.status.code(), Some(2));
+    assert_eq!(snapshot(s.path()), before);
+
+    let local = s.run(&[
+        "cluster",
+        "render",
+        "--profile",
+        "local",
+        "--out-dir",
+        "l",
+        "--root",
+        "/srv/co",
+    ]);
+    assert!(local.status.success(), "{:?}", text(&local));
+    let cpu =
+        std::fs::read_to_string(s.path().join("l/local-managed-cpu.yaml")).expect("local template");
+    assert!(
+        cpu.contains("container_path: /srv/co/runs/checkpoints"),
+        "{cpu}"
+    );
+    assert!(
+        cpu.contains("/srv/co/target/release/hessian-recipes"),
+        "{cpu}"
+    );
+}
+
+#[test]
+fn cpu_command_prints_the_seed_line_and_refuses_existing_output() {
+    let s = Scratch::new();
+    let out = s.run(&[
+        "cluster",
+        "cpu-command",
+        "--output",
+        "runs/jaif-cpu-fixture-01",
+        "--",
+        "demo",
+    ]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    assert_eq!(
+        text(&out).0.trim_end(),
+        "det command run --workspace-name JAIF --config-file cluster/determined/jaif-cpu-command.yaml \
+         --detach /usr/bin/timeout --signal=TERM --kill-after=30s 900s /bin/bash -lc \
+         'cd /pfss/mlde/workspaces/mlde_wsp_JAIF/hessian_recipes && exec \
+         target/release/hessian-recipes demo --output runs/jaif-cpu-fixture-01'"
+    );
+    std::fs::create_dir_all(s.path().join("runs/taken")).expect("mkdir");
+    let taken = s.run(&[
+        "cluster",
+        "cpu-command",
+        "--output",
+        "runs/taken",
+        "--",
+        "demo",
+    ]);
+    assert_eq!(taken.status.code(), Some(2));
+    assert!(text(&taken).1.contains("already exists"));
+    let escape = s.run(&[
+        "cluster",
+        "cpu-command",
+        "--output",
+        "../elsewhere",
+        "--",
+        "demo",
+    ]);
+    assert_eq!(escape.status.code(), Some(2));
+    let zero = s.run(&[
+        "cluster",
+        "cpu-command",
+        "--output",
+        "runs/z",
+        "--timeout-seconds",
+        "0",
+        "--",
+        "demo",
+    ]);
+    assert_eq!(zero.status.code(), Some(2));
+    assert!(
+        text(&zero).1.contains("--timeout-seconds"),
+        "{:?}",
+        text(&zero)
+    );
+}

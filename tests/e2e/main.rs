@@ -1,0 +1,4 @@
+//! End-to-end tests: the real `hessian-recipes` binary, driven as a user drives it.
+
+mod cluster;
+mod demo;

@@ -1,0 +1,95 @@
+//! `cargo xtask ci`: the single gate, cheapest checks first. Format, tidy, clippy with warnings
+//! denied, then the whole test suite (the end-to-end tests drive the binary built just before).
+//! It ends with one summary line, `ci: N passed, M failed`, and fails when no test ran.
+
+use std::{
+    io::{BufRead, BufReader},
+    path::Path,
+    process::Stdio,
+    time::Instant,
+};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{cargo, describe};
+
+pub(crate) fn run_ci(root: &Path) -> Result<()> {
+    let started = Instant::now();
+    let mut fmt = cargo();
+    fmt.args(["fmt", "--all", "--", "--check"]);
+    crate::run(fmt)?;
+    crate::tidy::run(root)?;
+    let mut clippy = cargo();
+    clippy.args([
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ]);
+    crate::run(clippy)?;
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--locked",
+        "--package",
+        "hessian-recipes",
+        "--bin",
+        "hessian-recipes",
+    ]);
+    crate::run(build)?;
+    let mut test = cargo();
+    test.args(["test", "--workspace", "--locked"]);
+    let (passed, failed) = run_tests(test)?;
+    println!("ci: {passed} passed, {failed} failed");
+    eprintln!("ci: done in {:.0} s", started.elapsed().as_secs_f64());
+    if failed > 0 {
+        bail!("{failed} test(s) failed");
+    }
+    if passed == 0 {
+        bail!("no test ran");
+    }
+    Ok(())
+}
+
+pub(crate) use run_ci as run;
+
+/// Runs `cargo test`, echoing its output, and sums the `test result:` lines.
+fn run_tests(mut cmd: std::process::Command) -> Result<(u64, u64)> {
+    eprintln!("$ {}", describe(&cmd));
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("spawning cargo test")?;
+    let stdout = child.stdout.take().context("cargo test stdout")?;
+    let (mut passed, mut failed) = (0, 0);
+    for line in BufReader::new(stdout).lines() {
+        let line = line?;
+        println!("{line}");
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            passed += count(rest, " passed");
+            failed += count(rest, " failed");
+        }
+    }
+    let status = child.wait()?;
+    if !status.success() && failed == 0 {
+        bail!("`{}` failed ({status})", describe(&cmd));
+    }
+    Ok((passed, failed))
+}
+
+/// The number before `label` in `ok. 3 passed; 0 failed; ...`.
+fn count(summary: &str, label: &str) -> u64 {
+    summary
+        .split(';')
+        .find_map(|part| {
+            part.trim()
+                .trim_start_matches("ok. ")
+                .trim_start_matches("FAILED. ")
+                .strip_suffix(label.trim_start())
+        })
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}

@@ -1,0 +1,113 @@
+//! See <https://github.com/matklad/cargo-xtask/>: the project's automation, run as
+//! `cargo xtask <task>`. Plain std + anyhow, no workspace crates, so it builds in seconds and never
+//! drags in burn.
+//!
+//! Tasks: `ci` (the single gate CI runs), `tidy` (docs, layering and test-attribute rules),
+//! `templates` (regenerate `cluster/determined/` from `hr-config`).
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod ci;
+mod tidy;
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context, Result, bail};
+
+const HELP: &str = "\
+cargo xtask <task>
+
+Tasks:
+  ci          the full gate, cheapest checks first: fmt, tidy, clippy, tests (what .ci/run runs)
+  tidy        every .rs under crates/ opens with //!, only tensor crates depend on burn,
+              no ignored tests or stubs, folder name = package name
+  templates   regenerate cluster/determined/*.yaml from crates/hr-config (jaif profile)
+";
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = project_root();
+    std::env::set_current_dir(&root).with_context(|| format!("cd {}", root.display()))?;
+    match args.first().map(String::as_str) {
+        Some("ci") => ci::run(&root),
+        Some("tidy") => tidy::run(&root),
+        Some("templates") => templates(&root),
+        Some("-h" | "--help" | "help") | None => {
+            print!("{HELP}");
+            Ok(())
+        }
+        Some(other) => bail!("unknown task {other:?}\n\n{HELP}"),
+    }
+}
+
+/// The workspace root: the parent of this crate's folder.
+fn project_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("xtask lives in the workspace")
+        .to_owned()
+}
+
+/// `cargo` as the one that runs us.
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// Runs a command, failing with its line when it fails.
+fn run(mut cmd: Command) -> Result<()> {
+    eprintln!("$ {}", describe(&cmd));
+    let status = cmd
+        .status()
+        .with_context(|| format!("spawning {}", describe(&cmd)))?;
+    if !status.success() {
+        bail!("`{}` failed ({status})", describe(&cmd));
+    }
+    Ok(())
+}
+
+fn describe(cmd: &Command) -> String {
+    let mut words = vec![cmd.get_program().to_string_lossy().into_owned()];
+    words.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
+    words.join(" ")
+}
+
+/// Renders the jaif templates into a fresh folder with the real binary, then replaces the
+/// committed set with it.
+fn templates(root: &Path) -> Result<()> {
+    let staging = root
+        .join("target")
+        .join(format!("xtask-templates-{}", std::process::id()));
+    let mut cmd = cargo();
+    cmd.args([
+        "run",
+        "--quiet",
+        "--package",
+        "hessian-recipes",
+        "--",
+        "cluster",
+        "render",
+    ]);
+    cmd.args(["--profile", "jaif", "--out-dir"]).arg(&staging);
+    run(cmd)?;
+    let dest = root.join("cluster/determined");
+    std::fs::create_dir_all(&dest)?;
+    for entry in std::fs::read_dir(&dest)? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|e| e == "yaml")
+            && !staging.join(path.file_name().unwrap_or_default()).exists()
+        {
+            std::fs::remove_file(&path)?;
+            println!("removed stale {}", path.display());
+        }
+    }
+    for entry in std::fs::read_dir(&staging)? {
+        let path = entry?.path();
+        let target = dest.join(path.file_name().unwrap_or_default());
+        std::fs::copy(&path, &target)?;
+        println!("wrote {}", target.display());
+    }
+    std::fs::remove_dir_all(&staging)?;
+    Ok(())
+}
