@@ -36,7 +36,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
                 "hessian-recipes".to_owned(),
                 env!("CARGO_PKG_VERSION").to_owned(),
             ),
-            ("policy".to_owned(), eval.policy.clone()),
+            ("hr-eval".to_owned(), hr_eval::VERSION.to_owned()),
         ],
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     };

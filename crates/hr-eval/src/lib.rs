@@ -20,3 +20,6 @@ pub use report::{ReportMeta, write_reports};
 pub use run::{Evaluation, ItemResult, SuiteScore, evaluate};
 pub use score::{Verdict, final_number, last_number, parse_tool_call, score};
 pub use suite::{Expected, Suite, SuiteKind, Task, builtin_suites};
+
+/// This crate's version, for reports.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
