@@ -108,6 +108,7 @@ fn jaif_templates_carry_the_seed_values() -> Result<()> {
         "container_path: /pfss/mlde/workspaces/mlde_wsp_JAIF",
         "/pfss/mlde/workspaces/mlde_wsp_JAIF/hessian_recipes/target/release/hessian-recipes",
         "work_dir: /run/determined/workdir",
+        "det experiment create --project_id 363 cluster/determined/jaif-managed-cpu.yaml",
         "--max-wall-seconds",
         "'28800'",
         "'2400'",
