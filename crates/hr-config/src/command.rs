@@ -1,9 +1,8 @@
 //! The command config (Determined's Go `model.CommandConfig`; commands have no JSON schema).
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
-use crate::{BindMount, Environment, Error, Resources, yaml};
+use crate::{BindMount, Environment, Resources};
 
 /// A command config: only the fields we use, with Determined's names and shapes. The entrypoint
 /// is normally given on the `det command run` line, not in the file.
@@ -26,22 +25,4 @@ pub struct CommandConfig {
     /// The command, when the file carries it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entrypoint: Option<Vec<String>>,
-}
-
-impl CommandConfig {
-    /// Renders the config as YAML.
-    pub fn to_yaml(&self) -> Result<String, Error> {
-        yaml::to_yaml(self)
-    }
-
-    /// Parses a config rendered by [`Self::to_yaml`] (unknown fields are rejected).
-    pub fn from_yaml(text: &str) -> Result<Self, Error> {
-        let value = yaml::parse_yaml(text, "<command>")?;
-        serde_json::from_value(value).map_err(|e| Error::Encoding(e.to_string()))
-    }
-
-    /// The config as the JSON value the schemas see.
-    pub fn to_value(&self) -> Result<Value, Error> {
-        yaml::to_value(self)
-    }
 }

@@ -4,9 +4,6 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
-
-use crate::{Error, yaml};
 
 /// An experiment config: only the fields we use, with Determined's names and shapes.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -165,22 +162,4 @@ pub struct Environment {
     /// `K=V` strings.
     #[serde(default)]
     pub environment_variables: Vec<String>,
-}
-
-impl ExperimentConfig {
-    /// Renders the config as YAML.
-    pub fn to_yaml(&self) -> Result<String, Error> {
-        yaml::to_yaml(self)
-    }
-
-    /// Parses a config rendered by [`Self::to_yaml`] (unknown fields are rejected).
-    pub fn from_yaml(text: &str) -> Result<Self, Error> {
-        let value = yaml::parse_yaml(text, "<experiment>")?;
-        serde_json::from_value(value).map_err(|e| Error::Encoding(e.to_string()))
-    }
-
-    /// The config as the JSON value the schemas see.
-    pub fn to_value(&self) -> Result<Value, Error> {
-        yaml::to_value(self)
-    }
 }

@@ -30,4 +30,4 @@ pub use experiment::{
 };
 pub use profile::{BOOTSTRAP_WORK_DIR, ClusterProfile, JAIF_MOUNT, ProfileName};
 pub use templates::{Backend, Template, TemplateConfig, TrainingRun, cpu_command, templates};
-pub use yaml::parse_yaml;
+pub use yaml::{YamlConfig, parse_yaml};

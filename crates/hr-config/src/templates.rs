@@ -6,7 +6,7 @@ use std::{collections::BTreeMap, fmt};
 
 use crate::{
     ClusterProfile, CommandConfig, EnvPolicy, Environment, Error, ExperimentConfig, Resources,
-    Searcher, profile::BOOTSTRAP_WORK_DIR,
+    Searcher, YamlConfig, profile::BOOTSTRAP_WORK_DIR,
 };
 
 /// The searcher metric every managed trial reports.

@@ -1,6 +1,6 @@
 //! YAML parsing with positions, and rendering of typed configs.
 
-use serde::Serialize;
+use serde::{Serialize, de::DeserializeOwned};
 use serde_json::Value;
 
 use crate::Error;
@@ -19,12 +19,24 @@ pub fn parse_yaml(text: &str, source_name: &str) -> Result<Value, Error> {
     })
 }
 
-/// Renders a typed config as YAML.
-pub(crate) fn to_yaml<T: Serialize>(value: &T) -> Result<String, Error> {
-    serde_yaml_ng::to_string(value).map_err(|e| Error::Encoding(e.to_string()))
+/// A typed config that renders to YAML and parses back (unknown fields rejected).
+pub trait YamlConfig: Serialize + DeserializeOwned {
+    /// Renders the config as YAML.
+    fn to_yaml(&self) -> Result<String, Error> {
+        serde_yaml_ng::to_string(self).map_err(|e| Error::Encoding(e.to_string()))
+    }
+
+    /// Parses a config rendered by [`Self::to_yaml`].
+    fn from_yaml(text: &str) -> Result<Self, Error> {
+        serde_json::from_value(parse_yaml(text, "<config>")?)
+            .map_err(|e| Error::Encoding(e.to_string()))
+    }
+
+    /// The config as the JSON value the schemas validate.
+    fn to_value(&self) -> Result<Value, Error> {
+        serde_json::to_value(self).map_err(|e| Error::Encoding(e.to_string()))
+    }
 }
 
-/// Converts a typed config to the JSON value the schemas validate.
-pub(crate) fn to_value<T: Serialize>(value: &T) -> Result<Value, Error> {
-    serde_json::to_value(value).map_err(|e| Error::Encoding(e.to_string()))
-}
+impl YamlConfig for crate::ExperimentConfig {}
+impl YamlConfig for crate::CommandConfig {}

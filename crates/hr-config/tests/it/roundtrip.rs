@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use hr_config::{
     BindMount, CheckpointPolicy, CheckpointStorage, CommandConfig, Environment, ExperimentConfig,
-    Reproducibility, Resources, Searcher,
+    Reproducibility, Resources, Searcher, YamlConfig,
 };
 use proptest::{collection::vec, option, prelude::*};
 

@@ -2,7 +2,8 @@
 
 use anyhow::Result;
 use hr_config::{
-    ClusterProfile, ConfigKind, Finding, TemplateConfig, check_value, parse_yaml, templates,
+    ClusterProfile, ConfigKind, Finding, TemplateConfig, YamlConfig, check_value, parse_yaml,
+    templates,
 };
 use serde_json::Value;
 

@@ -6,7 +6,8 @@ use std::collections::BTreeSet;
 
 use anyhow::{Context, Result};
 use hr_config::{
-    Backend, ClusterProfile, ConfigKind, TemplateConfig, TrainingRun, check_value, templates,
+    Backend, ClusterProfile, ConfigKind, TemplateConfig, TrainingRun, YamlConfig, check_value,
+    templates,
 };
 
 use crate::repo_root;
