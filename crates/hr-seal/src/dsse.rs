@@ -1,0 +1,248 @@
+//! The seal: a DSSE v1 envelope over an in-toto Statement v1 whose subject is `MANIFEST.json`'s
+//! sha256, optionally signed with Ed25519 (`verify_strict`). Key ids are hints only: trust comes
+//! from verifying against the configured keys.
+
+use base64::{
+    Engine,
+    engine::general_purpose::{STANDARD, URL_SAFE, URL_SAFE_NO_PAD},
+};
+use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::{MANIFEST_FILE, SealError, digest::sha256_hex};
+
+/// The DSSE payload type of an in-toto statement.
+pub const PAYLOAD_TYPE: &str = "application/vnd.in-toto+json";
+/// in-toto Statement v1.
+pub const STATEMENT_TYPE: &str = "https://in-toto.io/Statement/v1";
+/// Our predicate type for snapshot seals.
+pub const PREDICATE_TYPE: &str = "urn:hessian-recipes:predicate:snapshot:v1";
+
+/// DSSE's pre-authentication encoding.
+pub fn pae(payload_type: &str, body: &[u8]) -> Vec<u8> {
+    let mut out = format!(
+        "DSSEv1 {} {} {} ",
+        payload_type.len(),
+        payload_type,
+        body.len()
+    )
+    .into_bytes();
+    out.extend_from_slice(body);
+    out
+}
+
+/// A DSSE envelope.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// Base64 of the statement.
+    pub payload: String,
+    /// [`PAYLOAD_TYPE`].
+    #[serde(rename = "payloadType")]
+    pub payload_type: String,
+    /// Signatures; empty for a digest-only seal.
+    pub signatures: Vec<EnvelopeSignature>,
+}
+
+/// One DSSE signature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvelopeSignature {
+    /// Key id hint.
+    #[serde(default)]
+    pub keyid: String,
+    /// Base64 signature.
+    pub sig: String,
+}
+
+/// An Ed25519 signing key.
+#[derive(Debug, Clone)]
+pub struct KeyPair {
+    signing: SigningKey,
+}
+
+impl KeyPair {
+    /// From a 32-byte secret seed.
+    pub fn from_seed(seed: [u8; 32]) -> Self {
+        Self {
+            signing: SigningKey::from_bytes(&seed),
+        }
+    }
+
+    /// The public key.
+    pub fn verifying_key(&self) -> VerifyingKey {
+        self.signing.verifying_key()
+    }
+}
+
+/// The key id of a public key: hex sha256 of its 32 bytes.
+pub fn key_id(key: &VerifyingKey) -> String {
+    sha256_hex(key.as_bytes())
+}
+
+/// Parses a public key given as 64 hex characters.
+pub fn parse_verifying_key(hex_text: &str) -> Result<VerifyingKey, String> {
+    let text = hex_text.trim();
+    if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("a public key is 64 hex characters (32 bytes)".to_owned());
+    }
+    let mut bytes = [0u8; 32];
+    for (i, byte) in bytes.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
+    }
+    VerifyingKey::from_bytes(&bytes).map_err(|e| format!("not an Ed25519 public key: {e}"))
+}
+
+/// Which seals a verifier accepts.
+#[derive(Debug, Clone, Default)]
+pub enum Trust {
+    /// Digest-sealed is enough; signatures are not checked.
+    #[default]
+    DigestOnly,
+    /// A valid signature by one of these keys is required.
+    Keys(Vec<VerifyingKey>),
+}
+
+fn decode_b64(text: &str) -> Option<Vec<u8>> {
+    STANDARD
+        .decode(text)
+        .or_else(|_| URL_SAFE.decode(text))
+        .or_else(|_| URL_SAFE_NO_PAD.decode(text))
+        .or_else(|_| STANDARD.decode(format!("{text}{}", "=".repeat((4 - text.len() % 4) % 4))))
+        .ok()
+}
+
+impl Envelope {
+    /// Seals the manifest digest: builds the statement and signs it when a key is given.
+    pub fn seal(manifest_sha256: &str, run_id: &str, step: u64, key: Option<&KeyPair>) -> Self {
+        let statement = json!({
+            "_type": STATEMENT_TYPE,
+            "subject": [{"name": MANIFEST_FILE, "digest": {"sha256": manifest_sha256}}],
+            "predicateType": PREDICATE_TYPE,
+            "predicate": {"run_id": run_id, "step": step},
+        });
+        let body = serde_json::to_vec(&statement).expect("statement serialises");
+        let signatures = key
+            .map(|k| {
+                let sig = k.signing.sign(&pae(PAYLOAD_TYPE, &body));
+                vec![EnvelopeSignature {
+                    keyid: key_id(&k.verifying_key()),
+                    sig: STANDARD.encode(sig.to_bytes()),
+                }]
+            })
+            .unwrap_or_default();
+        Self {
+            payload: STANDARD.encode(&body),
+            payload_type: PAYLOAD_TYPE.to_owned(),
+            signatures,
+        }
+    }
+
+    /// The envelope's bytes on disk.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut bytes = serde_json::to_vec_pretty(self).expect("envelope serialises");
+        bytes.push(b'\n');
+        bytes
+    }
+
+    /// Parses the envelope, checks the payload type, the signatures against `trust`, and the
+    /// statement; returns the sealed manifest digest.
+    pub fn open(bytes: &[u8], trust: &Trust) -> Result<String, SealError> {
+        let env: Envelope =
+            serde_json::from_slice(bytes).map_err(|e| SealError::MalformedSeal(e.to_string()))?;
+        // The seal is written in one canonical layout; any other bytes are not ours, even when
+        // they parse to the same envelope (so no byte of a snapshot can change unnoticed).
+        if env.to_bytes() != bytes {
+            return Err(SealError::MalformedSeal(
+                "the seal is not in canonical form".into(),
+            ));
+        }
+        if env.payload_type != PAYLOAD_TYPE {
+            return Err(SealError::UnsupportedSchema(format!(
+                "payloadType {:?}",
+                env.payload_type
+            )));
+        }
+        let body = decode_b64(&env.payload)
+            .ok_or_else(|| SealError::MalformedSeal("payload is not base64".into()))?;
+        if let Trust::Keys(keys) = trust {
+            env.check_signatures(&body, keys)?;
+        }
+        let statement: Value =
+            serde_json::from_slice(&body).map_err(|e| SealError::MalformedSeal(e.to_string()))?;
+        if statement["_type"] != STATEMENT_TYPE {
+            return Err(SealError::UnsupportedSchema(format!(
+                "statement _type {}",
+                statement["_type"]
+            )));
+        }
+        if statement["predicateType"] != PREDICATE_TYPE {
+            return Err(SealError::UnsupportedSchema(format!(
+                "predicateType {}",
+                statement["predicateType"]
+            )));
+        }
+        let subjects = statement["subject"]
+            .as_array()
+            .map(Vec::as_slice)
+            .unwrap_or(&[]);
+        match subjects {
+            [subject] if subject["name"] == MANIFEST_FILE => subject["digest"]["sha256"]
+                .as_str()
+                .map(str::to_owned)
+                .ok_or_else(|| SealError::MalformedSeal("subject has no sha256 digest".into())),
+            _ => Err(SealError::MalformedSeal(
+                "the statement must have one MANIFEST.json subject".into(),
+            )),
+        }
+    }
+
+    fn check_signatures(&self, body: &[u8], keys: &[VerifyingKey]) -> Result<(), SealError> {
+        let message = pae(&self.payload_type, body);
+        let mut bad_trusted = None;
+        for s in &self.signatures {
+            let Some(sig) = decode_b64(&s.sig).and_then(|b| Signature::from_slice(&b).ok()) else {
+                bad_trusted.get_or_insert_with(|| s.keyid.clone());
+                continue;
+            };
+            for key in keys {
+                if key.verify_strict(&message, &sig).is_ok() {
+                    if s.keyid.is_empty() || s.keyid == key_id(key) {
+                        return Ok(());
+                    }
+                    return Err(SealError::MalformedSeal(format!(
+                        "keyid {:?} does not name the key that signed",
+                        s.keyid
+                    )));
+                }
+                if key_id(key) == s.keyid {
+                    bad_trusted = Some(s.keyid.clone());
+                }
+            }
+        }
+        match bad_trusted {
+            Some(keyid) => Err(SealError::BadSignature { keyid }),
+            None => Err(SealError::UntrustedSigner {
+                keyids: self.signatures.iter().map(|s| s.keyid.clone()).collect(),
+            }),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pae_matches_the_dsse_spec_vector() {
+        assert_eq!(
+            pae("http://example.com/HelloWorld", b"hello world"),
+            b"DSSEv1 29 http://example.com/HelloWorld 11 hello world".to_vec()
+        );
+    }
+
+    #[test]
+    fn url_safe_and_unpadded_base64_are_accepted() {
+        assert_eq!(decode_b64("-_8"), Some(vec![0xfb, 0xff]));
+        assert_eq!(decode_b64("+/8="), Some(vec![0xfb, 0xff]));
+    }
+}

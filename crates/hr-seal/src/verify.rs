@@ -1,0 +1,231 @@
+//! Verification before adoption, in the order of `checkpoints.md` §4, cheap to expensive, failing
+//! closed at the first failed check: folder, seal and signature, statement and manifest digest,
+//! schema, identity (run, config, source), step, file set (no symlinks, no stray or missing
+//! files), sizes, digests, then safetensors structure.
+
+use std::{
+    collections::BTreeSet,
+    fs::File,
+    io::Read,
+    path::{Path, PathBuf},
+};
+
+use crate::{
+    Envelope, MANIFEST_FILE, Manifest, SEAL_FILE, SealError, SourceBinding, Trust,
+    digest::{hash_files, sha256_hex},
+    manifest::{DETERMINED_METADATA, PAYLOAD_DIR},
+    safetensors,
+};
+
+const MAX_SEAL_BYTES: u64 = 1 << 20;
+const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
+/// What the verifier requires of a snapshot besides its own integrity.
+#[derive(Debug, Clone, Default)]
+pub struct Expectations {
+    /// Which seals are trusted.
+    pub trust: Trust,
+    /// The current run's id.
+    pub run_id: Option<String>,
+    /// The current run's config digest.
+    pub config_sha256: Option<String>,
+    /// The current run's source binding.
+    pub source: Option<SourceBinding>,
+    /// The step the scheduler reported for this checkpoint.
+    pub step: Option<u64>,
+}
+
+/// A verified snapshot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    /// Its folder.
+    pub dir: PathBuf,
+    /// Its manifest.
+    pub manifest: Manifest,
+    /// sha256 of its `MANIFEST.json`.
+    pub manifest_sha256: String,
+}
+
+fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, SealError> {
+    let file = File::open(path).map_err(SealError::io("open", path))?;
+    let mut bytes = Vec::new();
+    file.take(cap + 1)
+        .read_to_end(&mut bytes)
+        .map_err(SealError::io("read", path))?;
+    if bytes.len() as u64 > cap {
+        return Err(SealError::MalformedSeal(format!(
+            "{} is larger than {cap} bytes",
+            path.display()
+        )));
+    }
+    Ok(bytes)
+}
+
+/// Verifies the snapshot in `dir` against `expect`.
+pub fn verify(dir: &Path, expect: &Expectations) -> Result<Verified, SealError> {
+    // 1. The folder exists.
+    if !dir.is_dir() {
+        return Err(SealError::CheckpointNotFound {
+            path: dir.to_owned(),
+        });
+    }
+    // 2-3. Seal, signatures, statement; the subject is the manifest's digest.
+    let seal_path = dir.join(SEAL_FILE);
+    if !seal_path.is_file() {
+        return Err(SealError::MalformedSeal(format!(
+            "{SEAL_FILE} is missing: the snapshot was never sealed"
+        )));
+    }
+    let sealed_digest = Envelope::open(&read_capped(&seal_path, MAX_SEAL_BYTES)?, &expect.trust)?;
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let bytes = read_capped(&manifest_path, MAX_MANIFEST_BYTES).map_err(|_| {
+        SealError::MalformedManifest(format!("{MANIFEST_FILE} is missing or too large"))
+    })?;
+    let actual = sha256_hex(&bytes);
+    if actual != sealed_digest {
+        return Err(SealError::ManifestDigestMismatch {
+            expected: sealed_digest,
+            actual,
+        });
+    }
+    let manifest = Manifest::parse(&bytes)?;
+    // 4. Identity.
+    check_identity(&manifest, expect)?;
+    // 5. Step.
+    if let Some(step) = expect.step.filter(|s| *s != manifest.step) {
+        return Err(SealError::StepMismatch {
+            expected: step,
+            actual: manifest.step,
+        });
+    }
+    // 6. File set.
+    let on_disk = list_payload(dir)?;
+    let listed: BTreeSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
+    if let Some(extra) = on_disk.iter().find(|p| !listed.contains(p.as_str())) {
+        return Err(SealError::UnexpectedFile {
+            path: extra.clone(),
+        });
+    }
+    if let Some(missing) = manifest.files.iter().find(|f| !on_disk.contains(&f.path)) {
+        return Err(SealError::MissingFile {
+            path: missing.path.clone(),
+        });
+    }
+    // 7. Sizes by stat, then streaming digests.
+    for f in &manifest.files {
+        let path = dir.join(&f.path);
+        let size = std::fs::metadata(&path)
+            .map_err(SealError::io("stat", &path))?
+            .len();
+        if size != f.size {
+            return Err(SealError::SizeMismatch {
+                path: f.path.clone(),
+                expected: f.size,
+                actual: size,
+            });
+        }
+    }
+    let paths: Vec<PathBuf> = manifest.files.iter().map(|f| dir.join(&f.path)).collect();
+    for (f, result) in manifest.files.iter().zip(hash_files(&paths)) {
+        let (size, digest) = result?;
+        if size != f.size {
+            return Err(SealError::SizeMismatch {
+                path: f.path.clone(),
+                expected: f.size,
+                actual: size,
+            });
+        }
+        if digest != f.sha256 {
+            return Err(SealError::DigestMismatch {
+                path: f.path.clone(),
+                expected: f.sha256.clone(),
+                actual: digest,
+            });
+        }
+    }
+    // 8. Structure.
+    for f in manifest
+        .files
+        .iter()
+        .filter(|f| f.path.ends_with(".safetensors"))
+    {
+        safetensors::check(&dir.join(&f.path), &f.path)?;
+    }
+    Ok(Verified {
+        dir: dir.to_owned(),
+        manifest,
+        manifest_sha256: actual,
+    })
+}
+
+fn check_identity(manifest: &Manifest, expect: &Expectations) -> Result<(), SealError> {
+    if let Some(run_id) = expect
+        .run_id
+        .as_ref()
+        .filter(|r| **r != manifest.run.run_id)
+    {
+        return Err(SealError::RunIdMismatch {
+            expected: run_id.clone(),
+            actual: manifest.run.run_id.clone(),
+        });
+    }
+    if let Some(config) = expect
+        .config_sha256
+        .as_ref()
+        .filter(|c| **c != manifest.config_sha256)
+    {
+        return Err(SealError::ConfigMismatch {
+            expected: config.clone(),
+            actual: manifest.config_sha256.clone(),
+        });
+    }
+    if let Some(source) = expect.source.as_ref().filter(|s| **s != manifest.source) {
+        return Err(SealError::SourceMismatch {
+            expected: format!("{source:?}"),
+            actual: format!("{:?}", manifest.source),
+        });
+    }
+    Ok(())
+}
+
+/// Lists the files under `payload/` (relative paths); rejects symlinks and anything at the top
+/// level other than the payload, the manifest, the seal and Determined's `metadata.json`.
+fn list_payload(dir: &Path) -> Result<BTreeSet<String>, SealError> {
+    let mut files = BTreeSet::new();
+    for entry in std::fs::read_dir(dir).map_err(SealError::io("read", dir))? {
+        let entry = entry.map_err(SealError::io("read", dir))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let kind = entry
+            .file_type()
+            .map_err(SealError::io("stat", entry.path()))?;
+        if kind.is_symlink() {
+            return Err(SealError::SymlinkRejected { path: name });
+        }
+        match name.as_str() {
+            MANIFEST_FILE | SEAL_FILE | DETERMINED_METADATA if kind.is_file() => {}
+            PAYLOAD_DIR if kind.is_dir() => walk(&entry.path(), PAYLOAD_DIR, &mut files)?,
+            _ => return Err(SealError::UnexpectedFile { path: name }),
+        }
+    }
+    Ok(files)
+}
+
+fn walk(dir: &Path, rel: &str, files: &mut BTreeSet<String>) -> Result<(), SealError> {
+    for entry in std::fs::read_dir(dir).map_err(SealError::io("read", dir))? {
+        let entry = entry.map_err(SealError::io("read", dir))?;
+        let path = format!("{rel}/{}", entry.file_name().to_string_lossy());
+        let kind = entry
+            .file_type()
+            .map_err(SealError::io("stat", entry.path()))?;
+        if kind.is_symlink() {
+            return Err(SealError::SymlinkRejected { path });
+        } else if kind.is_dir() {
+            walk(&entry.path(), &path, files)?;
+        } else if kind.is_file() {
+            files.insert(path);
+        } else {
+            return Err(SealError::UnexpectedFile { path });
+        }
+    }
+    Ok(())
+}
