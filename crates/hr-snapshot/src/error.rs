@@ -1,0 +1,60 @@
+//! The crate's error type.
+
+use std::path::PathBuf;
+
+/// A publication or restore failure.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// Sealing or verification failed.
+    #[error(transparent)]
+    Seal(#[from] hr_seal::SealError),
+    /// A Core call failed.
+    #[error("core: {0}")]
+    Core(Box<dyn std::error::Error + Send + Sync>),
+    /// The step does not increase; refused before any checkpoint UUID was created.
+    #[error("step {step} does not increase on the last published step {last}; nothing was created")]
+    StepNotIncreasing {
+        /// The refused step.
+        step: u64,
+        /// The last published step.
+        last: u64,
+    },
+    /// The scheduler selected another checkpoint than the durable preemption receipt names.
+    #[error(
+        "the scheduler selected checkpoint {selected} but the preemption receipt names {receipt}"
+    )]
+    ReceiptMismatch {
+        /// UUID in the receipt.
+        receipt: String,
+        /// UUID the scheduler selected.
+        selected: String,
+    },
+    /// A caller hook (cleanup, service shutdown, payload writing) failed.
+    #[error("{stage}: {message}")]
+    Hook {
+        /// Which hook.
+        stage: &'static str,
+        /// Its error.
+        message: String,
+    },
+    /// A local file operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// On which path.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+impl SnapshotError {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| Self::Io { op, path, source }
+    }
+}

@@ -1,0 +1,70 @@
+//! The `preempted_at_checkpoint` receipt: which checkpoint a preempted allocation published,
+//! written durably (tmp, fsync, rename, folder fsync) before preemption is acknowledged.
+
+use std::{fs::File, io::Write, path::Path};
+
+use serde::{Deserialize, Serialize};
+
+use crate::SnapshotError;
+
+/// The receipt's file name in the run folder.
+pub const RECEIPT_FILE: &str = "preempted_at_checkpoint.json";
+
+/// What a preempted allocation published.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    /// The step.
+    pub step: u64,
+    /// The checkpoint UUID.
+    pub uuid: String,
+    /// sha256 of its manifest.
+    pub manifest_sha256: String,
+    /// The allocation that wrote it.
+    pub allocation: String,
+}
+
+/// Proof that the receipt is on disk and durable; the only way to acknowledge preemption.
+#[derive(Debug)]
+pub struct DurableReceipt {
+    pub(crate) receipt: Receipt,
+}
+
+impl DurableReceipt {
+    /// The receipt.
+    pub fn receipt(&self) -> &Receipt {
+        &self.receipt
+    }
+}
+
+impl Receipt {
+    /// Writes the receipt durably into `dir`.
+    pub(crate) fn write_durable(self, dir: &Path) -> Result<DurableReceipt, SnapshotError> {
+        std::fs::create_dir_all(dir).map_err(SnapshotError::io("create", dir))?;
+        let path = dir.join(RECEIPT_FILE);
+        let tmp = dir.join(format!("{RECEIPT_FILE}.tmp"));
+        let mut file = File::create(&tmp).map_err(SnapshotError::io("create", &tmp))?;
+        file.write_all(&serde_json::to_vec_pretty(&self).expect("receipt serialises"))
+            .and_then(|()| file.sync_all())
+            .map_err(SnapshotError::io("write", &tmp))?;
+        std::fs::rename(&tmp, &path).map_err(SnapshotError::io("rename", &path))?;
+        hr_seal::fsync_dir(dir)?;
+        Ok(DurableReceipt { receipt: self })
+    }
+
+    /// Reads the receipt in `dir`, if any.
+    pub fn read(dir: &Path) -> Result<Option<Receipt>, SnapshotError> {
+        let path = dir.join(RECEIPT_FILE);
+        match std::fs::read(&path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| SnapshotError::Io {
+                    op: "parse",
+                    path,
+                    source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+                }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(SnapshotError::io("read", &path)(e)),
+        }
+    }
+}
