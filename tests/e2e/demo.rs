@@ -13,16 +13,26 @@ fn demo_writes_three_reports_with_the_scripted_scores() -> Result<()> {
         .keys()
         .map(|p| p.display().to_string())
         .collect();
-    assert_eq!(files, ["report.json", "report.md", "results.jsonl"]);
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(s.path().join("runs/demo-01/report.json"))?)?;
+    assert_eq!(
+        files,
+        [
+            "MANIFEST.json",
+            "SEAL.dsse.json",
+            "payload/report.json",
+            "payload/report.md",
+            "payload/results.jsonl"
+        ]
+    );
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(
+        s.path().join("runs/demo-01/payload/report.json"),
+    )?)?;
     assert_eq!(report["total"]["items"], 34);
     assert_eq!(report["total"]["correct"], 25);
     assert_eq!(report["suites"].as_array().map(Vec::len), Some(3));
     assert!(report["tool_versions"]["hessian-recipes"].is_string());
     assert!(stderr.contains("mgsm: 12/12"), "progress lines: {stderr}");
     // Nothing was written outside the output folder.
-    assert_eq!(snapshot(s.path()).len(), 3);
+    assert_eq!(snapshot(s.path()).len(), 5);
     Ok(())
 }
 
@@ -47,5 +57,52 @@ fn demo_accepts_an_existing_empty_folder() {
     let s = Scratch::new();
     std::fs::create_dir(s.path().join("empty")).expect("mkdir");
     assert!(s.run(&["demo", "--output", "empty"]).status.success());
-    assert_eq!(snapshot(&s.path().join("empty")).len(), 3);
+    assert_eq!(snapshot(&s.path().join("empty")).len(), 5);
+}
+
+#[test]
+fn demo_output_is_a_sealed_snapshot_that_verify_checks() {
+    let s = Scratch::new();
+    assert!(s.run(&["demo", "--output", "d"]).status.success());
+    let ok = s.run(&["snapshot", "verify", "d", "--run-id", "demo:d"]);
+    let (stdout, _) = text(&ok);
+    assert_eq!(ok.status.code(), Some(0), "{stdout}");
+    assert!(
+        stdout.starts_with("valid: d") && stdout.contains("payload/results.jsonl (results)"),
+        "{stdout}"
+    );
+
+    // A signature is required once a key is given; the demo is digest-sealed only.
+    let key = "3b6a27bcceb6a42d62a3a8d02a6f0d73653215771de243a63ac048a18b59da29";
+    let unsigned = s.run(&["snapshot", "verify", "d", "--key", key]);
+    assert_eq!(unsigned.status.code(), Some(3));
+    assert!(
+        text(&unsigned).0.contains("UntrustedSigner"),
+        "{:?}",
+        text(&unsigned)
+    );
+
+    let other_run = s.run(&["snapshot", "verify", "d", "--run-id", "demo:other"]);
+    assert_eq!(other_run.status.code(), Some(3));
+    assert!(text(&other_run).0.contains("RunIdMismatch"));
+
+    let results = s.path().join("d/payload/results.jsonl");
+    let mut bytes = std::fs::read(&results).expect("read");
+    bytes[10] ^= 0x20;
+    std::fs::write(&results, bytes).expect("write");
+    let bad = s.run(&["snapshot", "verify", "d"]);
+    assert_eq!(bad.status.code(), Some(3));
+    assert!(
+        text(&bad)
+            .0
+            .contains("DigestMismatch: digest mismatch for payload/results.jsonl"),
+        "{:?}",
+        text(&bad)
+    );
+
+    let missing = s.run(&["snapshot", "verify", "nowhere"]);
+    assert_eq!(missing.status.code(), Some(3));
+    assert!(text(&missing).0.contains("CheckpointNotFound"));
+    let bad_key = s.run(&["snapshot", "verify", "d", "--key", "xyz"]);
+    assert_eq!(bad_key.status.code(), Some(2), "{:?}", text(&bad_key));
 }

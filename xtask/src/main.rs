@@ -24,6 +24,8 @@ Tasks:
   tidy        every .rs under crates/ opens with //!, only tensor crates depend on burn,
               no ignored tests or stubs, folder name = package name
   templates   regenerate cluster/determined/*.yaml from crates/hr-config (jaif profile)
+  bench seal [--size-mib N]
+              seal and verify throughput of an N MiB snapshot (default 1024) next to sha256sum
 ";
 
 fn main() -> Result<()> {
@@ -34,6 +36,7 @@ fn main() -> Result<()> {
         Some("ci") => ci::run(&root),
         Some("tidy") => tidy::run(&root),
         Some("templates") => templates(&root),
+        Some("bench") => bench(&args[1..]),
         Some("-h" | "--help" | "help") | None => {
             print!("{HELP}");
             Ok(())
@@ -71,6 +74,19 @@ fn describe(cmd: &Command) -> String {
     let mut words = vec![cmd.get_program().to_string_lossy().into_owned()];
     words.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
     words.join(" ")
+}
+
+/// `cargo xtask bench seal [--size-mib N]`: runs the seal benchmark in release mode.
+fn bench(args: &[String]) -> Result<()> {
+    match args.first().map(String::as_str) {
+        Some("seal") => {
+            let mut cmd = cargo();
+            cmd.args(["bench", "--package", "hr-seal", "--bench", "seal", "--"])
+                .args(&args[1..]);
+            run(cmd)
+        }
+        other => bail!("unknown benchmark {other:?}: available: seal\n\n{HELP}"),
+    }
 }
 
 /// Renders the jaif templates into a fresh folder with the real binary, then replaces the

@@ -16,13 +16,43 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
     /// Run the authored evaluation fixture on the CPU with a scripted policy (no GPU, model,
-    /// provider key or Python needed) and write results.jsonl, report.json and report.md.
+    /// provider key or Python needed). The output folder becomes a sealed snapshot: payload/
+    /// holds results.jsonl, report.json and report.md; MANIFEST.json and SEAL.dsse.json seal them.
     Demo(DemoArgs),
     /// Determined cluster configs: render the templates, check config files, build the bounded
     /// CPU command line.
     Cluster {
         #[command(subcommand)]
         command: ClusterCommand,
+    },
+    /// Sealed snapshots (checkpoints and run outputs).
+    Snapshot {
+        #[command(subcommand)]
+        command: SnapshotCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum SnapshotCommand {
+    /// Verify a sealed snapshot folder: seal, manifest digest, identity, file set, sizes, digests
+    /// and structure, in that order. Prints the verdict and a manifest summary; exits 0 when
+    /// valid and 3 with the typed error (e.g. `DigestMismatch`) when not.
+    Verify {
+        /// The snapshot folder (holding MANIFEST.json and SEAL.dsse.json).
+        dir: PathBuf,
+        /// Require a valid signature by this Ed25519 public key (64 hex characters, or a file
+        /// holding them). Repeatable; without it a digest-only seal is accepted.
+        #[arg(long)]
+        key: Vec<String>,
+        /// Require this run id.
+        #[arg(long)]
+        run_id: Option<String>,
+        /// Require this config digest.
+        #[arg(long)]
+        config_sha256: Option<String>,
+        /// Require this step.
+        #[arg(long)]
+        step: Option<u64>,
     },
 }
 

@@ -1,4 +1,5 @@
-//! `hessian-recipes demo`: the authored evaluation fixture with the scripted policy.
+//! `hessian-recipes demo`: the authored evaluation fixture with the scripted policy; the output
+//! folder is sealed like every snapshot (`payload/` + `MANIFEST.json` + `SEAL.dsse.json`).
 
 use std::{
     io::{IsTerminal, Write},
@@ -7,7 +8,9 @@ use std::{
 };
 
 use anyhow::Context;
-use hr_eval::{FixturePolicy, ReportMeta, builtin_suites, evaluate, write_reports};
+use hr_eval::{FixturePolicy, ReportMeta, builtin_suites, evaluate, render_reports};
+use hr_seal::{RunIdentity, SnapshotWriter, sha256_hex};
+use serde_json::json;
 
 use crate::{cli::DemoArgs, output};
 
@@ -29,7 +32,6 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             eprintln!("{suite}: {done}/{total}");
         }
     })?;
-    output::create_fresh(&args.output)?;
     let meta = ReportMeta {
         tool_versions: vec![
             (
@@ -40,7 +42,42 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         ],
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     };
-    let files = write_reports(&args.output, &eval, &meta)?;
+    // The config this output depends on: the command, the policy and the suite data.
+    let config = json!({
+        "command": "demo",
+        "policy": eval.policy,
+        "suites": suites.iter().map(|s| json!({"name": s.name, "sha256": s.sha256})).collect::<Vec<_>>(),
+    });
+    let name = args
+        .output
+        .file_name()
+        .map_or_else(|| "demo".into(), |n| n.to_string_lossy().into_owned());
+    let run = RunIdentity {
+        run_id: format!("demo:{name}"),
+        writer: "local".to_owned(),
+    };
+    output::create_fresh(&args.output)?;
+    let mut writer = SnapshotWriter::in_place(
+        &args.output,
+        run,
+        0,
+        crate::source_binding(),
+        sha256_hex(config.to_string().as_bytes()),
+    );
+    writer
+        .tool("hessian-recipes", env!("CARGO_PKG_VERSION"))
+        .tool("hr-eval", hr_eval::VERSION);
+    for (file, bytes) in render_reports(&eval, &meta) {
+        let role = if file == "results.jsonl" {
+            "results"
+        } else {
+            "report"
+        };
+        writer.add_bytes(&format!("payload/{file}"), role, &bytes)?;
+    }
+    let sealed = writer.seal(None)?;
+    let digest = sealed.manifest_sha256.clone();
+    sealed.commit(&args.output)?;
     for s in &eval.suites {
         println!(
             "{:<12} {:>3}/{:<3} {:>6.1}%",
@@ -50,8 +87,13 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
             100.0 * s.accuracy
         );
     }
-    for f in files {
-        println!("wrote {}", f.display());
-    }
+    println!(
+        "wrote {}/payload/{{results.jsonl,report.json,report.md}}",
+        args.output.display()
+    );
+    println!(
+        "sealed {} (manifest sha256:{digest})",
+        args.output.display()
+    );
     Ok(ExitCode::SUCCESS)
 }

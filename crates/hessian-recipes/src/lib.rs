@@ -1,13 +1,15 @@
 //! The `hessian-recipes` command line, composed from the library crates: the CPU demo fixture
-//! (`demo`) and the Determined cluster tooling (`cluster render|check|cpu-command`). It parses
-//! arguments, calls the libraries and maps errors to exit codes (0 ok, 1 failure, 2 bad input or
-//! a refused output folder); it holds no domain logic of its own.
+//! (`demo`), the Determined cluster tooling (`cluster render|check|cpu-command`) and sealed
+//! snapshots (`snapshot verify`). It parses arguments, calls the libraries and maps errors to exit
+//! codes (0 ok, 1 failure, 2 bad input or a refused output folder, 3 an invalid snapshot); it
+//! holds no domain logic of its own.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod cli;
 mod cluster;
 mod demo;
 mod output;
+mod snapshot;
 
 use std::process::ExitCode;
 
@@ -32,9 +34,24 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// The source binding of this binary: its git commit (at build time) and its own sha256.
+fn source_binding() -> hr_seal::SourceBinding {
+    let binary_sha256 = std::env::current_exe()
+        .ok()
+        .and_then(|p| hr_seal::hash_file(&p).ok())
+        .map(|(_, d)| d);
+    hr_seal::SourceBinding {
+        commit: env!("HR_GIT_COMMIT").to_owned(),
+        tree_sha256: None,
+        cargo_lock_sha256: None,
+        binary_sha256,
+    }
+}
+
 fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         cli::Command::Demo(args) => demo::run(&args),
         cli::Command::Cluster { command } => cluster::run(command),
+        cli::Command::Snapshot { command } => snapshot::run(command),
     }
 }

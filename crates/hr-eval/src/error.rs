@@ -1,7 +1,5 @@
 //! The crate's error type.
 
-use std::path::PathBuf;
-
 /// Everything that can go wrong while loading suites, answering, or writing reports.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -20,12 +18,4 @@ pub enum Error {
         "the fixture policy has no scripted response for task {0}: add it to fixtures/fixture-policy.jsonl"
     )]
     NoResponse(String),
-    /// Writing a report failed.
-    #[error("cannot write {path}: {source}")]
-    Write {
-        /// The file.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
 }

@@ -16,7 +16,7 @@ mod suite;
 
 pub use error::Error;
 pub use policy::{FixturePolicy, Policy};
-pub use report::{ReportMeta, write_reports};
+pub use report::{ReportMeta, render_reports};
 pub use run::{Evaluation, ItemResult, SuiteScore, evaluate};
 pub use score::{Verdict, final_number, last_number, parse_tool_call, score};
 pub use suite::{Expected, Suite, SuiteKind, Task, builtin_suites};

@@ -1,17 +1,11 @@
 //! The report files: `results.jsonl` (one line per task), `report.json` (per-suite scores,
-//! counts, timings, versions) and `report.md` (the same for people). Files are created, never
-//! overwritten.
-
-use std::{
-    fs::OpenOptions,
-    io::Write,
-    path::{Path, PathBuf},
-};
+//! counts, timings, versions) and `report.md` (the same for people). Rendering only: where the
+//! bytes go (a sealed snapshot, for the demo) is the caller's choice.
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use crate::{Error, Evaluation};
+use crate::Evaluation;
 
 /// Facts about the run that the report records.
 #[derive(Debug, Clone, PartialEq)]
@@ -22,18 +16,6 @@ pub struct ReportMeta {
     pub elapsed_ms: u64,
 }
 
-fn create(path: &Path, bytes: &[u8]) -> Result<(), Error> {
-    let write = || -> std::io::Result<()> {
-        let mut file = OpenOptions::new().write(true).create_new(true).open(path)?;
-        file.write_all(bytes)?;
-        file.sync_all()
-    };
-    write().map_err(|source| Error::Write {
-        path: path.to_owned(),
-        source,
-    })
-}
-
 fn hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
         .iter()
@@ -41,12 +23,8 @@ fn hex(bytes: &[u8]) -> String {
         .collect()
 }
 
-/// Writes the three report files into `dir` (which must exist); returns their paths.
-pub fn write_reports(
-    dir: &Path,
-    eval: &Evaluation,
-    meta: &ReportMeta,
-) -> Result<Vec<PathBuf>, Error> {
+/// Renders the three report files: `(file name, bytes)`.
+pub fn render_reports(eval: &Evaluation, meta: &ReportMeta) -> Vec<(&'static str, Vec<u8>)> {
     let mut results = String::new();
     for item in &eval.results {
         results.push_str(&serde_json::to_string(item).expect("results serialise"));
@@ -107,19 +85,12 @@ pub fn write_reports(
         .collect();
     md.push_str(&list.join(", "));
     md.push('\n');
-    let files = [
+    vec![
         ("results.jsonl", results.into_bytes()),
         (
             "report.json",
             serde_json::to_vec_pretty(&report).expect("report serialises"),
         ),
         ("report.md", md.into_bytes()),
-    ];
-    let mut written = Vec::new();
-    for (name, bytes) in files {
-        let path = dir.join(name);
-        create(&path, &bytes)?;
-        written.push(path);
-    }
-    Ok(written)
+    ]
 }

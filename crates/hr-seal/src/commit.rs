@@ -17,6 +17,14 @@ pub enum CommitOutcome {
     Unchanged,
 }
 
+/// The folder holding `path` (`.` for a bare relative name).
+pub(crate) fn parent_dir(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 /// fsyncs a folder, making the names in it durable.
 pub fn fsync_dir(dir: &Path) -> Result<(), SealError> {
     File::open(dir)

@@ -159,6 +159,34 @@ pub enum SealError {
 }
 
 impl SealError {
+    /// The variant's name, a stable code for logs and exit messages (`DigestMismatch`, ...).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::CheckpointNotFound { .. } => "CheckpointNotFound",
+            Self::MalformedSeal(_) => "MalformedSeal",
+            Self::UnsupportedSchema(_) => "UnsupportedSchema",
+            Self::BadSignature { .. } => "BadSignature",
+            Self::UntrustedSigner { .. } => "UntrustedSigner",
+            Self::ManifestDigestMismatch { .. } => "ManifestDigestMismatch",
+            Self::MalformedManifest(_) => "MalformedManifest",
+            Self::RunIdMismatch { .. } => "RunIdMismatch",
+            Self::ConfigMismatch { .. } => "ConfigMismatch",
+            Self::SourceMismatch { .. } => "SourceMismatch",
+            Self::StepMismatch { .. } => "StepMismatch",
+            Self::UnexpectedFile { .. } => "UnexpectedFile",
+            Self::MissingFile { .. } => "MissingFile",
+            Self::SymlinkRejected { .. } => "SymlinkRejected",
+            Self::InvalidPath { .. } => "InvalidPath",
+            Self::SizeMismatch { .. } => "SizeMismatch",
+            Self::DigestMismatch { .. } => "DigestMismatch",
+            Self::MalformedSafetensors { .. } => "MalformedSafetensors",
+            Self::DuplicateStep { .. } => "DuplicateStep",
+            Self::NonMonotonicStep { .. } => "NonMonotonicStep",
+            Self::AlreadySealed { .. } => "AlreadySealed",
+            Self::Io { .. } => "Io",
+        }
+    }
+
     /// Wraps an I/O error with the operation and path.
     pub(crate) fn io(
         op: &'static str,

@@ -26,6 +26,7 @@ pub use dsse::{
     Envelope, KeyPair, PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, Trust, key_id, pae,
     parse_verifying_key,
 };
+pub use ed25519_dalek::VerifyingKey;
 pub use error::SealError;
 pub use manifest::{
     EvidencePrefix, FileEntry, MANIFEST_FILE, Manifest, ParentRef, RunIdentity, SCHEMA_VERSION,

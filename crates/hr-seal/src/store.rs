@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use crate::{
     CommitOutcome, Expectations, ParentRef, RunIdentity, SealError, SnapshotWriter, SourceBinding,
     StagedSnapshot, Verified,
-    commit::{fsync_dir, rename_noreplace},
+    commit::{fsync_dir, parent_dir, rename_noreplace},
     verify,
 };
 
@@ -46,7 +46,7 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SealError> {
         .and_then(|f| f.sync_all())
         .map_err(SealError::io("fsync", &tmp))?;
     std::fs::rename(&tmp, path).map_err(SealError::io("rename", path))?;
-    fsync_dir(path.parent().unwrap_or(Path::new(".")))
+    fsync_dir(parent_dir(path))
 }
 
 impl Store {
@@ -164,9 +164,7 @@ impl Store {
             });
             if rename_noreplace(dir, &target)? {
                 fsync_dir(&qdir)?;
-                if let Some(parent) = dir.parent() {
-                    fsync_dir(parent)?;
-                }
+                fsync_dir(parent_dir(dir))?;
                 return Ok(target);
             }
         }

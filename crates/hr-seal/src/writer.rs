@@ -15,7 +15,7 @@ use sha2::{Digest, Sha256};
 use crate::{
     CommitOutcome, Envelope, EvidencePrefix, FileEntry, KeyPair, MANIFEST_FILE, Manifest,
     ParentRef, RunIdentity, SCHEMA_VERSION, SEAL_FILE, SealError, SourceBinding,
-    commit::{fsync_dir, link_noreplace, rename_noreplace},
+    commit::{fsync_dir, link_noreplace, parent_dir, rename_noreplace},
     digest::{hex, sha256_hex},
     manifest::{PAYLOAD_DIR, validate_payload_path},
 };
@@ -365,9 +365,8 @@ impl StagedSnapshot {
                 std::fs::rename(&seal_tmp, staging.join(SEAL_FILE))
                     .map_err(SealError::io("rename", &seal_tmp))?;
                 fsync_dir(staging)?;
-                if let Some(parent) = final_dir.parent() {
-                    std::fs::create_dir_all(parent).map_err(SealError::io("create", parent))?;
-                }
+                let parent = parent_dir(final_dir);
+                std::fs::create_dir_all(parent).map_err(SealError::io("create", parent))?;
                 rename_noreplace(staging, final_dir)?
             }
             Layout::InPlace { dir } => {
@@ -397,9 +396,7 @@ impl StagedSnapshot {
         }
         (self.hook)(Stage::AfterCommitRename);
         fsync_dir(final_dir)?;
-        if let Some(parent) = final_dir.parent() {
-            fsync_dir(parent)?;
-        }
+        fsync_dir(parent_dir(final_dir))?;
         (self.hook)(Stage::AfterCommit);
         Ok(CommitOutcome::Sealed)
     }

@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use anyhow::Result;
 use hr_eval::{
     Error, Expected, FixturePolicy, Policy, ReportMeta, Task, builtin_suites, evaluate,
-    write_reports,
+    render_reports,
 };
 
 /// Answers every task correctly, in the form its suite expects.
@@ -113,9 +113,7 @@ fn a_policy_without_an_answer_is_an_error_not_a_zero() -> Result<()> {
 }
 
 #[test]
-fn reports_are_written_once_and_never_overwritten() -> Result<()> {
-    let dir = std::env::temp_dir().join(format!("hr-eval-report-{}", std::process::id()));
-    std::fs::create_dir(&dir)?;
+fn reports_render_scores_results_and_versions() -> Result<()> {
     let eval = evaluate(
         &builtin_suites()?,
         &mut FixturePolicy::builtin()?,
@@ -125,20 +123,18 @@ fn reports_are_written_once_and_never_overwritten() -> Result<()> {
         tool_versions: vec![("hr-eval".into(), "0.0.0".into())],
         elapsed_ms: 1,
     };
-    let files = write_reports(&dir, &eval, &meta)?;
-    assert_eq!(files.len(), 3);
-    let report: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(dir.join("report.json"))?)?;
+    let files = render_reports(&eval, &meta);
+    let names: Vec<&str> = files.iter().map(|(n, _)| *n).collect();
+    assert_eq!(names, ["results.jsonl", "report.json", "report.md"]);
+    let report: serde_json::Value = serde_json::from_slice(&files[1].1)?;
     assert_eq!(report["total"]["correct"], 25);
     assert_eq!(report["total"]["items"], 34);
-    let lines = std::fs::read_to_string(dir.join("results.jsonl"))?;
-    assert_eq!(lines.lines().count(), 34);
-    let before = std::fs::read(dir.join("report.md"))?;
+    assert_eq!(report["tool_versions"]["hr-eval"], "0.0.0");
+    assert_eq!(String::from_utf8_lossy(&files[0].1).lines().count(), 34);
+    let md = String::from_utf8_lossy(&files[2].1);
     assert!(
-        write_reports(&dir, &eval, &meta).is_err(),
-        "a second write must fail"
+        md.contains("25 of 34 tasks correct") && md.contains("`arith-03`"),
+        "{md}"
     );
-    assert_eq!(std::fs::read(dir.join("report.md"))?, before);
-    std::fs::remove_dir_all(&dir)?;
     Ok(())
 }

@@ -1,0 +1,89 @@
+//! `hessian-recipes snapshot verify`.
+
+use std::{path::Path, process::ExitCode};
+
+use hr_seal::{Expectations, Trust, Verified, VerifyingKey, key_id, parse_verifying_key, verify};
+
+use crate::{cli::SnapshotCommand, output::Refused};
+
+pub(crate) fn run(command: SnapshotCommand) -> anyhow::Result<ExitCode> {
+    match command {
+        SnapshotCommand::Verify {
+            dir,
+            key,
+            run_id,
+            config_sha256,
+            step,
+        } => {
+            let keys = key
+                .iter()
+                .map(|k| load_key(k))
+                .collect::<anyhow::Result<Vec<_>>>()?;
+            let signed = !keys.is_empty();
+            let trust = if signed {
+                Trust::Keys(keys.clone())
+            } else {
+                Trust::DigestOnly
+            };
+            let expect = Expectations {
+                trust,
+                run_id,
+                config_sha256,
+                source: None,
+                step,
+            };
+            match verify(&dir, &expect) {
+                Ok(v) => {
+                    let seal = if signed {
+                        let ids: Vec<String> = keys.iter().map(key_id).collect();
+                        format!("signature verified (trusted keys {})", ids.join(", "))
+                    } else {
+                        "digest checked; signatures not checked (no --key)".to_owned()
+                    };
+                    print_summary(&v, &seal);
+                    Ok(ExitCode::SUCCESS)
+                }
+                Err(e) => {
+                    println!("invalid: {}", dir.display());
+                    println!("  {}: {e}", e.code());
+                    Ok(ExitCode::from(3))
+                }
+            }
+        }
+    }
+}
+
+fn load_key(arg: &str) -> anyhow::Result<VerifyingKey> {
+    let text = if Path::new(arg).is_file() {
+        std::fs::read_to_string(arg)?
+    } else {
+        arg.to_owned()
+    };
+    parse_verifying_key(&text).map_err(|e| Refused(format!("--key {arg}: {e}")).into())
+}
+
+fn print_summary(v: &Verified, seal: &str) {
+    let m = &v.manifest;
+    let bytes: u64 = m.files.iter().map(|f| f.size).sum();
+    println!("valid: {}", v.dir.display());
+    println!("  run       {} (writer {})", m.run.run_id, m.run.writer);
+    println!("  step      {}", m.step);
+    match &m.parent {
+        Some(p) => println!("  parent    step {} sha256:{}", p.step, p.manifest_sha256),
+        None => println!("  parent    none"),
+    }
+    println!("  manifest  sha256:{}", v.manifest_sha256);
+    println!("  seal      {seal}");
+    println!("  source    commit {}", m.source.commit);
+    println!("  config    sha256:{}", m.config_sha256);
+    println!("  files     {} ({bytes} bytes)", m.files.len());
+    for f in &m.files {
+        println!(
+            "            {} {} {} ({})",
+            &f.sha256[..12.min(f.sha256.len())],
+            f.size,
+            f.path,
+            f.role
+        );
+    }
+}
