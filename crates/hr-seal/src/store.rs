@@ -171,6 +171,30 @@ impl Store {
         unreachable!("u32 names exhausted")
     }
 
+    /// An explicit rewind to `step`: every committed snapshot above it moves to `quarantine/`
+    /// (none is deleted) and `HEAD` points at the verified snapshot of `step`.
+    pub fn rewind(&self, step: u64, expect: &Expectations) -> Result<Vec<PathBuf>, SealError> {
+        let target = verify(
+            &self.snapshot_dir(step),
+            &Expectations {
+                step: Some(step),
+                ..expect.clone()
+            },
+        )?;
+        let mut moved = Vec::new();
+        for (s, dir) in self.committed()? {
+            if s > step {
+                moved.push(self.quarantine(&dir)?);
+            }
+        }
+        self.write_head(&Head {
+            step,
+            name: format!("{step:020}"),
+            manifest_sha256: target.manifest_sha256,
+        })?;
+        Ok(moved)
+    }
+
     /// Removes unsealed leftovers in `.staging/` (never published, so never adoptable).
     pub fn gc_staging(&self) -> Result<usize, SealError> {
         let dir = self.root.join(".staging");

@@ -294,6 +294,25 @@ fn duplicate_and_decreasing_steps_are_refused_before_writing() {
 }
 
 #[test]
+fn an_explicit_rewind_quarantines_newer_snapshots_and_deletes_none() {
+    let (_tmp, store, good) = two_step_store();
+    let step2_image = crate::support::bytes_of(&step2(&store));
+    let moved = store.rewind(1, &expect("run-a")).expect("rewind");
+    assert_eq!(moved.len(), 1);
+    assert_eq!(
+        crate::support::bytes_of(&moved[0]),
+        step2_image,
+        "the rewound snapshot is kept"
+    );
+    assert_eq!(store.head().expect("head").map(|h| h.step), Some(1));
+    // Step 2 can be written again, chained to step 1.
+    publish(&store, "run-a", 2, "cfg-a").expect("step 2 again");
+    let again = verify(&step2(&store), &expect("run-a")).expect("verifies");
+    assert_eq!(again.manifest.parent.map(|p| p.step), Some(1));
+    assert_last_good_intact(&store, &good);
+}
+
+#[test]
 fn republishing_identical_content_is_an_idempotent_no_op() {
     let tmp = tempfile::tempdir().expect("tmp");
     let store = Store::open(tmp.path()).expect("store");
