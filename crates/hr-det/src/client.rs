@@ -1,0 +1,249 @@
+//! The HTTP core: base URL, bearer token (redacted from `Debug`), bounded timeouts, and retries
+//! with jittered exponential backoff on 502/503/504 and connection errors.
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+use serde::{Serialize, de::DeserializeOwned};
+
+use crate::DetError;
+
+/// When and how often to retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts in total (1 = no retry).
+    pub attempts: u32,
+    /// First backoff; doubles per attempt, with up to 50% jitter added.
+    pub base_delay: Duration,
+    /// Largest backoff.
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        Self {
+            attempts: 6,
+            base_delay: Duration::from_millis(200),
+            max_delay: Duration::from_secs(10),
+        }
+    }
+}
+
+impl RetryPolicy {
+    fn delay(&self, attempt: u32) -> Duration {
+        let exp = self
+            .base_delay
+            .saturating_mul(1 << attempt.min(16))
+            .min(self.max_delay);
+        // Jitter from the clock's sub-second noise: spreads retries of many clients; it does not
+        // touch any training randomness.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        exp + exp.mul_f64(f64::from(nanos % 1000) / 2000.0)
+    }
+}
+
+/// A client of one master.
+#[derive(Clone)]
+pub struct Client {
+    master: String,
+    http: reqwest::Client,
+    token: Option<String>,
+    retry: RetryPolicy,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("master", &self.master)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
+
+/// A request body: JSON, a bare value, or nothing at all.
+pub(crate) enum Body<'a, T: Serialize + ?Sized> {
+    None,
+    Json(&'a T),
+}
+
+impl Client {
+    /// A client of the master at `master` (e.g. `http://127.0.0.1:8080`), without a token.
+    pub fn new(master: &str) -> Result<Self, DetError> {
+        let master = master.trim_end_matches('/').to_owned();
+        if !(master.starts_with("http://") || master.starts_with("https://")) {
+            return Err(DetError::Config(format!(
+                "master URL {master:?} must start with http:// or https://"
+            )));
+        }
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| DetError::Config(e.to_string()))?;
+        Ok(Self {
+            master,
+            http,
+            token: None,
+            retry: RetryPolicy::default(),
+            timeout: Duration::from_secs(60),
+        })
+    }
+
+    /// `DET_MASTER` and `DET_USER_TOKEN` from the environment.
+    pub fn from_env() -> Result<Self, DetError> {
+        let master = std::env::var("DET_MASTER")
+            .map_err(|_| DetError::Config("DET_MASTER is not set".into()))?;
+        let mut client = Self::new(&master)?;
+        client.token = std::env::var("DET_USER_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty());
+        Ok(client)
+    }
+
+    /// Uses `token` as the bearer token.
+    pub fn with_token(mut self, token: String) -> Self {
+        self.token = Some(token);
+        self
+    }
+
+    /// Replaces the retry policy.
+    pub fn with_retry(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// Replaces the per-request timeout (default 60 s).
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// The master URL.
+    pub fn master(&self) -> &str {
+        &self.master
+    }
+
+    /// Whether a token is set.
+    pub fn has_token(&self) -> bool {
+        self.token.is_some()
+    }
+
+    pub(crate) fn set_token(&mut self, token: String) {
+        self.token = Some(token);
+    }
+
+    /// Sends one request with retries and decodes the JSON response.
+    pub(crate) async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Body<'_, B>,
+        auth: bool,
+        timeout: Option<Duration>,
+    ) -> Result<T, DetError> {
+        let bytes = self.send(method, path, body, auth, timeout).await?;
+        let bytes = if bytes.is_empty() {
+            b"{}".to_vec()
+        } else {
+            bytes
+        };
+        serde_json::from_slice(&bytes).map_err(|e| DetError::Decode {
+            path: path.to_owned(),
+            message: e.to_string(),
+        })
+    }
+
+    /// Sends one request with retries; returns the body of a 2xx response.
+    pub(crate) async fn send<B: Serialize + ?Sized>(
+        &self,
+        method: Method,
+        path: &str,
+        body: Body<'_, B>,
+        auth: bool,
+        timeout: Option<Duration>,
+    ) -> Result<Vec<u8>, DetError> {
+        let url = format!("{}/{}", self.master, path.trim_start_matches('/'));
+        let payload = match body {
+            Body::None => None,
+            Body::Json(v) => {
+                Some(serde_json::to_vec(v).map_err(|e| DetError::Config(e.to_string()))?)
+            }
+        };
+        let mut attempt = 0;
+        loop {
+            let mut req = self
+                .http
+                .request(method.clone(), &url)
+                .timeout(timeout.unwrap_or(self.timeout));
+            if auth {
+                let token = self.token.as_ref().ok_or(DetError::NoToken)?;
+                req = req.bearer_auth(token);
+            }
+            if let Some(p) = &payload {
+                req = req
+                    .header(reqwest::header::CONTENT_TYPE, "application/json")
+                    .body(p.clone());
+            }
+            let retryable = match req.send().await {
+                Ok(resp) => {
+                    let status = resp.status();
+                    let bytes = resp.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
+                    if status.is_success() {
+                        return Ok(bytes);
+                    }
+                    if !matches!(
+                        status,
+                        StatusCode::BAD_GATEWAY
+                            | StatusCode::SERVICE_UNAVAILABLE
+                            | StatusCode::GATEWAY_TIMEOUT
+                    ) {
+                        return Err(DetError::from_status(status.as_u16(), &bytes));
+                    }
+                    DetError::from_status(status.as_u16(), &bytes)
+                }
+                Err(e) if e.is_connect() || e.is_timeout() || e.is_request() => {
+                    DetError::Transport {
+                        master: self.master.clone(),
+                        message: without_url(&e),
+                    }
+                }
+                Err(e) => {
+                    return Err(DetError::Transport {
+                        master: self.master.clone(),
+                        message: without_url(&e),
+                    });
+                }
+            };
+            attempt += 1;
+            if attempt >= self.retry.attempts {
+                return Err(retryable);
+            }
+            tokio::time::sleep(self.retry.delay(attempt - 1)).await;
+        }
+    }
+}
+
+/// A reqwest error's text without the URL (query strings could carry secrets).
+fn without_url(e: &reqwest::Error) -> String {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "connection failed"
+    } else {
+        "request failed"
+    };
+    let mut source = std::error::Error::source(e);
+    let mut detail = String::new();
+    while let Some(s) = source {
+        detail = s.to_string();
+        source = s.source();
+    }
+    if detail.is_empty() {
+        kind.to_owned()
+    } else {
+        format!("{kind}: {detail}")
+    }
+}

@@ -1,0 +1,23 @@
+//! A typed async client for Determined 0.35's REST API, as the real `determined==0.35.0` client
+//! speaks it: grpc-gateway JSON (camelCase, int64 as strings, `STATE_*` enums), the error envelope
+//! `{"error":{...}}` mapped to typed errors, bearer tokens from `DET_USER_TOKEN` or login (never
+//! logged, never in errors), bounded timeouts, and retries with jittered backoff on 502/503/504
+//! and connection errors.
+//!
+//! User side: info, login, me, experiments (create, pause, activate, kill, cancel, get), trials,
+//! checkpoints, commands, task logs, trial metrics. Trial side: `runs/start`, metrics,
+//! checkpoint reports, the preemption long-poll and its ack, searcher operations and progress.
+//! This crate is only the wire: it holds no trial logic (that is `hr-core`) and no master logic
+//! (that is `hr-devmaster`).
+
+mod auth;
+mod client;
+mod error;
+mod trial;
+mod user;
+pub mod wire;
+
+pub use auth::hash_password;
+pub use client::{Client, RetryPolicy};
+pub use error::DetError;
+pub use user::ExperimentAction;
