@@ -25,6 +25,10 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: ClusterCommand,
     },
+    /// Run a local Determined-0.35-compatible master on loopback (for local runs and tests),
+    /// keeping its state in --state-dir so a restart loses nothing. Stops on Ctrl-C / SIGTERM,
+    /// killing the trial and command processes it started.
+    Devmaster(DevmasterArgs),
     /// Sealed snapshots (checkpoints and run outputs).
     Snapshot {
         #[command(subcommand)]
@@ -54,6 +58,23 @@ pub(crate) enum SnapshotCommand {
         #[arg(long)]
         step: Option<u64>,
     },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct DevmasterArgs {
+    /// Loopback address to listen on, e.g. 127.0.0.1:8080 (port 0 picks a free port).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub(crate) listen: std::net::SocketAddr,
+    /// Folder for the master's state, trial work folders and default checkpoint storage.
+    #[arg(long)]
+    pub(crate) state_dir: PathBuf,
+    /// Also write each trial's info files here; the real Python Core API reads only
+    /// /run/determined/info (so two Python trials must not run at once).
+    #[arg(long)]
+    pub(crate) info_dir: Option<PathBuf>,
+    /// Seconds a preempted allocation may take to exit before it is killed (upstream: 3600).
+    #[arg(long, default_value_t = 3600)]
+    pub(crate) preemption_timeout_seconds: u64,
 }
 
 #[derive(Debug, Args)]

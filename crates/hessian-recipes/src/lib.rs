@@ -8,6 +8,7 @@
 mod cli;
 mod cluster;
 mod demo;
+mod devmaster;
 mod output;
 mod snapshot;
 
@@ -51,6 +52,7 @@ fn source_binding() -> hr_seal::SourceBinding {
 fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
     match cli.command {
         cli::Command::Demo(args) => demo::run(&args),
+        cli::Command::Devmaster(args) => devmaster::run(&args),
         cli::Command::Cluster { command } => cluster::run(command),
         cli::Command::Snapshot { command } => snapshot::run(command),
     }

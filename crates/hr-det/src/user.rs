@@ -9,8 +9,8 @@ use crate::{
     hash_password,
     wire::{
         CheckpointSortBy, CheckpointsResponse, CommandResponse, CreateCommandRequest,
-        CreateExperimentRequest, ExperimentResponse, LoginRequest, LoginResponse, MasterInfo,
-        MeResponse, TaskLog, TrialsResponse, User,
+        CreateExperimentRequest, ExperimentResponse, GetMetricsResponse, LoginRequest,
+        LoginResponse, MasterInfo, MeResponse, MetricsReport, TaskLog, TrialsResponse, User,
     },
 };
 
@@ -217,15 +217,46 @@ impl Client {
         Ok(out)
     }
 
-    /// A trial's reported metrics of one group (`training`, `validation`), in step order:
-    /// `GET /api/v1/trials/{t}/metrics?group=...` as the local master serves it.
-    pub async fn trial_metrics(&self, trial: i32, group: &str) -> Result<Vec<Value>, DetError> {
-        let path = format!("api/v1/trials/{trial}/metrics?group={group}");
-        let value: Value = self.call(Method::GET, &path, NO_BODY, true, None).await?;
-        Ok(value
-            .get("metrics")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default())
+    /// A trial's reported metrics of one group (`training`, `validation`):
+    /// `GET /api/v1/trials/metrics/trial_metrics?group=..&trialIds=..`, an NDJSON stream.
+    pub async fn trial_metrics(
+        &self,
+        trial: i32,
+        group: &str,
+    ) -> Result<Vec<MetricsReport>, DetError> {
+        let path = format!("api/v1/trials/metrics/trial_metrics?group={group}&trialIds={trial}");
+        let mut out = Vec::new();
+        for value in self.ndjson(&path).await? {
+            let line: GetMetricsResponse =
+                serde_json::from_value(value).map_err(|e| DetError::Decode {
+                    path: path.clone(),
+                    message: e.to_string(),
+                })?;
+            out.extend(line.metrics);
+        }
+        Ok(out)
+    }
+
+    /// A finished NDJSON stream: the `result` of every line; a line `{"error":..}` aborts.
+    async fn ndjson(&self, path: &str) -> Result<Vec<Value>, DetError> {
+        let bytes = self.send(Method::GET, path, NO_BODY, true, None).await?;
+        let mut out = Vec::new();
+        for line in String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+        {
+            let value: Value = serde_json::from_str(line).map_err(|e| DetError::Decode {
+                path: path.to_owned(),
+                message: e.to_string(),
+            })?;
+            if let Some(err) = value.get("error") {
+                return Err(DetError::Api {
+                    status: 200,
+                    message: err.to_string(),
+                });
+            }
+            out.push(value.get("result").cloned().unwrap_or_default());
+        }
+        Ok(out)
     }
 }

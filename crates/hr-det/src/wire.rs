@@ -665,3 +665,32 @@ pub struct CompleteOperationRequest {
     /// The searcher metric.
     pub searcher_metric: Value,
 }
+
+/// v1MetricsReport: one stored metrics report.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsReport {
+    /// Whether a later run superseded it.
+    pub archived: bool,
+    /// Report time.
+    pub end_time: String,
+    /// Group.
+    pub group: String,
+    /// Row id.
+    pub id: i64,
+    /// `{"avg_metrics": {...}, "batch_metrics": ...}`.
+    pub metrics: Value,
+    /// Steps completed at the report.
+    pub total_batches: i32,
+    /// Trial id.
+    pub trial_id: i32,
+    /// The allocation run that reported it.
+    pub trial_run_id: i32,
+}
+
+/// One line of `GET /api/v1/trials/metrics/trial_metrics` (NDJSON `{"result": ...}`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GetMetricsResponse {
+    /// Reports.
+    pub metrics: Vec<MetricsReport>,
+}

@@ -1,0 +1,36 @@
+//! `hessian-recipes devmaster`: the local master in the foreground.
+
+use std::{process::ExitCode, time::Duration};
+
+use anyhow::Context;
+use hr_devmaster::{Devmaster, DevmasterConfig};
+
+use crate::cli::DevmasterArgs;
+
+pub(crate) fn run(args: &DevmasterArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(async {
+        let config = DevmasterConfig {
+            listen: args.listen,
+            state_dir: args.state_dir.clone(),
+            info_dir: args.info_dir.clone(),
+            preemption_timeout: Duration::from_secs(args.preemption_timeout_seconds),
+        };
+        let master = Devmaster::start(config)
+            .await
+            .context("starting the devmaster")?;
+        println!(
+            "devmaster listening on {} (state in {})",
+            master.url(),
+            args.state_dir.display()
+        );
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+        master.shutdown();
+        eprintln!("devmaster stopped");
+        Ok(ExitCode::SUCCESS)
+    })
+}

@@ -1,0 +1,182 @@
+//! What a trial process gets: the `DET_*` environment and the info files
+//! (`cluster.json`, `trial.json`, `rendezvous.json`, `resources.json`) the Python client reads.
+
+use std::{collections::BTreeMap, io::Read, path::Path};
+
+use serde_json::{Value, json};
+
+/// Random hex from the OS (tokens and ids; not training randomness).
+pub(crate) fn random_hex(bytes: usize) -> String {
+    let mut buf = vec![0u8; bytes];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut buf))
+        .is_err()
+    {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        buf = nanos
+            .to_le_bytes()
+            .iter()
+            .cycle()
+            .take(bytes)
+            .copied()
+            .collect();
+    }
+    buf.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A UUID4-formatted random id.
+pub(crate) fn uuid4() -> String {
+    let h = random_hex(16);
+    format!(
+        "{}-{}-4{}-a{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[13..16],
+        &h[17..20],
+        &h[20..32]
+    )
+}
+
+/// RFC 3339 UTC time now, with microseconds.
+pub(crate) fn now_rfc3339() -> String {
+    let d = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = d.as_secs();
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    let (y, m, day) = civil_from_days(i64::try_from(days).unwrap_or(0));
+    format!(
+        "{y:04}-{m:02}-{day:02}T{:02}:{:02}:{:02}.{:06}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60,
+        d.subsec_micros()
+    )
+}
+
+/// Howard Hinnant's days-to-civil conversion.
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = u32::try_from(doy - (153 * mp + 2) / 5 + 1).unwrap_or(1);
+    let m = u32::try_from(if mp < 10 { mp + 3 } else { mp - 9 }).unwrap_or(1);
+    (era * 400 + yoe + i64::from(m <= 2), m, d)
+}
+
+/// Everything describing one trial allocation.
+pub(crate) struct Allocation<'a> {
+    pub(crate) master_url: &'a str,
+    pub(crate) cluster_id: &'a str,
+    pub(crate) experiment_id: i32,
+    pub(crate) trial_id: i32,
+    pub(crate) task_id: &'a str,
+    pub(crate) allocation_id: &'a str,
+    pub(crate) run_id: i32,
+    pub(crate) seed: u32,
+    pub(crate) config: &'a Value,
+    pub(crate) steps_completed: i64,
+    pub(crate) latest_checkpoint: Option<&'a str>,
+    pub(crate) user_token: &'a str,
+    pub(crate) session_token: &'a str,
+    pub(crate) work_dir: &'a Path,
+}
+
+impl Allocation<'_> {
+    /// The `DET_*` environment (plus `HR_DET_INFO_DIR` for our own Core API).
+    pub(crate) fn env(&self) -> BTreeMap<String, String> {
+        let mut env: BTreeMap<String, String> = [
+            ("DET_MASTER", self.master_url.to_owned()),
+            ("DET_CLUSTER_ID", self.cluster_id.to_owned()),
+            ("DET_MASTER_ID", self.cluster_id.to_owned()),
+            ("DET_AGENT_ID", "devmaster".to_owned()),
+            ("DET_SLOT_IDS", "[]".to_owned()),
+            ("DET_TASK_ID", self.task_id.to_owned()),
+            ("DET_ALLOCATION_ID", self.allocation_id.to_owned()),
+            ("DET_RESOURCES_ID", format!("{}.0", self.allocation_id)),
+            ("DET_CONTAINER_ID", format!("{}.0", self.allocation_id)),
+            ("DET_SESSION_TOKEN", self.session_token.to_owned()),
+            ("DET_USER", "determined".to_owned()),
+            ("DET_USER_TOKEN", self.user_token.to_owned()),
+            ("DET_TASK_TYPE", "TRIAL".to_owned()),
+            ("DET_RESOURCES_TYPE", "devmaster-process".to_owned()),
+            ("DET_EXPERIMENT_ID", self.experiment_id.to_string()),
+            ("DET_TRIAL_ID", self.trial_id.to_string()),
+            ("DET_TRIAL_RUN_ID", self.run_id.to_string()),
+            ("DET_TRIAL_SEED", self.seed.to_string()),
+            ("DET_EXPERIMENT_CONFIG", self.config.to_string()),
+            (
+                "DET_HPARAMS",
+                self.config
+                    .get("hyperparameters")
+                    .cloned()
+                    .unwrap_or(json!({}))
+                    .to_string(),
+            ),
+            ("DET_STEPS_COMPLETED", self.steps_completed.to_string()),
+            ("DET_WORKDIR", self.work_dir.display().to_string()),
+            ("DET_RUN_DIR", self.work_dir.display().to_string()),
+            ("DET_USE_TLS", "false".to_owned()),
+            (
+                "HR_DET_INFO_DIR",
+                self.work_dir.join("info").display().to_string(),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect();
+        if let Some(uuid) = self.latest_checkpoint {
+            env.insert("DET_LATEST_CHECKPOINT".to_owned(), uuid.to_owned());
+        }
+        env
+    }
+
+    /// Writes the four info files into `dir`.
+    pub(crate) fn write_info(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let cluster = json!({
+            "master_url": self.master_url, "cluster_id": self.cluster_id, "agent_id": "devmaster",
+            "slot_ids": [], "task_id": self.task_id, "allocation_id": self.allocation_id,
+            "session_token": self.session_token, "task_type": "TRIAL", "master_cert_name": null,
+            "master_cert_file": null, "latest_checkpoint": self.latest_checkpoint,
+        });
+        let trial = json!({
+            "trial_id": self.trial_id, "experiment_id": self.experiment_id, "trial_seed": self.seed,
+            "hparams": self.config.get("hyperparameters").cloned().unwrap_or(json!({})),
+            "config": self.config, "steps_completed": self.steps_completed,
+            "trial_run_id": self.run_id, "debug": false, "inter_node_network_interface": null,
+        });
+        let rendezvous = json!({"container_addrs": ["127.0.0.1"], "container_rank": 0, "container_slot_counts": [0]});
+        for (name, value) in [
+            ("cluster.json", cluster),
+            ("trial.json", trial),
+            ("rendezvous.json", rendezvous),
+            ("resources.json", json!({"gpu_uuids": []})),
+        ] {
+            std::fs::write(dir.join(name), value.to_string())?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn civil_dates_are_right() {
+        assert_eq!(super::civil_from_days(0), (1970, 1, 1));
+        assert_eq!(super::civil_from_days(20_789), (2026, 12, 2));
+        assert_eq!(super::civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn uuids_have_the_uuid4_shape() {
+        let u = super::uuid4();
+        assert_eq!(u.len(), 36);
+        assert_eq!(u.as_bytes()[14], b'4');
+    }
+}

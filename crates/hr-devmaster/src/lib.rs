@@ -1,0 +1,25 @@
+//! A Determined-0.35-compatible master for local runs and tests, serving on loopback only: the
+//! endpoints the real `det` CLI and the real Python Core API use (and `hr-det`), with state kept
+//! durably in a state folder (an atomically rewritten `state.json`), so a restart loses no
+//! experiment, trial, checkpoint or metric.
+//!
+//! It schedules each experiment's single trial as a child process running the config's entrypoint
+//! (a string via `sh -c`, a list exec'd) in a fresh work folder with the real `DET_*` environment
+//! and info files, and follows the master's semantics: pause makes experiment and trial PAUSED at
+//! once and preempts a ready allocation (kills one that is not) with a deadline; an ack then exit
+//! keeps the trial resumable, exit 0 without ack completes it; activate starts run `runID+1` from
+//! the completed checkpoint with the highest `steps_completed` (ties: latest report time, then
+//! UUID; upstream has no tie-break); a UUID reported twice and metrics from a stale `trialRunId`
+//! are rejected with the upstream status and envelope; `max_restarts` is honoured. Without
+//! containers, `shared_fs` storage is presented to trials as a `directory` at the host path.
+//!
+//! It is not a cluster: one machine, no agents, no resource pools, no containers.
+
+mod api;
+mod error;
+mod info;
+mod scheduler;
+mod server;
+mod state;
+
+pub use server::{Devmaster, DevmasterConfig};

@@ -1,0 +1,439 @@
+//! Scheduling: trial allocations and commands as child processes (each in its own process
+//! group), their exits, and the pause / activate / kill / cancel transitions with the master's
+//! preemption protocol.
+
+use std::{
+    path::{Path, PathBuf},
+    process::{ExitStatus, Stdio},
+    sync::Arc,
+};
+
+use hr_det::wire::{State, TaskState};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use crate::{
+    info::{Allocation, now_rfc3339, random_hex},
+    server::{Alloc, Master},
+    state::{CommandRec, MasterState},
+};
+
+/// Kills a process group.
+pub(crate) fn kill_group(pid: u32) {
+    if let Some(pid) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// After a restart: allocations that were running are gone; active trials get a new one, and
+/// commands that were running are marked terminated.
+pub(crate) fn recover(master: &Arc<Master>) {
+    let to_start: Vec<i32> = {
+        let mut state = master.state();
+        let mut restart = Vec::new();
+        for trial in state.trials.values_mut() {
+            if trial.allocated {
+                trial.allocated = false;
+                if trial.state == State::Active {
+                    restart.push(trial.id);
+                }
+            }
+        }
+        for cmd in state.commands.values_mut() {
+            if cmd.state != TaskState::Terminated {
+                cmd.state = TaskState::Terminated;
+                cmd.exit_status = Some("devmaster restarted".to_owned());
+            }
+        }
+        master.persist(&state);
+        restart
+    };
+    for trial in to_start {
+        allocate(master, trial);
+    }
+}
+
+/// Kills every process this devmaster started.
+pub(crate) fn kill_all(master: &Master) {
+    for alloc in master.allocs().values() {
+        if let Some(pid) = alloc.pid {
+            kill_group(pid);
+        }
+    }
+    for pid in master
+        .command_pids
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .values()
+    {
+        kill_group(*pid);
+    }
+}
+
+/// The config a trial sees: `shared_fs` storage becomes a `directory` at the host path (there are
+/// no containers, so nothing is mounted at `/determined_shared_fs`).
+pub(crate) fn trial_config(config: &Value) -> Value {
+    let mut config = config.clone();
+    if let Some(storage) = config.get_mut("checkpoint_storage")
+        && storage.get("type").and_then(Value::as_str) == Some("shared_fs")
+    {
+        let host = storage
+            .get("host_path")
+            .and_then(Value::as_str)
+            .unwrap_or("/")
+            .to_owned();
+        let path = match storage.get("storage_path").and_then(Value::as_str) {
+            Some(sub) if sub.starts_with('/') => sub.to_owned(),
+            Some(sub) => format!("{}/{sub}", host.trim_end_matches('/')),
+            None => host,
+        };
+        *storage = json!({"type": "directory", "container_path": path});
+    }
+    config
+}
+
+fn entrypoint(config: &Value) -> Option<Vec<String>> {
+    match config.get("entrypoint")? {
+        Value::String(s) => Some(vec!["sh".to_owned(), "-c".to_owned(), s.clone()]),
+        Value::Array(words) => {
+            let words: Vec<String> = words
+                .iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect();
+            (!words.is_empty()).then_some(words)
+        }
+        _ => None,
+    }
+}
+
+fn user_env(config: &Value) -> Vec<(String, String)> {
+    config
+        .pointer("/environment/environment_variables")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .collect()
+}
+
+fn spawn_logged(
+    argv: &[String],
+    cwd: &Path,
+    env: &[(String, String)],
+    log: &Path,
+) -> std::io::Result<tokio::process::Child> {
+    let out = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)?;
+    let err = out.try_clone()?;
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .current_dir(cwd)
+        .envs(env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+        .stdin(Stdio::null())
+        .stdout(Stdio::from(out))
+        .stderr(Stdio::from(err))
+        .process_group(0)
+        .kill_on_drop(false);
+    cmd.spawn()
+}
+
+fn fail_trial(state: &mut MasterState, trial_id: i32, why: &str, log: &Path) {
+    let _ = std::fs::write(log, format!("devmaster: {why}\n"));
+    if let Some(trial) = state.trials.get_mut(&trial_id) {
+        trial.state = State::Error;
+        trial.end_time = Some(now_rfc3339());
+        let exp_id = trial.experiment_id;
+        if let Some(exp) = state.experiments.get_mut(&exp_id) {
+            exp.state = State::Error;
+            exp.end_time = Some(now_rfc3339());
+        }
+    }
+}
+
+/// Starts allocation `run_id + 1` of a trial: restores the latest checkpoint by the master's
+/// rule, writes the environment and info files, and spawns the entrypoint.
+pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
+    let mut state = master.state();
+    let Some(trial) = state.trials.get(&trial_id).cloned() else {
+        return;
+    };
+    let Some(exp) = state.experiments.get(&trial.experiment_id).cloned() else {
+        return;
+    };
+    let run_id = trial.run_id + 1;
+    let allocation_id = format!("{}.{run_id}", trial.task_id);
+    let work_dir = master.config.state_dir.join("work").join(&allocation_id);
+    let log = master
+        .config
+        .state_dir
+        .join("logs")
+        .join(format!("{}.log", trial.task_id));
+    let _ = std::fs::create_dir_all(log.parent().unwrap_or(Path::new(".")));
+    let latest = state.latest_checkpoint(trial_id).map(|c| {
+        (
+            c.checkpoint.uuid.clone(),
+            c.checkpoint.steps_completed().unwrap_or(0),
+        )
+    });
+    let user_token = random_hex(24);
+    state
+        .sessions
+        .insert(user_token.clone(), "determined".to_owned());
+    let config = trial_config(&exp.config);
+    let alloc = Allocation {
+        master_url: &master.url,
+        cluster_id: &state.cluster_id,
+        experiment_id: exp.id,
+        trial_id,
+        task_id: &trial.task_id,
+        allocation_id: &allocation_id,
+        run_id,
+        seed: trial.seed,
+        config: &config,
+        steps_completed: latest.as_ref().map_or(0, |l| l.1),
+        latest_checkpoint: latest.as_ref().map(|l| l.0.as_str()),
+        user_token: &user_token,
+        session_token: &user_token,
+        work_dir: &work_dir,
+    };
+    let prepared = std::fs::create_dir_all(&work_dir)
+        .and_then(|()| alloc.write_info(&work_dir.join("info")))
+        .and_then(|()| match &master.config.info_dir {
+            Some(dir) => alloc.write_info(dir),
+            None => Ok(()),
+        });
+    let mut env: Vec<(String, String)> = alloc.env().into_iter().collect();
+    env.extend(user_env(&config));
+    let Some(argv) = entrypoint(&config) else {
+        fail_trial(&mut state, trial_id, "the config has no entrypoint", &log);
+        master.persist(&state);
+        return;
+    };
+    let child = prepared.and_then(|()| spawn_logged(&argv, &work_dir, &env, &log));
+    let mut child = match child {
+        Ok(c) => c,
+        Err(e) => {
+            fail_trial(
+                &mut state,
+                trial_id,
+                &format!("cannot start {argv:?}: {e}"),
+                &log,
+            );
+            master.persist(&state);
+            return;
+        }
+    };
+    if let Some(t) = state.trials.get_mut(&trial_id) {
+        t.run_id = run_id;
+        t.allocated = true;
+    }
+    master.persist(&state);
+    let (preempt, _) = watch::channel(false);
+    master.allocs().insert(
+        trial_id,
+        Alloc {
+            allocation_id,
+            run_id,
+            preempt,
+            ready: false,
+            acked: false,
+            pid: child.id(),
+        },
+    );
+    drop(state);
+    let master = master.clone();
+    tokio::spawn(async move {
+        let status = child.wait().await;
+        on_exit(&master, trial_id, run_id, status.ok());
+    });
+}
+
+/// An allocation ended: decide the trial's fate as the master does.
+fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<ExitStatus>) {
+    let acked = {
+        let mut allocs = master.allocs();
+        match allocs.get(&trial_id) {
+            Some(a) if a.run_id == run_id => allocs.remove(&trial_id).is_some_and(|a| a.acked),
+            _ => return,
+        }
+    };
+    let success = status.is_some_and(|s| s.success());
+    let reallocate = {
+        let mut state = master.state();
+        let Some(trial) = state.trials.get(&trial_id).cloned() else {
+            return;
+        };
+        let Some(exp) = state.experiments.get(&trial.experiment_id).cloned() else {
+            return;
+        };
+        let now = now_rfc3339();
+        let (trial_state, exp_state, restarts, again) = match exp.state {
+            State::StoppingKilled | State::StoppingCanceled => {
+                (State::Canceled, State::Canceled, trial.restarts, false)
+            }
+            // The searcher has no more work (the Core API acks "out of ops" then exits 0).
+            _ if success && trial.searcher_completed => {
+                (State::Completed, State::Completed, trial.restarts, false)
+            }
+            _ if acked => {
+                // Preempted and acknowledged: resumable; it runs again only if still active.
+                let active = exp.state == State::Active;
+                (trial.state, exp.state, trial.restarts, active)
+            }
+            _ if success => (State::Completed, State::Completed, trial.restarts, false),
+            State::Paused => (State::Paused, State::Paused, trial.restarts + 1, false),
+            _ if trial.restarts < exp.max_restarts => {
+                (State::Active, State::Active, trial.restarts + 1, true)
+            }
+            _ => (State::Error, State::Error, trial.restarts + 1, false),
+        };
+        if let Some(t) = state.trials.get_mut(&trial_id) {
+            t.allocated = false;
+            t.state = trial_state;
+            t.restarts = restarts;
+            if trial_state.is_terminal() {
+                t.end_time = Some(now.clone());
+            }
+        }
+        if let Some(e) = state.experiments.get_mut(&exp.id) {
+            e.state = exp_state;
+            if exp_state.is_terminal() {
+                e.end_time = Some(now);
+            }
+        }
+        master.persist(&state);
+        again
+    };
+    if reallocate {
+        allocate(master, trial_id);
+    }
+}
+
+/// Marks an allocation ready (it made a Core API call); returns its trial and run id.
+pub(crate) fn touch_allocation(
+    master: &Master,
+    allocation_id: &str,
+) -> Option<(i32, watch::Receiver<bool>)> {
+    let mut allocs = master.allocs();
+    let (trial, alloc) = allocs
+        .iter_mut()
+        .find(|(_, a)| a.allocation_id == allocation_id)?;
+    alloc.ready = true;
+    Some((*trial, alloc.preempt.subscribe()))
+}
+
+/// Asks a trial's allocation to stop: preempt if ready (killed after the deadline), kill
+/// otherwise. `force` kills at once.
+pub(crate) fn stop_allocation(master: &Arc<Master>, trial_id: i32, force: bool) {
+    let (pid, preempted, run_id) = {
+        let allocs = master.allocs();
+        let Some(a) = allocs.get(&trial_id) else {
+            return;
+        };
+        if a.ready && !force {
+            a.preempt.send_replace(true);
+            (a.pid, true, a.run_id)
+        } else {
+            (a.pid, false, a.run_id)
+        }
+    };
+    if !preempted {
+        if let Some(pid) = pid {
+            kill_group(pid);
+        }
+        return;
+    }
+    let master = master.clone();
+    let deadline = master.config.preemption_timeout;
+    tokio::spawn(async move {
+        tokio::time::sleep(deadline).await;
+        let pid = master
+            .allocs()
+            .get(&trial_id)
+            .filter(|a| a.run_id == run_id)
+            .and_then(|a| a.pid);
+        if let Some(pid) = pid {
+            kill_group(pid);
+        }
+    });
+}
+
+/// Starts a command: a child process in its own work folder, logs captured.
+pub(crate) fn start_command(
+    master: &Arc<Master>,
+    config: Value,
+    workspace_id: i32,
+) -> Result<CommandRec, String> {
+    let Some(argv) = entrypoint(&config).map(|argv| {
+        // `det cmd run a b` sends a list; a single argument runs through the shell.
+        if argv.len() == 1 {
+            vec!["sh".to_owned(), "-c".to_owned(), argv[0].clone()]
+        } else {
+            argv
+        }
+    }) else {
+        return Err("the command config has no non-empty entrypoint".to_owned());
+    };
+    let mut state = master.state();
+    let id = format!("cmd-{}-{}", state.next_command, &random_hex(4));
+    state.next_command += 1;
+    let dir: PathBuf = master.config.state_dir.join("commands").join(&id);
+    let log = dir.join("output.log");
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let mut env = user_env(&config);
+    env.push(("DET_MASTER".to_owned(), master.url.clone()));
+    env.push(("DET_TASK_ID".to_owned(), id.clone()));
+    env.push(("DET_TASK_TYPE".to_owned(), "COMMAND".to_owned()));
+    let mut child =
+        spawn_logged(&argv, &dir, &env, &log).map_err(|e| format!("cannot start {argv:?}: {e}"))?;
+    let rec = CommandRec {
+        id: id.clone(),
+        description: config
+            .get("description")
+            .and_then(Value::as_str)
+            .map_or_else(|| format!("Command ({id})"), str::to_owned),
+        config,
+        state: TaskState::Running,
+        exit_status: None,
+        start_time: now_rfc3339(),
+        workspace_id,
+        log_path: log,
+    };
+    state.commands.insert(id.clone(), rec.clone());
+    master.persist(&state);
+    drop(state);
+    if let Some(pid) = child.id() {
+        master
+            .command_pids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(id.clone(), pid);
+    }
+    let master = master.clone();
+    tokio::spawn(async move {
+        let status = child.wait().await.ok();
+        master
+            .command_pids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(&id);
+        let mut state = master.state();
+        if let Some(cmd) = state.commands.get_mut(&id) {
+            cmd.state = TaskState::Terminated;
+            cmd.exit_status = Some(match status.and_then(|s| s.code()) {
+                Some(code) => code.to_string(),
+                None => "killed".to_owned(),
+            });
+        }
+        master.persist(&state);
+    });
+    Ok(rec)
+}

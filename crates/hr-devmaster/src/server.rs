@@ -1,0 +1,126 @@
+//! The devmaster's shared state, start-up (including recovery after a restart) and shutdown.
+
+use std::{
+    collections::HashMap,
+    net::SocketAddr,
+    path::PathBuf,
+    sync::{Arc, Mutex, MutexGuard},
+    time::Duration,
+};
+
+use tokio::{sync::watch, task::JoinHandle};
+
+use crate::state::MasterState;
+
+/// How to run a devmaster.
+#[derive(Debug, Clone)]
+pub struct DevmasterConfig {
+    /// Listen address; must be a loopback address.
+    pub listen: SocketAddr,
+    /// Folder for `state.json`, work folders and default checkpoint storage.
+    pub state_dir: PathBuf,
+    /// Also write each trial's info files here (the real Python client reads only
+    /// `/run/determined/info`); `None` writes them only into the trial's work folder.
+    pub info_dir: Option<PathBuf>,
+    /// How long a preempted allocation may take to exit before it is killed (upstream: 1 h).
+    pub preemption_timeout: Duration,
+}
+
+/// A running allocation of a trial.
+pub(crate) struct Alloc {
+    pub(crate) allocation_id: String,
+    pub(crate) run_id: i32,
+    pub(crate) preempt: watch::Sender<bool>,
+    pub(crate) ready: bool,
+    pub(crate) acked: bool,
+    pub(crate) pid: Option<u32>,
+}
+
+/// The shared master.
+pub(crate) struct Master {
+    pub(crate) config: DevmasterConfig,
+    pub(crate) url: String,
+    state: Mutex<MasterState>,
+    pub(crate) allocs: Mutex<HashMap<i32, Alloc>>,
+    /// Running command processes: id -> pid (process group leader).
+    pub(crate) command_pids: Mutex<HashMap<String, u32>>,
+}
+
+impl Master {
+    /// Locks the state.
+    pub(crate) fn state(&self) -> MutexGuard<'_, MasterState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Locks the allocations.
+    pub(crate) fn allocs(&self) -> MutexGuard<'_, HashMap<i32, Alloc>> {
+        self.allocs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Persists the state (called with the lock held, after every change).
+    pub(crate) fn persist(&self, state: &MasterState) {
+        if let Err(e) = state.save(&self.config.state_dir) {
+            // The state folder is gone or full: nothing sensible can continue.
+            panic!(
+                "devmaster: cannot persist state to {}: {e}",
+                self.config.state_dir.display()
+            );
+        }
+    }
+}
+
+/// A running devmaster.
+pub struct Devmaster {
+    master: Arc<Master>,
+    server: JoinHandle<()>,
+}
+
+impl Devmaster {
+    /// Binds, recovers the state in `state_dir`, restarts allocations of active trials, and
+    /// serves in the background.
+    pub async fn start(config: DevmasterConfig) -> std::io::Result<Self> {
+        if !config.listen.ip().is_loopback() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                format!(
+                    "--listen {}: the devmaster serves on loopback only (127.0.0.1 or ::1)",
+                    config.listen
+                ),
+            ));
+        }
+        std::fs::create_dir_all(&config.state_dir)?;
+        let state = MasterState::load(&config.state_dir)?;
+        let listener = tokio::net::TcpListener::bind(config.listen).await?;
+        let url = format!("http://{}", listener.local_addr()?);
+        let master = Arc::new(Master {
+            config,
+            url,
+            state: Mutex::new(state),
+            allocs: Mutex::new(HashMap::new()),
+            command_pids: Mutex::new(HashMap::new()),
+        });
+        crate::scheduler::recover(&master);
+        let router = crate::api::router(master.clone());
+        let server = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, router).await {
+                panic!("devmaster server failed: {e}");
+            }
+        });
+        Ok(Self { master, server })
+    }
+
+    /// The base URL (`http://127.0.0.1:PORT`).
+    pub fn url(&self) -> &str {
+        &self.master.url
+    }
+
+    /// Stops serving and kills every running trial and command process group.
+    pub fn shutdown(self) {
+        self.server.abort();
+        crate::scheduler::kill_all(&self.master);
+    }
+}

@@ -1,0 +1,149 @@
+//! The durable state: experiments, trials, checkpoints, metrics, commands and sessions, kept in
+//! `state.json` and rewritten atomically (tmp, fsync, rename, folder fsync) after every change.
+
+use std::{
+    collections::BTreeMap,
+    io::Write,
+    path::{Path, PathBuf},
+};
+
+use hr_det::wire::{Checkpoint, State, TaskState};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// One experiment.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct ExperimentRec {
+    pub(crate) id: i32,
+    pub(crate) name: String,
+    pub(crate) original_config: String,
+    pub(crate) config: Value,
+    pub(crate) state: State,
+    pub(crate) project_id: i32,
+    pub(crate) start_time: String,
+    pub(crate) end_time: Option<String>,
+    pub(crate) trial_id: Option<i32>,
+    pub(crate) max_length: i64,
+    pub(crate) max_restarts: i32,
+}
+
+/// One trial (each experiment has at most one: the `single` searcher).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct TrialRec {
+    pub(crate) id: i32,
+    pub(crate) experiment_id: i32,
+    pub(crate) task_id: String,
+    pub(crate) state: State,
+    pub(crate) restarts: i32,
+    /// Allocations so far; the current allocation's `DET_TRIAL_RUN_ID`.
+    pub(crate) run_id: i32,
+    pub(crate) seed: u32,
+    pub(crate) start_time: String,
+    pub(crate) end_time: Option<String>,
+    pub(crate) total_batches: i32,
+    pub(crate) searcher_completed: bool,
+    pub(crate) progress: f64,
+    /// Whether an allocation was running when the state was last saved.
+    pub(crate) allocated: bool,
+}
+
+/// One reported checkpoint.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct CheckpointRec {
+    pub(crate) trial_id: i32,
+    pub(crate) experiment_id: i32,
+    pub(crate) checkpoint: Checkpoint,
+}
+
+/// One metrics report.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct MetricRec {
+    pub(crate) id: i64,
+    pub(crate) trial_id: i32,
+    pub(crate) trial_run_id: i32,
+    pub(crate) group: String,
+    pub(crate) steps_completed: i32,
+    pub(crate) report_time: String,
+    pub(crate) metrics: Value,
+    pub(crate) archived: bool,
+}
+
+/// One command.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub(crate) struct CommandRec {
+    pub(crate) id: String,
+    pub(crate) description: String,
+    pub(crate) config: Value,
+    pub(crate) state: TaskState,
+    pub(crate) exit_status: Option<String>,
+    pub(crate) start_time: String,
+    pub(crate) workspace_id: i32,
+    pub(crate) log_path: PathBuf,
+}
+
+/// Everything the master remembers.
+#[derive(Debug, Default, Serialize, Deserialize)]
+pub(crate) struct MasterState {
+    pub(crate) cluster_id: String,
+    pub(crate) next_experiment: i32,
+    pub(crate) next_trial: i32,
+    pub(crate) next_metric: i64,
+    pub(crate) next_command: u64,
+    pub(crate) experiments: BTreeMap<i32, ExperimentRec>,
+    pub(crate) trials: BTreeMap<i32, TrialRec>,
+    pub(crate) checkpoints: Vec<CheckpointRec>,
+    pub(crate) metrics: Vec<MetricRec>,
+    pub(crate) commands: BTreeMap<String, CommandRec>,
+    /// Session token -> user name.
+    pub(crate) sessions: BTreeMap<String, String>,
+}
+
+impl MasterState {
+    /// Loads `state.json` from `dir`, or a fresh state.
+    pub(crate) fn load(dir: &Path) -> std::io::Result<Self> {
+        match std::fs::read(dir.join("state.json")) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(std::io::Error::other),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self {
+                cluster_id: format!("devmaster-{}", crate::info::random_hex(8)),
+                next_experiment: 1,
+                next_trial: 1,
+                next_metric: 1,
+                next_command: 1,
+                ..Self::default()
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes `state.json` atomically and durably.
+    pub(crate) fn save(&self, dir: &Path) -> std::io::Result<()> {
+        let tmp = dir.join("state.json.tmp");
+        let mut file = std::fs::File::create(&tmp)?;
+        file.write_all(&serde_json::to_vec(self).map_err(std::io::Error::other)?)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, dir.join("state.json"))?;
+        std::fs::File::open(dir)?.sync_all()
+    }
+
+    /// The checkpoint a new allocation of `trial` restores: COMPLETED, highest
+    /// `metadata.steps_completed`; ties broken by the latest report time, then the greatest UUID
+    /// (upstream's query has no tie-break, so this is stricter than Determined).
+    pub(crate) fn latest_checkpoint(&self, trial: i32) -> Option<&CheckpointRec> {
+        self.checkpoints
+            .iter()
+            .filter(|c| {
+                c.trial_id == trial
+                    && c.checkpoint.state == hr_det::wire::CheckpointState::Completed
+            })
+            .max_by(|a, b| {
+                let key = |c: &CheckpointRec| {
+                    (
+                        c.checkpoint.steps_completed(),
+                        c.checkpoint.report_time.clone(),
+                        c.checkpoint.uuid.clone(),
+                    )
+                };
+                key(a).cmp(&key(b))
+            })
+    }
+}

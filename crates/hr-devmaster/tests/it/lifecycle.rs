@@ -1,0 +1,228 @@
+//! Pause, activate, kill and restart with real child processes.
+
+use std::time::Duration;
+
+use hr_det::{
+    ExperimentAction,
+    wire::{Checkpoint, CheckpointState, CheckpointTraining, State},
+};
+use serde_json::json;
+
+use crate::support::{config, eventually, start};
+
+fn checkpoint(task: &str, run: i32, uuid: &str, steps: i64, time: &str) -> Checkpoint {
+    Checkpoint {
+        uuid: uuid.into(),
+        task_id: Some(task.into()),
+        allocation_id: Some(format!("{task}.{run}")),
+        report_time: Some(time.into()),
+        state: CheckpointState::Completed,
+        resources: Default::default(),
+        metadata: json!({"steps_completed": steps}),
+        training: CheckpointTraining::default(),
+        storage_id: None,
+    }
+}
+
+#[tokio::test]
+async fn pause_is_immediate_activate_restores_by_steps_with_a_tie_break_and_state_survives_a_restart()
+ {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    // The trial records its environment, then waits.
+    let script =
+        "env | grep ^DET_ | sort > env.tmp && mv env.tmp env-$DET_TRIAL_RUN_ID.txt; exec sleep 60";
+    let exp = client
+        .create_experiment(&config(script, 0), Some(363), true)
+        .await
+        .expect("create");
+    let id = exp.experiment.id;
+    assert_eq!(exp.experiment.project_id, 363);
+    let trial = client
+        .list_trials(id)
+        .await
+        .expect("trials")
+        .trials
+        .remove(0);
+    let task = trial.task_id.clone().expect("task id");
+    let work = |run: i32| tmp.path().join("work").join(format!("{task}.{run}"));
+    eventually("run 1 wrote its env", || async {
+        work(1).join("env-1.txt").exists()
+    })
+    .await;
+    let env1 = std::fs::read_to_string(work(1).join("env-1.txt")).expect("env");
+    assert!(
+        env1.contains("DET_STEPS_COMPLETED=0") && !env1.contains("DET_LATEST_CHECKPOINT"),
+        "{env1}"
+    );
+    assert!(work(1).join("info/cluster.json").exists() && work(1).join("info/trial.json").exists());
+
+    // Two checkpoints at step 2 (the seed's historical case) and one at step 1.
+    client
+        .report_checkpoint(&checkpoint(
+            &task,
+            1,
+            "aaaaaaaa-0000-4000-a000-000000000001",
+            1,
+            "2026-10-21T10:00:01Z",
+        ))
+        .await
+        .expect("c1");
+    client
+        .report_checkpoint(&checkpoint(
+            &task,
+            1,
+            "aaaaaaaa-0000-4000-a000-000000000002",
+            2,
+            "2026-10-21T10:00:03Z",
+        ))
+        .await
+        .expect("c2");
+    client
+        .report_checkpoint(&checkpoint(
+            &task,
+            1,
+            "aaaaaaaa-0000-4000-a000-000000000003",
+            2,
+            "2026-10-21T10:00:02Z",
+        ))
+        .await
+        .expect("c3");
+
+    // Pause: PAUSED at once; the trial never made a Core call, so it is killed, not preempted.
+    client
+        .experiment_action(id, ExperimentAction::Pause)
+        .await
+        .expect("pause");
+    let now = client.get_experiment(id).await.expect("get");
+    assert_eq!(now.experiment.state, State::Paused);
+    assert_eq!(
+        client.list_trials(id).await.expect("trials").trials[0].state,
+        State::Paused
+    );
+    eventually("run 1 killed, trial still PAUSED", || async {
+        client
+            .list_trials(id)
+            .await
+            .is_ok_and(|t| t.trials[0].restarts == 1 && t.trials[0].state == State::Paused)
+    })
+    .await;
+
+    // Restart the devmaster on the same state: nothing is lost.
+    master.shutdown();
+    let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    let again = client
+        .get_experiment(id)
+        .await
+        .expect("experiment survives");
+    assert_eq!(again.experiment.state, State::Paused);
+    let ckpts = client
+        .list_checkpoints(id, hr_det::wire::CheckpointSortBy::BatchNumber, false)
+        .await
+        .expect("list");
+    let uuids: Vec<&str> = ckpts.checkpoints.iter().map(|c| c.uuid.as_str()).collect();
+    assert_eq!(
+        uuids,
+        [
+            "aaaaaaaa-0000-4000-a000-000000000001",
+            "aaaaaaaa-0000-4000-a000-000000000003",
+            "aaaaaaaa-0000-4000-a000-000000000002"
+        ]
+    );
+
+    // Activate: run 2 restores the step-2 checkpoint with the latest report time.
+    client
+        .experiment_action(id, ExperimentAction::Activate)
+        .await
+        .expect("activate");
+    eventually("run 2 wrote its env", || async {
+        work(2).join("env-2.txt").exists()
+    })
+    .await;
+    let env2 = std::fs::read_to_string(work(2).join("env-2.txt")).expect("env");
+    assert!(env2.contains("DET_TRIAL_RUN_ID=2"), "{env2}");
+    assert!(env2.contains("DET_STEPS_COMPLETED=2"), "{env2}");
+    assert!(
+        env2.contains("DET_LATEST_CHECKPOINT=aaaaaaaa-0000-4000-a000-000000000002"),
+        "{env2}"
+    );
+
+    // Kill: STOPPING_KILLED then CANCELED (there is no KILLED).
+    client
+        .experiment_action(id, ExperimentAction::Kill)
+        .await
+        .expect("kill");
+    eventually("CANCELED", || async {
+        client
+            .get_experiment(id)
+            .await
+            .is_ok_and(|e| e.experiment.state == State::Canceled)
+    })
+    .await;
+    master.shutdown();
+}
+
+#[tokio::test]
+async fn a_failing_trial_is_restarted_up_to_max_restarts_then_errors() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    let exp = client
+        .create_experiment(&config("exit 3", 2), None, true)
+        .await
+        .expect("create");
+    let id = exp.experiment.id;
+    eventually("ERROR after 2 restarts", || async {
+        client
+            .get_experiment(id)
+            .await
+            .is_ok_and(|e| e.experiment.state == State::Error)
+    })
+    .await;
+    let trial = client
+        .list_trials(id)
+        .await
+        .expect("trials")
+        .trials
+        .remove(0);
+    assert_eq!((trial.restarts, trial.state), (3, State::Error));
+    master.shutdown();
+}
+
+#[tokio::test]
+async fn exit_zero_completes_and_commands_run_to_termination() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    let exp = client
+        .create_experiment(&config("echo done", 0), None, true)
+        .await
+        .expect("create");
+    eventually("COMPLETED", || async {
+        client
+            .get_experiment(exp.experiment.id)
+            .await
+            .is_ok_and(|e| e.experiment.state == State::Completed)
+    })
+    .await;
+    let cmd = client
+        .create_command(
+            json!({"entrypoint": ["sh", "-c", "echo from-command; exit 4"]}),
+            None,
+        )
+        .await
+        .expect("cmd");
+    eventually("command terminated", || async {
+        client
+            .get_command(&cmd.command.id)
+            .await
+            .is_ok_and(|c| c.command.state == hr_det::wire::TaskState::Terminated)
+    })
+    .await;
+    let done = client.get_command(&cmd.command.id).await.expect("get");
+    assert_eq!(done.command.exit_status.as_deref(), Some("4"));
+    let logs = client.task_logs(&cmd.command.id).await.expect("logs");
+    assert!(
+        logs.iter().any(|l| l.log.contains("from-command")),
+        "{logs:?}"
+    );
+    master.shutdown();
+}

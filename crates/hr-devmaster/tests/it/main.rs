@@ -1,0 +1,7 @@
+//! Integration tests of the devmaster through `hr-det`: error envelopes and statuses, the pause /
+//! activate / kill semantics with real child processes, the restore choice and its tie-break,
+//! and durability across a restart on the same state folder.
+
+mod lifecycle;
+mod support;
+mod wire_errors;

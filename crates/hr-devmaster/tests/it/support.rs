@@ -1,0 +1,42 @@
+//! A devmaster on a free loopback port with a temp state folder, and a logged-in client.
+
+use std::{path::Path, time::Duration};
+
+use hr_det::Client;
+use hr_devmaster::{Devmaster, DevmasterConfig};
+
+pub(crate) async fn start(state_dir: &Path, preemption_timeout: Duration) -> (Devmaster, Client) {
+    let config = DevmasterConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        state_dir: state_dir.to_owned(),
+        info_dir: None,
+        preemption_timeout,
+    };
+    let master = Devmaster::start(config).await.expect("devmaster starts");
+    let mut client = Client::new(master.url()).expect("client");
+    client.login("determined", "").await.expect("login");
+    (master, client)
+}
+
+/// An experiment config whose trial runs `script` with `sh -c`.
+pub(crate) fn config(script: &str, max_restarts: u32) -> String {
+    format!(
+        "name: t\nentrypoint: {script:?}\nsearcher: {{name: single, metric: loss, max_length: {{batches: 4}}}}\n\
+         resources: {{slots_per_trial: 0}}\nmax_restarts: {max_restarts}\n"
+    )
+}
+
+/// Polls `f` every 50 ms for up to 20 s.
+pub(crate) async fn eventually<F, Fut>(what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    for _ in 0..400 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}

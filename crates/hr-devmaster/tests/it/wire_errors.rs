@@ -1,0 +1,143 @@
+//! Each bad input gets the upstream status and envelope.
+
+use std::time::Duration;
+
+use hr_det::{
+    Client, DetError, ExperimentAction,
+    wire::{Checkpoint, CheckpointState, CheckpointTraining},
+};
+use serde_json::json;
+
+use crate::support::{config, start};
+
+#[tokio::test]
+async fn bad_inputs_get_the_upstream_status_and_envelope() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
+
+    // Malformed YAML: 400 InvalidArgument naming line and column.
+    let err = client
+        .create_experiment("name: [unclosed\n", None, false)
+        .await
+        .expect_err("bad yaml");
+    assert!(
+        matches!(err, DetError::InvalidRequest(ref m) if m.contains("line") && m.contains("column")),
+        "{err}"
+    );
+    // A config Determined's schema rejects.
+    let err = client
+        .create_experiment("name: x\nmax_restarts: -1\n", None, false)
+        .await
+        .expect_err("schema");
+    assert!(
+        matches!(err, DetError::InvalidRequest(ref m) if m.contains("max_restarts")),
+        "{err}"
+    );
+
+    // Unknown id: 404 NotFound.
+    assert!(matches!(
+        client.get_experiment(999).await,
+        Err(DetError::NotFound(_))
+    ));
+    assert!(matches!(
+        client.experiment_action(999, ExperimentAction::Pause).await,
+        Err(DetError::NotFound(_))
+    ));
+
+    // Missing or invalid token: 401.
+    let anonymous = Client::new(master.url())
+        .expect("client")
+        .with_token("not-a-session".into());
+    assert!(matches!(
+        anonymous.get_experiment(1).await,
+        Err(DetError::Unauthenticated(_))
+    ));
+    let raw = reqwest_free_get(master.url(), "/api/v1/me").await;
+    assert!(raw.starts_with("HTTP/1.1 401"), "{raw}");
+    assert!(raw.contains(r#""reason":"Unauthenticated""#), "{raw}");
+
+    // A running trial: wrong trialRunId is 400; a duplicate UUID is 500 Unknown.
+    let exp = client
+        .create_experiment(&config("sleep 30", 0), None, true)
+        .await
+        .expect("create");
+    let trials = client.list_trials(exp.experiment.id).await.expect("trials");
+    let trial = &trials.trials[0];
+    let err = client
+        .report_metrics(trial.id, 7, "training", 1, json!({"loss": 1.0}), None)
+        .await
+        .expect_err("stale run");
+    assert!(
+        matches!(err, DetError::InvalidRequest(ref m) if m.contains("invalid run id")),
+        "{err}"
+    );
+    client
+        .report_metrics(trial.id, 1, "training", 1, json!({"loss": 1.0}), None)
+        .await
+        .expect("current run");
+    let task = trial.task_id.clone().expect("task id");
+    let ckpt = Checkpoint {
+        uuid: "11111111-2222-4333-a444-555555555555".into(),
+        task_id: Some(task.clone()),
+        allocation_id: Some(format!("{task}.1")),
+        report_time: None,
+        state: CheckpointState::Completed,
+        resources: [("state.json".to_owned(), 3)].into(),
+        metadata: json!({"steps_completed": 1}),
+        training: CheckpointTraining::default(),
+        storage_id: Some(1),
+    };
+    client.report_checkpoint(&ckpt).await.expect("first report");
+    let err = client
+        .report_checkpoint(&ckpt)
+        .await
+        .expect_err("duplicate");
+    assert!(
+        matches!(err, DetError::Api { status: 500, ref message } if message.contains("duplicate key")),
+        "{err}"
+    );
+    let metrics = client
+        .trial_metrics(trial.id, "training")
+        .await
+        .expect("metrics read");
+    assert_eq!(metrics.len(), 1);
+    assert_eq!(metrics[0].trial_run_id, 1);
+
+    // Activating a terminal experiment is a failed precondition (400).
+    client
+        .experiment_action(exp.experiment.id, ExperimentAction::Kill)
+        .await
+        .expect("kill");
+    crate::support::eventually("kill ends as CANCELED", || async {
+        client
+            .get_experiment(exp.experiment.id)
+            .await
+            .is_ok_and(|e| e.experiment.state == hr_det::wire::State::Canceled)
+    })
+    .await;
+    let err = client
+        .experiment_action(exp.experiment.id, ExperimentAction::Activate)
+        .await
+        .expect_err("terminal");
+    assert!(
+        matches!(err, DetError::InvalidRequest(ref m) if m.contains("incompatible")),
+        "{err}"
+    );
+    master.shutdown();
+}
+
+/// A bare HTTP/1.1 GET without any client library, returning the raw response.
+async fn reqwest_free_get(base: &str, path: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let addr = base.trim_start_matches("http://");
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+        )
+        .await
+        .expect("write");
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await.expect("read");
+    out
+}

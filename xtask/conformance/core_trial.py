@@ -1,0 +1,45 @@
+"""A real Determined 0.35 Core API trial for the devmaster conformance check.
+
+Restores `state.json` from `info.latest_checkpoint`, then per step: reports a training metric,
+stores a checkpoint whose metadata holds steps_completed, reports progress, and exits 0 right
+after `should_preempt()` turns true (which acknowledges the preemption). Prints one line per
+event so the check can follow it.
+"""
+import json
+import os
+import sys
+import time
+
+import determined as det
+from determined import core
+
+
+def main() -> None:
+    info = det.get_cluster_info()
+    assert info is not None, "no cluster info: is /run/determined/info written?"
+    latest = info.latest_checkpoint
+    step_seconds = float(os.environ.get("STEP_SECONDS", "0.5"))
+    with core.init(tensorboard_mode=core.TensorboardMode.MANUAL) as ctx:
+        step = 0
+        if latest is not None:
+            with ctx.checkpoint.restore_path(latest) as path:
+                step = json.loads((path / "state.json").read_text())["step"]
+            print(f"restored {latest} at step {step} run {info.trial._trial_run_id}", flush=True)
+        for op in ctx.searcher.operations():
+            while step < op.length:
+                step += 1
+                ctx.train.report_training_metrics(steps_completed=step, metrics={"loss": 1.0 / step})
+                with ctx.checkpoint.store_path({"steps_completed": step}) as (path, uuid):
+                    (path / "state.json").write_text(json.dumps({"step": step}))
+                print(f"step {step} checkpoint {uuid}", flush=True)
+                op.report_progress(step)
+                if ctx.preempt.should_preempt():
+                    print(f"preempted at step {step}", flush=True)
+                    sys.exit(0)
+                time.sleep(step_seconds)
+            op.report_completed(1.0 / step)
+        print(f"completed at step {step}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
