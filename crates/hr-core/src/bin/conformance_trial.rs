@@ -1,0 +1,69 @@
+//! The Rust twin of `xtask/conformance/core_trial.py` for the devmaster conformance check: a
+//! trial on `hr-core` that restores `state.json` from the latest checkpoint, reports a metric and
+//! a checkpoint per step, and on preemption acknowledges and exits 0. Not a user tool.
+#![allow(clippy::print_stdout)]
+
+use std::{process::ExitCode, time::Duration};
+
+use hr_core::CoreContext;
+use serde_json::json;
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            println!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run() -> Result<(), Box<dyn std::error::Error>> {
+    // `--local DIR`: the same trial off-cluster (8 steps, SIGTERM/SIGINT preempt).
+    let args: Vec<String> = std::env::args().collect();
+    let ctx = match args
+        .iter()
+        .position(|a| a == "--local")
+        .and_then(|i| args.get(i + 1))
+    {
+        Some(dir) => CoreContext::local(std::path::Path::new(dir), 8)?,
+        None => CoreContext::from_environment()?,
+    };
+    let step_seconds: f64 = std::env::var("STEP_SECONDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0.5);
+    let mut step = 0u64;
+    if let Some(uuid) = ctx.info().latest_checkpoint.clone() {
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(ctx.restore_path(&uuid)?.join("state.json"))?)?;
+        step = state["step"].as_u64().unwrap_or(0);
+        println!(
+            "restored {uuid} at step {step} run {}",
+            ctx.info().trial_run_id
+        );
+    }
+    while let Some(op) = ctx.searcher_operation()? {
+        while step < op.length {
+            step += 1;
+            ctx.report_training_metrics(step, json!({"loss": 1.0 / step as f64}))?;
+            let ck = ctx.store_path()?;
+            std::fs::write(
+                ck.path().join("state.json"),
+                json!({"step": step}).to_string(),
+            )?;
+            let uuid = ctx.report_checkpoint(ck, step, json!({}))?;
+            println!("step {step} checkpoint {uuid}");
+            ctx.report_progress(step as f64 / op.length as f64)?;
+            if ctx.should_preempt() {
+                ctx.acknowledge_preemption()?;
+                println!("preempted at step {step}");
+                return Ok(());
+            }
+            std::thread::sleep(Duration::from_secs_f64(step_seconds));
+        }
+        ctx.complete_operation(op, 1.0 / step as f64)?;
+    }
+    println!("completed at step {step}");
+    Ok(())
+}

@@ -1,0 +1,135 @@
+//! Checkpoint storage as the Python client lays it out: `<base>/<uuid>/` holding the user's files
+//! and `metadata.json` (indent 2), with `resources` mapping every relative path to its size
+//! (folders as `"sub/": 0`).
+
+use std::{
+    collections::BTreeMap,
+    io::Read,
+    path::{Path, PathBuf},
+};
+
+use serde_json::Value;
+
+use crate::CoreError;
+
+/// A checkpoint folder being written; report it to publish it.
+#[derive(Debug)]
+pub struct StoredCheckpoint {
+    pub(crate) uuid: String,
+    pub(crate) path: PathBuf,
+}
+
+impl StoredCheckpoint {
+    /// The checkpoint's UUID.
+    pub fn uuid(&self) -> &str {
+        &self.uuid
+    }
+
+    /// The folder to write into.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// The storage base folder of an expconf `checkpoint_storage`: `directory` is used unchanged;
+/// `shared_fs` is mounted at `/determined_shared_fs` in a container, plus `storage_path`.
+pub(crate) fn storage_base(storage: &Value) -> Result<PathBuf, CoreError> {
+    match storage.get("type").and_then(Value::as_str) {
+        Some("directory") => storage
+            .get("container_path")
+            .and_then(Value::as_str)
+            .map(PathBuf::from)
+            .ok_or_else(|| CoreError::Storage("directory without container_path".into())),
+        Some("shared_fs") => {
+            let base = PathBuf::from("/determined_shared_fs");
+            let host = storage
+                .get("host_path")
+                .and_then(Value::as_str)
+                .unwrap_or("/");
+            Ok(match storage.get("storage_path").and_then(Value::as_str) {
+                Some(p) if p.starts_with('/') => {
+                    base.join(Path::new(p).strip_prefix(host).unwrap_or(Path::new("")))
+                }
+                Some(p) => base.join(p),
+                None => base,
+            })
+        }
+        other => Err(CoreError::Storage(format!("{other:?}"))),
+    }
+}
+
+/// A fresh UUID4 from the OS's randomness.
+pub(crate) fn uuid4() -> String {
+    let mut b = [0u8; 16];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut b))
+        .is_err()
+    {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        b = nanos.to_le_bytes();
+    }
+    b[6] = (b[6] & 0x0f) | 0x40;
+    b[8] = (b[8] & 0x3f) | 0x80;
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// Relative path -> size of everything under `dir` (folders as `"sub/": 0`).
+pub(crate) fn resources(dir: &Path) -> Result<BTreeMap<String, i64>, CoreError> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_owned()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).map_err(CoreError::io("read", &d))? {
+            let entry = entry.map_err(CoreError::io("read", &d))?;
+            let path = entry.path();
+            let rel = path
+                .strip_prefix(dir)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .into_owned();
+            let meta = entry.metadata().map_err(CoreError::io("stat", &path))?;
+            if meta.is_dir() {
+                out.insert(format!("{rel}/"), 0);
+                stack.push(path);
+            } else {
+                out.insert(rel, i64::try_from(meta.len()).unwrap_or(i64::MAX));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Writes `metadata.json` (indent 2), as the Python client does before listing resources.
+pub(crate) fn write_metadata(dir: &Path, metadata: &Value) -> Result<(), CoreError> {
+    let path = dir.join("metadata.json");
+    let text = serde_json::to_string_pretty(metadata).expect("metadata serialises");
+    std::fs::write(&path, text).map_err(CoreError::io("write", &path))
+}
+
+/// Copies a folder tree.
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<(), CoreError> {
+    std::fs::create_dir_all(to).map_err(CoreError::io("create", to))?;
+    for entry in std::fs::read_dir(from).map_err(CoreError::io("read", from))? {
+        let entry = entry.map_err(CoreError::io("read", from))?;
+        let target = to.join(entry.file_name());
+        if entry
+            .file_type()
+            .map_err(CoreError::io("stat", entry.path()))?
+            .is_dir()
+        {
+            copy_tree(&entry.path(), &target)?;
+        } else {
+            std::fs::copy(entry.path(), &target).map_err(CoreError::io("copy", &target))?;
+        }
+    }
+    Ok(())
+}

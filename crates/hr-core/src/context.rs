@@ -1,0 +1,410 @@
+//! [`CoreContext`]: the blocking Core API, on a cluster or locally.
+
+use std::{
+    path::{Path, PathBuf},
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use hr_det::{
+    Client,
+    wire::{Checkpoint, CheckpointState, CheckpointTraining},
+};
+use serde_json::{Value, json};
+
+use crate::{
+    CoreError, StoredCheckpoint, TrialInfo,
+    checkpoint::{copy_tree, resources, storage_base, uuid4, write_metadata},
+    info::info_dir,
+};
+
+/// The current searcher operation: train until `length` steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SearcherOp {
+    /// Target steps.
+    pub length: u64,
+}
+
+enum Mode {
+    Cluster { client: Client },
+    Local { run_dir: PathBuf, max_length: u64 },
+}
+
+/// The Core API of one trial allocation.
+pub struct CoreContext {
+    info: TrialInfo,
+    mode: Mode,
+    storage: PathBuf,
+    runtime: tokio::runtime::Runtime,
+    preempt: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for CoreContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CoreContext")
+            .field("info", &self.info)
+            .field("storage", &self.storage)
+            .finish_non_exhaustive()
+    }
+}
+
+impl CoreContext {
+    /// Inside a trial: reads the info files (`HR_DET_INFO_DIR` or `/run/determined/info`) and
+    /// `DET_*`, calls `runs/start`, and starts the preemption long-poll.
+    pub fn from_environment() -> Result<Self, CoreError> {
+        Self::from_info_dir(&info_dir())
+    }
+
+    /// Like [`CoreContext::from_environment`] with an explicit info folder.
+    pub fn from_info_dir(dir: &Path) -> Result<Self, CoreError> {
+        let info = TrialInfo::from_environment_in(dir)?;
+        let storage_cfg = info
+            .config
+            .get("checkpoint_storage")
+            .cloned()
+            .unwrap_or_default();
+        let storage = storage_base(&storage_cfg)?;
+        let token = info
+            .user_token
+            .clone()
+            .ok_or_else(|| CoreError::Environment("DET_USER_TOKEN is not set".into()))?;
+        let client = Client::new(&info.master_url)?.with_token(token);
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(CoreError::io("start runtime in", "."))?;
+        runtime.block_on(client.runs_start(info.trial_id, storage_cfg))?;
+        let preempt = Arc::new(AtomicBool::new(false));
+        let (poll_client, flag, alloc) =
+            (client.clone(), preempt.clone(), info.allocation_id.clone());
+        runtime.spawn(async move {
+            let mut timeout = 0;
+            loop {
+                match poll_client.preemption(&alloc, timeout).await {
+                    Ok(true) => {
+                        flag.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    Ok(false) => timeout = 60,
+                    Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+                }
+            }
+        });
+        Ok(Self {
+            info,
+            mode: Mode::Cluster { client },
+            storage,
+            runtime,
+            preempt,
+        })
+    }
+
+    /// Off-cluster: metrics to `run_dir/metrics.jsonl`, checkpoints under `run_dir/checkpoints/`,
+    /// preemption on SIGTERM or SIGINT, a single searcher operation of `max_length` steps. Each
+    /// call is a new "allocation" (`trial_run_id` counts up) restoring the latest checkpoint by
+    /// the master's rule.
+    pub fn local(run_dir: &Path, max_length: u64) -> Result<Self, CoreError> {
+        let storage = run_dir.join("checkpoints");
+        std::fs::create_dir_all(&storage).map_err(CoreError::io("create", &storage))?;
+        let runs_path = run_dir.join("local-runs");
+        let run_id = std::fs::read_to_string(&runs_path)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+            .unwrap_or(0)
+            + 1;
+        std::fs::write(&runs_path, run_id.to_string())
+            .map_err(CoreError::io("write", &runs_path))?;
+        let latest = local_latest(run_dir)?;
+        let info = TrialInfo {
+            master_url: String::new(),
+            task_id: "local".into(),
+            allocation_id: format!("local.{run_id}"),
+            trial_id: 0,
+            experiment_id: 0,
+            trial_run_id: run_id,
+            trial_seed: 0,
+            steps_completed: latest.as_ref().map_or(0, |l| l.1),
+            latest_checkpoint: latest.map(|l| l.0),
+            config: json!({"checkpoint_storage": {"type": "directory", "container_path": storage}}),
+            hparams: json!({}),
+            user_token: None,
+        };
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .map_err(CoreError::io("start runtime in", "."))?;
+        let preempt = Arc::new(AtomicBool::new(false));
+        let flag = preempt.clone();
+        runtime.block_on(async {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .map_err(CoreError::io("install SIGTERM handler in", "."))?;
+            let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+                .map_err(CoreError::io("install SIGINT handler in", "."))?;
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+                flag.store(true, Ordering::SeqCst);
+            });
+            Ok::<_, CoreError>(())
+        })?;
+        Ok(Self {
+            info,
+            mode: Mode::Local {
+                run_dir: run_dir.to_owned(),
+                max_length,
+            },
+            storage,
+            runtime,
+            preempt,
+        })
+    }
+
+    /// The trial's info.
+    pub fn info(&self) -> &TrialInfo {
+        &self.info
+    }
+
+    /// The checkpoint storage base folder.
+    pub fn storage_dir(&self) -> &Path {
+        &self.storage
+    }
+
+    fn append_local(run_dir: &Path, file: &str, value: &Value) -> Result<(), CoreError> {
+        use std::io::Write;
+        let path = run_dir.join(file);
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(CoreError::io("open", &path))?;
+        writeln!(f, "{value}")
+            .and_then(|()| f.sync_all())
+            .map_err(CoreError::io("write", &path))
+    }
+
+    fn report(&self, group: &str, steps: u64, metrics: Value) -> Result<(), CoreError> {
+        match &self.mode {
+            Mode::Cluster { client } => {
+                let steps = i32::try_from(steps)
+                    .map_err(|_| CoreError::Environment("steps_completed exceeds int32".into()))?;
+                self.runtime.block_on(client.report_metrics(
+                    self.info.trial_id,
+                    self.info.trial_run_id,
+                    group,
+                    steps,
+                    metrics,
+                    None,
+                ))?;
+                Ok(())
+            }
+            Mode::Local { run_dir, .. } => Self::append_local(
+                run_dir,
+                "metrics.jsonl",
+                &json!({"group": group, "trial_run_id": self.info.trial_run_id, "steps_completed": steps, "metrics": metrics}),
+            ),
+        }
+    }
+
+    /// Reports training metrics at `steps_completed`.
+    pub fn report_training_metrics(
+        &self,
+        steps_completed: u64,
+        metrics: Value,
+    ) -> Result<(), CoreError> {
+        self.report("training", steps_completed, metrics)
+    }
+
+    /// Reports validation metrics at `steps_completed`.
+    pub fn report_validation_metrics(
+        &self,
+        steps_completed: u64,
+        metrics: Value,
+    ) -> Result<(), CoreError> {
+        self.report("validation", steps_completed, metrics)
+    }
+
+    /// A new checkpoint folder `<storage>/<uuid>/` to write into (Python's `store_path`).
+    pub fn store_path(&self) -> Result<StoredCheckpoint, CoreError> {
+        let uuid = uuid4();
+        let path = self.storage.join(&uuid);
+        std::fs::create_dir_all(&path).map_err(CoreError::io("create", &path))?;
+        Ok(StoredCheckpoint { uuid, path })
+    }
+
+    /// Publishes a stored checkpoint: writes `metadata.json` (with `steps_completed`), lists the
+    /// resources, and reports it. Returns the UUID.
+    pub fn report_checkpoint(
+        &self,
+        ck: StoredCheckpoint,
+        steps_completed: u64,
+        metadata: Value,
+    ) -> Result<String, CoreError> {
+        let mut metadata = match metadata {
+            Value::Object(m) => Value::Object(m),
+            Value::Null => json!({}),
+            other => json!({"value": other}),
+        };
+        metadata["steps_completed"] = json!(steps_completed);
+        write_metadata(&ck.path, &metadata)?;
+        let resources = resources(&ck.path)?;
+        match &self.mode {
+            Mode::Cluster { client } => {
+                let checkpoint = Checkpoint {
+                    uuid: ck.uuid.clone(),
+                    task_id: Some(self.info.task_id.clone()),
+                    allocation_id: Some(self.info.allocation_id.clone()),
+                    report_time: None,
+                    state: CheckpointState::Completed,
+                    resources,
+                    metadata,
+                    training: CheckpointTraining::default(),
+                    storage_id: None,
+                };
+                self.runtime
+                    .block_on(client.report_checkpoint(&checkpoint))?;
+            }
+            Mode::Local { run_dir, .. } => Self::append_local(
+                run_dir,
+                "checkpoints.jsonl",
+                &json!({"uuid": ck.uuid, "steps_completed": steps_completed, "trial_run_id": self.info.trial_run_id,
+                    "resources": resources, "metadata": metadata}),
+            )?,
+        }
+        Ok(ck.uuid)
+    }
+
+    /// Copies `src` into a new checkpoint and reports it (Python's `upload`).
+    pub fn upload(
+        &self,
+        src: &Path,
+        steps_completed: u64,
+        metadata: Value,
+    ) -> Result<String, CoreError> {
+        let ck = self.store_path()?;
+        copy_tree(src, &ck.path)?;
+        self.report_checkpoint(ck, steps_completed, metadata)
+    }
+
+    /// The folder of an existing checkpoint (Python's `restore_path`, for shared storage).
+    pub fn restore_path(&self, uuid: &str) -> Result<PathBuf, CoreError> {
+        let path = self.storage.join(uuid);
+        if path.is_dir() {
+            Ok(path)
+        } else {
+            Err(CoreError::CheckpointNotFound {
+                uuid: uuid.to_owned(),
+                path,
+            })
+        }
+    }
+
+    /// Whether the master (or a signal, locally) asked this allocation to stop.
+    pub fn should_preempt(&self) -> bool {
+        self.preempt.load(Ordering::SeqCst)
+    }
+
+    /// Acknowledges preemption: the allocation will exit and the trial stays resumable.
+    pub fn acknowledge_preemption(&self) -> Result<(), CoreError> {
+        match &self.mode {
+            Mode::Cluster { client } => Ok(self
+                .runtime
+                .block_on(client.ack_preemption(&self.info.allocation_id))?),
+            Mode::Local { run_dir, .. } => Self::append_local(
+                run_dir,
+                "events.jsonl",
+                &json!({"event": "preemption-acknowledged", "trial_run_id": self.info.trial_run_id}),
+            ),
+        }
+    }
+
+    /// The current searcher operation, or `None` when the searcher is done.
+    pub fn searcher_operation(&self) -> Result<Option<SearcherOp>, CoreError> {
+        match &self.mode {
+            Mode::Cluster { client } => {
+                let r = self
+                    .runtime
+                    .block_on(client.searcher_operation(self.info.trial_id))?;
+                Ok(match (r.completed, r.op) {
+                    (false, Some(op)) => Some(SearcherOp {
+                        length: u64::try_from(op.validate_after.length).unwrap_or(0),
+                    }),
+                    _ => None,
+                })
+            }
+            Mode::Local {
+                run_dir,
+                max_length,
+            } => {
+                let done = std::fs::read_to_string(run_dir.join("events.jsonl"))
+                    .unwrap_or_default()
+                    .lines()
+                    .any(|l| l.contains("\"searcher-completed\""));
+                Ok((!done).then_some(SearcherOp {
+                    length: *max_length,
+                }))
+            }
+        }
+    }
+
+    /// Reports progress towards the current operation.
+    pub fn report_progress(&self, progress: f64) -> Result<(), CoreError> {
+        match &self.mode {
+            Mode::Cluster { client } => Ok(self
+                .runtime
+                .block_on(client.report_progress(self.info.trial_id, progress))?),
+            Mode::Local { .. } => Ok(()),
+        }
+    }
+
+    /// Completes the current operation with the searcher metric.
+    pub fn complete_operation(&self, op: SearcherOp, metric: f64) -> Result<(), CoreError> {
+        match &self.mode {
+            Mode::Cluster { client } => {
+                let length = i64::try_from(op.length).unwrap_or(i64::MAX);
+                Ok(self.runtime.block_on(client.complete_operation(
+                    self.info.trial_id,
+                    length,
+                    metric,
+                ))?)
+            }
+            Mode::Local { run_dir, .. } => Self::append_local(
+                run_dir,
+                "events.jsonl",
+                &json!({"event": "searcher-completed", "length": op.length, "metric": metric}),
+            ),
+        }
+    }
+}
+
+/// The latest local checkpoint by the master's rule: highest steps, then the latest report.
+fn local_latest(run_dir: &Path) -> Result<Option<(String, u64)>, CoreError> {
+    let text = match std::fs::read_to_string(run_dir.join("checkpoints.jsonl")) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(CoreError::io("read", run_dir.join("checkpoints.jsonl"))(e)),
+    };
+    let mut best: Option<(String, u64)> = None;
+    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let v: Value = serde_json::from_str(line).map_err(|e| CoreError::Io {
+            op: "parse",
+            path: run_dir.join("checkpoints.jsonl"),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        })?;
+        let (Some(uuid), Some(steps)) = (v["uuid"].as_str(), v["steps_completed"].as_u64()) else {
+            continue;
+        };
+        // Later lines are later reports, so `>=` keeps the latest of equal steps.
+        if best.as_ref().is_none_or(|b| steps >= b.1) {
+            best = Some((uuid.to_owned(), steps));
+        }
+    }
+    Ok(best)
+}

@@ -1,0 +1,45 @@
+//! The crate's error type.
+
+use std::path::PathBuf;
+
+/// A Core API failure.
+#[derive(Debug, thiserror::Error)]
+pub enum CoreError {
+    /// The environment does not describe a trial.
+    #[error("not running as a Determined trial: {0}")]
+    Environment(String),
+    /// A master call failed.
+    #[error(transparent)]
+    Master(#[from] hr_det::DetError),
+    /// A checkpoint UUID has no folder in storage.
+    #[error("checkpoint {uuid} not found at {path}")]
+    CheckpointNotFound {
+        /// The UUID.
+        uuid: String,
+        /// Where it was looked for.
+        path: PathBuf,
+    },
+    /// Unsupported checkpoint storage.
+    #[error("unsupported checkpoint_storage {0}: use shared_fs or directory")]
+    Storage(String),
+    /// A file operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// On which path.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+impl CoreError {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| Self::Io { op, path, source }
+    }
+}

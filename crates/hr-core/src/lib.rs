@@ -1,0 +1,21 @@
+//! The Determined Core API for Rust trials: [`CoreContext`] with training and validation metrics
+//! (tagged with `trialRunId` and `stepsCompleted`), checkpoints (`store_path`, `upload`,
+//! `restore_path` for `shared_fs` and `directory` storage, `metadata.json` and `resources` as the
+//! Python client writes them, `steps_completed` required), preemption fed by a background
+//! long-poll (0 s, then 60 s) with an explicit acknowledgement, searcher operations, and the
+//! trial's info (latest checkpoint, steps completed, run id).
+//!
+//! On a cluster (or under the devmaster) it reads `DET_*` and the info files; off-cluster,
+//! [`CoreContext::local`] keeps the same API with metrics in JSONL and checkpoints under a run
+//! folder, and takes preemption from SIGTERM/SIGINT. TensorBoard is manual: nothing is written.
+//! The API is blocking; it runs its own small async runtime for HTTP and the long-poll.
+
+mod checkpoint;
+mod context;
+mod error;
+mod info;
+
+pub use checkpoint::StoredCheckpoint;
+pub use context::{CoreContext, SearcherOp};
+pub use error::CoreError;
+pub use info::TrialInfo;

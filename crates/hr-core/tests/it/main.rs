@@ -1,0 +1,184 @@
+//! Integration tests of hr-core: the Rust conformance trial through the whole managed lifecycle
+//! under the devmaster (metrics, checkpoints, preemption with ack, restore in run 2), and the
+//! local mode with a real SIGTERM.
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Command, Stdio},
+    time::Duration,
+};
+
+use hr_det::{ExperimentAction, wire::State};
+use hr_devmaster::{Devmaster, DevmasterConfig};
+
+const TRIAL: &str = env!("CARGO_BIN_EXE_hr-core-conformance-trial");
+
+async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> bool) {
+    for _ in 0..600 {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+fn log_of(dir: &std::path::Path) -> String {
+    std::fs::read_dir(dir.join("logs"))
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok())
+                .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_rust_trial_runs_pauses_acks_and_restores_under_the_devmaster() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let state = tmp.path().join("state");
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir_all(&shared).expect("shared");
+    let config = DevmasterConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        state_dir: state.clone(),
+        info_dir: None,
+        preemption_timeout: Duration::from_secs(60),
+    };
+    let master = Devmaster::start(config).await.expect("start");
+    let mut client = hr_det::Client::new(master.url()).expect("client");
+    client.login("determined", "").await.expect("login");
+    let yaml = format!(
+        "name: rust-trial\nentrypoint: [{TRIAL:?}]\nsearcher: {{name: single, metric: loss, max_length: {{batches: 6}}}}\n\
+         resources: {{slots_per_trial: 0}}\nmax_restarts: 0\n\
+         checkpoint_storage: {{type: shared_fs, host_path: {:?}, storage_path: ckpts}}\n\
+         environment: {{environment_variables: [STEP_SECONDS=0.3]}}\n",
+        shared.display().to_string()
+    );
+    let exp = client
+        .create_experiment(&yaml, None, true)
+        .await
+        .expect("create");
+    let id = exp.experiment.id;
+    wait_for("step 2", async || {
+        log_of(&state).contains("step 2 checkpoint")
+    })
+    .await;
+    client
+        .experiment_action(id, ExperimentAction::Pause)
+        .await
+        .expect("pause");
+    assert_eq!(
+        client
+            .get_experiment(id)
+            .await
+            .expect("get")
+            .experiment
+            .state,
+        State::Paused,
+        "PAUSED at once"
+    );
+    wait_for("preempted", async || {
+        log_of(&state).contains("preempted at step")
+    })
+    .await;
+    wait_for("allocation gone", async || {
+        client
+            .list_trials(id)
+            .await
+            .is_ok_and(|t| t.trials[0].state == State::Paused)
+    })
+    .await;
+    let log = log_of(&state);
+    let preempted_at: u64 = log
+        .lines()
+        .find_map(|l| l.strip_prefix("preempted at step "))
+        .and_then(|n| n.trim().parse().ok())
+        .expect("preempted step");
+    client
+        .experiment_action(id, ExperimentAction::Activate)
+        .await
+        .expect("activate");
+    wait_for("COMPLETED", async || {
+        client
+            .get_experiment(id)
+            .await
+            .is_ok_and(|e| e.experiment.state == State::Completed)
+    })
+    .await;
+    let log = log_of(&state);
+    assert!(
+        log.contains(&format!("at step {preempted_at} run 2")),
+        "run 2 restores the step it stopped at:\n{log}"
+    );
+    assert!(log.contains("completed at step 6"), "{log}");
+    let ckpts = client
+        .list_checkpoints(id, hr_det::wire::CheckpointSortBy::BatchNumber, false)
+        .await
+        .expect("ckpts");
+    assert_eq!(
+        ckpts.checkpoints.len(),
+        6,
+        "one checkpoint per step, none twice"
+    );
+    assert!(ckpts.checkpoints.iter().all(
+        |c| c.resources.contains_key("metadata.json") && c.resources.contains_key("state.json")
+    ));
+    let trial = client
+        .list_trials(id)
+        .await
+        .expect("trials")
+        .trials
+        .remove(0);
+    let metrics = client
+        .trial_metrics(trial.id, "training")
+        .await
+        .expect("metrics");
+    let runs: std::collections::BTreeSet<i32> = metrics.iter().map(|m| m.trial_run_id).collect();
+    assert_eq!(runs.into_iter().collect::<Vec<_>>(), [1, 2]);
+    master.shutdown();
+}
+
+#[test]
+fn local_mode_takes_preemption_from_sigterm_and_restores_the_latest_checkpoint() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let run_dir = tmp.path().to_str().expect("utf-8");
+    let mut child = Command::new(TRIAL)
+        .args(["--local", run_dir])
+        .env("STEP_SECONDS", "0.2")
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next().expect("a line").expect("utf-8");
+    assert!(first.starts_with("step 1 checkpoint"), "{first}");
+    assert!(send_sigterm(child.id()));
+    let rest: Vec<String> = lines.map_while(Result::ok).collect();
+    assert!(child.wait().expect("wait").success());
+    let stopped: u64 = rest
+        .iter()
+        .find_map(|l| l.strip_prefix("preempted at step "))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no preemption line in {rest:?}"));
+    let events = std::fs::read_to_string(tmp.path().join("events.jsonl")).expect("events");
+    assert!(events.contains("preemption-acknowledged"));
+    let again = Command::new(TRIAL)
+        .args(["--local", run_dir])
+        .env("STEP_SECONDS", "0")
+        .output()
+        .expect("rerun");
+    let out = String::from_utf8_lossy(&again.stdout);
+    assert!(out.contains(&format!("at step {stopped} run 2")), "{out}");
+    assert!(out.contains("completed at step 8"), "{out}");
+    let metrics = std::fs::read_to_string(tmp.path().join("metrics.jsonl")).expect("metrics");
+    assert_eq!(metrics.lines().count(), 8, "each step reported once");
+}
+
+/// Sends SIGTERM with the `kill` command (no unsafe code, no extra crate).
+fn send_sigterm(pid: u32) -> bool {
+    Command::new("kill")
+        .args(["-TERM", &pid.to_string()])
+        .status()
+        .is_ok_and(|s| s.success())
+}
