@@ -1,6 +1,7 @@
 //! `cargo xtask ci`: the single gate, cheapest checks first. Format, tidy, clippy with warnings
-//! denied, then the whole test suite (the end-to-end tests drive the binary built just before).
-//! It ends with one summary line, `ci: N passed, M failed`, and fails when no test ran.
+//! denied, the whole test suite (the end-to-end tests drive the binary built just before), then
+//! the conformance of the devmaster with the real `determined==0.35.0` client. It ends with one
+//! summary line, `ci: N passed, M failed`, and fails when no test ran.
 
 use std::{
     io::{BufRead, BufReader},
@@ -42,7 +43,13 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
     crate::run(build)?;
     let mut test = cargo();
     test.args(["test", "--workspace", "--locked"]);
-    let (passed, failed) = run_tests(test)?;
+    let (mut passed, mut failed) = run_tests(test)?;
+    if failed == 0 {
+        let (p, f) = crate::conformance::det(root)?;
+        println!("conformance det: {p} passed, {f} failed");
+        passed += p;
+        failed += f;
+    }
     println!("ci: {passed} passed, {failed} failed");
     eprintln!("ci: done in {:.0} s", started.elapsed().as_secs_f64());
     if failed > 0 {

@@ -7,6 +7,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod ci;
+mod conformance;
 mod tidy;
 
 use std::{
@@ -24,6 +25,9 @@ Tasks:
   tidy        every .rs under crates/ opens with //!, only tensor crates depend on burn,
               no ignored tests or stubs, folder name = package name
   templates   regenerate cluster/determined/*.yaml from crates/hr-config (jaif profile)
+  conformance det
+              the devmaster against the real determined==0.35.0 client (det CLI, Python and
+              Rust Core API trials); the client venv is cached outside the repo
   bench seal [--size-mib N]
               seal and verify throughput of an N MiB snapshot (default 1024) next to sha256sum
 ";
@@ -37,6 +41,17 @@ fn main() -> Result<()> {
         Some("tidy") => tidy::run(&root),
         Some("templates") => templates(&root),
         Some("bench") => bench(&args[1..]),
+        Some("conformance") => match args.get(1).map(String::as_str) {
+            Some("det") => {
+                let (passed, failed) = conformance::det(&root)?;
+                println!("conformance det: {passed} passed, {failed} failed");
+                if failed > 0 || passed == 0 {
+                    bail!("det conformance failed");
+                }
+                Ok(())
+            }
+            other => bail!("unknown conformance suite {other:?}: available: det\n\n{HELP}"),
+        },
         Some("-h" | "--help" | "help") | None => {
             print!("{HELP}");
             Ok(())

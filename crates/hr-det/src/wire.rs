@@ -543,8 +543,8 @@ pub struct CommandResponse {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TaskLog {
-    /// Line id.
-    #[serde(default)]
+    /// Line id (an int64 string on the wire).
+    #[serde(default, with = "int64_string")]
     pub id: i64,
     /// Task id.
     #[serde(default)]

@@ -64,7 +64,8 @@ pub(crate) fn router(master: Arc<Master>) -> Router {
             "/api/v1/allocations/{id}/signals/ack_preemption",
             post(ack_preemption),
         )
-        .route("/api/v1/commands", post(create_command))
+        .route("/api/v1/commands", post(create_command).get(list_commands))
+        .route("/api/v1/workspaces", get(list_workspaces))
         .route("/api/v1/commands/{id}", get(get_command))
         .route("/api/v1/tasks/{id}/logs", get(task_logs))
         .route("/api/v1/task/logs", post(ok_body))
@@ -789,6 +790,31 @@ async fn create_command(AxState(m): M, headers: HeaderMap, body: Bytes) -> ApiRe
     Ok(Json(command_json(&rec)))
 }
 
+async fn list_commands(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    user(&m, &headers)?;
+    let state = m.state();
+    let commands: Vec<Value> = state
+        .commands
+        .values()
+        .map(|c| command_json(c)["command"].clone())
+        .collect();
+    Ok(Json(
+        json!({"commands": commands, "pagination": pagination(commands.len())}),
+    ))
+}
+
+/// The one workspace of a devmaster (`Uncategorized`, id 1), as `det` lists it.
+async fn list_workspaces(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    user(&m, &headers)?;
+    let experiments = m.state().experiments.len();
+    let ws = json!({"id": 1, "name": "Uncategorized", "archived": false, "errorMessage": "", "immutable": true,
+        "numExperiments": experiments, "numProjects": 1, "pinned": false, "state": "WORKSPACE_STATE_UNSPECIFIED",
+        "userId": 1, "username": "admin"});
+    Ok(Json(
+        json!({"workspaces": [ws], "pagination": pagination(1)}),
+    ))
+}
+
 async fn get_command(
     AxState(m): M,
     headers: HeaderMap,
@@ -818,7 +844,7 @@ async fn task_logs(AxState(m): M, headers: HeaderMap, Path(id): Path<String>) ->
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut out = String::new();
     for (i, line) in text.lines().enumerate() {
-        let entry = json!({"result": {"id": i, "taskId": id, "timestamp": now_rfc3339(), "level": "LOG_LEVEL_INFO",
+        let entry = json!({"result": {"id": i.to_string(), "taskId": id, "timestamp": now_rfc3339(), "level": "LOG_LEVEL_INFO",
             "log": format!("{line}\n"), "message": line, "allocationId": null, "agentId": "devmaster",
             "containerId": null, "rankId": 0, "source": "", "stdtype": "stdout"}});
         out.push_str(&entry.to_string());

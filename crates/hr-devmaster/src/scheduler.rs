@@ -383,8 +383,8 @@ pub(crate) fn start_command(
         return Err("the command config has no non-empty entrypoint".to_owned());
     };
     let mut state = master.state();
-    let id = format!("cmd-{}-{}", state.next_command, &random_hex(4));
-    state.next_command += 1;
+    // Command ids are UUIDs: `det cmd describe/logs` expand anything else as a prefix.
+    let id = crate::info::uuid4();
     let dir: PathBuf = master.config.state_dir.join("commands").join(&id);
     let log = dir.join("output.log");
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;

@@ -88,7 +88,6 @@ pub(crate) struct MasterState {
     pub(crate) next_experiment: i32,
     pub(crate) next_trial: i32,
     pub(crate) next_metric: i64,
-    pub(crate) next_command: u64,
     pub(crate) experiments: BTreeMap<i32, ExperimentRec>,
     pub(crate) trials: BTreeMap<i32, TrialRec>,
     pub(crate) checkpoints: Vec<CheckpointRec>,
@@ -108,7 +107,6 @@ impl MasterState {
                 next_experiment: 1,
                 next_trial: 1,
                 next_metric: 1,
-                next_command: 1,
                 ..Self::default()
             }),
             Err(e) => Err(e),

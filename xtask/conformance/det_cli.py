@@ -1,0 +1,163 @@
+"""Conformance of the devmaster with the real `determined==0.35.0` client.
+
+Run by `cargo xtask conformance det` against a fresh devmaster. Drives the real `det` CLI
+(login, experiment create with and without --paused, describe --json, pause, activate, kill,
+list-checkpoints, cmd run --detach and command state) and two managed trials, one on the real
+Python Core API and one on our Rust `hr-core`, through pause -> preempt -> ack -> activate ->
+restore -> completion. Every check looks at what the command printed (states, ids, UUIDs), not
+only at its exit code. Prints `det-conformance: N passed, M failed` last.
+"""
+import argparse
+import json
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import time
+
+RESULTS = []
+
+
+def check(name, ok, detail=""):
+    RESULTS.append((name, bool(ok)))
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok or not detail else f"\n     {detail}"), flush=True)
+    return ok
+
+
+class Det:
+    def __init__(self, args):
+        self.args = args
+        self.env = dict(os.environ, HOME=str(args.work / "home"), DET_MASTER=args.master)
+        (args.work / "home").mkdir(parents=True, exist_ok=True)
+
+    def __call__(self, *argv, stdin=""):
+        cmd = [self.args.det, "-m", self.args.master, *map(str, argv)]
+        return subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=self.env, timeout=120)
+
+    def state(self, eid):
+        out = self("experiment", "describe", eid, "--json")
+        return json.loads(out.stdout)[0]["experiment"]["state"] if out.returncode == 0 else f"rc={out.returncode}"
+
+
+def wait(pred, what, timeout=120.0):
+    end = time.time() + timeout
+    while time.time() < end:
+        value = pred()
+        if value:
+            return value
+        time.sleep(0.2)
+    check(f"waited for {what}", False, f"timed out after {timeout}s")
+    return None
+
+
+def trial_log(state_dir, eid):
+    return "".join(p.read_text() for p in sorted((state_dir / "logs").glob(f"{eid}.*.log")))
+
+
+def created_id(out):
+    m = re.search(r"Created experiment (\d+)", out.stdout)
+    return int(m.group(1)) if m else None
+
+
+def lifecycle(det, args, kind, entrypoint):
+    shared = args.work / f"shared-{kind}"
+    shared.mkdir(parents=True, exist_ok=True)
+    config = args.work / f"{kind}-trial.yaml"
+    config.write_text(
+        f"name: conformance-{kind}\n"
+        f"entrypoint: {json.dumps(entrypoint)}\n"
+        "searcher: {name: single, metric: loss, max_length: {batches: 6}}\n"
+        "resources: {slots_per_trial: 0}\n"
+        "max_restarts: 0\n"
+        f"checkpoint_storage: {{type: shared_fs, host_path: {json.dumps(str(shared))}, storage_path: ckpts}}\n"
+        "environment: {environment_variables: [STEP_SECONDS=0.5]}\n"
+    )
+    out = det("experiment", "create", config)
+    eid = created_id(out)
+    if not check(f"{kind}: create prints the experiment id", out.returncode == 0 and eid, out.stdout + out.stderr):
+        return
+    check(f"{kind}: describe --json says ACTIVE", det.state(eid) == "STATE_ACTIVE")
+    if not wait(lambda: "step 2 checkpoint" in trial_log(args.state_dir, eid), f"{kind} trial step 2"):
+        check(f"{kind}: trial log", False, trial_log(args.state_dir, eid))
+        return
+    paused_at = time.time()
+    out = det("experiment", "pause", eid)
+    check(f"{kind}: pause exits 0", out.returncode == 0, out.stderr)
+    check(f"{kind}: PAUSED is visible at once", det.state(eid) == "STATE_PAUSED")
+    line = wait(lambda: re.search(r"preempted at step (\d+)", trial_log(args.state_dir, eid)), f"{kind} preemption")
+    if not line:
+        return
+    check(f"{kind}: the trial saw preempt within one poll", time.time() - paused_at < 10, f"{time.time() - paused_at:.1f}s")
+    step = int(line.group(1))
+    log = trial_log(args.state_dir, eid)
+    uuid = re.search(rf"step {step} checkpoint (\S+)", log).group(1)
+    time.sleep(1.0)
+    check(f"{kind}: still PAUSED after ack and exit", det.state(eid) == "STATE_PAUSED")
+    out = det("experiment", "activate", eid)
+    check(f"{kind}: activate exits 0", out.returncode == 0, out.stderr)
+    wait(lambda: det.state(eid) == "STATE_COMPLETED", f"{kind} completion")
+    log = trial_log(args.state_dir, eid)
+    check(f"{kind}: run 2 restored the latest checkpoint", f"restored {uuid} at step {step} run 2" in log, log)
+    check(f"{kind}: finished at step 6", "completed at step 6" in log, log)
+    uuids = re.findall(r"step \d+ checkpoint (\S+)", log)
+    out = det("experiment", "list-checkpoints", eid)
+    check(f"{kind}: list-checkpoints shows all {len(uuids)} checkpoints",
+          out.returncode == 0 and len(uuids) == 6 and all(u in out.stdout for u in uuids), out.stdout)
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--master", required=True)
+    p.add_argument("--det", required=True)
+    p.add_argument("--python", required=True)
+    p.add_argument("--rust-trial", required=True)
+    p.add_argument("--local-config", required=True)
+    p.add_argument("--state-dir", type=pathlib.Path, required=True)
+    p.add_argument("--work", type=pathlib.Path, required=True)
+    args = p.parse_args()
+    det = Det(args)
+
+    out = det("user", "login", "determined", stdin="\n")
+    check("login exits 0", out.returncode == 0, out.stderr)
+    out = det("user", "whoami")
+    check("whoami names the user", "determined" in out.stdout, out.stdout + out.stderr)
+
+    out = det("experiment", "create", args.local_config, "--paused")
+    eid = created_id(out)
+    if check("create --paused (rendered local-profile config)", out.returncode == 0 and eid, out.stdout + out.stderr):
+        described = json.loads(det("experiment", "describe", eid, "--json").stdout)[0]
+        check("describe --json: PAUSED with the rendered name and entrypoint",
+              described["experiment"]["state"] == "STATE_PAUSED"
+              and described["experiment"]["name"] == "hessian-recipes managed CPU lifecycle"
+              and described["config"]["entrypoint"][-2:] == ["managed-trial", "cpu"], described["experiment"])
+        out = det("experiment", "kill", eid)
+        check("kill exits 0", out.returncode == 0, out.stderr)
+        check("a killed experiment ends CANCELED", wait(lambda: det.state(eid) == "STATE_CANCELED", "CANCELED", 30))
+        out = det("experiment", "activate", eid)
+        check("activate of a terminal experiment fails", out.returncode != 0 and "incompatible" in out.stderr, out.stderr)
+
+    script = str(pathlib.Path(__file__).with_name("core_trial.py"))
+    lifecycle(det, args, "python", [args.python, script])
+    lifecycle(det, args, "rust", [args.rust_trial])
+
+    out = det("command", "run", "--detach", "echo", "conformance-ok")
+    cid = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
+    uuid_re = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
+    if check("cmd run --detach prints the command id", out.returncode == 0 and re.match(uuid_re, cid), out.stdout + out.stderr):
+        def terminated():
+            d = det("command", "describe", cid, "--json")
+            return d.returncode == 0 and json.loads(d.stdout).get("state") == "TERMINATED" and json.loads(d.stdout)
+        done = wait(terminated, "command termination", 60)
+        check("command describe --json: TERMINATED with exit status 0", done and done.get("exitStatus") == "0", done)
+        logs = det("command", "logs", cid)
+        check("command logs carry its output", "conformance-ok" in logs.stdout, logs.stdout + logs.stderr)
+
+    passed = sum(ok for _, ok in RESULTS)
+    failed = len(RESULTS) - passed
+    print(f"det-conformance: {passed} passed, {failed} failed", flush=True)
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,202 @@
+//! `cargo xtask conformance det`: the devmaster against the real `determined==0.35.0` client.
+//! Prepares (once, in a cache folder outside the repo) a venv with the client from PyPI, starts a
+//! fresh devmaster, and runs `xtask/conformance/det_cli.py`, which drives `det` and two managed
+//! trials (real Python Core API, and Rust on `hr-core`).
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Child, Command, Stdio},
+};
+
+use anyhow::{Context, Result, bail};
+
+use crate::{cargo, describe, run};
+
+/// The pinned client.
+const DETERMINED: &str = "determined==0.35.0";
+
+/// The cache folder: `HR_CACHE_DIR`, else `$XDG_CACHE_HOME/hessian-recipes`, else
+/// `~/.cache/hessian-recipes`.
+pub(crate) fn cache_dir() -> Result<PathBuf> {
+    if let Some(dir) = std::env::var_os("HR_CACHE_DIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    let base = match std::env::var_os("XDG_CACHE_HOME") {
+        Some(x) => PathBuf::from(x),
+        None => PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?).join(".cache"),
+    };
+    Ok(base.join("hessian-recipes"))
+}
+
+/// A venv with `packages`, built once: it is assembled under a temporary name and renamed into
+/// place only when complete, so a half-built venv is never reused.
+pub(crate) fn venv(name: &str, packages: &[&str]) -> Result<PathBuf> {
+    let dir = cache_dir()?.join(name);
+    if dir.join("bin/python").is_file() {
+        eprintln!("conformance: reusing {}", dir.display());
+        return Ok(dir);
+    }
+    let tmp = dir.with_extension("partial");
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp)?;
+    }
+    std::fs::create_dir_all(dir.parent().context("cache parent")?)?;
+    let mut make = Command::new("python3");
+    make.args(["-m", "venv"]).arg(&tmp);
+    run(make)?;
+    let mut pip = Command::new(tmp.join("bin/python"));
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+    ])
+    .args(packages);
+    run(pip)?;
+    // Entry-point scripts hold the venv's absolute path: build in place, then move and rewrite.
+    std::fs::rename(&tmp, &dir)?;
+    for entry in std::fs::read_dir(dir.join("bin"))? {
+        let path = entry?.path();
+        if let Ok(text) = std::fs::read_to_string(&path) {
+            let old = tmp.display().to_string();
+            if text.contains(&old) {
+                std::fs::write(&path, text.replace(&old, &dir.display().to_string()))?;
+            }
+        }
+    }
+    Ok(dir)
+}
+
+struct Devmaster(Child);
+
+impl Drop for Devmaster {
+    fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
+}
+
+/// Runs the det conformance; returns (passed, failed).
+pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
+    let venv = venv("venv-determined-0.35.0", &[DETERMINED])?;
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--locked",
+        "--package",
+        "hessian-recipes",
+        "--package",
+        "hr-core",
+        "--bins",
+    ]);
+    run(build)?;
+    let bin = target_dir(root).join("debug");
+    let work = target_dir(root)
+        .join("conformance")
+        .join(format!("det-{}", std::process::id()));
+    std::fs::create_dir_all(&work)?;
+    let info_dir = Path::new("/run/determined/info");
+    std::fs::create_dir_all(info_dir).with_context(|| {
+        format!(
+            "the real Python Core API reads {}; it must be writable (CI runs as root)",
+            info_dir.display()
+        )
+    })?;
+    let templates = work.join("templates");
+    let mut render = Command::new(bin.join("hessian-recipes"));
+    render
+        .args(["cluster", "render", "--profile", "local", "--out-dir"])
+        .arg(&templates)
+        .arg("--root")
+        .arg(root);
+    render.stdout(Stdio::null());
+    run(render)?;
+
+    let state = work.join("state");
+    let mut child = Command::new(bin.join("hessian-recipes"))
+        .args([
+            "devmaster",
+            "--listen",
+            "127.0.0.1:0",
+            "--preemption-timeout-seconds",
+            "120",
+            "--state-dir",
+        ])
+        .arg(&state)
+        .arg("--info-dir")
+        .arg(info_dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting the devmaster")?;
+    let stdout = child.stdout.take().context("devmaster stdout")?;
+    let guard = Devmaster(child);
+    let mut first = String::new();
+    BufReader::new(stdout).read_line(&mut first)?;
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .context("devmaster did not print its URL")?;
+    eprintln!(
+        "conformance: devmaster at {url}, work in {}",
+        work.display()
+    );
+
+    let mut driver = Command::new(venv.join("bin/python"));
+    driver
+        .arg(root.join("xtask/conformance/det_cli.py"))
+        .args(["--master", url])
+        .arg("--det")
+        .arg(venv.join("bin/det"))
+        .arg("--python")
+        .arg(venv.join("bin/python"))
+        .arg("--rust-trial")
+        .arg(bin.join("hr-core-conformance-trial"))
+        .arg("--local-config")
+        .arg(templates.join("local-managed-cpu.yaml"))
+        .arg("--state-dir")
+        .arg(&state)
+        .arg("--work")
+        .arg(&work)
+        .stdout(Stdio::piped());
+    eprintln!("$ {}", describe(&driver));
+    let mut child = driver.spawn().context("running the conformance driver")?;
+    let out = child.stdout.take().context("driver stdout")?;
+    let mut summary = None;
+    for line in BufReader::new(out).lines() {
+        let line = line?;
+        println!("{line}");
+        if let Some(rest) = line.strip_prefix("det-conformance: ") {
+            summary = Some(rest.to_owned());
+        }
+    }
+    let status = child.wait()?;
+    drop(guard);
+    let Some(summary) = summary else {
+        bail!(
+            "the conformance driver ended without a summary ({status}); its files are in {}",
+            work.display()
+        )
+    };
+    let number = |label: &str| {
+        summary
+            .split(',')
+            .find_map(|p| p.trim().strip_suffix(label))
+            .and_then(|n| n.trim().parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let (passed, failed) = (number(" passed"), number(" failed"));
+    if failed == 0 && status.success() {
+        std::fs::remove_dir_all(&work)?;
+    } else {
+        eprintln!("conformance: kept {} for inspection", work.display());
+    }
+    Ok((passed, failed))
+}
