@@ -37,7 +37,7 @@ pub(crate) fn venv(name: &str, packages: &[&str]) -> Result<PathBuf> {
         eprintln!("conformance: reusing {}", dir.display());
         return Ok(dir);
     }
-    let tmp = dir.with_extension("partial");
+    let tmp = dir.with_file_name(format!("{name}.partial"));
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp)?;
     }

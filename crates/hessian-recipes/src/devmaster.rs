@@ -15,6 +15,7 @@ pub(crate) fn run(args: &DevmasterArgs) -> anyhow::Result<ExitCode> {
             state_dir: args.state_dir.clone(),
             info_dir: args.info_dir.clone(),
             preemption_timeout: Duration::from_secs(args.preemption_timeout_seconds),
+            record_requests: args.record_requests.clone(),
         };
         let master = Devmaster::start(config)
             .await

@@ -25,6 +25,50 @@ use crate::{
 type M = AxState<Arc<Master>>;
 
 pub(crate) fn router(master: Arc<Master>) -> Router {
+    let record = master.config.record_requests.clone();
+    let router = routes(master);
+    match record {
+        Some(path) => router.layer(axum::middleware::from_fn(move |req, next| {
+            record_request(path.clone(), req, next)
+        })),
+        None => router,
+    }
+}
+
+/// Appends `{"method", "path", "body"}` of a request to `path` (headers, and so tokens, are
+/// never written).
+async fn record_request(
+    path: std::path::PathBuf,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use std::io::Write;
+    let (parts, body) = req.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 << 20)
+        .await
+        .unwrap_or_default();
+    let body_json = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)))
+    };
+    let line =
+        json!({"method": parts.method.as_str(), "path": parts.uri.to_string(), "body": body_json});
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
+}
+
+fn routes(master: Arc<Master>) -> Router {
     Router::new()
         .route("/info", get(info))
         .route("/api/v1/auth/login", post(login))

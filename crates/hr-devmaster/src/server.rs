@@ -24,6 +24,9 @@ pub struct DevmasterConfig {
     pub info_dir: Option<PathBuf>,
     /// How long a preempted allocation may take to exit before it is killed (upstream: 1 h).
     pub preemption_timeout: Duration,
+    /// Append every request (method, path, body; never headers or tokens) to this JSONL file:
+    /// how the wire tests' fixtures were captured from the real client.
+    pub record_requests: Option<PathBuf>,
 }
 
 /// A running allocation of a trial.

@@ -45,6 +45,7 @@ async fn a_rust_trial_runs_pauses_acks_and_restores_under_the_devmaster() {
         state_dir: state.clone(),
         info_dir: None,
         preemption_timeout: Duration::from_secs(60),
+        record_requests: None,
     };
     let master = Devmaster::start(config).await.expect("start");
     let mut client = hr_det::Client::new(master.url()).expect("client");

@@ -11,6 +11,7 @@ pub(crate) async fn start(state_dir: &Path, preemption_timeout: Duration) -> (De
         state_dir: state_dir.to_owned(),
         info_dir: None,
         preemption_timeout,
+        record_requests: None,
     };
     let master = Devmaster::start(config).await.expect("devmaster starts");
     let mut client = Client::new(master.url()).expect("client");
