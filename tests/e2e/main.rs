@@ -2,3 +2,4 @@
 
 mod cluster;
 mod demo;
+mod qualify;

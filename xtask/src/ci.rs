@@ -50,6 +50,27 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         passed += p;
         failed += f;
     }
+    if failed == 0 {
+        // The managed CPU lifecycle, cold, against the devmaster (release build).
+        let out = root
+            .join("target")
+            .join(format!("qualify-cpu-ci-{}", std::process::id()));
+        let rel = out.strip_prefix(root).unwrap_or(&out).display().to_string();
+        match crate::qualify_cpu(root, &["--output".to_owned(), rel]) {
+            Ok(()) => {
+                println!("qualify cpu: 1 passed, 0 failed");
+                passed += 1;
+                std::fs::remove_dir_all(&out)?;
+            }
+            Err(e) => {
+                println!(
+                    "qualify cpu: 0 passed, 1 failed ({e}); see {}",
+                    out.display()
+                );
+                failed += 1;
+            }
+        }
+    }
     println!("ci: {passed} passed, {failed} failed");
     eprintln!("ci: done in {:.0} s", started.elapsed().as_secs_f64());
     if failed > 0 {

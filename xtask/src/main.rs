@@ -28,6 +28,9 @@ Tasks:
   conformance det
               the devmaster against the real determined==0.35.0 client (det CLI, Python and
               Rust Core API trials); the client venv is cached outside the repo
+  qualify cpu [--master URL] [--output runs/NAME]
+              build the release binary and run the managed CPU lifecycle qualification
+              (a local devmaster unless --master); writes runs/NAME/proof.json
   bench seal [--size-mib N]
               seal and verify throughput of an N MiB snapshot (default 1024) next to sha256sum
 ";
@@ -41,6 +44,10 @@ fn main() -> Result<()> {
         Some("tidy") => tidy::run(&root),
         Some("templates") => templates(&root),
         Some("bench") => bench(&args[1..]),
+        Some("qualify") => match args.get(1).map(String::as_str) {
+            Some("cpu") => qualify_cpu(&root, &args[2..]),
+            other => bail!("unknown qualification {other:?}: available: cpu\n\n{HELP}"),
+        },
         Some("conformance") => match args.get(1).map(String::as_str) {
             Some("det") => {
                 let (passed, failed) = conformance::det(&root)?;
@@ -89,6 +96,46 @@ fn describe(cmd: &Command) -> String {
     let mut words = vec![cmd.get_program().to_string_lossy().into_owned()];
     words.extend(cmd.get_args().map(|a| a.to_string_lossy().into_owned()));
     words.join(" ")
+}
+
+/// `cargo xtask qualify cpu [--master URL] [--output runs/NAME]`: release build, then the
+/// binary's own `qualify cpu` (which copies itself into the output folder and runs from there).
+pub(crate) fn qualify_cpu(root: &Path, args: &[String]) -> Result<()> {
+    let mut output = None;
+    let mut master = None;
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        match a.as_str() {
+            "--output" => output = rest.next().cloned(),
+            "--master" => master = rest.next().cloned(),
+            other => bail!(
+                "qualify cpu: unknown argument {other:?}: use --output runs/NAME and/or --master URL"
+            ),
+        }
+    }
+    let output = output.unwrap_or_else(|| {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        format!("runs/qualify-cpu-{secs}")
+    });
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "--locked",
+        "--package",
+        "hessian-recipes",
+    ]);
+    run(build)?;
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let mut cmd = Command::new(target.join("release/hessian-recipes"));
+    cmd.args(["qualify", "cpu", "--output", &output]);
+    if let Some(m) = master {
+        cmd.args(["--master", &m]);
+    }
+    run(cmd)
 }
 
 /// `cargo xtask bench seal [--size-mib N]`: runs the seal benchmark in release mode.

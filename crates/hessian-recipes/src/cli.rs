@@ -29,10 +29,76 @@ pub(crate) enum Command {
     /// keeping its state in --state-dir so a restart loses nothing. Stops on Ctrl-C / SIGTERM,
     /// killing the trial and command processes it started.
     Devmaster(DevmasterArgs),
+    /// Managed Core API trials (run by Determined as an experiment's entrypoint).
+    ManagedTrial {
+        #[command(subcommand)]
+        kind: ManagedTrialKind,
+    },
+    /// Qualification checks that prove a resumed run equals an uninterrupted one.
+    Qualify {
+        #[command(subcommand)]
+        kind: QualifyKind,
+    },
+    /// Proofs written by a qualification.
+    Proof {
+        #[command(subcommand)]
+        command: ProofCommand,
+    },
     /// Sealed snapshots (checkpoints and run outputs).
     Snapshot {
         #[command(subcommand)]
         command: SnapshotCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ManagedTrialKind {
+    /// The deterministic eight-step CPU fixture: one training metric and one sealed checkpoint
+    /// per step, preemption honoured (publish, receipt, ack, exit 0), exact restore. No GPU.
+    Cpu,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum QualifyKind {
+    /// The managed CPU lifecycle: the fixture uninterrupted and paused after the step-3 metric,
+    /// restored exactly in the next allocation; writes OUTPUT/proof.json and exits non-zero
+    /// when anything differs. Starts a local devmaster unless --master is given.
+    Cpu(QualifyCpuArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct QualifyCpuArgs {
+    /// Fresh output folder (the binary is copied into OUTPUT/source/ and run from there).
+    #[arg(long)]
+    pub(crate) output: PathBuf,
+    /// A Determined master to use instead of a local devmaster (http://HOST:PORT).
+    #[arg(long)]
+    pub(crate) master: Option<String>,
+    /// Pause once the training metric of this step is visible.
+    #[arg(long, default_value_t = 3)]
+    pub(crate) pause_after_step: u64,
+    /// Wait this long after that metric before pausing.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) pause_delay_ms: u64,
+    /// Seconds per fixture step.
+    #[arg(long, default_value_t = 0.5)]
+    pub(crate) step_seconds: f64,
+    /// Limit for each run, seconds.
+    #[arg(long, default_value_t = 600)]
+    pub(crate) timeout_seconds: u64,
+    /// A negative control that the qualification must catch: skip-rng-restore (proof must say
+    /// equal: false), stale-uuid (must fail), kill-during-save (must recover and stay equal).
+    #[arg(long)]
+    pub(crate) control: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ProofCommand {
+    /// Re-check a proof against the sealed snapshots it names: exit 0 when it holds and says
+    /// equal, 1 when it holds and says not equal, 3 when the evidence does not match.
+    Verify {
+        /// The proof.json file.
+        proof: PathBuf,
     },
 }
 

@@ -10,6 +10,7 @@ mod cluster;
 mod demo;
 mod devmaster;
 mod output;
+mod qualify;
 mod snapshot;
 
 use std::process::ExitCode;
@@ -55,5 +56,14 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Devmaster(args) => devmaster::run(&args),
         cli::Command::Cluster { command } => cluster::run(command),
         cli::Command::Snapshot { command } => snapshot::run(command),
+        cli::Command::ManagedTrial {
+            kind: cli::ManagedTrialKind::Cpu,
+        } => qualify::managed_trial(),
+        cli::Command::Qualify {
+            kind: cli::QualifyKind::Cpu(args),
+        } => qualify::cpu(&args),
+        cli::Command::Proof {
+            command: cli::ProofCommand::Verify { proof },
+        } => qualify::verify(&proof),
     }
 }

@@ -247,6 +247,22 @@ impl CoreContext {
         steps_completed: u64,
         metadata: Value,
     ) -> Result<String, CoreError> {
+        self.report_stored(&ck.uuid, steps_completed, metadata)?;
+        Ok(ck.uuid)
+    }
+
+    /// Publishes the checkpoint folder `<storage>/<uuid>` written earlier (see
+    /// [`CoreContext::store_path`]).
+    pub fn report_stored(
+        &self,
+        uuid: &str,
+        steps_completed: u64,
+        metadata: Value,
+    ) -> Result<(), CoreError> {
+        let ck = StoredCheckpoint {
+            uuid: uuid.to_owned(),
+            path: self.restore_path(uuid)?,
+        };
         let mut metadata = match metadata {
             Value::Object(m) => Value::Object(m),
             Value::Null => json!({}),
@@ -278,7 +294,7 @@ impl CoreContext {
                     "resources": resources, "metadata": metadata}),
             )?,
         }
-        Ok(ck.uuid)
+        Ok(())
     }
 
     /// Copies `src` into a new checkpoint and reports it (Python's `upload`).

@@ -342,9 +342,9 @@ fn start_trial(m: &Arc<Master>, experiment: i32) {
                         state: State::Active,
                         restarts: 0,
                         run_id: 0,
-                        seed: u32::try_from(seed)
-                            .unwrap_or(0)
-                            .wrapping_add(u32::try_from(t).unwrap_or(0)),
+                        // Determined derives trial seeds from the experiment seed deterministically;
+                        // the single searcher's one trial gets the experiment seed itself here.
+                        seed: u32::try_from(seed).unwrap_or(0),
                         start_time: now_rfc3339(),
                         end_time: None,
                         total_batches: 0,

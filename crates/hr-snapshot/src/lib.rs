@@ -15,6 +15,7 @@
 
 mod budget;
 mod checkpoints;
+mod core_adapter;
 mod error;
 mod publisher;
 mod receipt;

@@ -1,0 +1,20 @@
+//! The managed CPU lifecycle of the seed (experiment 54512): a deterministic eight-step fixture
+//! that runs as a Core API trial and publishes a sealed snapshot per step through `hr-snapshot`
+//! ([`managed_trial_cpu`]), and the qualification that runs it uninterrupted and paused after
+//! step 3, checks that the next allocation restored exactly the receipt's checkpoint, and writes
+//! `proof.json` ([`qualify_cpu`], [`verify_proof`]).
+//!
+//! No GPU is requested or touched; no tensors. The master is the local devmaster unless a real
+//! one is given.
+
+mod error;
+mod fixture;
+mod qualify;
+mod source;
+mod trial;
+
+pub use error::QualifyError;
+pub use fixture::{FixtureRng, FixtureState};
+pub use qualify::{Control, QualifyOptions, qualify_cpu, verify_proof};
+pub use source::{SourceRecord, record_source};
+pub use trial::{TrialControls, managed_trial_cpu};

@@ -1,0 +1,171 @@
+//! `managed-trial cpu`: the fixture as a Core API trial. Restores the scheduler-selected
+//! checkpoint (fully verified), then per step: advance, report the metric (RNG preserved),
+//! and publish a sealed snapshot; on preemption the step's save is the terminal one (publish,
+//! receipt, ack, exit 0); step 8 is the final save.
+
+use std::{io::Write, path::PathBuf, time::Duration};
+
+use hr_core::CoreContext;
+use hr_seal::{SnapshotWriter, SourceBinding, Trust, sha256_hex};
+use hr_snapshot::{Binding, Publisher, TerminalKind};
+use serde_json::json;
+
+use crate::{FixtureState, QualifyError};
+
+/// Test controls, read from the environment by the trial (they exist to prove that the
+/// qualification catches what it must).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TrialControls {
+    /// Seconds per step (`HR_FIXTURE_STEP_SECONDS`, default 0.5).
+    pub step_seconds: f64,
+    /// Negative control: do not restore the RNG (`HR_FIXTURE_SKIP_RNG_RESTORE=1`).
+    pub skip_rng_restore: bool,
+    /// SIGKILL itself in the middle of the save of `(run, step)` (`HR_FIXTURE_KILL_AT=run:step`).
+    pub kill_at: Option<(i32, u64)>,
+}
+
+impl TrialControls {
+    /// From `HR_FIXTURE_*`.
+    pub fn from_env() -> Self {
+        let var = |n: &str| std::env::var(n).ok().filter(|v| !v.is_empty());
+        Self {
+            step_seconds: var("HR_FIXTURE_STEP_SECONDS")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0.5),
+            skip_rng_restore: var("HR_FIXTURE_SKIP_RNG_RESTORE").is_some_and(|v| v == "1"),
+            kill_at: var("HR_FIXTURE_KILL_AT").and_then(|v| {
+                let (run, step) = v.split_once(':')?;
+                Some((run.parse().ok()?, step.parse().ok()?))
+            }),
+        }
+    }
+}
+
+/// The run folder that outlives allocations (receipts, restore records), next to the storage.
+pub(crate) fn run_dir(storage: &std::path::Path, experiment: i32, trial: i32) -> PathBuf {
+    storage.join(format!("hr-run-{experiment}-{trial}"))
+}
+
+fn append(path: &std::path::Path, value: &serde_json::Value) -> Result<(), QualifyError> {
+    let mut f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(QualifyError::io("open", path))?;
+    writeln!(f, "{value}")
+        .and_then(|()| f.sync_all())
+        .map_err(QualifyError::io("write", path))
+}
+
+fn payload(
+    state: &FixtureState,
+    kill: bool,
+) -> impl FnOnce(&mut SnapshotWriter) -> Result<(), String> + '_ {
+    move |w| {
+        w.add_bytes("payload/fixture/state.json", "trainer", &state.to_bytes())
+            .map_err(|e| e.to_string())?;
+        if kill {
+            // The fault: the process dies with the save half written, never sealed or reported.
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &std::process::id().to_string()])
+                .status();
+            std::thread::sleep(Duration::from_secs(60));
+        }
+        w.add_bytes(
+            "payload/rng/rng.json",
+            "rng",
+            &serde_json::to_vec(&state.rng).expect("rng serialises"),
+        )
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// Runs the fixture trial in this allocation; `source` binds the binary.
+pub fn managed_trial_cpu(
+    source: SourceBinding,
+    controls: &TrialControls,
+) -> Result<(), QualifyError> {
+    let ctx = CoreContext::from_environment()?;
+    let info = ctx.info().clone();
+    let run = run_dir(ctx.storage_dir(), info.experiment_id, info.trial_id);
+    std::fs::create_dir_all(&run).map_err(QualifyError::io("create", &run))?;
+    let binding = Binding {
+        run_id: format!("det:{}/{}", info.experiment_id, info.trial_id),
+        writer: info.allocation_id.clone(),
+        source,
+        config_sha256: sha256_hex(info.config.to_string().as_bytes()),
+    };
+    let mut publisher = Publisher::new(ctx, binding, None, Trust::DigestOnly, run.clone());
+    let selected = publisher.core().info().latest_checkpoint.clone();
+    let restored = match publisher.restore() {
+        Ok(r) => r,
+        Err(e) => {
+            append(
+                &run.join("restores.jsonl"),
+                &json!({"allocation": info.allocation_id, "trial_run_id": info.trial_run_id,
+                "selected_uuid": selected, "outcome": format!("refused: {e}")}),
+            )?;
+            return Err(e.into());
+        }
+    };
+    let mut state = FixtureState::new(info.trial_seed);
+    if let Some(r) = &restored {
+        let bytes = std::fs::read(r.snapshot.dir.join("payload/fixture/state.json"))
+            .map_err(QualifyError::io("read", &r.snapshot.dir))?;
+        let restored_state: FixtureState = serde_json::from_slice(&bytes)
+            .map_err(|e| QualifyError::Failed(format!("restored state.json: {e}")))?;
+        let rng = if controls.skip_rng_restore {
+            FixtureRng::seeded(info.trial_seed)
+        } else {
+            restored_state.rng
+        };
+        state = FixtureState {
+            rng,
+            ..restored_state
+        };
+        append(
+            &run.join("restores.jsonl"),
+            &json!({"allocation": info.allocation_id, "trial_run_id": info.trial_run_id,
+            "selected_uuid": r.uuid, "step": state.step, "outcome": "adopted"}),
+        )?;
+    }
+    let Some(op) = publisher.core().searcher_operation()? else {
+        return Ok(());
+    };
+    while state.step < op.length {
+        state.advance();
+        let step = state.step;
+        let mut rng = state.rng;
+        publisher.report_metrics(&mut rng, step, json!({"loss": state.loss()}))?;
+        let kill = controls.kill_at == Some((info.trial_run_id, step));
+        if publisher.core().should_preempt() {
+            let (published, receipt) = publisher
+                .terminal(TerminalKind::Preemption, step)?
+                .native_cleanup(|| Ok(()))?
+                .stop_services(|| Ok(()))?
+                .publish(payload(&state, kill))?
+                .write_receipt()?;
+            publisher.acknowledge_preemption(receipt)?;
+            let _ = published;
+            return Ok(());
+        }
+        if step == op.length {
+            publisher
+                .terminal(TerminalKind::Final, step)?
+                .native_cleanup(|| Ok(()))?
+                .stop_services(|| Ok(()))?
+                .publish(payload(&state, kill))?
+                .finish()?;
+        } else {
+            publisher.save_periodic(step, payload(&state, kill))?;
+        }
+        publisher
+            .core()
+            .report_progress(step as f64 / op.length as f64)?;
+        std::thread::sleep(Duration::from_secs_f64(controls.step_seconds));
+    }
+    publisher.core().complete_operation(op, state.loss())?;
+    Ok(())
+}
+
+use crate::FixtureRng;
