@@ -89,7 +89,13 @@ fn launch_config(
     storage: &Path,
     name: &str,
 ) -> Result<String, QualifyError> {
-    let profile = hr_config::ClusterProfile::local(&opts.root);
+    // The jaif profile for a real master (its pool, mount and defaults); local for the devmaster.
+    // Either way checkpoints go to `output/checkpoints`, which the qualifier reads back (on JAIF
+    // the output folder lies on the shared mount the trial containers see).
+    let profile = match opts.master {
+        Some(_) => hr_config::ClusterProfile::jaif(),
+        None => hr_config::ClusterProfile::local(&opts.root),
+    };
     let template = hr_config::templates(&profile)
         .into_iter()
         .find(|t| t.file_name.ends_with("-managed-cpu.yaml"))

@@ -11,7 +11,8 @@
 //! is adopted; the policy RNG is preserved around every Core call; the deadline and GPU budget
 //! travel in the sealed state and are never renewed.
 //!
-//! This crate does no network I/O itself and knows nothing about tensors.
+//! The publisher itself does no network I/O; `CoreContext` from `hr-core` implements the trait
+//! for real masters. Nothing here knows about tensors.
 
 mod budget;
 mod checkpoints;
