@@ -136,9 +136,7 @@ fn user(master: &Master, headers: &HeaderMap) -> ApiResult<String> {
         .ok_or_else(|| ApiError::Unauthenticated("missing authorization token".into()))?;
     master
         .state()
-        .sessions
-        .get(token)
-        .cloned()
+        .session_user(token)
         .ok_or_else(|| ApiError::Unauthenticated("invalid credentials".into()))
 }
 
@@ -172,7 +170,7 @@ async fn login(AxState(m): M, body: Bytes) -> ApiResult<Json<Value>> {
     }
     let token = random_hex(24);
     let mut state = m.state();
-    state.sessions.insert(token.clone(), req.username.clone());
+    state.add_session(&token, &req.username);
     m.persist(&state);
     Ok(Json(
         json!({"token": token, "user": user_json(&req.username)}),

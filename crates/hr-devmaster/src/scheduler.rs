@@ -184,9 +184,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
         )
     });
     let user_token = random_hex(24);
-    state
-        .sessions
-        .insert(user_token.clone(), "determined".to_owned());
+    state.add_session(&user_token, "determined");
     let config = trial_config(&exp.config);
     let alloc = Allocation {
         master_url: &master.url,

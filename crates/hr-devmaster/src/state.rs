@@ -93,11 +93,29 @@ pub(crate) struct MasterState {
     pub(crate) checkpoints: Vec<CheckpointRec>,
     pub(crate) metrics: Vec<MetricRec>,
     pub(crate) commands: BTreeMap<String, CommandRec>,
-    /// Session token -> user name.
+    /// sha256 of a session token -> user name (tokens themselves are never stored).
     pub(crate) sessions: BTreeMap<String, String>,
 }
 
+fn token_key(token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    Sha256::digest(token.as_bytes())
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
 impl MasterState {
+    /// Records a session for `user`.
+    pub(crate) fn add_session(&mut self, token: &str, user: &str) {
+        self.sessions.insert(token_key(token), user.to_owned());
+    }
+
+    /// The user of a session token.
+    pub(crate) fn session_user(&self, token: &str) -> Option<String> {
+        self.sessions.get(&token_key(token)).cloned()
+    }
+
     /// Loads `state.json` from `dir`, or a fresh state.
     pub(crate) fn load(dir: &Path) -> std::io::Result<Self> {
         match std::fs::read(dir.join("state.json")) {

@@ -141,3 +141,32 @@ async fn reqwest_free_get(base: &str, path: &str) -> String {
     stream.read_to_string(&mut out).await.expect("read");
     out
 }
+
+#[tokio::test]
+async fn session_tokens_are_never_written_to_the_state_folder() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, _client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    let addr = master.url().trim_start_matches("http://").to_owned();
+    let body = r#"{"username":"determined","password":"","isHashed":true}"#;
+    let mut stream = tokio::net::TcpStream::connect(&addr)
+        .await
+        .expect("connect");
+    let request = format!(
+        "POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("read");
+    let json_start = response.find("{\"token\"").expect("a login response");
+    let v: serde_json::Value = serde_json::from_str(&response[json_start..]).expect("json");
+    let token = v["token"].as_str().expect("token");
+    assert!(token.len() >= 32);
+    let state = std::fs::read_to_string(tmp.path().join("state.json")).expect("state.json");
+    assert!(
+        !state.contains(token),
+        "the token itself must not be persisted"
+    );
+    master.shutdown();
+}

@@ -166,3 +166,50 @@ fn a_sealed_orphan_is_adopted_only_if_its_chain_reaches_the_master_pointer() {
     assert!(!store.snapshot_dir(3).exists());
     assert_eq!(bytes_of(&store.snapshot_dir(1)), image);
 }
+
+#[test]
+fn a_power_loss_after_the_commit_rename_leaves_the_old_or_the_new_snapshot_never_a_mix() {
+    // The rename is the only un-fsynced change at this point, so after a power loss the folder
+    // holds either the renamed snapshot or the sealed staging folder; both outcomes are rebuilt
+    // here at the level of directory entries.
+    let (tmp, store, digest, image) = killed_at(Stage::AfterCommitRename);
+    let new_image = bytes_of(&store.snapshot_dir(2));
+    // Outcome 1: the rename survived -> the new snapshot, complete.
+    let kept = tempfile::tempdir().expect("tmp");
+    copy_tree(tmp.path(), kept.path());
+    let kept_store = Store::open(kept.path()).expect("store");
+    let adopted = kept_store
+        .resolve(Some(&digest), &probe_expect())
+        .expect("resolve")
+        .adopted
+        .expect("adopted");
+    assert_eq!(adopted.manifest.step, 2);
+    assert_eq!(bytes_of(&kept_store.snapshot_dir(2)), new_image);
+    // Outcome 2: the rename was lost -> the sealed folder is back under .staging/: old adopted.
+    std::fs::create_dir_all(tmp.path().join(".staging")).expect("staging");
+    std::fs::rename(
+        store.snapshot_dir(2),
+        tmp.path().join(".staging/lost-rename"),
+    )
+    .expect("undo rename");
+    let adoption = store
+        .resolve(Some(&digest), &probe_expect())
+        .expect("resolve");
+    assert_eq!(adoption.adopted.expect("adopted").manifest_sha256, digest);
+    assert!(!store.snapshot_dir(2).exists());
+    assert_eq!(store.gc_staging().expect("gc"), 1);
+    assert_eq!(bytes_of(&store.snapshot_dir(1)), image);
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).expect("copy");
+        }
+    }
+}
