@@ -191,30 +191,16 @@ impl Client {
     /// The task's logs so far (NDJSON, not followed); a `{"error":..}` line aborts.
     pub async fn task_logs(&self, task_id: &str) -> Result<Vec<TaskLog>, DetError> {
         let path = format!("api/v1/tasks/{task_id}/logs?follow=false");
-        let bytes = self.send(Method::GET, &path, NO_BODY, true, None).await?;
-        let mut out = Vec::new();
-        for line in String::from_utf8_lossy(&bytes)
-            .lines()
-            .filter(|l| !l.trim().is_empty())
-        {
-            let value: Value = serde_json::from_str(line).map_err(|e| DetError::Decode {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-            if let Some(err) = value.get("error") {
-                return Err(DetError::Api {
-                    status: 200,
-                    message: err.to_string(),
-                });
-            }
-            let log = serde_json::from_value(value.get("result").cloned().unwrap_or_default())
-                .map_err(|e| DetError::Decode {
+        self.ndjson(&path)
+            .await?
+            .into_iter()
+            .map(|v| {
+                serde_json::from_value(v).map_err(|e| DetError::Decode {
                     path: path.clone(),
                     message: e.to_string(),
-                })?;
-            out.push(log);
-        }
-        Ok(out)
+                })
+            })
+            .collect()
     }
 
     /// A trial's reported metrics of one group (`training`, `validation`):
