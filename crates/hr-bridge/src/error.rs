@@ -58,6 +58,16 @@ pub enum BridgeError {
         /// What happened.
         message: String,
     },
+    /// The service reported an error (its code, e.g. `CAPACITY_REACHED`, and message).
+    #[error("{service}: {code}: {message}")]
+    Service {
+        /// Service name.
+        service: String,
+        /// The service's error code.
+        code: String,
+        /// Its message.
+        message: String,
+    },
     /// The service answered something the protocol does not allow.
     #[error("{service}: malformed reply: {message}")]
     Malformed {

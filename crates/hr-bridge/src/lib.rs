@@ -10,9 +10,12 @@
 
 mod environment;
 mod error;
+pub mod fixture;
 mod http;
+mod openenv;
 mod service;
 
 pub use environment::{Environment, Observation, StepOutcome, Task};
 pub use error::BridgeError;
+pub use openenv::{EnvReply, OpenEnvClient, OpenEnvEnvironment, OpenEnvSession};
 pub use service::{OwnedService, ServiceSpec};
