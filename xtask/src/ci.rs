@@ -51,6 +51,12 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         failed += f;
     }
     if failed == 0 {
+        let (p, f) = crate::conformance::envs(root)?;
+        println!("conformance envs: {p} passed, {f} failed");
+        passed += p;
+        failed += f;
+    }
+    if failed == 0 {
         // The managed CPU lifecycle, cold, against the devmaster (release build).
         let out = root
             .join("target")

@@ -164,26 +164,38 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
         .arg("--state-dir")
         .arg(&state)
         .arg("--work")
-        .arg(&work)
-        .stdout(Stdio::piped());
+        .arg(&work);
+    let result = run_driver(driver, "det-conformance");
+    drop(guard);
+    let (passed, failed) = result?;
+    if failed == 0 {
+        std::fs::remove_dir_all(&work)?;
+    } else {
+        eprintln!("conformance: kept {} for inspection", work.display());
+    }
+    Ok((passed, failed))
+}
+
+/// Runs a conformance driver, echoing its output, and returns the `(passed, failed)` of its
+/// summary line `<prefix>: N passed, M failed`.
+fn run_driver(mut driver: Command, prefix: &str) -> Result<(u64, u64)> {
     eprintln!("$ {}", describe(&driver));
-    let mut child = driver.spawn().context("running the conformance driver")?;
+    let mut child = driver
+        .stdout(Stdio::piped())
+        .spawn()
+        .with_context(|| format!("running {}", describe(&driver)))?;
     let out = child.stdout.take().context("driver stdout")?;
     let mut summary = None;
     for line in BufReader::new(out).lines() {
         let line = line?;
         println!("{line}");
-        if let Some(rest) = line.strip_prefix("det-conformance: ") {
+        if let Some(rest) = line.strip_prefix(prefix).and_then(|r| r.strip_prefix(": ")) {
             summary = Some(rest.to_owned());
         }
     }
     let status = child.wait()?;
-    drop(guard);
     let Some(summary) = summary else {
-        bail!(
-            "the conformance driver ended without a summary ({status}); its files are in {}",
-            work.display()
-        )
+        bail!("{prefix}: the driver ended without a summary ({status})")
     };
     let number = |label: &str| {
         summary
@@ -193,7 +205,54 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
             .unwrap_or(0)
     };
     let (passed, failed) = (number(" passed"), number(" failed"));
-    if failed == 0 && status.success() {
+    if !status.success() && failed == 0 {
+        bail!("{prefix}: the driver failed ({status}) but reported no failed check");
+    }
+    Ok((passed, failed))
+}
+
+/// The OpenEnv echo environment of `openenv init echo_env`, generated once into the cache.
+fn openenv_echo_env(venv: &Path) -> Result<PathBuf> {
+    let dir = cache_dir()?.join("openenv-echo-env");
+    if dir.join("echo_env/server/app.py").is_file() {
+        return Ok(dir);
+    }
+    let tmp = dir.with_file_name("openenv-echo-env.partial");
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp)?;
+    }
+    std::fs::create_dir_all(&tmp)?;
+    let mut init = Command::new(venv.join("bin/openenv"));
+    init.args(["init", "echo_env", "-o", "."])
+        .current_dir(&tmp)
+        .stdout(Stdio::null());
+    run(init)?;
+    std::fs::rename(&tmp, &dir)?;
+    Ok(dir)
+}
+
+/// `cargo xtask conformance envs`: the bridge against the real OpenEnv server (`openenv-core`
+/// from PyPI and its `echo_env` template). Returns (passed, failed).
+pub(crate) fn envs(root: &Path) -> Result<(u64, u64)> {
+    let venv = venv("venv-openenv-core-0.3.0", &["openenv-core==0.3.0"])?;
+    let env_root = openenv_echo_env(&venv)?;
+    let mut build = cargo();
+    build.args(["build", "--locked", "--package", "hr-bridge", "--bins"]);
+    run(build)?;
+    let work = target_dir(root)
+        .join("conformance")
+        .join(format!("envs-{}", std::process::id()));
+    std::fs::create_dir_all(&work)?;
+    let mut driver = Command::new(target_dir(root).join("debug/hr-bridge-conformance"));
+    driver
+        .arg("--python")
+        .arg(venv.join("bin/python"))
+        .arg("--env-root")
+        .arg(&env_root)
+        .arg("--log-dir")
+        .arg(&work);
+    let (passed, failed) = run_driver(driver, "openenv-conformance")?;
+    if failed == 0 {
         std::fs::remove_dir_all(&work)?;
     } else {
         eprintln!("conformance: kept {} for inspection", work.display());

@@ -28,6 +28,9 @@ Tasks:
   conformance det
               the devmaster against the real determined==0.35.0 client (det CLI, Python and
               Rust Core API trials); the client venv is cached outside the repo
+  conformance envs
+              the environment bridge against the real OpenEnv server (openenv-core and its
+              echo_env template, cached outside the repo); NeMo Gym is still to come
   qualify cpu [--master URL] [--output runs/NAME]
               build the release binary and run the managed CPU lifecycle qualification
               (a local devmaster unless --master); writes runs/NAME/proof.json
@@ -57,7 +60,15 @@ fn main() -> Result<()> {
                 }
                 Ok(())
             }
-            other => bail!("unknown conformance suite {other:?}: available: det\n\n{HELP}"),
+            Some("envs") => {
+                let (passed, failed) = conformance::envs(&root)?;
+                println!("conformance envs: {passed} passed, {failed} failed");
+                if failed > 0 || passed == 0 {
+                    bail!("envs conformance failed");
+                }
+                Ok(())
+            }
+            other => bail!("unknown conformance suite {other:?}: available: det, envs\n\n{HELP}"),
         },
         Some("-h" | "--help" | "help") | None => {
             print!("{HELP}");
