@@ -8,6 +8,7 @@
 
 mod ci;
 mod conformance;
+mod python;
 mod tidy;
 
 use std::{
@@ -47,6 +48,10 @@ fn main() -> Result<()> {
         Some("tidy") => tidy::run(&root),
         Some("templates") => templates(&root),
         Some("bench") => bench(&args[1..]),
+        Some("python313") => {
+            println!("{}", python::cpython313()?.display());
+            Ok(())
+        }
         Some("qualify") => match args.get(1).map(String::as_str) {
             Some("cpu") => qualify_cpu(&root, &args[2..]),
             other => bail!("unknown qualification {other:?}: available: cpu\n\n{HELP}"),

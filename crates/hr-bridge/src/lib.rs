@@ -12,10 +12,12 @@ mod environment;
 mod error;
 pub mod fixture;
 mod http;
+mod nemo_gym;
 mod openenv;
 mod service;
 
 pub use environment::{Environment, Observation, StepOutcome, Task};
 pub use error::BridgeError;
+pub use nemo_gym::{NemoGymClient, NemoGymEnvironment, Rollout, Verdict, output_item, response};
 pub use openenv::{EnvReply, OpenEnvClient, OpenEnvEnvironment, OpenEnvSession};
 pub use service::{OwnedService, ServiceSpec};
