@@ -32,6 +32,11 @@ pub(crate) fn cache_dir() -> Result<PathBuf> {
 /// A venv with `packages`, built once: it is assembled under a temporary name and renamed into
 /// place only when complete, so a half-built venv is never reused.
 pub(crate) fn venv(name: &str, packages: &[&str]) -> Result<PathBuf> {
+    venv_with(name, Path::new("python3"), packages)
+}
+
+/// [`venv`] with a given interpreter.
+pub(crate) fn venv_with(name: &str, python: &Path, packages: &[&str]) -> Result<PathBuf> {
     let dir = cache_dir()?.join(name);
     if dir.join("bin/python").is_file() {
         eprintln!("conformance: reusing {}", dir.display());
@@ -42,7 +47,7 @@ pub(crate) fn venv(name: &str, packages: &[&str]) -> Result<PathBuf> {
         std::fs::remove_dir_all(&tmp)?;
     }
     std::fs::create_dir_all(dir.parent().context("cache parent")?)?;
-    let mut make = Command::new("python3");
+    let mut make = Command::new(python);
     make.args(["-m", "venv"]).arg(&tmp);
     run(make)?;
     let mut pip = Command::new(tmp.join("bin/python"));
@@ -232,7 +237,9 @@ fn openenv_echo_env(venv: &Path) -> Result<PathBuf> {
 }
 
 /// `cargo xtask conformance envs`: the bridge against the real OpenEnv server (`openenv-core`
-/// from PyPI and its `echo_env` template). Returns (passed, failed).
+/// from PyPI and its `echo_env` template) and the real NeMo Gym `example_single_tool_call`
+/// resources server (`nemo-gym==0.7.0` on CPython 3.13 built from source). Returns (passed,
+/// failed).
 pub(crate) fn envs(root: &Path) -> Result<(u64, u64)> {
     let venv = venv("venv-openenv-core-0.3.0", &["openenv-core==0.3.0"])?;
     let env_root = openenv_echo_env(&venv)?;
@@ -243,15 +250,46 @@ pub(crate) fn envs(root: &Path) -> Result<(u64, u64)> {
         .join("conformance")
         .join(format!("envs-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
-    let mut driver = Command::new(target_dir(root).join("debug/hr-bridge-conformance"));
+    let bridge = target_dir(root).join("debug/hr-bridge-conformance");
+    let mut driver = Command::new(&bridge);
     driver
+        .arg("openenv")
         .arg("--python")
         .arg(venv.join("bin/python"))
-        .arg("--env-root")
+        .arg("--dir")
         .arg(&env_root)
         .arg("--log-dir")
         .arg(&work);
-    let (passed, failed) = run_driver(driver, "openenv-conformance")?;
+    let (mut passed, mut failed) = run_driver(driver, "openenv-conformance")?;
+
+    // NeMo Gym needs Python >= 3.13.14: CPython is built once from Debian's source package.
+    let python = crate::python::cpython313()?;
+    let nemo = venv_with(
+        "venv-nemo-gym-0.7.0",
+        &python.join("bin/python3.13"),
+        &["nemo-gym==0.7.0"],
+    )?;
+    let locate = Command::new(nemo.join("bin/python"))
+        .args([
+            "-c",
+            "import resources_servers; print(list(resources_servers.__path__)[0])",
+        ])
+        .output()
+        .context("locating resources_servers in the nemo-gym venv")?;
+    let server_dir = PathBuf::from(String::from_utf8_lossy(&locate.stdout).trim())
+        .join("example_single_tool_call");
+    let mut driver = Command::new(&bridge);
+    driver
+        .arg("nemo")
+        .arg("--python")
+        .arg(nemo.join("bin/python"))
+        .arg("--dir")
+        .arg(&server_dir)
+        .arg("--log-dir")
+        .arg(&work);
+    let (p, f) = run_driver(driver, "nemo-conformance")?;
+    passed += p;
+    failed += f;
     if failed == 0 {
         std::fs::remove_dir_all(&work)?;
     } else {

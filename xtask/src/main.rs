@@ -31,7 +31,9 @@ Tasks:
               Rust Core API trials); the client venv is cached outside the repo
   conformance envs
               the environment bridge against the real OpenEnv server (openenv-core and its
-              echo_env template, cached outside the repo); NeMo Gym is still to come
+              echo_env template) and the real NeMo Gym example_single_tool_call server
+              (nemo-gym 0.7.0 on CPython 3.13 built from Debian source); all cached outside
+              the repo
   qualify cpu [--master URL] [--output runs/NAME]
               build the release binary and run the managed CPU lifecycle qualification
               (a local devmaster unless --master); writes runs/NAME/proof.json

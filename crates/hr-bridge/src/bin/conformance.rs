@@ -1,16 +1,19 @@
-//! Conformance of the bridge with the real OpenEnv server (run by `cargo xtask conformance
-//! envs`): starts the `openenv init echo_env` template under uvicorn as an owned service, runs
-//! episodes over WebSocket sessions through [`OpenEnvEnvironment`], checks the rewards against
-//! what the echo env computes (0.1 per character), that closed sessions free their slot, that a
-//! second concurrent session is refused with CAPACITY_REACHED, and that shutdown leaves no
-//! process of the service's group. Prints `openenv-conformance: N passed, M failed`. Not a user
-//! tool.
+//! Conformance of the bridge with the real servers (run by `cargo xtask conformance envs`).
+//! `openenv`: starts the `openenv init echo_env` template under uvicorn as an owned service, runs
+//! episodes over WebSocket sessions through `OpenEnvEnvironment`, checks the rewards against what
+//! the echo env computes (0.1 per character), that closed sessions free their slot, that a second
+//! concurrent session is refused with CAPACITY_REACHED, and that shutdown leaves no process of the
+//! service's group. `nemo`: starts NeMo Gym's `example_single_tool_call` resources server directly
+//! (no Ray, no head server) and checks that a correct `get_weather` call verifies to 1.0, a
+//! plain-text answer to 0.0, sessions seed and close, bad arguments are a typed 422, and shutdown
+//! leaves nothing behind. Prints `<suite>-conformance: N passed, M failed`. Not a user tool.
 #![allow(clippy::print_stdout)]
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
 use hr_bridge::{
-    BridgeError, Environment, OpenEnvClient, OpenEnvEnvironment, OwnedService, ServiceSpec, Task,
+    BridgeError, Environment, NemoGymClient, NemoGymEnvironment, OpenEnvClient, OpenEnvEnvironment,
+    OwnedService, ServiceSpec, Task,
 };
 use serde_json::json;
 
@@ -58,14 +61,37 @@ fn group_alive(pid: u32) -> bool {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    let (Some(python), Some(env_root), Some(log_dir)) = (
+    let (Some(python), Some(dir), Some(log_dir)) = (
         arg(&args, "--python"),
-        arg(&args, "--env-root"),
+        arg(&args, "--dir"),
         arg(&args, "--log-dir"),
     ) else {
-        println!("usage: hr-bridge-conformance --python PY --env-root DIR --log-dir DIR");
+        println!(
+            "usage: hr-bridge-conformance openenv|nemo --python PY --dir ENV_OR_SERVER_DIR --log-dir DIR"
+        );
         return ExitCode::from(2);
     };
+    let (suite, checks) = match args.get(1).map(String::as_str) {
+        Some("openenv") => ("openenv", openenv(&python, &dir, &log_dir)),
+        Some("nemo") => ("nemo", nemo(&python, &dir, &log_dir)),
+        _ => {
+            println!(
+                "usage: hr-bridge-conformance openenv|nemo --python PY --dir DIR --log-dir DIR"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let passed = checks.0.iter().filter(|(_, ok)| *ok).count();
+    let failed = checks.0.len() - passed;
+    println!("{suite}-conformance: {passed} passed, {failed} failed");
+    if failed == 0 && passed > 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+fn openenv(python: &str, env_root: &str, log_dir: &str) -> Checks {
     let mut c = Checks(Vec::new());
     let spec = ServiceSpec {
         name: "openenv".into(),
@@ -94,8 +120,7 @@ fn main() -> ExitCode {
         Ok(s) => s,
         Err(e) => {
             c.check("the real OpenEnv echo server starts", false, &e.to_string());
-            println!("openenv-conformance: 0 passed, 1 failed");
-            return ExitCode::from(1);
+            return c;
         }
     };
     c.check(
@@ -108,7 +133,7 @@ fn main() -> ExitCode {
         Ok(client) => client,
         Err(e) => {
             c.check("client", false, &e.to_string());
-            return ExitCode::from(1);
+            return c;
         }
     };
     c.check("health says healthy", client.health().is_ok(), "");
@@ -210,12 +235,133 @@ fn main() -> ExitCode {
         "",
     );
 
-    let passed = c.0.iter().filter(|(_, ok)| *ok).count();
-    let failed = c.0.len() - passed;
-    println!("openenv-conformance: {passed} passed, {failed} failed");
-    if failed == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+    c
+}
+
+fn nemo(python: &str, server_dir: &str, log_dir: &str) -> Checks {
+    let mut c = Checks(Vec::new());
+    // The config is the instance block plus the keys the server reads (`head_server`, `dry_run`).
+    let config = "head_server: {host: 127.0.0.1, port: 11000}\ndry_run: false\nexample_single_tool_call:\n  resources_servers:\n    example_single_tool_call: {entrypoint: app.py, host: 127.0.0.1, port: {port}, domain: agent}\n";
+    let spec = ServiceSpec {
+        name: "nemo-gym".into(),
+        program: PathBuf::from(python),
+        args: vec!["app.py".into()],
+        cwd: PathBuf::from(server_dir),
+        env: vec![
+            ("NEMO_GYM_CONFIG_DICT".into(), config.into()),
+            (
+                "NEMO_GYM_CONFIG_PATH".into(),
+                "example_single_tool_call".into(),
+            ),
+            ("PYTHONPATH".into(), server_dir.into()),
+            ("PYTHONUNBUFFERED".into(), "1".into()),
+        ],
+        log_path: PathBuf::from(log_dir).join("nemo-gym.log"),
+        ready_path: "/".into(),
+        ready_timeout: Duration::from_secs(240),
+        grace: Duration::from_secs(5),
+        attempts: 3,
+        first_port: None,
+    };
+    let service = match OwnedService::start(&spec) {
+        Ok(s) => s,
+        Err(e) => {
+            c.check(
+                "the real NeMo Gym resources server starts",
+                false,
+                &e.to_string(),
+            );
+            return c;
+        }
+    };
+    c.check(
+        "the real NeMo Gym example_single_tool_call server starts and answers /",
+        true,
+        "",
+    );
+    let pid = service.pid().unwrap_or(0);
+    let client = match NemoGymClient::new("nemo-gym", &service.base_url()) {
+        Ok(client) => client,
+        Err(e) => {
+            c.check("client", false, &e.to_string());
+            return c;
+        }
+    };
+    let row = json!({"responses_create_params": {"input": [{"role": "user", "content": "weather in sf?"}],
+        "tools": [{"type": "function", "name": "get_weather", "strict": true,
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}]}});
+    let mut env = NemoGymEnvironment::new(client.clone());
+    let reset = env.reset(
+        &Task {
+            id: "weather-1".into(),
+            payload: row.clone(),
+        },
+        0,
+    );
+    c.check(
+        "seed_session with the dataset row",
+        reset.is_ok(),
+        &format!("{reset:?}"),
+    );
+    let tool =
+        env.step(r#"<tool_call>{"name": "get_weather", "arguments": {"city": "SF"}}</tool_call>"#);
+    c.check(
+        "the get_weather tool answers through the rollout's cookie jar",
+        tool.as_ref()
+            .is_ok_and(|t| !t.done && t.observation.text.contains("SF")),
+        &format!("{tool:?}"),
+    );
+    let end = env.step("It is cold in San Francisco.");
+    c.check(
+        "a correct get_weather call verifies to reward 1.0",
+        end.as_ref().is_ok_and(|e| e.done && e.reward == 1.0),
+        &format!("{end:?}"),
+    );
+    let _ = env.reset(
+        &Task {
+            id: "weather-2".into(),
+            payload: row.clone(),
+        },
+        1,
+    );
+    let plain = env.step("I do not know the weather.");
+    c.check(
+        "a plain-text answer verifies to reward 0.0",
+        plain.as_ref().is_ok_and(|e| e.done && e.reward == 0.0),
+        &format!("{plain:?}"),
+    );
+    c.check("the environment closes", env.close().is_ok(), "");
+    let mut r = client.rollout();
+    let seeded = r.seed_session(
+        "rs-conformance",
+        "rollout-1",
+        "weather",
+        "task-1",
+        &json!({}),
+    );
+    c.check(
+        "a 0.7 seed_session body is accepted",
+        seeded.is_ok(),
+        &format!("{seeded:?}"),
+    );
+    c.check("close_session succeeds", r.close().is_ok(), "");
+    let bad = r.call_tool("get_weather", &json!({"town": "x"}));
+    c.check(
+        "bad tool arguments are a typed 422",
+        matches!(bad, Err(BridgeError::Service { ref code, .. }) if code == "422"),
+        &format!("{bad:?}"),
+    );
+    let stopped = service.shutdown();
+    c.check(
+        "shutdown is clean",
+        stopped.is_ok(),
+        &format!("{stopped:?}"),
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    c.check(
+        "no process of the service's group is left",
+        pid != 0 && !group_alive(pid),
+        "",
+    );
+    c
 }
