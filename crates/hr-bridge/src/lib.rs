@@ -5,8 +5,10 @@
 //! tail, and shutdown is TERM to the group, a grace period, KILL, reap; the service is also killed
 //! when dropped or on panic, so no process is ever left behind.
 //!
-//! This first part holds the supervisor ([`OwnedService`]) and the [`Environment`] trait; the
-//! NeMo Gym and OpenEnv clients build on them. No tensors, no Determined.
+//! On top: the [`Environment`] trait the trainer drives episodes through, the OpenEnv client (one
+//! WebSocket session per episode) and the NeMo Gym resources-server client (one cookie jar per
+//! rollout, the trainer playing the agent), and Rust fixture servers faithful to both contracts.
+//! No tensors, no Determined.
 
 mod environment;
 mod error;
