@@ -1,7 +1,7 @@
 //! Tidy: the code rules no compiler checks. Every `.rs` under `crates/` opens with a `//!` doc
 //! paragraph; no test is marked ignored and no stub (`todo!`, `unimplemented!`) is left; each crate's
-//! folder name is its package name; and only the tensor crates depend on burn (checked with
-//! `cargo tree -i burn`, the layering invariant of ARCHITECTURE.md).
+//! folder name is its package name; only the tensor crates depend on burn and no layer-0 crate on
+//! tokio or reqwest (checked with `cargo tree -i`, the layering invariants of ARCHITECTURE.md).
 
 use std::path::{Path, PathBuf};
 
@@ -9,6 +9,9 @@ use anyhow::{Context, Result, bail};
 
 /// Crates allowed to depend on burn: the tensor crates and the binary that picks the backend.
 const TENSOR_CRATES: &[&str] = &["hr-policy", "hr-grpo", "hessian-recipes"];
+
+/// Layer-0 crates: pure and synchronous, so no async runtime and no HTTP client.
+const LAYER0_CRATES: &[&str] = &["hr-config", "hr-seal", "hr-proof"];
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
@@ -48,10 +51,17 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     }
     for dir in &crates {
         let name = dir_name(dir);
-        if !TENSOR_CRATES.contains(&name.as_str()) && depends_on_burn(&name)? {
+        if !TENSOR_CRATES.contains(&name.as_str()) && depends_on(&name, "burn")? {
             problems.push(format!(
                 "{name} depends on burn; only {TENSOR_CRATES:?} may"
             ));
+        }
+        if LAYER0_CRATES.contains(&name.as_str()) {
+            for io in ["tokio", "reqwest"] {
+                if depends_on(&name, io)? {
+                    problems.push(format!("{name} is a layer-0 crate but depends on {io}"));
+                }
+            }
         }
     }
     if !problems.is_empty() {
@@ -126,12 +136,12 @@ fn rust_files(dir: &Path) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// `cargo tree -p NAME -e normal -i burn`: burn absent from the graph is an error naming no
+/// `cargo tree -p NAME -e normal -i DEP`: a DEP absent from the graph is an error naming no
 /// match; present but unreachable from NAME prints nothing.
-fn depends_on_burn(name: &str) -> Result<bool> {
+fn depends_on(name: &str, dep: &str) -> Result<bool> {
     let out = crate::cargo()
         .args([
-            "tree", "--quiet", "--locked", "-p", name, "-e", "normal", "-i", "burn", "--prefix",
+            "tree", "--quiet", "--locked", "-p", name, "-e", "normal", "-i", dep, "--prefix",
             "none",
         ])
         .output()
@@ -141,7 +151,7 @@ fn depends_on_burn(name: &str) -> Result<bool> {
         if stderr.contains("did not match any packages") {
             return Ok(false);
         }
-        bail!("cargo tree -p {name} -i burn failed: {stderr}");
+        bail!("cargo tree -p {name} -i {dep} failed: {stderr}");
     }
     Ok(!String::from_utf8_lossy(&out.stdout).trim().is_empty())
 }
