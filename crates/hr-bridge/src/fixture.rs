@@ -60,15 +60,29 @@ struct Echo {
 
 /// Starts an OpenEnv echo-env fixture allowing `max_sessions` concurrent sessions.
 pub fn openenv_echo(mode: FixtureMode, max_sessions: usize) -> std::io::Result<FixtureServer> {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    listener.set_nonblocking(true)?;
-    let url = format!("http://{}", listener.local_addr()?);
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let state = Arc::new(Echo {
         mode,
         max_sessions,
         active: AtomicUsize::new(0),
     });
+    serve(
+        Router::new()
+            .route(
+                "/health",
+                get(|| async { Json(json!({"status": "healthy"})) }),
+            )
+            .route("/schema", get(|| async { Json(schema()) }))
+            .route("/ws", get(ws))
+            .with_state(state),
+    )
+}
+
+/// Serves `app` on a free loopback port from a thread with its own runtime.
+fn serve(app: Router) -> std::io::Result<FixtureServer> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    listener.set_nonblocking(true)?;
+    let url = format!("http://{}", listener.local_addr()?);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let thread = std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -76,14 +90,6 @@ pub fn openenv_echo(mode: FixtureMode, max_sessions: usize) -> std::io::Result<F
             .expect("fixture runtime");
         rt.block_on(async move {
             let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-            let app = Router::new()
-                .route(
-                    "/health",
-                    get(|| async { Json(json!({"status": "healthy"})) }),
-                )
-                .route("/schema", get(|| async { Json(schema()) }))
-                .route("/ws", get(ws))
-                .with_state(state);
             let _ = axum::serve(listener, app)
                 .with_graceful_shutdown(async {
                     let _ = rx.await;
@@ -232,93 +238,77 @@ pub fn nemo_gym_single_tool_call() -> std::io::Result<FixtureServer> {
         json!({"detail": [{"type": "missing", "loc": loc, "msg": "Field required", "input": {}}]})
     }
 
-    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-    listener.set_nonblocking(true)?;
-    let url = format!("http://{}", listener.local_addr()?);
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let gym = Arc::new(Gym::default());
-    let thread = std::thread::spawn(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("fixture runtime");
-        rt.block_on(async move {
-            let listener = tokio::net::TcpListener::from_std(listener).expect("listener");
-            let health = |State(g): State<Arc<Gym>>, h: HeaderMap| async move { reply(&g, &h, StatusCode::OK, json!({"status": "ok"})) };
-            let app = Router::new()
-                .route("/", get(health))
-                .route("/health", get(health))
-                .route(
-                    "/seed_session",
-                    post(|State(g): State<Arc<Gym>>, h: HeaderMap, body: Bytes| async move {
-                        let Ok(v) = serde_json::from_slice::<Value>(&body) else {
-                            return reply(&g, &h, StatusCode::UNPROCESSABLE_ENTITY, unprocessable(&["body"]));
-                        };
-                        let keys = ["resources_session_id", "episode_id", "task_id", "task_data"];
-                        let new_style = v.as_object().is_some_and(|o| o.len() == 4 && keys.iter().all(|k| o.contains_key(*k)));
-                        if !new_style {
-                            return reply(&g, &h, StatusCode::OK, json!({}));
-                        }
-                        let id = v["resources_session_id"].as_str().unwrap_or_default().to_owned();
-                        if g.closed.lock().expect("lock").contains(&id) {
-                            return reply(&g, &h, StatusCode::INTERNAL_SERVER_ERROR, json!(format!("ValueError('Resources session is already closed: {id}')")));
-                        }
-                        reply(&g, &h, StatusCode::OK, json!({"resources_session_id": id, "resources_tools": null, "sandbox_access": null}))
-                    }),
-                )
-                .route(
-                    "/get_weather",
-                    post(|State(g): State<Arc<Gym>>, h: HeaderMap, body: Bytes| async move {
-                        let city = serde_json::from_slice::<Value>(&body).ok().and_then(|v| v.get("city").and_then(Value::as_str).map(str::to_owned));
-                        let Some(city) = city else {
-                            return reply(&g, &h, StatusCode::UNPROCESSABLE_ENTITY, unprocessable(&["body", "city"]));
-                        };
-                        if let Some(c) = cookie_of(&h) {
-                            *g.calls.lock().expect("lock").entry(c).or_default() += 1;
-                        }
-                        reply(&g, &h, StatusCode::OK, json!({"city": city, "weather_description": format!("The weather in {city} is cold.")}))
-                    }),
-                )
-                .route(
-                    "/verify",
-                    post(|State(g): State<Arc<Gym>>, h: HeaderMap, body: Bytes| async move {
-                        let Ok(mut v) = serde_json::from_slice::<Value>(&body) else {
-                            return reply(&g, &h, StatusCode::UNPROCESSABLE_ENTITY, unprocessable(&["body"]));
-                        };
-                        for key in ["responses_create_params", "response"] {
-                            if v.get(key).is_none() {
-                                return reply(&g, &h, StatusCode::UNPROCESSABLE_ENTITY, unprocessable(&["body", key]));
-                            }
-                        }
-                        let called = v["response"]["output"].as_array().is_some_and(|items| {
-                            items.iter().any(|i| i["type"] == "function_call" && i["name"] == "get_weather")
-                        });
-                        let calls = cookie_of(&h).and_then(|c| g.calls.lock().expect("lock").get(&c).copied()).unwrap_or(0);
-                        v["reward"] = json!(if called { 1.0 } else { 0.0 });
-                        v["mask_sample"] = json!(false);
-                        v["failure_kind"] = Value::Null;
-                        v["failure_reason"] = Value::Null;
-                        v["tool_calls_in_session"] = json!(calls);
-                        reply(&g, &h, StatusCode::OK, v)
-                    }),
-                )
-                .route(
-                    "/close_session",
-                    post(|State(g): State<Arc<Gym>>, h: HeaderMap, body: Bytes| async move {
-                        let v: Value = serde_json::from_slice(&body).unwrap_or_default();
-                        let id = v["resources_session_id"].as_str().unwrap_or_default().to_owned();
-                        g.closed.lock().expect("lock").push(id.clone());
-                        reply(&g, &h, StatusCode::OK, json!({"resources_session_id": id}))
-                    }),
-                )
-                .fallback(|| async { (StatusCode::NOT_FOUND, Json(json!({"detail": "Not Found"}))) })
-                .with_state(gym);
-            let _ = axum::serve(listener, app).with_graceful_shutdown(async { let _ = rx.await; }).await;
-        });
-    });
-    Ok(FixtureServer {
-        url,
-        shutdown: Some(tx),
-        thread: Some(thread),
-    })
+    let health = |State(g): State<Arc<Gym>>, h: HeaderMap| async move {
+        reply(&g, &h, StatusCode::OK, json!({"status": "ok"}))
+    };
+    let app = Router::new()
+        .route("/", get(health))
+        .route("/health", get(health))
+        .route(
+            "/seed_session",
+            post(|State(g): State<Arc<Gym>>, h: HeaderMap, body: Bytes| async move {
+                let Ok(v) = serde_json::from_slice::<Value>(&body) else {
+                    return reply(&g, &h, StatusCode::UNPROCESSABLE_ENTITY, unprocessable(&["body"]));
+                };
+                let keys = ["resources_session_id", "episode_id", "task_id", "task_data"];
+                let new_style = v.as_object().is_some_and(|o| o.len() == 4 && keys.iter().all(|k| o.contains_key(*k)));
+                if !new_style {
+                    return reply(&g, &h, StatusCode::OK, json!({}));
+                }
+                let id = v["resources_session_id"].as_str().unwrap_or_default().to_owned();
+                if g.closed.lock().expect("lock").contains(&id) {
+                    return reply(&g, &h, StatusCode::INTERNAL_SERVER_ERROR, json!(format!("ValueError('Resources session is already closed: {id}')")));
+                }
+                reply(&g, &h, StatusCode::OK, json!({"resources_session_id": id, "resources_tools": null, "sandbox_access": null}))
+            }),
+        )
+        .route(
+            "/get_weather",
+            post(|State(g): State<Arc<Gym>>, h: HeaderMap, body: Bytes| async move {
+                let city = serde_json::from_slice::<Value>(&body).ok().and_then(|v| v.get("city").and_then(Value::as_str).map(str::to_owned));
+                let Some(city) = city else {
+                    return reply(&g, &h, StatusCode::UNPROCESSABLE_ENTITY, unprocessable(&["body", "city"]));
+                };
+                if let Some(c) = cookie_of(&h) {
+                    *g.calls.lock().expect("lock").entry(c).or_default() += 1;
+                }
+                reply(&g, &h, StatusCode::OK, json!({"city": city, "weather_description": format!("The weather in {city} is cold.")}))
+            }),
+        )
+        .route(
+            "/verify",
+            post(|State(g): State<Arc<Gym>>, h: HeaderMap, body: Bytes| async move {
+                let Ok(mut v) = serde_json::from_slice::<Value>(&body) else {
+                    return reply(&g, &h, StatusCode::UNPROCESSABLE_ENTITY, unprocessable(&["body"]));
+                };
+                for key in ["responses_create_params", "response"] {
+                    if v.get(key).is_none() {
+                        return reply(&g, &h, StatusCode::UNPROCESSABLE_ENTITY, unprocessable(&["body", key]));
+                    }
+                }
+                let called = v["response"]["output"].as_array().is_some_and(|items| {
+                    items.iter().any(|i| i["type"] == "function_call" && i["name"] == "get_weather")
+                });
+                let calls = cookie_of(&h).and_then(|c| g.calls.lock().expect("lock").get(&c).copied()).unwrap_or(0);
+                v["reward"] = json!(if called { 1.0 } else { 0.0 });
+                v["mask_sample"] = json!(false);
+                v["failure_kind"] = Value::Null;
+                v["failure_reason"] = Value::Null;
+                v["tool_calls_in_session"] = json!(calls);
+                reply(&g, &h, StatusCode::OK, v)
+            }),
+        )
+        .route(
+            "/close_session",
+            post(|State(g): State<Arc<Gym>>, h: HeaderMap, body: Bytes| async move {
+                let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+                let id = v["resources_session_id"].as_str().unwrap_or_default().to_owned();
+                g.closed.lock().expect("lock").push(id.clone());
+                reply(&g, &h, StatusCode::OK, json!({"resources_session_id": id}))
+            }),
+        )
+        .fallback(|| async { (StatusCode::NOT_FOUND, Json(json!({"detail": "Not Found"}))) })
+        .with_state(gym);
+    serve(app)
 }

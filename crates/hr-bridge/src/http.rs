@@ -83,3 +83,18 @@ fn dechunk(body: &str) -> String {
     }
     out
 }
+
+/// A single-threaded runtime for a blocking client of `service`.
+pub(crate) fn runtime(
+    service: &str,
+) -> Result<std::sync::Arc<tokio::runtime::Runtime>, crate::BridgeError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map(std::sync::Arc::new)
+        .map_err(|source| crate::BridgeError::Io {
+            op: "start runtime for",
+            path: service.into(),
+            source,
+        })
+}

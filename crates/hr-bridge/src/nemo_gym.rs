@@ -44,14 +44,7 @@ pub struct Rollout {
 impl NemoGymClient {
     /// A client of the resources server at `base_url`.
     pub fn new(name: &str, base_url: &str) -> Result<Self, BridgeError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|source| BridgeError::Io {
-                op: "start runtime for",
-                path: name.into(),
-                source,
-            })?;
+        let runtime = crate::http::runtime(name)?;
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
             .build()
@@ -63,7 +56,7 @@ impl NemoGymClient {
             name: name.to_owned(),
             base: base_url.trim_end_matches('/').to_owned(),
             http,
-            runtime: Arc::new(runtime),
+            runtime,
         })
     }
 

@@ -45,18 +45,11 @@ fn malformed(service: &str, message: impl Into<String>) -> BridgeError {
 impl OpenEnvClient {
     /// A client of the server at `base_url` (`http://127.0.0.1:PORT`); `name` names it in errors.
     pub fn new(name: &str, base_url: &str) -> Result<Self, BridgeError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|source| BridgeError::Io {
-                op: "start runtime for",
-                path: name.into(),
-                source,
-            })?;
+        let runtime = crate::http::runtime(name)?;
         Ok(Self {
             name: name.to_owned(),
             base: base_url.trim_end_matches('/').to_owned(),
-            runtime: Arc::new(runtime),
+            runtime,
         })
     }
 
