@@ -217,22 +217,33 @@ fn preempt_first_allocation(w: &World) -> hr_snapshot::Published {
     published
 }
 
+/// The Core of the next allocation, whose scheduler selected `uuid` at step 2.
+fn resumed_core(w: &World, uuid: &str) -> FakeCore {
+    let mut core = FakeCore::new(&w.storage, &w.run_dir, w.log.clone());
+    core.selected = Some(SelectedCheckpoint {
+        uuid: uuid.to_owned(),
+        steps_completed: 2,
+    });
+    core
+}
+
+/// A publisher that signs with `key()` and trusts only it.
+fn signed_publisher(core: FakeCore, writer: &str, w: &World) -> Publisher<FakeCore> {
+    Publisher::new(
+        core,
+        binding(writer, "cfg"),
+        Some(key()),
+        Trust::Keys(vec![key().verifying_key()]),
+        w.run_dir.clone(),
+    )
+}
+
 #[test]
 fn restore_takes_the_selected_uuid_verifies_it_and_keeps_the_budget() {
     let w = world();
     let published = preempt_first_allocation(&w);
-    let mut core = FakeCore::new(&w.storage, &w.run_dir, w.log.clone());
-    core.selected = Some(SelectedCheckpoint {
-        uuid: published.uuid.clone(),
-        steps_completed: 2,
-    });
-    let mut p = Publisher::new(
-        core,
-        binding("alloc-2", "cfg"),
-        Some(key()),
-        Trust::Keys(vec![key().verifying_key()]),
-        w.run_dir.clone(),
-    );
+    let core = resumed_core(&w, &published.uuid);
+    let mut p = signed_publisher(core, "alloc-2", &w);
     let restored = p.restore().expect("restore").expect("a checkpoint");
     assert_eq!(restored.uuid, published.uuid);
     assert_eq!(restored.snapshot.manifest.step, 2);
@@ -305,11 +316,7 @@ fn a_scheduler_selection_other_than_the_receipt_is_refused() {
     // The seed's historical failure: two UUIDs at one step, the scheduler picked the other one.
     let w = world();
     let published = preempt_first_allocation(&w);
-    let mut core = FakeCore::new(&w.storage, &w.run_dir, w.log.clone());
-    core.selected = Some(SelectedCheckpoint {
-        uuid: "uuid-other".into(),
-        steps_completed: 2,
-    });
+    let core = resumed_core(&w, "uuid-other");
     let mut p = Publisher::new(
         core,
         binding("alloc-2", "cfg"),
@@ -328,18 +335,8 @@ fn a_scheduler_selection_other_than_the_receipt_is_refused() {
 fn an_already_selected_terminal_uuid_is_reused_and_not_published_again() {
     let w = world();
     let published = preempt_first_allocation(&w);
-    let mut core = FakeCore::new(&w.storage, &w.run_dir, w.log.clone());
-    core.selected = Some(SelectedCheckpoint {
-        uuid: published.uuid.clone(),
-        steps_completed: 2,
-    });
-    let mut p = Publisher::new(
-        core,
-        binding("alloc-2", "cfg"),
-        Some(key()),
-        Trust::Keys(vec![key().verifying_key()]),
-        w.run_dir.clone(),
-    );
+    let core = resumed_core(&w, &published.uuid);
+    let mut p = signed_publisher(core, "alloc-2", &w);
     p.restore().expect("restore");
     let before = events(&w.log).len();
     // Preempted again before finishing another step: the step-2 checkpoint is reused.
