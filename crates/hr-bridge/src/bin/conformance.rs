@@ -27,6 +27,20 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 struct Checks(Vec<(String, bool)>);
 
 impl Checks {
+    /// Records whether `result` is `Ok`, and yields its value.
+    fn ok<T, E: std::fmt::Display>(&mut self, name: &str, result: Result<T, E>) -> Option<T> {
+        match result {
+            Ok(v) => {
+                self.check(name, true, "");
+                Some(v)
+            }
+            Err(e) => {
+                self.check(name, false, &e.to_string());
+                None
+            }
+        }
+    }
+
     fn check(&mut self, name: &str, ok: bool, detail: &str) {
         println!(
             "{} {name}{}",
@@ -116,25 +130,18 @@ fn openenv(python: &str, env_root: &str, log_dir: &str) -> Checks {
         attempts: 3,
         first_port: None,
     };
-    let service = match OwnedService::start(&spec) {
-        Ok(s) => s,
-        Err(e) => {
-            c.check("the real OpenEnv echo server starts", false, &e.to_string());
-            return c;
-        }
-    };
-    c.check(
+    let Some(service) = c.ok(
         "the real OpenEnv echo server starts and answers /health",
-        true,
-        "",
-    );
+        OwnedService::start(&spec),
+    ) else {
+        return c;
+    };
     let pid = service.pid().unwrap_or(0);
-    let client = match OpenEnvClient::new("openenv", &service.base_url()) {
-        Ok(client) => client,
-        Err(e) => {
-            c.check("client", false, &e.to_string());
-            return c;
-        }
+    let Some(client) = c.ok(
+        "the client connects",
+        OpenEnvClient::new("openenv", &service.base_url()),
+    ) else {
+        return c;
     };
     c.check("health says healthy", client.health().is_ok(), "");
     let schema = client.schema();
@@ -263,29 +270,18 @@ fn nemo(python: &str, server_dir: &str, log_dir: &str) -> Checks {
         attempts: 3,
         first_port: None,
     };
-    let service = match OwnedService::start(&spec) {
-        Ok(s) => s,
-        Err(e) => {
-            c.check(
-                "the real NeMo Gym resources server starts",
-                false,
-                &e.to_string(),
-            );
-            return c;
-        }
-    };
-    c.check(
+    let Some(service) = c.ok(
         "the real NeMo Gym example_single_tool_call server starts and answers /",
-        true,
-        "",
-    );
+        OwnedService::start(&spec),
+    ) else {
+        return c;
+    };
     let pid = service.pid().unwrap_or(0);
-    let client = match NemoGymClient::new("nemo-gym", &service.base_url()) {
-        Ok(client) => client,
-        Err(e) => {
-            c.check("client", false, &e.to_string());
-            return c;
-        }
+    let Some(client) = c.ok(
+        "the client connects",
+        NemoGymClient::new("nemo-gym", &service.base_url()),
+    ) else {
+        return c;
     };
     let row = json!({"responses_create_params": {"input": [{"role": "user", "content": "weather in sf?"}],
         "tools": [{"type": "function", "name": "get_weather", "strict": true,
