@@ -5,6 +5,8 @@
 //! (`target/<profile>/hessian-recipes`); `cargo xtask ci` builds it before the tests run, and
 //! `HR_BIN` overrides the path. This crate is test support only: it has no product code.
 
+pub mod tiny_model;
+
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},

@@ -1,0 +1,256 @@
+//! The model's shape, read from a Hugging Face `config.json` (Llama and Qwen2 families).
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::PolicyError;
+
+/// Which HF architecture the checkpoint follows; it decides the attention biases.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    /// `model_type: llama` (SmolLM2, TinyLlama, Llama 2/3): biases only with `attention_bias`.
+    Llama,
+    /// `model_type: qwen2`: q/k/v projections carry a bias, the output projection does not.
+    Qwen2,
+}
+
+/// The shape and constants of a decoder-only Qwen2/Llama causal LM.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    /// The architecture family.
+    pub family: Family,
+    /// Vocabulary size (rows of the embedding).
+    pub vocab_size: usize,
+    /// Width of the residual stream.
+    pub hidden_size: usize,
+    /// Width of the SwiGLU MLP.
+    pub intermediate_size: usize,
+    /// Number of decoder blocks.
+    pub num_layers: usize,
+    /// Number of query heads.
+    pub num_heads: usize,
+    /// Number of key/value heads (grouped-query attention when fewer than `num_heads`).
+    pub num_kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+    /// RMSNorm epsilon.
+    pub rms_norm_eps: f64,
+    /// RoPE base frequency.
+    pub rope_theta: f64,
+    /// Whether the LM head reuses the embedding matrix.
+    pub tie_word_embeddings: bool,
+    /// Whether the q/k/v projections carry a bias.
+    pub qkv_bias: bool,
+    /// Whether the output projection carries a bias (Llama `attention_bias`).
+    pub o_bias: bool,
+    /// Longest sequence the model was trained for.
+    pub max_position_embeddings: usize,
+    /// Beginning-of-sequence token, if any.
+    pub bos_token_id: Option<u32>,
+    /// Tokens that end a completion.
+    pub eos_token_ids: Vec<u32>,
+}
+
+impl ModelConfig {
+    /// Reads and checks `config.json`.
+    pub fn from_file(path: &Path) -> Result<Self, PolicyError> {
+        let text = std::fs::read_to_string(path).map_err(|e| PolicyError::io(path, e))?;
+        Self::from_json(path, &text)
+    }
+
+    /// Parses and checks the text of a `config.json`; `path` only names the file in errors.
+    pub fn from_json(path: &Path, text: &str) -> Result<Self, PolicyError> {
+        let err = |field: &str, message: String| PolicyError::Config {
+            path: PathBuf::from(path),
+            field: field.to_owned(),
+            message,
+        };
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| err("(file)", format!("not JSON: {e}")))?;
+        let Value::Object(map) = value else {
+            return Err(err("(file)", "must be a JSON object".to_owned()));
+        };
+        let reader = Reader { map: &map, err: &err };
+        let family = match reader.str("model_type")?.as_str() {
+            "llama" => Family::Llama,
+            "qwen2" => Family::Qwen2,
+            other => {
+                return Err(err(
+                    "model_type",
+                    format!("`{other}` is not supported; use a `llama` or `qwen2` checkpoint"),
+                ));
+            }
+        };
+        if let Some(act) = map.get("hidden_act")
+            && act != "silu"
+        {
+            return Err(err("hidden_act", format!("{act} is not supported; only `silu` (SwiGLU)")));
+        }
+        if map.get("rope_scaling").is_some_and(|v| !v.is_null()) {
+            return Err(err("rope_scaling", "RoPE scaling is not supported; it must be null".to_owned()));
+        }
+        if map.get("mlp_bias").is_some_and(|v| v == &Value::Bool(true)) {
+            return Err(err("mlp_bias", "MLP biases are not supported; it must be false".to_owned()));
+        }
+        let hidden_size = reader.usize("hidden_size")?;
+        let num_heads = reader.usize("num_attention_heads")?;
+        let num_kv_heads = reader.opt_usize("num_key_value_heads")?.unwrap_or(num_heads);
+        let head_dim = match reader.opt_usize("head_dim")? {
+            Some(d) => d,
+            None if hidden_size % num_heads == 0 => hidden_size / num_heads,
+            None => {
+                return Err(err(
+                    "hidden_size",
+                    format!("{hidden_size} is not a multiple of num_attention_heads {num_heads}; set head_dim"),
+                ));
+            }
+        };
+        if num_heads % num_kv_heads != 0 {
+            return Err(err(
+                "num_key_value_heads",
+                format!("{num_kv_heads} must divide num_attention_heads {num_heads}"),
+            ));
+        }
+        if head_dim % 2 != 0 {
+            return Err(err("head_dim", format!("{head_dim} must be even for RoPE")));
+        }
+        let attention_bias = reader.opt_bool("attention_bias")?.unwrap_or(false);
+        let (qkv_bias, o_bias) = match family {
+            Family::Llama => (attention_bias, attention_bias),
+            Family::Qwen2 => (true, false),
+        };
+        let eos_token_ids = match map.get("eos_token_id") {
+            None | Some(Value::Null) => Vec::new(),
+            Some(Value::Array(items)) => items
+                .iter()
+                .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()))
+                .collect::<Option<Vec<_>>>()
+                .ok_or_else(|| err("eos_token_id", "must be a token id or a list of ids".to_owned()))?,
+            Some(v) => vec![
+                v.as_u64()
+                    .and_then(|n| u32::try_from(n).ok())
+                    .ok_or_else(|| err("eos_token_id", "must be a token id or a list of ids".to_owned()))?,
+            ],
+        };
+        let config = Self {
+            family,
+            vocab_size: reader.usize("vocab_size")?,
+            hidden_size,
+            intermediate_size: reader.usize("intermediate_size")?,
+            num_layers: reader.usize("num_hidden_layers")?,
+            num_heads,
+            num_kv_heads,
+            head_dim,
+            rms_norm_eps: reader.opt_f64("rms_norm_eps")?.unwrap_or(1e-6),
+            rope_theta: reader.opt_f64("rope_theta")?.unwrap_or(10_000.0),
+            tie_word_embeddings: reader.opt_bool("tie_word_embeddings")?.unwrap_or(false),
+            qkv_bias,
+            o_bias,
+            max_position_embeddings: reader.opt_usize("max_position_embeddings")?.unwrap_or(4096),
+            bos_token_id: reader
+                .opt_usize("bos_token_id")?
+                .map(|n| u32::try_from(n).map_err(|_| err("bos_token_id", "too large".to_owned())))
+                .transpose()?,
+            eos_token_ids,
+        };
+        for id in &config.eos_token_ids {
+            if *id as usize >= config.vocab_size {
+                return Err(err("eos_token_id", format!("{id} is outside the vocabulary ({})", config.vocab_size)));
+            }
+        }
+        Ok(config)
+    }
+
+    /// The `config.json` an HF loader reads for this model.
+    pub fn to_hf_json(&self) -> Value {
+        let (model_type, arch) = match self.family {
+            Family::Llama => ("llama", "LlamaForCausalLM"),
+            Family::Qwen2 => ("qwen2", "Qwen2ForCausalLM"),
+        };
+        let mut v = json!({
+            "architectures": [arch],
+            "model_type": model_type,
+            "hidden_act": "silu",
+            "vocab_size": self.vocab_size,
+            "hidden_size": self.hidden_size,
+            "intermediate_size": self.intermediate_size,
+            "num_hidden_layers": self.num_layers,
+            "num_attention_heads": self.num_heads,
+            "num_key_value_heads": self.num_kv_heads,
+            "head_dim": self.head_dim,
+            "rms_norm_eps": self.rms_norm_eps,
+            "rope_theta": self.rope_theta,
+            "rope_scaling": null,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "max_position_embeddings": self.max_position_embeddings,
+            "torch_dtype": "float32",
+        });
+        if self.family == Family::Llama {
+            v["attention_bias"] = json!(self.qkv_bias);
+            v["mlp_bias"] = json!(false);
+        }
+        if let Some(bos) = self.bos_token_id {
+            v["bos_token_id"] = json!(bos);
+        }
+        match self.eos_token_ids.as_slice() {
+            [] => {}
+            [one] => v["eos_token_id"] = json!(one),
+            many => v["eos_token_id"] = json!(many),
+        }
+        v
+    }
+
+    /// How many query heads share one key/value head.
+    pub fn kv_groups(&self) -> usize {
+        self.num_heads / self.num_kv_heads
+    }
+}
+
+struct Reader<'a, F> {
+    map: &'a Map<String, Value>,
+    err: &'a F,
+}
+
+impl<F: Fn(&str, String) -> PolicyError> Reader<'_, F> {
+    fn str(&self, field: &str) -> Result<String, PolicyError> {
+        match self.map.get(field) {
+            Some(Value::String(s)) => Ok(s.clone()),
+            Some(other) => Err((self.err)(field, format!("must be a string, found {other}"))),
+            None => Err((self.err)(field, "is missing".to_owned())),
+        }
+    }
+
+    fn usize(&self, field: &str) -> Result<usize, PolicyError> {
+        self.opt_usize(field)?.ok_or_else(|| (self.err)(field, "is missing".to_owned()))
+    }
+
+    fn opt_usize(&self, field: &str) -> Result<Option<usize>, PolicyError> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
+                Some(0) => Err((self.err)(field, "must be at least 1".to_owned())),
+                Some(n) => Ok(Some(n)),
+                None => Err((self.err)(field, format!("must be a positive integer, found {v}"))),
+            },
+        }
+    }
+
+    fn opt_f64(&self, field: &str) -> Result<Option<f64>, PolicyError> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(v) => match v.as_f64() {
+                Some(x) if x.is_finite() && x > 0.0 => Ok(Some(x)),
+                _ => Err((self.err)(field, format!("must be a positive number, found {v}"))),
+            },
+        }
+    }
+
+    fn opt_bool(&self, field: &str) -> Result<Option<bool>, PolicyError> {
+        match self.map.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Bool(b)) => Ok(Some(*b)),
+            Some(v) => Err((self.err)(field, format!("must be true or false, found {v}"))),
+        }
+    }
+}

@@ -1,0 +1,31 @@
+//! The policy model: a decoder-only causal LM of the Qwen2/Llama family on Burn (RMSNorm,
+//! rotate-half RoPE, grouped-query attention, SwiGLU, tied or untied embeddings, Qwen2's q/k/v
+//! biases), generic over the Burn backend. It loads HF `config.json`, `model.safetensors`
+//! (single or sharded) and `tokenizer.json`; adds LoRA adapters that alone train, saved and loaded
+//! as PEFT files; samples completions with a KV cache, temperature and top-p from an explicit,
+//! serialisable RNG, returning token ids and log-probs; and scores given completions under the
+//! policy or the reference (the same base with no adapters: no second copy of the weights).
+//!
+//! It is not the trainer (GRPO, optimiser, checkpoints live in `hr-grpo`) and it does not choose
+//! the backend: the binary does.
+
+mod config;
+mod error;
+mod lora;
+mod model;
+mod peft;
+mod policy;
+mod rng;
+mod sampling;
+mod tokenizer;
+mod weights;
+
+pub use config::{Family, ModelConfig};
+pub use error::PolicyError;
+pub use lora::{Adapters, LayerAdapters, LoraConfig, LoraPair, Target};
+pub use model::{Attention, BaseModel, Block, KvCache, Mlp};
+pub use peft::{ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_config_json, load_adapters, read_adapter_config, save_adapters};
+pub use policy::{Generation, Policy, host_f32};
+pub use rng::{PolicyRng, RngState};
+pub use sampling::SamplingConfig;
+pub use tokenizer::{ChatTokenizer, IM_END, IM_START, Message};

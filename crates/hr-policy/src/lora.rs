@@ -1,0 +1,197 @@
+//! LoRA adapters: `y = x·W + (alpha/r)·(x·A)·B` on chosen projections, with only `A` and `B`
+//! trainable. Initialised as PEFT does (A Kaiming-uniform, B zero) from an explicit RNG.
+
+use std::convert::Infallible;
+
+use burn::module::{Module, Param};
+use burn::tensor::backend::Backend;
+use burn::tensor::{Tensor, TensorData};
+
+use crate::{ModelConfig, PolicyError, PolicyRng};
+
+/// A projection LoRA can adapt, named as PEFT's `target_modules` name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Target {
+    /// `self_attn.q_proj`
+    QProj,
+    /// `self_attn.k_proj`
+    KProj,
+    /// `self_attn.v_proj`
+    VProj,
+    /// `self_attn.o_proj`
+    OProj,
+    /// `mlp.gate_proj`
+    GateProj,
+    /// `mlp.up_proj`
+    UpProj,
+    /// `mlp.down_proj`
+    DownProj,
+}
+
+impl Target {
+    /// Every target, in module order.
+    pub const ALL: [Target; 7] = [
+        Target::QProj,
+        Target::KProj,
+        Target::VProj,
+        Target::OProj,
+        Target::GateProj,
+        Target::UpProj,
+        Target::DownProj,
+    ];
+
+    /// PEFT's name (`q_proj`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Target::QProj => "q_proj",
+            Target::KProj => "k_proj",
+            Target::VProj => "v_proj",
+            Target::OProj => "o_proj",
+            Target::GateProj => "gate_proj",
+            Target::UpProj => "up_proj",
+            Target::DownProj => "down_proj",
+        }
+    }
+
+    /// Parses PEFT's name.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|t| t.name() == name)
+    }
+
+    /// The HF module path inside a decoder layer (`self_attn.q_proj`, `mlp.up_proj`).
+    pub fn module_path(self) -> String {
+        let parent = match self {
+            Target::QProj | Target::KProj | Target::VProj | Target::OProj => "self_attn",
+            _ => "mlp",
+        };
+        format!("{parent}.{}", self.name())
+    }
+
+    /// `(in, out)` widths of the projection in `config`.
+    pub fn dims(self, config: &ModelConfig) -> (usize, usize) {
+        let (h, i) = (config.hidden_size, config.intermediate_size);
+        let (q, kv) = (config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim);
+        match self {
+            Target::QProj => (h, q),
+            Target::KProj | Target::VProj => (h, kv),
+            Target::OProj => (q, h),
+            Target::GateProj | Target::UpProj => (h, i),
+            Target::DownProj => (i, h),
+        }
+    }
+}
+
+/// Rank, scaling and targets of a LoRA.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LoraConfig {
+    /// Rank `r`.
+    pub rank: usize,
+    /// `lora_alpha`; the update is scaled by `alpha / r`.
+    pub alpha: f64,
+    /// Projections that get adapters, sorted and unique.
+    pub targets: Vec<Target>,
+}
+
+impl LoraConfig {
+    /// A config; targets are sorted and deduplicated. Rank must be at least 1 and alpha positive.
+    pub fn new(rank: usize, alpha: f64, mut targets: Vec<Target>) -> Result<Self, PolicyError> {
+        if rank == 0 {
+            return Err(PolicyError::Request("LoRA rank must be at least 1".to_owned()));
+        }
+        if !(alpha.is_finite() && alpha > 0.0) {
+            return Err(PolicyError::Request(format!("LoRA alpha must be positive, got {alpha}")));
+        }
+        targets.sort();
+        targets.dedup();
+        if targets.is_empty() {
+            return Err(PolicyError::Request("LoRA needs at least one target module".to_owned()));
+        }
+        Ok(Self { rank, alpha, targets })
+    }
+}
+
+/// `A` (`[in, r]`) and `B` (`[r, out]`) of one adapted projection.
+#[derive(Module, Debug)]
+pub struct LoraPair<B: Backend> {
+    /// Down projection, stored `[in, r]` (PEFT's `lora_A.weight` is `[r, in]`).
+    pub a: Param<Tensor<B, 2>>,
+    /// Up projection, stored `[r, out]` (PEFT's `lora_B.weight` is `[out, r]`).
+    pub b: Param<Tensor<B, 2>>,
+}
+
+/// The adapters of one decoder layer, one slot per [`Target`] in `Target::ALL` order.
+#[derive(Module, Debug)]
+pub struct LayerAdapters<B: Backend> {
+    /// `None` where the projection is not a target.
+    pub slots: Vec<Option<LoraPair<B>>>,
+}
+
+/// All adapters of a model: the only trainable parameters.
+#[derive(Module, Debug)]
+pub struct Adapters<B: Backend> {
+    /// Per decoder layer.
+    pub layers: Vec<LayerAdapters<B>>,
+    #[module(skip)]
+    config: LoraConfig,
+}
+
+fn slot(target: Target) -> usize {
+    Target::ALL.iter().position(|t| *t == target).unwrap_or_default()
+}
+
+impl<B: Backend> Adapters<B> {
+    /// Fresh adapters as PEFT initialises them: `A ~ U(−1/√in, 1/√in)` drawn from `rng` in layer
+    /// and target order, `B = 0`.
+    pub fn init(model: &ModelConfig, config: LoraConfig, rng: &mut PolicyRng, device: &B::Device) -> Self {
+        let built = Self::build(model, config, device, |_, _, d_in, d_out, r| {
+            let bound = 1.0 / (d_in as f64).sqrt();
+            let a: Vec<f32> =
+                (0..d_in * r).map(|_| ((rng.next_f64() * 2.0 - 1.0) * bound) as f32).collect();
+            Ok::<_, Infallible>((a, vec![0.0; r * d_out]))
+        });
+        match built {
+            Ok(adapters) => adapters,
+            Err(never) => match never {},
+        }
+    }
+
+    /// Builds adapters from host data: `fill(layer, target, in, out, r)` returns `A` as `[in, r]` and
+    /// `B` as `[r, out]`, row-major, for each layer in order.
+    pub(crate) fn build<E>(
+        model: &ModelConfig,
+        config: LoraConfig,
+        device: &B::Device,
+        mut fill: impl FnMut(usize, Target, usize, usize, usize) -> Result<(Vec<f32>, Vec<f32>), E>,
+    ) -> Result<Self, E> {
+        let r = config.rank;
+        let mut layers = Vec::with_capacity(model.num_layers);
+        for layer in 0..model.num_layers {
+            let mut slots: Vec<Option<LoraPair<B>>> = (0..Target::ALL.len()).map(|_| None).collect();
+            for &target in &config.targets {
+                let (d_in, d_out) = target.dims(model);
+                let (a, b) = fill(layer, target, d_in, d_out, r)?;
+                slots[slot(target)] = Some(LoraPair {
+                    a: Param::from_tensor(Tensor::from_data(TensorData::new(a, [d_in, r]), device)),
+                    b: Param::from_tensor(Tensor::from_data(TensorData::new(b, [r, d_out]), device)),
+                });
+            }
+            layers.push(LayerAdapters { slots });
+        }
+        Ok(Self { layers, config })
+    }
+
+    /// The LoRA config these adapters were built with.
+    pub fn config(&self) -> &LoraConfig {
+        &self.config
+    }
+
+    /// `alpha / r`.
+    pub fn scale(&self) -> f64 {
+        self.config.alpha / self.config.rank as f64
+    }
+
+    /// The adapter of `target` in `layer`, if it is adapted.
+    pub fn pair(&self, layer: usize, target: Target) -> Option<&LoraPair<B>> {
+        self.layers.get(layer).and_then(|l| l.slots[slot(target)].as_ref())
+    }
+}

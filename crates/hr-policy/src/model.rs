@@ -1,0 +1,271 @@
+//! The decoder: embedding, blocks of RMSNorm → grouped-query attention with rotate-half RoPE →
+//! RMSNorm → SwiGLU MLP, a final RMSNorm and the LM head (tied or not). Linear weights are kept
+//! as `[in, out]` (HF stores `[out, in]`; the loader transposes).
+
+use burn::module::{Module, Param};
+use burn::tensor::activation::{silu, softmax};
+use burn::tensor::backend::Backend;
+use burn::tensor::module::{embedding, linear};
+use burn::tensor::{Int, Tensor, TensorData};
+
+use crate::ModelConfig;
+use crate::lora::{Adapters, LoraPair, Target};
+
+/// The attention projections of one block.
+#[derive(Module, Debug)]
+pub struct Attention<B: Backend> {
+    /// Query projection `[hidden, heads·head_dim]`.
+    pub q: Param<Tensor<B, 2>>,
+    /// Key projection `[hidden, kv_heads·head_dim]`.
+    pub k: Param<Tensor<B, 2>>,
+    /// Value projection `[hidden, kv_heads·head_dim]`.
+    pub v: Param<Tensor<B, 2>>,
+    /// Output projection `[heads·head_dim, hidden]`.
+    pub o: Param<Tensor<B, 2>>,
+    /// Query bias (Qwen2).
+    pub q_bias: Option<Param<Tensor<B, 1>>>,
+    /// Key bias (Qwen2).
+    pub k_bias: Option<Param<Tensor<B, 1>>>,
+    /// Value bias (Qwen2).
+    pub v_bias: Option<Param<Tensor<B, 1>>>,
+    /// Output bias (Llama with `attention_bias`).
+    pub o_bias: Option<Param<Tensor<B, 1>>>,
+}
+
+/// The SwiGLU MLP of one block.
+#[derive(Module, Debug)]
+pub struct Mlp<B: Backend> {
+    /// Gate projection `[hidden, intermediate]`.
+    pub gate: Param<Tensor<B, 2>>,
+    /// Up projection `[hidden, intermediate]`.
+    pub up: Param<Tensor<B, 2>>,
+    /// Down projection `[intermediate, hidden]`.
+    pub down: Param<Tensor<B, 2>>,
+}
+
+/// One decoder block.
+#[derive(Module, Debug)]
+pub struct Block<B: Backend> {
+    /// RMSNorm weight before attention.
+    pub input_norm: Param<Tensor<B, 1>>,
+    /// Attention projections.
+    pub attn: Attention<B>,
+    /// RMSNorm weight before the MLP.
+    pub post_norm: Param<Tensor<B, 1>>,
+    /// The MLP.
+    pub mlp: Mlp<B>,
+}
+
+/// The base model's parameters. They never train: the reference policy is this model without
+/// adapters, so there is no second copy of the weights.
+#[derive(Module, Debug)]
+pub struct BaseModel<B: Backend> {
+    /// Token embedding `[vocab, hidden]`.
+    pub embed: Param<Tensor<B, 2>>,
+    /// The decoder blocks.
+    pub blocks: Vec<Block<B>>,
+    /// Final RMSNorm weight.
+    pub norm: Param<Tensor<B, 1>>,
+    /// LM head `[hidden, vocab]`; `None` when tied to the embedding.
+    pub lm_head: Option<Param<Tensor<B, 2>>>,
+}
+
+/// Keys and values of the positions seen so far, per block, before the GQA repeat.
+#[derive(Debug, Clone)]
+pub struct KvCache<B: Backend> {
+    layers: Vec<Option<(Tensor<B, 4>, Tensor<B, 4>)>>,
+}
+
+impl<B: Backend> KvCache<B> {
+    /// An empty cache for `num_layers` blocks.
+    pub fn new(num_layers: usize) -> Self {
+        Self { layers: vec![None; num_layers] }
+    }
+
+    /// How many positions are cached.
+    pub fn len(&self) -> usize {
+        self.layers.first().and_then(Option::as_ref).map_or(0, |(k, _)| k.dims()[2])
+    }
+
+    /// Whether nothing is cached yet.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A batch laid out for the model: rows left-padded to a common length so that every row's last
+/// prompt token sits in the same column; later columns are appended by generation or scoring.
+#[derive(Debug, Clone)]
+pub(crate) struct Layout {
+    /// Padding columns at the start of each row.
+    pub(crate) pad_left: Vec<usize>,
+}
+
+impl Layout {
+    /// Rotary position of column `col` in row `row` (pads get position 0).
+    fn position(&self, row: usize, col: usize) -> usize {
+        col.saturating_sub(self.pad_left[row])
+    }
+}
+
+/// Runs the decoder on `tokens` (`[batch, new]`, occupying columns `past..past+new` of `layout`)
+/// and returns the final hidden states `[batch, new, hidden]`. With a cache, keys and values of
+/// earlier columns come from it and the new ones are appended.
+pub(crate) fn hidden_states<B: Backend>(
+    config: &ModelConfig,
+    base: &BaseModel<B>,
+    adapters: Option<&Adapters<B>>,
+    tokens: Tensor<B, 2, Int>,
+    layout: &Layout,
+    mut cache: Option<&mut KvCache<B>>,
+) -> Tensor<B, 3> {
+    let device = tokens.device();
+    let new = tokens.dims()[1];
+    let past = cache.as_ref().map_or(0, |c| c.len());
+    let (cos, sin) = rope_tables::<B>(config, layout, past, new, &device);
+    let mask = attention_mask::<B>(layout, past, new, &device);
+    let mut x = embedding(base.embed.val(), tokens);
+    for (i, block) in base.blocks.iter().enumerate() {
+        let lora = adapters.map(|a| (a, i));
+        let h = rms_norm(x.clone(), block.input_norm.val(), config.rms_norm_eps);
+        let layer_cache = cache.as_mut().map(|c| &mut c.layers[i]);
+        let attn = attention(config, &block.attn, lora, h, &cos, &sin, &mask, layer_cache);
+        x = x + attn;
+        let h = rms_norm(x.clone(), block.post_norm.val(), config.rms_norm_eps);
+        let gate = project(h.clone(), &block.mlp.gate, None, lora, Target::GateProj);
+        let up = project(h, &block.mlp.up, None, lora, Target::UpProj);
+        x = x + project(silu(gate) * up, &block.mlp.down, None, lora, Target::DownProj);
+    }
+    rms_norm(x, base.norm.val(), config.rms_norm_eps)
+}
+
+/// Projects hidden states `[batch, t, hidden]` to vocabulary logits `[batch, t, vocab]`.
+pub(crate) fn lm_logits<B: Backend>(base: &BaseModel<B>, hidden: Tensor<B, 3>) -> Tensor<B, 3> {
+    match &base.lm_head {
+        Some(head) => linear(hidden, head.val(), None),
+        None => linear(hidden, base.embed.val().transpose(), None),
+    }
+}
+
+fn rms_norm<B: Backend>(x: Tensor<B, 3>, weight: Tensor<B, 1>, eps: f64) -> Tensor<B, 3> {
+    let inv = x.clone().square().mean_dim(2).add_scalar(eps).sqrt().recip();
+    x * inv * weight.unsqueeze::<3>()
+}
+
+fn project<B: Backend>(
+    x: Tensor<B, 3>,
+    weight: &Param<Tensor<B, 2>>,
+    bias: Option<&Param<Tensor<B, 1>>>,
+    lora: Option<(&Adapters<B>, usize)>,
+    target: Target,
+) -> Tensor<B, 3> {
+    let y = linear(x.clone(), weight.val(), bias.map(Param::val));
+    match lora.and_then(|(a, layer)| a.pair(layer, target).map(|p| (p, a.scale()))) {
+        Some((LoraPair { a, b }, scale)) => {
+            y + linear(linear(x, a.val(), None), b.val(), None).mul_scalar(scale)
+        }
+        None => y,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn attention<B: Backend>(
+    config: &ModelConfig,
+    attn: &Attention<B>,
+    lora: Option<(&Adapters<B>, usize)>,
+    h: Tensor<B, 3>,
+    cos: &Tensor<B, 4>,
+    sin: &Tensor<B, 4>,
+    mask: &Tensor<B, 4>,
+    cache: Option<&mut Option<(Tensor<B, 4>, Tensor<B, 4>)>>,
+) -> Tensor<B, 3> {
+    let [batch, new, _] = h.dims();
+    let (heads, kv_heads, hd) = (config.num_heads, config.num_kv_heads, config.head_dim);
+    let q = project(h.clone(), &attn.q, attn.q_bias.as_ref(), lora, Target::QProj);
+    let k = project(h.clone(), &attn.k, attn.k_bias.as_ref(), lora, Target::KProj);
+    let v = project(h, &attn.v, attn.v_bias.as_ref(), lora, Target::VProj);
+    let q = rope(q.reshape([batch, new, heads, hd]).swap_dims(1, 2), cos, sin);
+    let mut k = rope(k.reshape([batch, new, kv_heads, hd]).swap_dims(1, 2), cos, sin);
+    let mut v = v.reshape([batch, new, kv_heads, hd]).swap_dims(1, 2);
+    if let Some(slot) = cache {
+        if let Some((pk, pv)) = slot.take() {
+            k = Tensor::cat(vec![pk, k], 2);
+            v = Tensor::cat(vec![pv, v], 2);
+        }
+        *slot = Some((k.clone(), v.clone()));
+    }
+    let total = k.dims()[2];
+    let groups = config.kv_groups();
+    let (k, v) = if groups > 1 {
+        let expand = |t: Tensor<B, 4>| {
+            t.unsqueeze_dim::<5>(2).repeat_dim(2, groups).reshape([batch, heads, total, hd])
+        };
+        (expand(k), expand(v))
+    } else {
+        (k, v)
+    };
+    let scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(1.0 / (hd as f64).sqrt()) + mask.clone();
+    let out = softmax(scores, 3).matmul(v).swap_dims(1, 2).reshape([batch, new, heads * hd]);
+    project(out, &attn.o, attn.o_bias.as_ref(), lora, Target::OProj)
+}
+
+/// HF's rotate-half RoPE: `x·cos + rotate_half(x)·sin` with `rotate_half([x1, x2]) = [−x2, x1]`.
+fn rope<B: Backend>(x: Tensor<B, 4>, cos: &Tensor<B, 4>, sin: &Tensor<B, 4>) -> Tensor<B, 4> {
+    let [b, h, t, d] = x.dims();
+    let x1 = x.clone().slice([0..b, 0..h, 0..t, 0..d / 2]);
+    let x2 = x.clone().slice([0..b, 0..h, 0..t, d / 2..d]);
+    let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
+    x * cos.clone() + rotated * sin.clone()
+}
+
+/// Cos and sin tables `[batch, 1, new, head_dim]` for columns `past..past+new`, computed in f64
+/// on the host from each row's positions.
+fn rope_tables<B: Backend>(
+    config: &ModelConfig,
+    layout: &Layout,
+    past: usize,
+    new: usize,
+    device: &B::Device,
+) -> (Tensor<B, 4>, Tensor<B, 4>) {
+    let hd = config.head_dim;
+    let batch = layout.pad_left.len();
+    let inv_freq: Vec<f64> =
+        (0..hd / 2).map(|i| config.rope_theta.powf(-((2 * i) as f64) / hd as f64)).collect();
+    let mut cos = Vec::with_capacity(batch * new * hd);
+    let mut sin = Vec::with_capacity(batch * new * hd);
+    for row in 0..batch {
+        for col in past..past + new {
+            let pos = layout.position(row, col) as f64;
+            for i in 0..hd {
+                let angle = pos * inv_freq[i % (hd / 2)];
+                cos.push(angle.cos() as f32);
+                sin.push(angle.sin() as f32);
+            }
+        }
+    }
+    let shape = [batch, 1, new, hd];
+    (
+        Tensor::from_data(TensorData::new(cos, shape), device),
+        Tensor::from_data(TensorData::new(sin, shape), device),
+    )
+}
+
+/// Additive mask `[batch, 1, new, past+new]`: a query sees keys at or before its column that are
+/// not padding.
+fn attention_mask<B: Backend>(
+    layout: &Layout,
+    past: usize,
+    new: usize,
+    device: &B::Device,
+) -> Tensor<B, 4> {
+    const MASKED: f32 = -1e9;
+    let batch = layout.pad_left.len();
+    let total = past + new;
+    let mut data = Vec::with_capacity(batch * new * total);
+    for &pad in &layout.pad_left {
+        for q in past..total {
+            data.extend((0..total).map(|k| if k <= q && k >= pad { 0.0 } else { MASKED }));
+        }
+    }
+    Tensor::from_data(TensorData::new(data, [batch, 1, new, total]), device)
+}

@@ -1,0 +1,166 @@
+//! Adapters as PEFT files: `adapter_model.safetensors` with PEFT's key names
+//! (`base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight`, `[r, in]`; `lora_B`,
+//! `[out, r]`) and `adapter_config.json`. Saving is deterministic, so save → load → save gives
+//! the same bytes.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use burn::tensor::backend::Backend;
+use safetensors::Dtype;
+use safetensors::tensor::TensorView;
+use serde_json::{Value, json};
+
+use crate::lora::{Adapters, LoraConfig, Target};
+use crate::weights::{TensorFile, transpose};
+use crate::{ModelConfig, PolicyError};
+
+/// File holding the adapter tensors.
+pub const ADAPTER_WEIGHTS: &str = "adapter_model.safetensors";
+/// File holding the adapter config.
+pub const ADAPTER_CONFIG: &str = "adapter_config.json";
+
+fn key(layer: usize, target: Target, matrix: &str) -> String {
+    format!("base_model.model.model.layers.{layer}.{}.{matrix}.weight", target.module_path())
+}
+
+fn host<B: Backend>(tensor: burn::tensor::Tensor<B, 2>) -> Result<Vec<f32>, PolicyError> {
+    tensor
+        .into_data()
+        .to_vec::<f32>()
+        .map_err(|e| PolicyError::Request(format!("reading adapter values: {e:?}")))
+}
+
+/// The `adapter_config.json` PEFT writes for `config` (`base_model` names the base model).
+pub fn adapter_config_json(config: &LoraConfig, base_model: &str) -> Value {
+    json!({
+        "base_model_name_or_path": base_model,
+        "bias": "none",
+        "fan_in_fan_out": false,
+        "inference_mode": true,
+        "init_lora_weights": true,
+        "layers_to_transform": null,
+        "lora_alpha": config.alpha,
+        "lora_dropout": 0.0,
+        "modules_to_save": null,
+        "peft_type": "LORA",
+        "r": config.rank,
+        "target_modules": config.targets.iter().map(|t| t.name()).collect::<Vec<_>>(),
+        "task_type": "CAUSAL_LM",
+        "use_dora": false,
+        "use_rslora": false,
+    })
+}
+
+/// Writes `adapter_model.safetensors` and `adapter_config.json` into `dir` (created if absent).
+/// Existing adapter files are never overwritten.
+pub fn save_adapters<B: Backend>(
+    adapters: &Adapters<B>,
+    base_model: &str,
+    dir: &Path,
+) -> Result<(), PolicyError> {
+    std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
+    let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
+    for (layer, slots) in adapters.layers.iter().enumerate() {
+        for (target, pair) in Target::ALL.iter().zip(&slots.slots) {
+            let Some(pair) = pair else { continue };
+            let [d_in, r] = pair.a.dims();
+            let [_, d_out] = pair.b.dims();
+            let a = transpose(&host(pair.a.val())?, d_in, r);
+            let b = transpose(&host(pair.b.val())?, r, d_out);
+            tensors.push((key(layer, *target, "lora_A"), vec![r, d_in], le_bytes(&a)));
+            tensors.push((key(layer, *target, "lora_B"), vec![d_out, r], le_bytes(&b)));
+        }
+    }
+    let views = tensors
+        .iter()
+        .map(|(name, shape, bytes)| {
+            TensorView::new(Dtype::F32, shape.clone(), bytes).map(|v| (name.as_str(), v))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| PolicyError::Request(format!("building {ADAPTER_WEIGHTS}: {e}")))?;
+    let metadata = HashMap::from([("format".to_owned(), "pt".to_owned())]);
+    let bytes = safetensors::serialize(views, Some(metadata))
+        .map_err(|e| PolicyError::Request(format!("serialising {ADAPTER_WEIGHTS}: {e}")))?;
+    let config = serde_json::to_vec_pretty(&adapter_config_json(adapters.config(), base_model))
+        .map_err(|e| PolicyError::Request(format!("serialising {ADAPTER_CONFIG}: {e}")))?;
+    write_new(&dir.join(ADAPTER_WEIGHTS), &bytes)?;
+    write_new(&dir.join(ADAPTER_CONFIG), &config)
+}
+
+fn le_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+/// Writes through a temporary file and a rename; refuses to replace an existing file.
+fn write_new(path: &Path, bytes: &[u8]) -> Result<(), PolicyError> {
+    if path.exists() {
+        return Err(PolicyError::io(
+            path,
+            std::io::Error::new(std::io::ErrorKind::AlreadyExists, "refusing to overwrite an existing adapter file"),
+        ));
+    }
+    let tmp = path.with_extension("partial");
+    std::fs::write(&tmp, bytes).map_err(|e| PolicyError::io(&tmp, e))?;
+    std::fs::rename(&tmp, path).map_err(|e| PolicyError::io(path, e))
+}
+
+/// Reads and checks `adapter_config.json`.
+pub fn read_adapter_config(path: &Path) -> Result<LoraConfig, PolicyError> {
+    let text = std::fs::read_to_string(path).map_err(|e| PolicyError::io(path, e))?;
+    let err = |field: &str, message: &str| PolicyError::Config {
+        path: path.to_owned(),
+        field: field.to_owned(),
+        message: message.to_owned(),
+    };
+    let v: Value = serde_json::from_str(&text).map_err(|e| err("(file)", &format!("not JSON: {e}")))?;
+    if v.get("peft_type").and_then(Value::as_str) != Some("LORA") {
+        return Err(err("peft_type", "must be \"LORA\""));
+    }
+    for (field, ok) in [
+        ("use_dora", v.get("use_dora").is_none_or(|x| x == &json!(false) || x.is_null())),
+        ("use_rslora", v.get("use_rslora").is_none_or(|x| x == &json!(false) || x.is_null())),
+        ("fan_in_fan_out", v.get("fan_in_fan_out").is_none_or(|x| x == &json!(false) || x.is_null())),
+        ("layers_to_transform", v.get("layers_to_transform").is_none_or(Value::is_null)),
+        ("modules_to_save", v.get("modules_to_save").is_none_or(Value::is_null)),
+        ("bias", v.get("bias").is_none_or(|x| x == "none")),
+    ] {
+        if !ok {
+            return Err(err(field, "is not supported: only plain LoRA (no DoRA, rsLoRA, biases, extra modules or layer subsets)"));
+        }
+    }
+    let rank = v
+        .get("r")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| err("r", "must be a positive integer"))? as usize;
+    let alpha = v.get("lora_alpha").and_then(Value::as_f64).ok_or_else(|| err("lora_alpha", "must be a number"))?;
+    let names = v
+        .get("target_modules")
+        .and_then(Value::as_array)
+        .ok_or_else(|| err("target_modules", "must be a list of module names such as [\"q_proj\", \"v_proj\"]"))?;
+    let mut targets = Vec::new();
+    for name in names {
+        let name = name.as_str().unwrap_or_default();
+        targets.push(Target::from_name(name).ok_or_else(|| {
+            err("target_modules", &format!("`{name}` is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj"))
+        })?);
+    }
+    LoraConfig::new(rank, alpha, targets).map_err(|e| err("r", &e.to_string()))
+}
+
+/// Loads adapters written by PEFT or [`save_adapters`] for a model of shape `model`.
+pub fn load_adapters<B: Backend>(
+    model: &ModelConfig,
+    dir: &Path,
+    device: &B::Device,
+) -> Result<Adapters<B>, PolicyError> {
+    let config = read_adapter_config(&dir.join(ADAPTER_CONFIG))?;
+    let mut file = TensorFile::open(&dir.join(ADAPTER_WEIGHTS))?;
+    let adapters = Adapters::build(model, config, device, |layer, target, d_in, d_out, r| {
+        let a = file.take(&key(layer, target, "lora_A"), &[r, d_in])?;
+        let b = file.take(&key(layer, target, "lora_B"), &[d_out, r])?;
+        Ok((transpose(&a, r, d_in), transpose(&b, d_out, r)))
+    })?;
+    file.finish(|_| false)?;
+    Ok(adapters)
+}

@@ -1,0 +1,208 @@
+//! A loaded model: forward passes, KV-cached sampling and the scoring pass the trainer uses.
+
+use std::path::Path;
+
+use burn::tensor::activation::log_softmax;
+use burn::tensor::backend::Backend;
+use burn::tensor::{Int, Tensor, TensorData};
+
+use crate::model::{BaseModel, KvCache, Layout, hidden_states, lm_logits};
+use crate::sampling::sample;
+use crate::{Adapters, ModelConfig, PolicyError, PolicyRng, SamplingConfig};
+
+/// The base model and its shape. Adapters are passed per call: `None` gives the reference policy.
+#[derive(Debug, Clone)]
+pub struct Policy<B: Backend> {
+    config: ModelConfig,
+    base: BaseModel<B>,
+    device: B::Device,
+}
+
+/// Completions sampled for a batch of prompts.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Generation {
+    /// Sampled token ids per prompt, the stop token included when one was sampled.
+    pub tokens: Vec<Vec<u32>>,
+    /// Log-probability of each sampled token under `softmax(logits / temperature)`.
+    pub logprobs: Vec<Vec<f64>>,
+    /// Whether each completion ended with a stop token (false: cut at `max_new_tokens`).
+    pub stopped: Vec<bool>,
+}
+
+/// Token used in padding columns; any valid id works because padding is masked.
+const PAD: u32 = 0;
+
+impl<B: Backend> Policy<B> {
+    /// Loads `config.json` and the safetensors weights of an HF model folder.
+    pub fn load(dir: &Path, device: &B::Device) -> Result<Self, PolicyError> {
+        let config = ModelConfig::from_file(&dir.join("config.json"))?;
+        let base = crate::weights::load_base(dir, &config, device)?;
+        Ok(Self { config, base, device: device.clone() })
+    }
+
+    /// The model's shape.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// The base parameters.
+    pub fn base(&self) -> &BaseModel<B> {
+        &self.base
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> &B::Device {
+        &self.device
+    }
+
+    fn check_tokens(&self, rows: &[Vec<u32>], what: &str) -> Result<(), PolicyError> {
+        if rows.is_empty() {
+            return Err(PolicyError::Request(format!("no {what} given")));
+        }
+        for (i, row) in rows.iter().enumerate() {
+            if let Some(t) = row.iter().find(|t| **t as usize >= self.config.vocab_size) {
+                return Err(PolicyError::Request(format!(
+                    "{what} {i}: token id {t} is outside the vocabulary ({})",
+                    self.config.vocab_size
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn token_tensor(&self, rows: &[Vec<u32>], width: usize, pad_left: &[usize]) -> Tensor<B, 2, Int> {
+        let mut data = Vec::with_capacity(rows.len() * width);
+        for (row, pad) in rows.iter().zip(pad_left) {
+            data.extend(std::iter::repeat_n(PAD as i64, *pad));
+            data.extend(row.iter().map(|t| i64::from(*t)));
+            data.extend(std::iter::repeat_n(PAD as i64, width - pad - row.len()));
+        }
+        Tensor::from_data(TensorData::new(data, [rows.len(), width]), &self.device)
+    }
+
+    /// Logits `[batch, len, vocab]` of left-padded `rows` with no cache (pad columns are garbage).
+    pub fn logits(&self, adapters: Option<&Adapters<B>>, rows: &[Vec<u32>]) -> Result<Tensor<B, 3>, PolicyError> {
+        self.check_tokens(rows, "row")?;
+        let width = rows.iter().map(Vec::len).max().unwrap_or(0);
+        let layout = Layout { pad_left: rows.iter().map(|r| width - r.len()).collect() };
+        let tokens = self.token_tensor(rows, width, &layout.pad_left);
+        Ok(lm_logits(&self.base, hidden_states(&self.config, &self.base, adapters, tokens, &layout, None)))
+    }
+
+    /// Samples one completion per prompt. With `use_cache` each step feeds only the new tokens
+    /// through a KV cache; without it every step recomputes the whole sequence (same result).
+    pub fn generate(
+        &self,
+        adapters: Option<&Adapters<B>>,
+        prompts: &[Vec<u32>],
+        sampling: &SamplingConfig,
+        rng: &mut PolicyRng,
+        use_cache: bool,
+    ) -> Result<Generation, PolicyError> {
+        sampling.validate()?;
+        self.check_tokens(prompts, "prompt")?;
+        if let Some(i) = prompts.iter().position(Vec::is_empty) {
+            return Err(PolicyError::Request(format!("prompt {i} is empty")));
+        }
+        let batch = prompts.len();
+        let width = prompts.iter().map(Vec::len).max().unwrap_or(0);
+        let layout = Layout { pad_left: prompts.iter().map(|p| width - p.len()).collect() };
+        let mut out = Generation {
+            tokens: vec![Vec::new(); batch],
+            logprobs: vec![Vec::new(); batch],
+            stopped: vec![false; batch],
+        };
+        let mut cache = use_cache.then(|| KvCache::new(self.config.num_layers));
+        let mut rows: Vec<Vec<u32>> = prompts.to_vec();
+        let mut feed = self.token_tensor(&rows, width, &layout.pad_left);
+        for step in 0..sampling.max_new_tokens {
+            let hidden = hidden_states(&self.config, &self.base, adapters, feed, &layout, cache.as_mut());
+            let [_, t, d] = hidden.dims();
+            let last = lm_logits(&self.base, hidden.slice([0..batch, t - 1..t, 0..d]));
+            let logits = host_f32(last)?;
+            let vocab = self.config.vocab_size;
+            let mut next = Vec::with_capacity(batch);
+            for row in 0..batch {
+                let token = if out.stopped[row] {
+                    PAD
+                } else {
+                    let (token, logp) = sample(&logits[row * vocab..(row + 1) * vocab], sampling, rng);
+                    out.tokens[row].push(token);
+                    out.logprobs[row].push(logp);
+                    out.stopped[row] = sampling.stop_tokens.contains(&token);
+                    token
+                };
+                next.push(token);
+                rows[row].push(token);
+            }
+            if out.stopped.iter().all(|s| *s) || step + 1 == sampling.max_new_tokens {
+                break;
+            }
+            feed = if use_cache {
+                let data: Vec<i64> = next.iter().map(|t| i64::from(*t)).collect();
+                Tensor::from_data(TensorData::new(data, [batch, 1]), &self.device)
+            } else {
+                self.token_tensor(&rows, width + step + 1, &layout.pad_left)
+            };
+        }
+        Ok(out)
+    }
+
+    /// Log-probabilities `[batch, max_completion_len]` of each completion token given its prompt,
+    /// under `softmax(logits / temperature)`, differentiable through `adapters`; positions past a
+    /// completion's end are 0. `adapters = None` scores under the reference (base) policy.
+    pub fn score(
+        &self,
+        adapters: Option<&Adapters<B>>,
+        prompts: &[Vec<u32>],
+        completions: &[Vec<u32>],
+        temperature: f64,
+    ) -> Result<Tensor<B, 2>, PolicyError> {
+        self.check_tokens(prompts, "prompt")?;
+        self.check_tokens(completions, "completion")?;
+        if prompts.len() != completions.len() {
+            return Err(PolicyError::Request(format!(
+                "{} prompts but {} completions",
+                prompts.len(),
+                completions.len()
+            )));
+        }
+        if let Some(i) = prompts.iter().position(Vec::is_empty) {
+            return Err(PolicyError::Request(format!("prompt {i} is empty")));
+        }
+        if !(temperature.is_finite() && temperature > 0.0) {
+            return Err(PolicyError::Request(format!("scoring temperature must be > 0, got {temperature}")));
+        }
+        let batch = prompts.len();
+        let p = prompts.iter().map(Vec::len).max().unwrap_or(0);
+        let c = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let layout = Layout { pad_left: prompts.iter().map(|x| p - x.len()).collect() };
+        let rows: Vec<Vec<u32>> =
+            prompts.iter().zip(completions).map(|(a, b)| a.iter().chain(b).copied().collect()).collect();
+        let tokens = self.token_tensor(&rows, p + c, &layout.pad_left);
+        let hidden = hidden_states(&self.config, &self.base, adapters, tokens, &layout, None);
+        let d = self.config.hidden_size;
+        let logits = lm_logits(&self.base, hidden.slice([0..batch, p - 1..p - 1 + c, 0..d]));
+        let logp = log_softmax(logits.div_scalar(temperature), 2);
+        let mut targets = Vec::with_capacity(batch * c);
+        let mut keep = Vec::with_capacity(batch * c);
+        for completion in completions {
+            for j in 0..c {
+                targets.push(completion.get(j).map_or(0, |t| i64::from(*t)));
+                keep.push(if j < completion.len() { 1.0f32 } else { 0.0 });
+            }
+        }
+        let targets: Tensor<B, 3, Int> = Tensor::from_data(TensorData::new(targets, [batch, c, 1]), &self.device);
+        let keep: Tensor<B, 2> = Tensor::from_data(TensorData::new(keep, [batch, c]), &self.device);
+        Ok(logp.gather(2, targets).reshape([batch, c]) * keep)
+    }
+}
+
+/// Copies a float tensor to the host as f32.
+pub fn host_f32<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Result<Vec<f32>, PolicyError> {
+    tensor
+        .into_data()
+        .convert::<f32>()
+        .to_vec::<f32>()
+        .map_err(|e| PolicyError::Request(format!("reading tensor values: {e:?}")))
+}

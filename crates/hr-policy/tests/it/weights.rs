@@ -1,0 +1,134 @@
+//! Loading errors name the file, the tensor or the field, and the fix.
+
+use std::collections::BTreeMap;
+
+use hr_policy::{ChatTokenizer, Message, ModelConfig, Policy, PolicyError, host_f32};
+use hr_tests::tiny_model::{EOS, TinySpec, write_tiny_model};
+use safetensors::Dtype;
+use safetensors::tensor::TensorView;
+
+use crate::Cpu;
+
+fn write_weights(path: &std::path::Path, tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>) -> anyhow::Result<()> {
+    let bytes: BTreeMap<&String, Vec<u8>> =
+        tensors.iter().map(|(n, (_, v))| (n, v.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
+    let views: Vec<(String, TensorView<'_>)> = tensors
+        .iter()
+        .map(|(n, (s, _))| (n.clone(), TensorView::new(Dtype::F32, s.clone(), &bytes[n]).expect("view")))
+        .collect();
+    std::fs::write(path, safetensors::serialize(views, None)?)?;
+    Ok(())
+}
+
+fn load_err(dir: &std::path::Path) -> String {
+    match Policy::<Cpu>::load(dir, &Default::default()) {
+        Ok(_) => panic!("load should fail"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn a_missing_wrong_shaped_or_unknown_tensor_is_named() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let model = write_tiny_model(dir.path(), &TinySpec::default());
+    let path = dir.path().join("model.safetensors");
+
+    let mut missing = model.tensors.clone();
+    missing.remove("model.layers.1.mlp.up_proj.weight");
+    write_weights(&path, &missing)?;
+    let err = load_err(dir.path());
+    assert!(err.contains("model.layers.1.mlp.up_proj.weight") && err.contains("missing"), "{err}");
+
+    let mut wrong = model.tensors.clone();
+    wrong.insert("model.layers.0.self_attn.k_proj.weight".into(), (vec![8, 32], vec![0.0; 256]));
+    write_weights(&path, &wrong)?;
+    let err = load_err(dir.path());
+    assert!(err.contains("model.layers.0.self_attn.k_proj.weight") && err.contains("[8, 32]"), "{err}");
+
+    let mut extra = model.tensors.clone();
+    extra.insert("model.layers.0.self_attn.q_proj.bias".into(), (vec![32], vec![0.0; 32]));
+    write_weights(&path, &extra)?;
+    let err = load_err(dir.path());
+    assert!(err.contains("model.layers.0.self_attn.q_proj.bias") && err.contains("not a tensor of this model"), "{err}");
+
+    std::fs::write(&path, b"not safetensors")?;
+    assert!(load_err(dir.path()).contains("not a valid safetensors file"));
+    Ok(())
+}
+
+#[test]
+fn sharded_weights_load_like_a_single_file() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let model = write_tiny_model(dir.path(), &TinySpec::default());
+    let single = Policy::<Cpu>::load(dir.path(), &Default::default())?;
+    let expected = host_f32(single.logits(None, &[vec![3, 4, 5, 6]])?)?;
+
+    std::fs::remove_file(dir.path().join("model.safetensors"))?;
+    let (first, second): (BTreeMap<_, _>, BTreeMap<_, _>) =
+        model.tensors.into_iter().partition(|(n, _)| n.contains("layers.0") || n.contains("embed"));
+    write_weights(&dir.path().join("model-00001-of-00002.safetensors"), &first)?;
+    write_weights(&dir.path().join("model-00002-of-00002.safetensors"), &second)?;
+    let mut map = serde_json::Map::new();
+    for name in first.keys() {
+        map.insert(name.clone(), "model-00001-of-00002.safetensors".into());
+    }
+    for name in second.keys() {
+        map.insert(name.clone(), "model-00002-of-00002.safetensors".into());
+    }
+    std::fs::write(
+        dir.path().join("model.safetensors.index.json"),
+        serde_json::to_vec(&serde_json::json!({"metadata": {}, "weight_map": map}))?,
+    )?;
+    let sharded = Policy::<Cpu>::load(dir.path(), &Default::default())?;
+    assert_eq!(expected, host_f32(sharded.logits(None, &[vec![3, 4, 5, 6]])?)?);
+    Ok(())
+}
+
+#[test]
+fn bad_configs_name_the_field() {
+    let base = serde_json::json!({
+        "model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+    });
+    let path = std::path::Path::new("config.json");
+    assert!(ModelConfig::from_json(path, &base.to_string()).is_ok());
+    for (field, value) in [
+        ("model_type", serde_json::json!("gpt2")),
+        ("num_key_value_heads", serde_json::json!(3)),
+        ("hidden_size", serde_json::json!(-1)),
+        ("rope_scaling", serde_json::json!({"type": "linear", "factor": 2.0})),
+        ("hidden_act", serde_json::json!("gelu")),
+        ("eos_token_id", serde_json::json!(999)),
+    ] {
+        let mut bad = base.clone();
+        bad[field] = value;
+        match ModelConfig::from_json(path, &bad.to_string()) {
+            Err(PolicyError::Config { field: named, .. }) => assert_eq!(named, field),
+            other => panic!("{field}: expected a config error, got {other:?}"),
+        }
+    }
+    let mut missing = base;
+    missing.as_object_mut().expect("object").remove("vocab_size");
+    let err = ModelConfig::from_json(path, &missing.to_string()).expect_err("missing field");
+    assert!(err.to_string().contains("`vocab_size`: is missing"), "{err}");
+}
+
+#[test]
+fn the_tokenizer_reads_tokenizer_json_and_formats_chatml() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    write_tiny_model(dir.path(), &TinySpec::default());
+    let tok = ChatTokenizer::from_file(&dir.path().join("tokenizer.json"))?;
+    let ids = tok.encode_chat(&[Message::new("user", "so the answer is 42")])?;
+    assert_eq!(ids[0], 1, "<|im_start|> is one special token");
+    assert!(ids.contains(&EOS), "<|im_end|> closes the user turn");
+    assert!(ids.contains(&tok.token_id("Ġthe").expect("merged token")), "BPE merges apply: {ids:?}");
+    let text_ids = tok.encode("héllo wörld")?;
+    assert_eq!(tok.decode(&text_ids)?, "héllo wörld");
+    assert_eq!(
+        ChatTokenizer::chat_prompt(&[Message::new("system", "S"), Message::new("user", "U")]),
+        "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+    );
+    let err = ChatTokenizer::from_file(&dir.path().join("nope.json")).expect_err("missing file");
+    assert!(err.to_string().contains("nope.json"));
+    Ok(())
+}
