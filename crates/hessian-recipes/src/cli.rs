@@ -44,6 +44,10 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: ProofCommand,
     },
+    /// Sample completions from an HF model folder (config.json, model.safetensors,
+    /// tokenizer.json), e.g. the one `cargo xtask fetch-model smollm2` prints. Prompts are
+    /// formatted with the ChatML template unless --raw; stops at <|im_end|> or the model's EOS.
+    Generate(GenerateArgs),
     /// Sealed snapshots (checkpoints and run outputs).
     Snapshot {
         #[command(subcommand)]
@@ -145,6 +149,43 @@ pub(crate) struct DevmasterArgs {
     /// file, e.g. to capture what a real client sends.
     #[arg(long)]
     pub(crate) record_requests: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GenerateArgs {
+    /// The model folder.
+    #[arg(long)]
+    pub(crate) model: PathBuf,
+    /// A user prompt; repeat for a batch.
+    #[arg(long, required = true)]
+    pub(crate) prompt: Vec<String>,
+    /// A system message placed before each prompt.
+    #[arg(long)]
+    pub(crate) system: Option<String>,
+    /// Use the prompt text as is, without the chat template.
+    #[arg(long)]
+    pub(crate) raw: bool,
+    /// A PEFT LoRA adapter folder (adapter_config.json, adapter_model.safetensors).
+    #[arg(long)]
+    pub(crate) adapter: Option<PathBuf>,
+    /// Most tokens generated per prompt.
+    #[arg(long, default_value_t = 64)]
+    pub(crate) max_new_tokens: usize,
+    /// Sampling temperature; 0 is greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) temperature: f64,
+    /// Nucleus (top-p) mass in (0, 1]; 1 disables it.
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) top_p: f64,
+    /// Seed of the sampling RNG (the same seed gives the same tokens, bit for bit, on CPU).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) seed: u64,
+    /// Backend.
+    #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
+    pub(crate) device: crate::backend::DeviceKind,
+    /// Print one JSON object per prompt: prompt, completion, tokens, logprobs, stopped.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -1,14 +1,17 @@
 //! The `hessian-recipes` command line, composed from the library crates: the CPU demo fixture
-//! (`demo`), the Determined cluster tooling (`cluster render|check|cpu-command`) and sealed
+//! (`demo`), policy sampling (`generate`, on the CPU or, built with `--features cuda`, a GPU), the
+//! Determined cluster tooling (`cluster render|check|cpu-command`) and sealed
 //! snapshots (`snapshot verify`). It parses arguments, calls the libraries and maps errors to exit
 //! codes (0 ok, 1 failure, 2 bad input or a refused output folder, 3 an invalid snapshot); it
 //! holds no domain logic of its own.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod backend;
 mod cli;
 mod cluster;
 mod demo;
 mod devmaster;
+mod generate;
 mod output;
 mod qualify;
 mod snapshot;
@@ -55,6 +58,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Demo(args) => demo::run(&args),
         cli::Command::Devmaster(args) => devmaster::run(&args),
         cli::Command::Cluster { command } => cluster::run(command),
+        cli::Command::Generate(args) => generate::run(args),
         cli::Command::Snapshot { command } => snapshot::run(command),
         cli::Command::ManagedTrial {
             kind: cli::ManagedTrialKind::Cpu,

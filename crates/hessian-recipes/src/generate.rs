@@ -1,0 +1,86 @@
+//! `hessian-recipes generate`: load an HF model folder (and optionally PEFT adapters), format the
+//! prompts with ChatML and sample completions on the chosen backend.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use anyhow::Context;
+use burn::tensor::backend::Backend;
+use hr_policy::{ChatTokenizer, IM_END, Message, Policy, PolicyRng, SamplingConfig, load_adapters};
+
+use crate::backend::{OnBackend, dispatch};
+use crate::cli::GenerateArgs;
+
+pub(crate) fn run(args: GenerateArgs) -> anyhow::Result<ExitCode> {
+    dispatch(args.device, Job(args))
+}
+
+struct Job(GenerateArgs);
+
+impl OnBackend for Job {
+    type Output = ExitCode;
+
+    fn run<B: Backend>(self, device: B::Device, name: &str) -> anyhow::Result<ExitCode> {
+        let args = self.0;
+        let tokenizer = ChatTokenizer::from_file(&args.model.join("tokenizer.json"))?;
+        let loading = Instant::now();
+        let policy = Policy::<B>::load(&args.model, &device)
+            .with_context(|| format!("loading the model in {}", args.model.display()))?;
+        let adapters = args
+            .adapter
+            .as_ref()
+            .map(|dir| load_adapters::<B>(policy.config(), dir, &device))
+            .transpose()?;
+        let loaded = loading.elapsed();
+        let prompts = args
+            .prompt
+            .iter()
+            .map(|p| {
+                if args.raw {
+                    tokenizer.encode(p)
+                } else {
+                    let mut messages = Vec::new();
+                    if let Some(system) = &args.system {
+                        messages.push(Message::new("system", system));
+                    }
+                    messages.push(Message::new("user", p));
+                    tokenizer.encode_chat(&messages)
+                }
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut stop_tokens = policy.config().eos_token_ids.clone();
+        stop_tokens.extend(tokenizer.token_id(IM_END));
+        let sampling = SamplingConfig {
+            temperature: args.temperature,
+            top_p: args.top_p,
+            max_new_tokens: args.max_new_tokens,
+            stop_tokens,
+        };
+        let mut rng = PolicyRng::from_seed(args.seed);
+        let started = Instant::now();
+        let out = policy.generate(adapters.as_ref(), &prompts, &sampling, &mut rng, true)?;
+        let elapsed = started.elapsed().as_secs_f64();
+        let generated: usize = out.tokens.iter().map(Vec::len).sum();
+        for (i, prompt) in args.prompt.iter().enumerate() {
+            let text = tokenizer.decode(&out.tokens[i])?;
+            if args.json {
+                let line = serde_json::json!({
+                    "prompt": prompt,
+                    "completion": text,
+                    "tokens": out.tokens[i],
+                    "logprobs": out.logprobs[i],
+                    "stopped": out.stopped[i],
+                });
+                println!("{line}");
+            } else {
+                println!("{text}");
+            }
+        }
+        eprintln!(
+            "{name}: loaded in {:.1} s; {generated} tokens in {elapsed:.2} s ({:.1} tokens/s)",
+            loaded.as_secs_f64(),
+            generated as f64 / elapsed.max(1e-9)
+        );
+        Ok(ExitCode::SUCCESS)
+    }
+}

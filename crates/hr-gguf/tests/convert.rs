@@ -1,0 +1,208 @@
+//! GGUF files written by the test itself: parsing, dequantization and conversion to HF.
+
+use half::f16;
+use hr_gguf::{GgmlType, Gguf, GgufError, convert_to_hf, dequantize};
+use safetensors::SafeTensors;
+
+/// A minimal GGUF v3 writer for tests.
+#[derive(Default)]
+struct Writer {
+    kv: Vec<u8>,
+    n_kv: u64,
+    infos: Vec<u8>,
+    data: Vec<u8>,
+    n_tensors: u64,
+}
+
+fn string(out: &mut Vec<u8>, s: &str) {
+    out.extend((s.len() as u64).to_le_bytes());
+    out.extend(s.as_bytes());
+}
+
+impl Writer {
+    fn u32(&mut self, key: &str, v: u32) {
+        string(&mut self.kv, key);
+        self.kv.extend(4u32.to_le_bytes());
+        self.kv.extend(v.to_le_bytes());
+        self.n_kv += 1;
+    }
+    fn f32(&mut self, key: &str, v: f32) {
+        string(&mut self.kv, key);
+        self.kv.extend(6u32.to_le_bytes());
+        self.kv.extend(v.to_le_bytes());
+        self.n_kv += 1;
+    }
+    fn str(&mut self, key: &str, v: &str) {
+        string(&mut self.kv, key);
+        self.kv.extend(8u32.to_le_bytes());
+        string(&mut self.kv, v);
+        self.n_kv += 1;
+    }
+    fn strs(&mut self, key: &str, items: &[&str]) {
+        string(&mut self.kv, key);
+        self.kv.extend(9u32.to_le_bytes());
+        self.kv.extend(8u32.to_le_bytes());
+        self.kv.extend((items.len() as u64).to_le_bytes());
+        for s in items {
+            string(&mut self.kv, s);
+        }
+        self.n_kv += 1;
+    }
+    fn i32s(&mut self, key: &str, items: &[i32]) {
+        string(&mut self.kv, key);
+        self.kv.extend(9u32.to_le_bytes());
+        self.kv.extend(5u32.to_le_bytes());
+        self.kv.extend((items.len() as u64).to_le_bytes());
+        for v in items {
+            self.kv.extend(v.to_le_bytes());
+        }
+        self.n_kv += 1;
+    }
+    fn tensor(&mut self, name: &str, dims: &[u64], ggml_type: u32, bytes: &[u8]) {
+        while self.data.len() % 32 != 0 {
+            self.data.push(0);
+        }
+        string(&mut self.infos, name);
+        self.infos.extend((dims.len() as u32).to_le_bytes());
+        for d in dims {
+            self.infos.extend(d.to_le_bytes());
+        }
+        self.infos.extend(ggml_type.to_le_bytes());
+        self.infos.extend((self.data.len() as u64).to_le_bytes());
+        self.data.extend(bytes);
+        self.n_tensors += 1;
+    }
+    fn finish(self) -> Vec<u8> {
+        let mut out = b"GGUF".to_vec();
+        out.extend(3u32.to_le_bytes());
+        out.extend(self.n_tensors.to_le_bytes());
+        out.extend(self.n_kv.to_le_bytes());
+        out.extend(self.kv);
+        out.extend(self.infos);
+        while out.len() % 32 != 0 {
+            out.push(0);
+        }
+        out.extend(self.data);
+        out
+    }
+}
+
+fn f32_bytes(values: &[f32]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_le_bytes()).collect()
+}
+
+#[test]
+fn quantized_blocks_dequantize_as_ggml_defines_them() {
+    // Q8_0: d = 0.5, q = -16..16.
+    let mut q8 = f16::from_f32(0.5).to_le_bytes().to_vec();
+    q8.extend((-16i8..16).map(|q| q as u8));
+    let expected: Vec<f32> = (-16..16).map(|q| q as f32 * 0.5).collect();
+    assert_eq!(dequantize(GgmlType::Q8_0, &q8), expected);
+
+    // Q4_1: d = 0.25, m = -1; byte j holds value j (low nibble) and value j+16 (high nibble).
+    let mut q41 = f16::from_f32(0.25).to_le_bytes().to_vec();
+    q41.extend(f16::from_f32(-1.0).to_le_bytes());
+    q41.extend((0u8..16).map(|j| j | ((15 - j) << 4)));
+    let mut expected: Vec<f32> = (0..16).map(|j| j as f32 * 0.25 - 1.0).collect();
+    expected.extend((0..16).map(|j| (15 - j) as f32 * 0.25 - 1.0));
+    assert_eq!(dequantize(GgmlType::Q4_1, &q41), expected);
+
+    // Q4_0: d = 2, x = (q − 8)·d.
+    let mut q40 = f16::from_f32(2.0).to_le_bytes().to_vec();
+    q40.extend([0x80u8; 16]);
+    let mut expected = vec![-16.0f32; 16];
+    expected.extend(vec![0.0f32; 16]);
+    assert_eq!(dequantize(GgmlType::Q4_0, &q40), expected);
+}
+
+#[test]
+fn a_llama_gguf_converts_to_hf_names_shapes_and_unpermuted_q_k() -> anyhow::Result<()> {
+    let (hidden, heads, kv_heads, ffn) = (8usize, 2usize, 1usize, 32usize);
+    let hd = hidden / heads;
+    let q_hf: Vec<f32> = (0..hidden * hidden).map(|i| i as f32).collect();
+    // llama.cpp permutes Q rows per head: GGUF row h·d + 2i + j holds HF row h·d + j·d/2 + i.
+    let mut q_gguf = vec![0.0; q_hf.len()];
+    for h in 0..heads {
+        for i in 0..hd / 2 {
+            for j in 0..2 {
+                let (src, dst) = (h * hd + j * hd / 2 + i, h * hd + 2 * i + j);
+                q_gguf[dst * hidden..(dst + 1) * hidden].copy_from_slice(&q_hf[src * hidden..(src + 1) * hidden]);
+            }
+        }
+    }
+    let tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "a", "b", "ab"];
+    let mut w = Writer::default();
+    w.str("general.architecture", "llama");
+    w.u32("llama.block_count", 1);
+    w.u32("llama.embedding_length", hidden as u32);
+    w.u32("llama.feed_forward_length", ffn as u32);
+    w.u32("llama.attention.head_count", heads as u32);
+    w.u32("llama.attention.head_count_kv", kv_heads as u32);
+    w.f32("llama.rope.freq_base", 100_000.0);
+    w.f32("llama.attention.layer_norm_rms_epsilon", 1e-5);
+    w.u32("llama.context_length", 2048);
+    w.str("tokenizer.ggml.model", "gpt2");
+    w.str("tokenizer.ggml.pre", "smollm");
+    w.strs("tokenizer.ggml.tokens", &tokens);
+    w.strs("tokenizer.ggml.merges", &["a b"]);
+    w.i32s("tokenizer.ggml.token_type", &[3, 3, 3, 1, 1, 1]);
+    w.u32("tokenizer.ggml.bos_token_id", 1);
+    w.u32("tokenizer.ggml.eos_token_id", 2);
+    let ones = vec![1.0f32; hidden];
+    // Q8_0 embedding: 6 rows × 32 values, d = 1, q = row index.
+    let mut embd = Vec::new();
+    for row in 0..tokens.len() {
+        embd.extend(f16::from_f32(1.0).to_le_bytes());
+        embd.extend(std::iter::repeat_n(row as u8, 32));
+    }
+    w.tensor("token_embd.weight", &[32, tokens.len() as u64], 8, &embd);
+    w.tensor("blk.0.attn_norm.weight", &[hidden as u64], 0, &f32_bytes(&ones));
+    w.tensor("blk.0.attn_q.weight", &[hidden as u64, hidden as u64], 0, &f32_bytes(&q_gguf));
+    w.tensor("blk.0.attn_k.weight", &[hidden as u64, (kv_heads * hd) as u64], 0, &f32_bytes(&vec![0.5; hidden * kv_heads * hd]));
+    w.tensor("output_norm.weight", &[hidden as u64], 0, &f32_bytes(&ones));
+    let dir = tempfile::tempdir()?;
+    let gguf_path = dir.path().join("m.gguf");
+    std::fs::write(&gguf_path, w.finish())?;
+
+    let gguf = Gguf::open(&gguf_path)?;
+    let out = dir.path().join("hf");
+    let converted = convert_to_hf(&gguf, &out)?;
+    assert_eq!((converted.architecture.as_str(), converted.tensors), ("llama", 5));
+    let bytes = std::fs::read(out.join("model.safetensors"))?;
+    let st = SafeTensors::deserialize(&bytes)?;
+    let q = st.tensor("model.layers.0.self_attn.q_proj.weight")?;
+    assert_eq!(q.shape(), [hidden, hidden]);
+    let q_values: Vec<f32> = q.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    assert_eq!(q_values, q_hf, "Q rows are back in HF's rotate-half order");
+    let embed = st.tensor("model.embed_tokens.weight")?;
+    assert_eq!(embed.shape(), [tokens.len(), 32]);
+    assert_eq!(f32::from_le_bytes(embed.data()[32 * 4 * 5..32 * 4 * 5 + 4].try_into()?), 5.0);
+
+    let config: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("config.json"))?)?;
+    assert_eq!(config["num_key_value_heads"], 1);
+    assert_eq!(config["tie_word_embeddings"], true);
+    assert_eq!(config["eos_token_id"], 2);
+    assert_eq!(config["rope_theta"], 100_000.0);
+    let tok: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("tokenizer.json"))?)?;
+    assert_eq!(tok["added_tokens"].as_array().map(Vec::len), Some(3));
+    assert_eq!(tok["model"]["vocab"]["ab"], 5);
+    assert_eq!(tok["pre_tokenizer"]["pretokenizers"][0]["type"], "Digits");
+    Ok(())
+}
+
+#[test]
+fn malformed_files_give_typed_errors() {
+    assert!(matches!(Gguf::parse(b"GGML....".to_vec()), Err(GgufError::Malformed { offset: 0, .. })));
+    let mut w = Writer::default();
+    w.tensor("token_embd.weight", &[32, 4], 8, &[0u8; 10]);
+    let err = Gguf::parse(w.finish()).expect_err("truncated data");
+    assert!(err.to_string().contains("token_embd.weight"), "{err}");
+    let mut w = Writer::default();
+    w.tensor("x", &[4], 12, &[0u8; 16]);
+    let err = Gguf::parse(w.finish()).expect_err("unsupported type");
+    assert!(err.to_string().contains("ggml type 12"), "{err}");
+    let mut bytes = b"GGUF".to_vec();
+    bytes.extend(3u32.to_le_bytes());
+    bytes.extend(u64::MAX.to_le_bytes());
+    assert!(matches!(Gguf::parse(bytes), Err(GgufError::Malformed { .. })));
+}
