@@ -85,7 +85,10 @@ fn round_to(dtype: Dtype, x: f32) -> (f32, Vec<u8>) {
         Dtype::BF16 => {
             let bits = x.to_bits();
             let rounded = ((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) as u16;
-            (f32::from_bits(u32::from(rounded) << 16), rounded.to_le_bytes().to_vec())
+            (
+                f32::from_bits(u32::from(rounded) << 16),
+                rounded.to_le_bytes().to_vec(),
+            )
         }
         Dtype::F16 => {
             let h = half_from_f32(x);
@@ -128,7 +131,8 @@ pub fn write_tiny_model(dir: &Path, spec: &TinySpec) -> TinyModel {
     let head_dim = spec.hidden / spec.heads;
     let (h, i, v) = (spec.hidden, spec.intermediate, VOCAB);
     let (q, kv) = (spec.heads * head_dim, spec.kv_heads * head_dim);
-    let mut shapes: Vec<(String, Vec<usize>)> = vec![("model.embed_tokens.weight".into(), vec![v, h])];
+    let mut shapes: Vec<(String, Vec<usize>)> =
+        vec![("model.embed_tokens.weight".into(), vec![v, h])];
     for l in 0..spec.layers {
         let p = format!("model.layers.{l}");
         shapes.push((format!("{p}.input_layernorm.weight"), vec![h]));
@@ -157,7 +161,11 @@ pub fn write_tiny_model(dir: &Path, spec: &TinySpec) -> TinyModel {
         let n: usize = shape.iter().product();
         let fan_in = *shape.last().expect("shape");
         let is_norm = name.ends_with("norm.weight");
-        let scale = if name.ends_with(".bias") { 0.1 } else { 1.5 / (fan_in as f64).sqrt() };
+        let scale = if name.ends_with(".bias") {
+            0.1
+        } else {
+            1.5 / (fan_in as f64).sqrt()
+        };
         let mut values = Vec::with_capacity(n);
         let mut raw = Vec::new();
         for _ in 0..n {
@@ -173,7 +181,8 @@ pub fn write_tiny_model(dir: &Path, spec: &TinySpec) -> TinyModel {
     let views: Vec<(String, TensorView<'_>)> = tensors
         .iter()
         .map(|(name, (shape, _))| {
-            let view = TensorView::new(spec.dtype, shape.clone(), &bytes[name]).expect("tensor view");
+            let view =
+                TensorView::new(spec.dtype, shape.clone(), &bytes[name]).expect("tensor view");
             (name.clone(), view)
         })
         .collect();
@@ -198,10 +207,16 @@ pub fn write_tiny_model(dir: &Path, spec: &TinySpec) -> TinyModel {
         "eos_token_id": EOS,
         "torch_dtype": "float32",
     });
-    std::fs::write(dir.join("config.json"), serde_json::to_vec_pretty(&config).expect("json"))
-        .expect("write config");
-    std::fs::write(dir.join("tokenizer.json"), serde_json::to_vec_pretty(&tokenizer_json()).expect("json"))
-        .expect("write tokenizer");
+    std::fs::write(
+        dir.join("config.json"),
+        serde_json::to_vec_pretty(&config).expect("json"),
+    )
+    .expect("write config");
+    std::fs::write(
+        dir.join("tokenizer.json"),
+        serde_json::to_vec_pretty(&tokenizer_json()).expect("json"),
+    )
+    .expect("write tokenizer");
     TinyModel { config, tensors }
 }
 

@@ -2,4 +2,5 @@
 
 mod cluster;
 mod demo;
+mod generate;
 mod qualify;

@@ -1,6 +1,8 @@
 //! `cargo xtask ci`: the single gate, cheapest checks first. Format, tidy, clippy with warnings
 //! denied, the whole test suite (the end-to-end tests drive the binary built just before), then
-//! the conformance of the devmaster with the real `determined==0.35.0` client. It ends with one
+//! the conformance of the devmaster with the real `determined==0.35.0` client and of the bridges
+//! with the real environment servers, the offline release build with `--features cuda`, and the
+//! CPU qualification of that binary. It ends with one
 //! summary line, `ci: N passed, M failed`, and fails when no test ran.
 
 use std::{
@@ -57,12 +59,36 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         failed += f;
     }
     if failed == 0 {
-        // The managed CPU lifecycle, cold, against the devmaster (release build).
+        // The CUDA build must link offline (burn 0.21's cubecl 0.10 needs no LLVM download);
+        // there is no GPU here, so the binary is then qualified on the CPU.
+        let mut cuda = cargo();
+        cuda.args([
+            "build",
+            "--release",
+            "--locked",
+            "--package",
+            "hessian-recipes",
+            "--features",
+            "cuda",
+        ]);
+        match crate::run(cuda) {
+            Ok(()) => {
+                println!("build --release --features cuda: 1 passed, 0 failed");
+                passed += 1;
+            }
+            Err(e) => {
+                println!("build --release --features cuda: 0 passed, 1 failed ({e})");
+                failed += 1;
+            }
+        }
+    }
+    if failed == 0 {
+        // The managed CPU lifecycle, cold, against the devmaster (the release build above).
         let out = root
             .join("target")
             .join(format!("qualify-cpu-ci-{}", std::process::id()));
         let rel = out.strip_prefix(root).unwrap_or(&out).display().to_string();
-        match crate::qualify_cpu(root, &["--output".to_owned(), rel]) {
+        match crate::qualify_cpu_with(root, &["--output".to_owned(), rel], &["cuda"]) {
             Ok(()) => {
                 println!("qualify cpu: 1 passed, 0 failed");
                 passed += 1;

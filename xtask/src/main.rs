@@ -43,6 +43,10 @@ Tasks:
               dequantize it into an HF folder in the cache and print that folder
   bench seal [--size-mib N]
               seal and verify throughput of an N MiB snapshot (default 1024) next to sha256sum
+  bench policy [--backend flex|ndarray] [--tiny-only]
+              generation tokens/s and LoRA train-step time on the CPU for the tiny test model
+              and SmolLM2-135M (fetched as by fetch-model); run twice: equal digests = bitwise
+              determinism across processes
 ";
 
 fn main() -> Result<()> {
@@ -124,6 +128,12 @@ fn describe(cmd: &Command) -> String {
 /// `cargo xtask qualify cpu [--master URL] [--output runs/NAME]`: release build, then the
 /// binary's own `qualify cpu` (which copies itself into the output folder and runs from there).
 pub(crate) fn qualify_cpu(root: &Path, args: &[String]) -> Result<()> {
+    qualify_cpu_with(root, args, &[])
+}
+
+/// [`qualify_cpu`] with the release binary built with `features` (CI builds `cuda` once and
+/// qualifies that same binary on the CPU).
+pub(crate) fn qualify_cpu_with(root: &Path, args: &[String], features: &[&str]) -> Result<()> {
     let mut output = None;
     let mut master = None;
     let mut rest = args.iter();
@@ -150,6 +160,9 @@ pub(crate) fn qualify_cpu(root: &Path, args: &[String]) -> Result<()> {
         "--package",
         "hessian-recipes",
     ]);
+    if !features.is_empty() {
+        build.args(["--features", &features.join(",")]);
+    }
     run(build)?;
     let target =
         std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
@@ -161,7 +174,8 @@ pub(crate) fn qualify_cpu(root: &Path, args: &[String]) -> Result<()> {
     run(cmd)
 }
 
-/// `cargo xtask bench seal [--size-mib N]`: runs the seal benchmark in release mode.
+/// `cargo xtask bench seal [--size-mib N]` and `bench policy [--backend flex|ndarray]
+/// [--tiny-only]`: the benchmarks, in release mode.
 fn bench(args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("seal") => {
@@ -170,7 +184,34 @@ fn bench(args: &[String]) -> Result<()> {
                 .args(&args[1..]);
             run(cmd)
         }
-        other => bail!("unknown benchmark {other:?}: available: seal\n\n{HELP}"),
+        Some("policy") => {
+            let mut features = None;
+            let mut smollm2 = true;
+            let mut rest = args[1..].iter();
+            while let Some(a) = rest.next() {
+                match (a.as_str(), rest.clone().next().map(String::as_str)) {
+                    ("--backend", Some("flex")) => _ = rest.next(),
+                    ("--backend", Some("ndarray")) => {
+                        rest.next();
+                        features = Some("bench-ndarray");
+                    }
+                    ("--tiny-only", _) => smollm2 = false,
+                    _ => bail!(
+                        "bench policy: unknown argument {a:?}: use --backend flex|ndarray and/or --tiny-only"
+                    ),
+                }
+            }
+            let mut cmd = cargo();
+            cmd.args(["bench", "--package", "hr-policy", "--bench", "policy"]);
+            if let Some(f) = features {
+                cmd.args(["--features", f]);
+            }
+            if smollm2 {
+                cmd.env("HR_SMOLLM2_DIR", fetch_model::smollm2()?);
+            }
+            run(cmd)
+        }
+        other => bail!("unknown benchmark {other:?}: available: seal, policy\n\n{HELP}"),
     }
 }
 

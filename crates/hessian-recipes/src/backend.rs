@@ -48,16 +48,21 @@ mod cuda {
         match counted {
             Ok(Ok(n)) => Ok(n),
             Ok(Err(e)) => Err(format!("the CUDA driver failed to initialise ({e})")),
-            Err(_) => Err("libcuda could not be loaded: no NVIDIA driver is installed or it is not on the \
+            Err(_) => Err(
+                "libcuda could not be loaded: no NVIDIA driver is installed or it is not on the \
                            loader path"
-                .to_owned()),
+                    .to_owned(),
+            ),
         }
     }
 
     pub(super) fn run<J: OnBackend>(job: J) -> anyhow::Result<J::Output> {
         match device_count() {
             Ok(n) if n > 0 => job.run::<burn::backend::Cuda>(Default::default(), "cuda:0"),
-            Ok(_) => Err(Refused("--device cuda: the CUDA driver reports no GPU; use --device cpu".to_owned()).into()),
+            Ok(_) => Err(Refused(
+                "--device cuda: the CUDA driver reports no GPU; use --device cpu".to_owned(),
+            )
+            .into()),
             Err(why) => Err(Refused(format!("--device cuda: {why}; use --device cpu")).into()),
         }
     }

@@ -8,6 +8,7 @@ use anyhow::Context;
 use burn::tensor::backend::Backend;
 use hr_policy::{ChatTokenizer, IM_END, Message, Policy, PolicyRng, SamplingConfig, load_adapters};
 
+use crate::Refused;
 use crate::backend::{OnBackend, dispatch};
 use crate::cli::GenerateArgs;
 
@@ -22,6 +23,13 @@ impl OnBackend for Job {
 
     fn run<B: Backend>(self, device: B::Device, name: &str) -> anyhow::Result<ExitCode> {
         let args = self.0;
+        let mut sampling = SamplingConfig {
+            temperature: args.temperature,
+            top_p: args.top_p,
+            max_new_tokens: args.max_new_tokens,
+            stop_tokens: Vec::new(),
+        };
+        sampling.validate().map_err(|e| Refused(e.to_string()))?;
         let tokenizer = ChatTokenizer::from_file(&args.model.join("tokenizer.json"))?;
         let loading = Instant::now();
         let policy = Policy::<B>::load(&args.model, &device)
@@ -48,14 +56,8 @@ impl OnBackend for Job {
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let mut stop_tokens = policy.config().eos_token_ids.clone();
-        stop_tokens.extend(tokenizer.token_id(IM_END));
-        let sampling = SamplingConfig {
-            temperature: args.temperature,
-            top_p: args.top_p,
-            max_new_tokens: args.max_new_tokens,
-            stop_tokens,
-        };
+        sampling.stop_tokens = policy.config().eos_token_ids.clone();
+        sampling.stop_tokens.extend(tokenizer.token_id(IM_END));
         let mut rng = PolicyRng::from_seed(args.seed);
         let started = Instant::now();
         let out = policy.generate(adapters.as_ref(), &prompts, &sampling, &mut rng, true)?;

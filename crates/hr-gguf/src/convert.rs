@@ -62,7 +62,8 @@ fn unpermute_rows(values: &[f32], heads: usize, cols: usize) -> Vec<f32> {
             for j in 0..2 {
                 let src = h * d + 2 * i + j;
                 let dst = h * d + j * (d / 2) + i;
-                out[dst * cols..(dst + 1) * cols].copy_from_slice(&values[src * cols..(src + 1) * cols]);
+                out[dst * cols..(dst + 1) * cols]
+                    .copy_from_slice(&values[src * cols..(src + 1) * cols]);
             }
         }
     }
@@ -85,38 +86,62 @@ pub fn convert_to_hf(gguf: &Gguf, out: &Path) -> Result<Converted, GgufError> {
     let key = |k: &str| format!("{arch}.{k}");
     let heads = gguf.meta_u64(&key("attention.head_count"))? as usize;
     let kv_heads = match gguf.metadata.get(&key("attention.head_count_kv")) {
-        Some(v) => v.as_u64().ok_or_else(|| GgufError::Metadata { key: key("attention.head_count_kv"), message: "must be an integer".to_owned() })? as usize,
+        Some(v) => v.as_u64().ok_or_else(|| GgufError::Metadata {
+            key: key("attention.head_count_kv"),
+            message: "must be an integer".to_owned(),
+        })? as usize,
         None => heads,
     };
     let hidden = gguf.meta_u64(&key("embedding_length"))? as usize;
     let tokenizer = tokenizer_json(gguf)?;
-    let vocab = tokenizer["model"]["vocab"].as_object().map_or(0, serde_json::Map::len);
+    let vocab = tokenizer["model"]["vocab"]
+        .as_object()
+        .map_or(0, serde_json::Map::len);
     let tied = !gguf.tensors.contains_key("output.weight");
     let mut tensors: BTreeMap<String, (Vec<usize>, Vec<u8>)> = BTreeMap::new();
     let mut parameters = 0u64;
     for (name, info) in &gguf.tensors {
-        let hf = hf_name(name).ok_or_else(|| GgufError::Tensor { tensor: name.clone(), message: "has no HF counterpart in a llama/qwen2 model".to_owned() })?;
+        let hf = hf_name(name).ok_or_else(|| GgufError::Tensor {
+            tensor: name.clone(),
+            message: "has no HF counterpart in a llama/qwen2 model".to_owned(),
+        })?;
         let mut values = dequantize(info.ggml_type, gguf.tensor_bytes(name, info)?);
         let shape: Vec<usize> = info.dims.iter().rev().map(|d| *d as usize).collect();
         if permuted && hf.ends_with("weight") && (hf.contains("q_proj") || hf.contains("k_proj")) {
-            let n = if hf.contains("q_proj") { heads } else { kv_heads };
+            let n = if hf.contains("q_proj") {
+                heads
+            } else {
+                kv_heads
+            };
             values = unpermute_rows(&values, n, shape[1]);
         }
         if permuted && hf.ends_with("bias") && (hf.contains("q_proj") || hf.contains("k_proj")) {
-            let n = if hf.contains("q_proj") { heads } else { kv_heads };
+            let n = if hf.contains("q_proj") {
+                heads
+            } else {
+                kv_heads
+            };
             values = unpermute_rows(&values, n, 1);
         }
         parameters += values.len() as u64;
-        tensors.insert(hf, (shape, values.iter().flat_map(|v| v.to_le_bytes()).collect()));
+        tensors.insert(
+            hf,
+            (shape, values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        );
     }
     let views = tensors
         .iter()
         .map(|(n, (s, b))| TensorView::new(Dtype::F32, s.clone(), b).map(|v| (n.clone(), v)))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| GgufError::Tensor { tensor: "(all)".to_owned(), message: e.to_string() })?;
+        .map_err(|e| GgufError::Tensor {
+            tensor: "(all)".to_owned(),
+            message: e.to_string(),
+        })?;
     let metadata = std::collections::HashMap::from([("format".to_owned(), "pt".to_owned())]);
-    let weights = safetensors::serialize(views, Some(metadata))
-        .map_err(|e| GgufError::Tensor { tensor: "(all)".to_owned(), message: e.to_string() })?;
+    let weights = safetensors::serialize(views, Some(metadata)).map_err(|e| GgufError::Tensor {
+        tensor: "(all)".to_owned(),
+        message: e.to_string(),
+    })?;
     let token_id = |k: &str| gguf.metadata.get(k).and_then(crate::Value::as_u64);
     let mut config = json!({
         "architectures": [if arch == "qwen2" { "Qwen2ForCausalLM" } else { "LlamaForCausalLM" }],
@@ -142,14 +167,30 @@ pub fn convert_to_hf(gguf: &Gguf, out: &Path) -> Result<Converted, GgufError> {
     if let Some(eos) = token_id("tokenizer.ggml.eos_token_id") {
         config["eos_token_id"] = json!(eos);
     }
-    std::fs::create_dir_all(out).map_err(|source| GgufError::Io { path: out.to_owned(), source })?;
+    std::fs::create_dir_all(out).map_err(|source| GgufError::Io {
+        path: out.to_owned(),
+        source,
+    })?;
     let write = |file: &str, bytes: &[u8]| {
-        std::fs::write(out.join(file), bytes).map_err(|source| GgufError::Io { path: out.join(file), source })
+        std::fs::write(out.join(file), bytes).map_err(|source| GgufError::Io {
+            path: out.join(file),
+            source,
+        })
     };
     write("model.safetensors", &weights)?;
-    write("config.json", &serde_json::to_vec_pretty(&config).unwrap_or_default())?;
-    write("tokenizer.json", &serde_json::to_vec(&tokenizer).unwrap_or_default())?;
-    Ok(Converted { architecture: arch, tensors: tensors.len(), parameters })
+    write(
+        "config.json",
+        &serde_json::to_vec_pretty(&config).unwrap_or_default(),
+    )?;
+    write(
+        "tokenizer.json",
+        &serde_json::to_vec(&tokenizer).unwrap_or_default(),
+    )?;
+    Ok(Converted {
+        architecture: arch,
+        tensors: tensors.len(),
+        parameters,
+    })
 }
 
 #[cfg(test)]

@@ -53,11 +53,22 @@ fn half_at(b: &[u8], i: usize) -> f32 {
 /// Dequantizes stored bytes (as returned by `Gguf::tensor_bytes`) to f32 values in storage order.
 pub fn dequantize(ggml_type: GgmlType, bytes: &[u8]) -> Vec<f32> {
     match ggml_type {
-        GgmlType::F32 => bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-        GgmlType::F16 => bytes.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-        GgmlType::BF16 => bytes.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+        GgmlType::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        GgmlType::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        GgmlType::BF16 => bytes
+            .chunks_exact(2)
+            .map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
         GgmlType::Q4_0 => nibble_blocks(bytes, 18, 2, |b, q| (f32::from(q) - 8.0) * half_at(b, 0)),
-        GgmlType::Q4_1 => nibble_blocks(bytes, 20, 4, |b, q| f32::from(q) * half_at(b, 0) + half_at(b, 2)),
+        GgmlType::Q4_1 => nibble_blocks(bytes, 20, 4, |b, q| {
+            f32::from(q) * half_at(b, 0) + half_at(b, 2)
+        }),
         GgmlType::Q8_0 => bytes
             .chunks_exact(34)
             .flat_map(|b| {
@@ -70,7 +81,12 @@ pub fn dequantize(ggml_type: GgmlType, bytes: &[u8]) -> Vec<f32> {
 
 /// 4-bit blocks of 32 values after a `header`: low nibbles are values 0..16 of the block and high
 /// nibbles values 16..32; `value(block, q)` dequantizes one.
-fn nibble_blocks(bytes: &[u8], block: usize, header: usize, value: impl Fn(&[u8], u8) -> f32) -> Vec<f32> {
+fn nibble_blocks(
+    bytes: &[u8],
+    block: usize,
+    header: usize,
+    value: impl Fn(&[u8], u8) -> f32,
+) -> Vec<f32> {
     let mut out = Vec::with_capacity(bytes.len() / block * 32);
     for b in bytes.chunks_exact(block) {
         let qs = &b[header..header + 16];

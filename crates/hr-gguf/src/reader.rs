@@ -81,7 +81,10 @@ struct Cursor<'a> {
 
 impl Cursor<'_> {
     fn err(&self, message: impl Into<String>) -> GgufError {
-        GgufError::Malformed { offset: self.pos, message: message.into() }
+        GgufError::Malformed {
+            offset: self.pos,
+            message: message.into(),
+        }
     }
 
     fn take(&mut self, n: usize) -> Result<&[u8], GgufError> {
@@ -117,7 +120,10 @@ impl Cursor<'_> {
 
     fn len(&mut self) -> Result<usize, GgufError> {
         let n = self.u64()?;
-        usize::try_from(n).ok().filter(|n| *n <= self.bytes.len()).ok_or_else(|| self.err(format!("length {n} exceeds the file")))
+        usize::try_from(n)
+            .ok()
+            .filter(|n| *n <= self.bytes.len())
+            .ok_or_else(|| self.err(format!("length {n} exceeds the file")))
     }
 
     fn string(&mut self) -> Result<String, GgufError> {
@@ -135,7 +141,12 @@ impl Cursor<'_> {
             4 => Value::U64(u64::from(self.u32()?)),
             5 => Value::I64(i64::from(self.u32()? as i32)),
             // Through the shortest decimal form, so 1e-5 stored as f32 reads back as 1e-5.
-            6 => Value::F64(f32::from_bits(self.u32()?).to_string().parse().unwrap_or(f64::NAN)),
+            6 => Value::F64(
+                f32::from_bits(self.u32()?)
+                    .to_string()
+                    .parse()
+                    .unwrap_or(f64::NAN),
+            ),
             7 => Value::Bool(self.u8()? != 0),
             8 => Value::Str(self.string()?),
             9 if depth == 0 => {
@@ -158,15 +169,24 @@ impl Cursor<'_> {
 impl Gguf {
     /// Reads and parses a GGUF file.
     pub fn open(path: &std::path::Path) -> Result<Self, GgufError> {
-        let bytes = std::fs::read(path).map_err(|source| GgufError::Io { path: path.to_owned(), source })?;
+        let bytes = std::fs::read(path).map_err(|source| GgufError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
         Self::parse(bytes)
     }
 
     /// Parses GGUF bytes.
     pub fn parse(bytes: Vec<u8>) -> Result<Self, GgufError> {
-        let mut c = Cursor { bytes: &bytes, pos: 0 };
+        let mut c = Cursor {
+            bytes: &bytes,
+            pos: 0,
+        };
         if c.take(4)? != b"GGUF" {
-            return Err(GgufError::Malformed { offset: 0, message: "missing the GGUF magic".to_owned() });
+            return Err(GgufError::Malformed {
+                offset: 0,
+                message: "missing the GGUF magic".to_owned(),
+            });
         }
         let version = c.u32()?;
         if !(2..=3).contains(&version) {
@@ -188,21 +208,41 @@ impl Gguf {
             if n_dims == 0 || n_dims > 4 {
                 return Err(c.err(format!("tensor `{name}` has {n_dims} dims")));
             }
-            let dims = (0..n_dims).map(|_| c.u64()).collect::<Result<Vec<_>, _>>()?;
+            let dims = (0..n_dims)
+                .map(|_| c.u64())
+                .collect::<Result<Vec<_>, _>>()?;
             let raw_type = c.u32()?;
             let ggml_type = GgmlType::from_id(raw_type).ok_or_else(|| GgufError::Tensor {
                 tensor: name.clone(),
-                message: format!("ggml type {raw_type} is not supported (F32, F16, BF16, Q4_0, Q4_1, Q8_0 are)"),
+                message: format!(
+                    "ggml type {raw_type} is not supported (F32, F16, BF16, Q4_0, Q4_1, Q8_0 are)"
+                ),
             })?;
             let offset = c.u64()?;
-            tensors.insert(name, TensorInfo { dims, ggml_type, offset });
+            tensors.insert(
+                name,
+                TensorInfo {
+                    dims,
+                    ggml_type,
+                    offset,
+                },
+            );
         }
         let alignment = match metadata.get("general.alignment") {
             None => 32,
-            Some(v) => v.as_u64().filter(|a| *a > 0).ok_or_else(|| c.err("general.alignment must be a positive integer"))? as usize,
+            Some(v) => v
+                .as_u64()
+                .filter(|a| *a > 0)
+                .ok_or_else(|| c.err("general.alignment must be a positive integer"))?
+                as usize,
         };
         let data_start = c.pos.div_ceil(alignment) * alignment;
-        let gguf = Self { metadata, tensors, bytes, data_start };
+        let gguf = Self {
+            metadata,
+            tensors,
+            bytes,
+            data_start,
+        };
         for (name, info) in &gguf.tensors {
             gguf.tensor_bytes(name, info)?;
         }
@@ -212,35 +252,56 @@ impl Gguf {
     /// The raw stored bytes of a tensor, bounds-checked.
     pub fn tensor_bytes(&self, name: &str, info: &TensorInfo) -> Result<&[u8], GgufError> {
         let count: u64 = info.dims.iter().product();
-        let len = info.ggml_type.storage_bytes(count).ok_or_else(|| GgufError::Tensor {
-            tensor: name.to_owned(),
-            message: format!("{count} values do not fill whole {:?} blocks", info.ggml_type),
-        })?;
+        let len = info
+            .ggml_type
+            .storage_bytes(count)
+            .ok_or_else(|| GgufError::Tensor {
+                tensor: name.to_owned(),
+                message: format!(
+                    "{count} values do not fill whole {:?} blocks",
+                    info.ggml_type
+                ),
+            })?;
         let start = self.data_start as u64 + info.offset;
         let end = start + len;
         if end > self.bytes.len() as u64 {
-            return Err(GgufError::Tensor { tensor: name.to_owned(), message: "its data runs past the end of the file".to_owned() });
+            return Err(GgufError::Tensor {
+                tensor: name.to_owned(),
+                message: "its data runs past the end of the file".to_owned(),
+            });
         }
         Ok(&self.bytes[start as usize..end as usize])
     }
 
     /// A metadata value, or an error naming the key.
     pub fn meta(&self, key: &str) -> Result<&Value, GgufError> {
-        self.metadata.get(key).ok_or_else(|| GgufError::Metadata { key: key.to_owned(), message: "is missing".to_owned() })
+        self.metadata.get(key).ok_or_else(|| GgufError::Metadata {
+            key: key.to_owned(),
+            message: "is missing".to_owned(),
+        })
     }
 
     /// A metadata integer, or an error naming the key.
     pub fn meta_u64(&self, key: &str) -> Result<u64, GgufError> {
-        self.meta(key)?.as_u64().ok_or_else(|| GgufError::Metadata { key: key.to_owned(), message: "must be an integer".to_owned() })
+        self.meta(key)?.as_u64().ok_or_else(|| GgufError::Metadata {
+            key: key.to_owned(),
+            message: "must be an integer".to_owned(),
+        })
     }
 
     /// A metadata number, or an error naming the key.
     pub fn meta_f64(&self, key: &str) -> Result<f64, GgufError> {
-        self.meta(key)?.as_f64().ok_or_else(|| GgufError::Metadata { key: key.to_owned(), message: "must be a number".to_owned() })
+        self.meta(key)?.as_f64().ok_or_else(|| GgufError::Metadata {
+            key: key.to_owned(),
+            message: "must be a number".to_owned(),
+        })
     }
 
     /// A metadata string, or an error naming the key.
     pub fn meta_str(&self, key: &str) -> Result<&str, GgufError> {
-        self.meta(key)?.as_str().ok_or_else(|| GgufError::Metadata { key: key.to_owned(), message: "must be a string".to_owned() })
+        self.meta(key)?.as_str().ok_or_else(|| GgufError::Metadata {
+            key: key.to_owned(),
+            message: "must be a string".to_owned(),
+        })
     }
 }

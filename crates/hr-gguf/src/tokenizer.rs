@@ -15,8 +15,14 @@ fn strings(gguf: &Gguf, key: &str) -> Result<Vec<String>, GgufError> {
             .iter()
             .map(|v| v.as_str().map(str::to_owned))
             .collect::<Option<Vec<_>>>()
-            .ok_or_else(|| GgufError::Metadata { key: key.to_owned(), message: "must be an array of strings".to_owned() }),
-        _ => Err(GgufError::Metadata { key: key.to_owned(), message: "must be an array".to_owned() }),
+            .ok_or_else(|| GgufError::Metadata {
+                key: key.to_owned(),
+                message: "must be an array of strings".to_owned(),
+            }),
+        _ => Err(GgufError::Metadata {
+            key: key.to_owned(),
+            message: "must be an array".to_owned(),
+        }),
     }
 }
 
@@ -26,7 +32,9 @@ pub(crate) fn tokenizer_json(gguf: &Gguf) -> Result<Json, GgufError> {
     if model != "gpt2" {
         return Err(GgufError::Metadata {
             key: "tokenizer.ggml.model".to_owned(),
-            message: format!("`{model}` is not supported; only byte-level BPE (`gpt2`) tokenizers convert"),
+            message: format!(
+                "`{model}` is not supported; only byte-level BPE (`gpt2`) tokenizers convert"
+            ),
         });
     }
     let tokens = strings(gguf, "tokenizer.ggml.tokens")?;
@@ -49,7 +57,11 @@ pub(crate) fn tokenizer_json(gguf: &Gguf) -> Result<Json, GgufError> {
     }
     let byte_level = json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
     // SmolLM's tokenizer splits digits one by one before the byte-level split.
-    let pre_tokenizer = match gguf.metadata.get("tokenizer.ggml.pre").and_then(Value::as_str) {
+    let pre_tokenizer = match gguf
+        .metadata
+        .get("tokenizer.ggml.pre")
+        .and_then(Value::as_str)
+    {
         Some("smollm") => json!({"type": "Sequence", "pretokenizers": [
             {"type": "Digits", "individual_digits": true}, byte_level,
         ]}),

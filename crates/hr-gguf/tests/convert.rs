@@ -126,11 +126,19 @@ fn a_llama_gguf_converts_to_hf_names_shapes_and_unpermuted_q_k() -> anyhow::Resu
         for i in 0..hd / 2 {
             for j in 0..2 {
                 let (src, dst) = (h * hd + j * hd / 2 + i, h * hd + 2 * i + j);
-                q_gguf[dst * hidden..(dst + 1) * hidden].copy_from_slice(&q_hf[src * hidden..(src + 1) * hidden]);
+                q_gguf[dst * hidden..(dst + 1) * hidden]
+                    .copy_from_slice(&q_hf[src * hidden..(src + 1) * hidden]);
             }
         }
     }
-    let tokens = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "a", "b", "ab"];
+    let tokens = [
+        "<|endoftext|>",
+        "<|im_start|>",
+        "<|im_end|>",
+        "a",
+        "b",
+        "ab",
+    ];
     let mut w = Writer::default();
     w.str("general.architecture", "llama");
     w.u32("llama.block_count", 1);
@@ -156,9 +164,24 @@ fn a_llama_gguf_converts_to_hf_names_shapes_and_unpermuted_q_k() -> anyhow::Resu
         embd.extend(std::iter::repeat_n(row as u8, 32));
     }
     w.tensor("token_embd.weight", &[32, tokens.len() as u64], 8, &embd);
-    w.tensor("blk.0.attn_norm.weight", &[hidden as u64], 0, &f32_bytes(&ones));
-    w.tensor("blk.0.attn_q.weight", &[hidden as u64, hidden as u64], 0, &f32_bytes(&q_gguf));
-    w.tensor("blk.0.attn_k.weight", &[hidden as u64, (kv_heads * hd) as u64], 0, &f32_bytes(&vec![0.5; hidden * kv_heads * hd]));
+    w.tensor(
+        "blk.0.attn_norm.weight",
+        &[hidden as u64],
+        0,
+        &f32_bytes(&ones),
+    );
+    w.tensor(
+        "blk.0.attn_q.weight",
+        &[hidden as u64, hidden as u64],
+        0,
+        &f32_bytes(&q_gguf),
+    );
+    w.tensor(
+        "blk.0.attn_k.weight",
+        &[hidden as u64, (kv_heads * hd) as u64],
+        0,
+        &f32_bytes(&vec![0.5; hidden * kv_heads * hd]),
+    );
     w.tensor("output_norm.weight", &[hidden as u64], 0, &f32_bytes(&ones));
     let dir = tempfile::tempdir()?;
     let gguf_path = dir.path().join("m.gguf");
@@ -167,23 +190,35 @@ fn a_llama_gguf_converts_to_hf_names_shapes_and_unpermuted_q_k() -> anyhow::Resu
     let gguf = Gguf::open(&gguf_path)?;
     let out = dir.path().join("hf");
     let converted = convert_to_hf(&gguf, &out)?;
-    assert_eq!((converted.architecture.as_str(), converted.tensors), ("llama", 5));
+    assert_eq!(
+        (converted.architecture.as_str(), converted.tensors),
+        ("llama", 5)
+    );
     let bytes = std::fs::read(out.join("model.safetensors"))?;
     let st = SafeTensors::deserialize(&bytes)?;
     let q = st.tensor("model.layers.0.self_attn.q_proj.weight")?;
     assert_eq!(q.shape(), [hidden, hidden]);
-    let q_values: Vec<f32> = q.data().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+    let q_values: Vec<f32> = q
+        .data()
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
     assert_eq!(q_values, q_hf, "Q rows are back in HF's rotate-half order");
     let embed = st.tensor("model.embed_tokens.weight")?;
     assert_eq!(embed.shape(), [tokens.len(), 32]);
-    assert_eq!(f32::from_le_bytes(embed.data()[32 * 4 * 5..32 * 4 * 5 + 4].try_into()?), 5.0);
+    assert_eq!(
+        f32::from_le_bytes(embed.data()[32 * 4 * 5..32 * 4 * 5 + 4].try_into()?),
+        5.0
+    );
 
-    let config: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("config.json"))?)?;
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("config.json"))?)?;
     assert_eq!(config["num_key_value_heads"], 1);
     assert_eq!(config["tie_word_embeddings"], true);
     assert_eq!(config["eos_token_id"], 2);
     assert_eq!(config["rope_theta"], 100_000.0);
-    let tok: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("tokenizer.json"))?)?;
+    let tok: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("tokenizer.json"))?)?;
     assert_eq!(tok["added_tokens"].as_array().map(Vec::len), Some(3));
     assert_eq!(tok["model"]["vocab"]["ab"], 5);
     assert_eq!(tok["pre_tokenizer"]["pretokenizers"][0]["type"], "Digits");
@@ -192,7 +227,10 @@ fn a_llama_gguf_converts_to_hf_names_shapes_and_unpermuted_q_k() -> anyhow::Resu
 
 #[test]
 fn malformed_files_give_typed_errors() {
-    assert!(matches!(Gguf::parse(b"GGML....".to_vec()), Err(GgufError::Malformed { offset: 0, .. })));
+    assert!(matches!(
+        Gguf::parse(b"GGML....".to_vec()),
+        Err(GgufError::Malformed { offset: 0, .. })
+    ));
     let mut w = Writer::default();
     w.tensor("token_embd.weight", &[32, 4], 8, &[0u8; 10]);
     let err = Gguf::parse(w.finish()).expect_err("truncated data");
@@ -204,5 +242,8 @@ fn malformed_files_give_typed_errors() {
     let mut bytes = b"GGUF".to_vec();
     bytes.extend(3u32.to_le_bytes());
     bytes.extend(u64::MAX.to_le_bytes());
-    assert!(matches!(Gguf::parse(bytes), Err(GgufError::Malformed { .. })));
+    assert!(matches!(
+        Gguf::parse(bytes),
+        Err(GgufError::Malformed { .. })
+    ));
 }

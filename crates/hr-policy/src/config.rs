@@ -71,7 +71,10 @@ impl ModelConfig {
         let Value::Object(map) = value else {
             return Err(err("(file)", "must be a JSON object".to_owned()));
         };
-        let reader = Reader { map: &map, err: &err };
+        let reader = Reader {
+            map: &map,
+            err: &err,
+        };
         let family = match reader.str("model_type")?.as_str() {
             "llama" => Family::Llama,
             "qwen2" => Family::Qwen2,
@@ -85,24 +88,37 @@ impl ModelConfig {
         if let Some(act) = map.get("hidden_act")
             && act != "silu"
         {
-            return Err(err("hidden_act", format!("{act} is not supported; only `silu` (SwiGLU)")));
+            return Err(err(
+                "hidden_act",
+                format!("{act} is not supported; only `silu` (SwiGLU)"),
+            ));
         }
         if map.get("rope_scaling").is_some_and(|v| !v.is_null()) {
-            return Err(err("rope_scaling", "RoPE scaling is not supported; it must be null".to_owned()));
+            return Err(err(
+                "rope_scaling",
+                "RoPE scaling is not supported; it must be null".to_owned(),
+            ));
         }
         if map.get("mlp_bias").is_some_and(|v| v == &Value::Bool(true)) {
-            return Err(err("mlp_bias", "MLP biases are not supported; it must be false".to_owned()));
+            return Err(err(
+                "mlp_bias",
+                "MLP biases are not supported; it must be false".to_owned(),
+            ));
         }
         let hidden_size = reader.usize("hidden_size")?;
         let num_heads = reader.usize("num_attention_heads")?;
-        let num_kv_heads = reader.opt_usize("num_key_value_heads")?.unwrap_or(num_heads);
+        let num_kv_heads = reader
+            .opt_usize("num_key_value_heads")?
+            .unwrap_or(num_heads);
         let head_dim = match reader.opt_usize("head_dim")? {
             Some(d) => d,
             None if hidden_size % num_heads == 0 => hidden_size / num_heads,
             None => {
                 return Err(err(
                     "hidden_size",
-                    format!("{hidden_size} is not a multiple of num_attention_heads {num_heads}; set head_dim"),
+                    format!(
+                        "{hidden_size} is not a multiple of num_attention_heads {num_heads}; set head_dim"
+                    ),
                 ));
             }
         };
@@ -126,11 +142,21 @@ impl ModelConfig {
                 .iter()
                 .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()))
                 .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| err("eos_token_id", "must be a token id or a list of ids".to_owned()))?,
+                .ok_or_else(|| {
+                    err(
+                        "eos_token_id",
+                        "must be a token id or a list of ids".to_owned(),
+                    )
+                })?,
             Some(v) => vec![
                 v.as_u64()
                     .and_then(|n| u32::try_from(n).ok())
-                    .ok_or_else(|| err("eos_token_id", "must be a token id or a list of ids".to_owned()))?,
+                    .ok_or_else(|| {
+                        err(
+                            "eos_token_id",
+                            "must be a token id or a list of ids".to_owned(),
+                        )
+                    })?,
             ],
         };
         let config = Self {
@@ -156,7 +182,10 @@ impl ModelConfig {
         };
         for id in &config.eos_token_ids {
             if *id as usize >= config.vocab_size {
-                return Err(err("eos_token_id", format!("{id} is outside the vocabulary ({})", config.vocab_size)));
+                return Err(err(
+                    "eos_token_id",
+                    format!("{id} is outside the vocabulary ({})", config.vocab_size),
+                ));
             }
         }
         Ok(config)
@@ -216,13 +245,17 @@ impl<F: Fn(&str, String) -> PolicyError> Reader<'_, F> {
     fn str(&self, field: &str) -> Result<String, PolicyError> {
         match self.map.get(field) {
             Some(Value::String(s)) => Ok(s.clone()),
-            Some(other) => Err((self.err)(field, format!("must be a string, found {other}"))),
+            Some(other) => Err((self.err)(
+                field,
+                format!("must be a string, found {other}"),
+            )),
             None => Err((self.err)(field, "is missing".to_owned())),
         }
     }
 
     fn usize(&self, field: &str) -> Result<usize, PolicyError> {
-        self.opt_usize(field)?.ok_or_else(|| (self.err)(field, "is missing".to_owned()))
+        self.opt_usize(field)?
+            .ok_or_else(|| (self.err)(field, "is missing".to_owned()))
     }
 
     fn opt_usize(&self, field: &str) -> Result<Option<usize>, PolicyError> {
@@ -231,7 +264,10 @@ impl<F: Fn(&str, String) -> PolicyError> Reader<'_, F> {
             Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
                 Some(0) => Err((self.err)(field, "must be at least 1".to_owned())),
                 Some(n) => Ok(Some(n)),
-                None => Err((self.err)(field, format!("must be a positive integer, found {v}"))),
+                None => Err((self.err)(
+                    field,
+                    format!("must be a positive integer, found {v}"),
+                )),
             },
         }
     }
@@ -241,7 +277,10 @@ impl<F: Fn(&str, String) -> PolicyError> Reader<'_, F> {
             None | Some(Value::Null) => Ok(None),
             Some(v) => match v.as_f64() {
                 Some(x) if x.is_finite() && x > 0.0 => Ok(Some(x)),
-                _ => Err((self.err)(field, format!("must be a positive number, found {v}"))),
+                _ => Err((self.err)(
+                    field,
+                    format!("must be a positive number, found {v}"),
+                )),
             },
         }
     }
@@ -250,7 +289,10 @@ impl<F: Fn(&str, String) -> PolicyError> Reader<'_, F> {
         match self.map.get(field) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
-            Some(v) => Err((self.err)(field, format!("must be true or false, found {v}"))),
+            Some(v) => Err((self.err)(
+                field,
+                format!("must be true or false, found {v}"),
+            )),
         }
     }
 }

@@ -56,10 +56,21 @@ pub enum PolicyError {
 
 impl PolicyError {
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Self::Io { path: path.into(), source }
+        Self::Io {
+            path: path.into(),
+            source,
+        }
     }
 
-    pub(crate) fn tensor(path: impl Into<PathBuf>, tensor: &str, message: impl Into<String>) -> Self {
-        Self::Tensor { path: path.into(), tensor: tensor.to_owned(), message: message.into() }
+    pub(crate) fn tensor(
+        path: impl Into<PathBuf>,
+        tensor: &str,
+        message: impl Into<String>,
+    ) -> Self {
+        Self::Tensor {
+            path: path.into(),
+            tensor: tensor.to_owned(),
+            message: message.into(),
+        }
     }
 }

@@ -24,7 +24,10 @@ pub use config::{Family, ModelConfig};
 pub use error::PolicyError;
 pub use lora::{Adapters, LayerAdapters, LoraConfig, LoraPair, Target};
 pub use model::{Attention, BaseModel, Block, KvCache, Mlp};
-pub use peft::{ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_config_json, load_adapters, read_adapter_config, save_adapters};
+pub use peft::{
+    ADAPTER_CONFIG, ADAPTER_WEIGHTS, adapter_config_json, load_adapters, read_adapter_config,
+    save_adapters,
+};
 pub use policy::{Generation, Policy, host_f32};
 pub use rng::{PolicyRng, RngState};
 pub use sampling::SamplingConfig;

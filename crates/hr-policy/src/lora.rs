@@ -70,7 +70,10 @@ impl Target {
     /// `(in, out)` widths of the projection in `config`.
     pub fn dims(self, config: &ModelConfig) -> (usize, usize) {
         let (h, i) = (config.hidden_size, config.intermediate_size);
-        let (q, kv) = (config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim);
+        let (q, kv) = (
+            config.num_heads * config.head_dim,
+            config.num_kv_heads * config.head_dim,
+        );
         match self {
             Target::QProj => (h, q),
             Target::KProj | Target::VProj => (h, kv),
@@ -96,17 +99,27 @@ impl LoraConfig {
     /// A config; targets are sorted and deduplicated. Rank must be at least 1 and alpha positive.
     pub fn new(rank: usize, alpha: f64, mut targets: Vec<Target>) -> Result<Self, PolicyError> {
         if rank == 0 {
-            return Err(PolicyError::Request("LoRA rank must be at least 1".to_owned()));
+            return Err(PolicyError::Request(
+                "LoRA rank must be at least 1".to_owned(),
+            ));
         }
         if !(alpha.is_finite() && alpha > 0.0) {
-            return Err(PolicyError::Request(format!("LoRA alpha must be positive, got {alpha}")));
+            return Err(PolicyError::Request(format!(
+                "LoRA alpha must be positive, got {alpha}"
+            )));
         }
         targets.sort();
         targets.dedup();
         if targets.is_empty() {
-            return Err(PolicyError::Request("LoRA needs at least one target module".to_owned()));
+            return Err(PolicyError::Request(
+                "LoRA needs at least one target module".to_owned(),
+            ));
         }
-        Ok(Self { rank, alpha, targets })
+        Ok(Self {
+            rank,
+            alpha,
+            targets,
+        })
     }
 }
 
@@ -136,17 +149,26 @@ pub struct Adapters<B: Backend> {
 }
 
 fn slot(target: Target) -> usize {
-    Target::ALL.iter().position(|t| *t == target).unwrap_or_default()
+    Target::ALL
+        .iter()
+        .position(|t| *t == target)
+        .unwrap_or_default()
 }
 
 impl<B: Backend> Adapters<B> {
     /// Fresh adapters as PEFT initialises them: `A ~ U(−1/√in, 1/√in)` drawn from `rng` in layer
     /// and target order, `B = 0`.
-    pub fn init(model: &ModelConfig, config: LoraConfig, rng: &mut PolicyRng, device: &B::Device) -> Self {
+    pub fn init(
+        model: &ModelConfig,
+        config: LoraConfig,
+        rng: &mut PolicyRng,
+        device: &B::Device,
+    ) -> Self {
         let built = Self::build(model, config, device, |_, _, d_in, d_out, r| {
             let bound = 1.0 / (d_in as f64).sqrt();
-            let a: Vec<f32> =
-                (0..d_in * r).map(|_| ((rng.next_f64() * 2.0 - 1.0) * bound) as f32).collect();
+            let a: Vec<f32> = (0..d_in * r)
+                .map(|_| ((rng.next_f64() * 2.0 - 1.0) * bound) as f32)
+                .collect();
             Ok::<_, Infallible>((a, vec![0.0; r * d_out]))
         });
         match built {
@@ -166,13 +188,17 @@ impl<B: Backend> Adapters<B> {
         let r = config.rank;
         let mut layers = Vec::with_capacity(model.num_layers);
         for layer in 0..model.num_layers {
-            let mut slots: Vec<Option<LoraPair<B>>> = (0..Target::ALL.len()).map(|_| None).collect();
+            let mut slots: Vec<Option<LoraPair<B>>> =
+                (0..Target::ALL.len()).map(|_| None).collect();
             for &target in &config.targets {
                 let (d_in, d_out) = target.dims(model);
                 let (a, b) = fill(layer, target, d_in, d_out, r)?;
                 slots[slot(target)] = Some(LoraPair {
                     a: Param::from_tensor(Tensor::from_data(TensorData::new(a, [d_in, r]), device)),
-                    b: Param::from_tensor(Tensor::from_data(TensorData::new(b, [r, d_out]), device)),
+                    b: Param::from_tensor(Tensor::from_data(
+                        TensorData::new(b, [r, d_out]),
+                        device,
+                    )),
                 });
             }
             layers.push(LayerAdapters { slots });
@@ -192,6 +218,8 @@ impl<B: Backend> Adapters<B> {
 
     /// The adapter of `target` in `layer`, if it is adapted.
     pub fn pair(&self, layer: usize, target: Target) -> Option<&LoraPair<B>> {
-        self.layers.get(layer).and_then(|l| l.slots[slot(target)].as_ref())
+        self.layers
+            .get(layer)
+            .and_then(|l| l.slots[slot(target)].as_ref())
     }
 }

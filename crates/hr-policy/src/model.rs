@@ -79,12 +79,17 @@ pub struct KvCache<B: Backend> {
 impl<B: Backend> KvCache<B> {
     /// An empty cache for `num_layers` blocks.
     pub fn new(num_layers: usize) -> Self {
-        Self { layers: vec![None; num_layers] }
+        Self {
+            layers: vec![None; num_layers],
+        }
     }
 
     /// How many positions are cached.
     pub fn len(&self) -> usize {
-        self.layers.first().and_then(Option::as_ref).map_or(0, |(k, _)| k.dims()[2])
+        self.layers
+            .first()
+            .and_then(Option::as_ref)
+            .map_or(0, |(k, _)| k.dims()[2])
     }
 
     /// Whether nothing is cached yet.
@@ -134,7 +139,13 @@ pub(crate) fn hidden_states<B: Backend>(
         let h = rms_norm(x.clone(), block.post_norm.val(), config.rms_norm_eps);
         let gate = project(h.clone(), &block.mlp.gate, None, lora, Target::GateProj);
         let up = project(h, &block.mlp.up, None, lora, Target::UpProj);
-        x = x + project(silu(gate) * up, &block.mlp.down, None, lora, Target::DownProj);
+        x = x + project(
+            silu(gate) * up,
+            &block.mlp.down,
+            None,
+            lora,
+            Target::DownProj,
+        );
     }
     rms_norm(x, base.norm.val(), config.rms_norm_eps)
 }
@@ -148,7 +159,13 @@ pub(crate) fn lm_logits<B: Backend>(base: &BaseModel<B>, hidden: Tensor<B, 3>) -
 }
 
 fn rms_norm<B: Backend>(x: Tensor<B, 3>, weight: Tensor<B, 1>, eps: f64) -> Tensor<B, 3> {
-    let inv = x.clone().square().mean_dim(2).add_scalar(eps).sqrt().recip();
+    let inv = x
+        .clone()
+        .square()
+        .mean_dim(2)
+        .add_scalar(eps)
+        .sqrt()
+        .recip();
     x * inv * weight.unsqueeze::<3>()
 }
 
@@ -181,11 +198,27 @@ fn attention<B: Backend>(
 ) -> Tensor<B, 3> {
     let [batch, new, _] = h.dims();
     let (heads, kv_heads, hd) = (config.num_heads, config.num_kv_heads, config.head_dim);
-    let q = project(h.clone(), &attn.q, attn.q_bias.as_ref(), lora, Target::QProj);
-    let k = project(h.clone(), &attn.k, attn.k_bias.as_ref(), lora, Target::KProj);
+    let q = project(
+        h.clone(),
+        &attn.q,
+        attn.q_bias.as_ref(),
+        lora,
+        Target::QProj,
+    );
+    let k = project(
+        h.clone(),
+        &attn.k,
+        attn.k_bias.as_ref(),
+        lora,
+        Target::KProj,
+    );
     let v = project(h, &attn.v, attn.v_bias.as_ref(), lora, Target::VProj);
     let q = rope(q.reshape([batch, new, heads, hd]).swap_dims(1, 2), cos, sin);
-    let mut k = rope(k.reshape([batch, new, kv_heads, hd]).swap_dims(1, 2), cos, sin);
+    let mut k = rope(
+        k.reshape([batch, new, kv_heads, hd]).swap_dims(1, 2),
+        cos,
+        sin,
+    );
     let mut v = v.reshape([batch, new, kv_heads, hd]).swap_dims(1, 2);
     if let Some(slot) = cache {
         if let Some((pk, pv)) = slot.take() {
@@ -198,14 +231,22 @@ fn attention<B: Backend>(
     let groups = config.kv_groups();
     let (k, v) = if groups > 1 {
         let expand = |t: Tensor<B, 4>| {
-            t.unsqueeze_dim::<5>(2).repeat_dim(2, groups).reshape([batch, heads, total, hd])
+            t.unsqueeze_dim::<5>(2)
+                .repeat_dim(2, groups)
+                .reshape([batch, heads, total, hd])
         };
         (expand(k), expand(v))
     } else {
         (k, v)
     };
-    let scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(1.0 / (hd as f64).sqrt()) + mask.clone();
-    let out = softmax(scores, 3).matmul(v).swap_dims(1, 2).reshape([batch, new, heads * hd]);
+    let scores = q
+        .matmul(k.swap_dims(2, 3))
+        .mul_scalar(1.0 / (hd as f64).sqrt())
+        + mask.clone();
+    let out = softmax(scores, 3)
+        .matmul(v)
+        .swap_dims(1, 2)
+        .reshape([batch, new, heads * hd]);
     project(out, &attn.o, attn.o_bias.as_ref(), lora, Target::OProj)
 }
 
@@ -229,8 +270,9 @@ fn rope_tables<B: Backend>(
 ) -> (Tensor<B, 4>, Tensor<B, 4>) {
     let hd = config.head_dim;
     let batch = layout.pad_left.len();
-    let inv_freq: Vec<f64> =
-        (0..hd / 2).map(|i| config.rope_theta.powf(-((2 * i) as f64) / hd as f64)).collect();
+    let inv_freq: Vec<f64> = (0..hd / 2)
+        .map(|i| config.rope_theta.powf(-((2 * i) as f64) / hd as f64))
+        .collect();
     let mut cos = Vec::with_capacity(batch * new * hd);
     let mut sin = Vec::with_capacity(batch * new * hd);
     for row in 0..batch {

@@ -21,7 +21,10 @@ pub const ADAPTER_WEIGHTS: &str = "adapter_model.safetensors";
 pub const ADAPTER_CONFIG: &str = "adapter_config.json";
 
 fn key(layer: usize, target: Target, matrix: &str) -> String {
-    format!("base_model.model.model.layers.{layer}.{}.{matrix}.weight", target.module_path())
+    format!(
+        "base_model.model.model.layers.{layer}.{}.{matrix}.weight",
+        target.module_path()
+    )
 }
 
 fn host<B: Backend>(tensor: burn::tensor::Tensor<B, 2>) -> Result<Vec<f32>, PolicyError> {
@@ -97,7 +100,10 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), PolicyError> {
     if path.exists() {
         return Err(PolicyError::io(
             path,
-            std::io::Error::new(std::io::ErrorKind::AlreadyExists, "refusing to overwrite an existing adapter file"),
+            std::io::Error::new(
+                std::io::ErrorKind::AlreadyExists,
+                "refusing to overwrite an existing adapter file",
+            ),
         ));
     }
     let tmp = path.with_extension("partial");
@@ -113,31 +119,61 @@ pub fn read_adapter_config(path: &Path) -> Result<LoraConfig, PolicyError> {
         field: field.to_owned(),
         message: message.to_owned(),
     };
-    let v: Value = serde_json::from_str(&text).map_err(|e| err("(file)", &format!("not JSON: {e}")))?;
+    let v: Value =
+        serde_json::from_str(&text).map_err(|e| err("(file)", &format!("not JSON: {e}")))?;
     if v.get("peft_type").and_then(Value::as_str) != Some("LORA") {
         return Err(err("peft_type", "must be \"LORA\""));
     }
     for (field, ok) in [
-        ("use_dora", v.get("use_dora").is_none_or(|x| x == &json!(false) || x.is_null())),
-        ("use_rslora", v.get("use_rslora").is_none_or(|x| x == &json!(false) || x.is_null())),
-        ("fan_in_fan_out", v.get("fan_in_fan_out").is_none_or(|x| x == &json!(false) || x.is_null())),
-        ("layers_to_transform", v.get("layers_to_transform").is_none_or(Value::is_null)),
-        ("modules_to_save", v.get("modules_to_save").is_none_or(Value::is_null)),
+        (
+            "use_dora",
+            v.get("use_dora")
+                .is_none_or(|x| x == &json!(false) || x.is_null()),
+        ),
+        (
+            "use_rslora",
+            v.get("use_rslora")
+                .is_none_or(|x| x == &json!(false) || x.is_null()),
+        ),
+        (
+            "fan_in_fan_out",
+            v.get("fan_in_fan_out")
+                .is_none_or(|x| x == &json!(false) || x.is_null()),
+        ),
+        (
+            "layers_to_transform",
+            v.get("layers_to_transform").is_none_or(Value::is_null),
+        ),
+        (
+            "modules_to_save",
+            v.get("modules_to_save").is_none_or(Value::is_null),
+        ),
         ("bias", v.get("bias").is_none_or(|x| x == "none")),
     ] {
         if !ok {
-            return Err(err(field, "is not supported: only plain LoRA (no DoRA, rsLoRA, biases, extra modules or layer subsets)"));
+            return Err(err(
+                field,
+                "is not supported: only plain LoRA (no DoRA, rsLoRA, biases, extra modules or layer subsets)",
+            ));
         }
     }
     let rank = v
         .get("r")
         .and_then(Value::as_u64)
         .ok_or_else(|| err("r", "must be a positive integer"))? as usize;
-    let alpha = v.get("lora_alpha").and_then(Value::as_f64).ok_or_else(|| err("lora_alpha", "must be a number"))?;
+    let alpha = v
+        .get("lora_alpha")
+        .and_then(Value::as_f64)
+        .ok_or_else(|| err("lora_alpha", "must be a number"))?;
     let names = v
         .get("target_modules")
         .and_then(Value::as_array)
-        .ok_or_else(|| err("target_modules", "must be a list of module names such as [\"q_proj\", \"v_proj\"]"))?;
+        .ok_or_else(|| {
+            err(
+                "target_modules",
+                "must be a list of module names such as [\"q_proj\", \"v_proj\"]",
+            )
+        })?;
     let mut targets = Vec::new();
     for name in names {
         let name = name.as_str().unwrap_or_default();

@@ -37,7 +37,11 @@ impl<B: Backend> Policy<B> {
     pub fn load(dir: &Path, device: &B::Device) -> Result<Self, PolicyError> {
         let config = ModelConfig::from_file(&dir.join("config.json"))?;
         let base = crate::weights::load_base(dir, &config, device)?;
-        Ok(Self { config, base, device: device.clone() })
+        Ok(Self {
+            config,
+            base,
+            device: device.clone(),
+        })
     }
 
     /// The model's shape.
@@ -70,7 +74,12 @@ impl<B: Backend> Policy<B> {
         Ok(())
     }
 
-    fn token_tensor(&self, rows: &[Vec<u32>], width: usize, pad_left: &[usize]) -> Tensor<B, 2, Int> {
+    fn token_tensor(
+        &self,
+        rows: &[Vec<u32>],
+        width: usize,
+        pad_left: &[usize],
+    ) -> Tensor<B, 2, Int> {
         let mut data = Vec::with_capacity(rows.len() * width);
         for (row, pad) in rows.iter().zip(pad_left) {
             data.extend(std::iter::repeat_n(PAD as i64, *pad));
@@ -81,12 +90,21 @@ impl<B: Backend> Policy<B> {
     }
 
     /// Logits `[batch, len, vocab]` of left-padded `rows` with no cache (pad columns are garbage).
-    pub fn logits(&self, adapters: Option<&Adapters<B>>, rows: &[Vec<u32>]) -> Result<Tensor<B, 3>, PolicyError> {
+    pub fn logits(
+        &self,
+        adapters: Option<&Adapters<B>>,
+        rows: &[Vec<u32>],
+    ) -> Result<Tensor<B, 3>, PolicyError> {
         self.check_tokens(rows, "row")?;
         let width = rows.iter().map(Vec::len).max().unwrap_or(0);
-        let layout = Layout { pad_left: rows.iter().map(|r| width - r.len()).collect() };
+        let layout = Layout {
+            pad_left: rows.iter().map(|r| width - r.len()).collect(),
+        };
         let tokens = self.token_tensor(rows, width, &layout.pad_left);
-        Ok(lm_logits(&self.base, hidden_states(&self.config, &self.base, adapters, tokens, &layout, None)))
+        Ok(lm_logits(
+            &self.base,
+            hidden_states(&self.config, &self.base, adapters, tokens, &layout, None),
+        ))
     }
 
     /// Samples one completion per prompt. With `use_cache` each step feeds only the new tokens
@@ -106,7 +124,9 @@ impl<B: Backend> Policy<B> {
         }
         let batch = prompts.len();
         let width = prompts.iter().map(Vec::len).max().unwrap_or(0);
-        let layout = Layout { pad_left: prompts.iter().map(|p| width - p.len()).collect() };
+        let layout = Layout {
+            pad_left: prompts.iter().map(|p| width - p.len()).collect(),
+        };
         let mut out = Generation {
             tokens: vec![Vec::new(); batch],
             logprobs: vec![Vec::new(); batch],
@@ -116,7 +136,14 @@ impl<B: Backend> Policy<B> {
         let mut rows: Vec<Vec<u32>> = prompts.to_vec();
         let mut feed = self.token_tensor(&rows, width, &layout.pad_left);
         for step in 0..sampling.max_new_tokens {
-            let hidden = hidden_states(&self.config, &self.base, adapters, feed, &layout, cache.as_mut());
+            let hidden = hidden_states(
+                &self.config,
+                &self.base,
+                adapters,
+                feed,
+                &layout,
+                cache.as_mut(),
+            );
             let [_, t, d] = hidden.dims();
             let last = lm_logits(&self.base, hidden.slice([0..batch, t - 1..t, 0..d]));
             let logits = host_f32(last)?;
@@ -126,7 +153,8 @@ impl<B: Backend> Policy<B> {
                 let token = if out.stopped[row] {
                     PAD
                 } else {
-                    let (token, logp) = sample(&logits[row * vocab..(row + 1) * vocab], sampling, rng);
+                    let (token, logp) =
+                        sample(&logits[row * vocab..(row + 1) * vocab], sampling, rng);
                     out.tokens[row].push(token);
                     out.logprobs[row].push(logp);
                     out.stopped[row] = sampling.stop_tokens.contains(&token);
@@ -171,14 +199,21 @@ impl<B: Backend> Policy<B> {
             return Err(PolicyError::Request(format!("prompt {i} is empty")));
         }
         if !(temperature.is_finite() && temperature > 0.0) {
-            return Err(PolicyError::Request(format!("scoring temperature must be > 0, got {temperature}")));
+            return Err(PolicyError::Request(format!(
+                "scoring temperature must be > 0, got {temperature}"
+            )));
         }
         let batch = prompts.len();
         let p = prompts.iter().map(Vec::len).max().unwrap_or(0);
         let c = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
-        let layout = Layout { pad_left: prompts.iter().map(|x| p - x.len()).collect() };
-        let rows: Vec<Vec<u32>> =
-            prompts.iter().zip(completions).map(|(a, b)| a.iter().chain(b).copied().collect()).collect();
+        let layout = Layout {
+            pad_left: prompts.iter().map(|x| p - x.len()).collect(),
+        };
+        let rows: Vec<Vec<u32>> = prompts
+            .iter()
+            .zip(completions)
+            .map(|(a, b)| a.iter().chain(b).copied().collect())
+            .collect();
         let tokens = self.token_tensor(&rows, p + c, &layout.pad_left);
         let hidden = hidden_states(&self.config, &self.base, adapters, tokens, &layout, None);
         let d = self.config.hidden_size;
@@ -192,7 +227,8 @@ impl<B: Backend> Policy<B> {
                 keep.push(if j < completion.len() { 1.0f32 } else { 0.0 });
             }
         }
-        let targets: Tensor<B, 3, Int> = Tensor::from_data(TensorData::new(targets, [batch, c, 1]), &self.device);
+        let targets: Tensor<B, 3, Int> =
+            Tensor::from_data(TensorData::new(targets, [batch, c, 1]), &self.device);
         let keep: Tensor<B, 2> = Tensor::from_data(TensorData::new(keep, [batch, c]), &self.device);
         Ok(logp.gather(2, targets).reshape([batch, c]) * keep)
     }

@@ -28,7 +28,9 @@ pub struct RngState {
 impl PolicyRng {
     /// A stream from a 64-bit seed (ChaCha8's `seed_from_u64`).
     pub fn from_seed(seed: u64) -> Self {
-        Self { inner: ChaCha8Rng::seed_from_u64(seed) }
+        Self {
+            inner: ChaCha8Rng::seed_from_u64(seed),
+        }
     }
 
     /// The next 64 random bits.
@@ -44,7 +46,12 @@ impl PolicyRng {
     /// The current state.
     pub fn state(&self) -> RngState {
         RngState {
-            seed: self.inner.get_seed().iter().map(|b| format!("{b:02x}")).collect(),
+            seed: self
+                .inner
+                .get_seed()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect(),
             stream: self.inner.get_stream(),
             word_pos: self.inner.get_word_pos().to_string(),
         }
@@ -61,8 +68,10 @@ impl PolicyRng {
             *byte = u8::from_str_radix(&state.seed[2 * i..2 * i + 2], 16)
                 .map_err(|_| bad("`seed` must be 64 hex digits"))?;
         }
-        let word_pos: u128 =
-            state.word_pos.parse().map_err(|_| bad("`word_pos` must be a decimal integer"))?;
+        let word_pos: u128 = state
+            .word_pos
+            .parse()
+            .map_err(|_| bad("`word_pos` must be a decimal integer"))?;
         let mut inner = ChaCha8Rng::from_seed(seed);
         inner.set_stream(state.stream);
         inner.set_word_pos(word_pos);

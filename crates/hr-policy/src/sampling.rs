@@ -27,10 +27,15 @@ impl SamplingConfig {
             )));
         }
         if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-            return Err(PolicyError::Request(format!("top_p must be in (0, 1], got {}", self.top_p)));
+            return Err(PolicyError::Request(format!(
+                "top_p must be in (0, 1], got {}",
+                self.top_p
+            )));
         }
         if self.max_new_tokens == 0 {
-            return Err(PolicyError::Request("max_new_tokens must be at least 1".to_owned()));
+            return Err(PolicyError::Request(
+                "max_new_tokens must be at least 1".to_owned(),
+            ));
         }
         Ok(())
     }

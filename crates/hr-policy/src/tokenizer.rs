@@ -19,7 +19,10 @@ pub struct Message {
 impl Message {
     /// A message with `role` and `content`.
     pub fn new(role: &str, content: &str) -> Self {
-        Self { role: role.to_owned(), content: content.to_owned() }
+        Self {
+            role: role.to_owned(),
+            content: content.to_owned(),
+        }
     }
 }
 
@@ -42,17 +45,28 @@ impl ChatTokenizer {
             path: path.to_owned(),
             message: e.to_string(),
         })?;
-        Ok(Self { inner, path: path.to_owned() })
+        Ok(Self {
+            inner,
+            path: path.to_owned(),
+        })
     }
 
     fn err(&self, e: &tokenizers::Error) -> PolicyError {
-        PolicyError::Tokenizer { path: self.path.clone(), message: e.to_string() }
+        PolicyError::Tokenizer {
+            path: self.path.clone(),
+            message: e.to_string(),
+        }
     }
 
     /// Token ids of `text`; special tokens written in the text (`<|im_start|>`) are recognised,
     /// none are added.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, PolicyError> {
-        Ok(self.inner.encode(text, false).map_err(|e| self.err(&e))?.get_ids().to_vec())
+        Ok(self
+            .inner
+            .encode(text, false)
+            .map_err(|e| self.err(&e))?
+            .get_ids()
+            .to_vec())
     }
 
     /// Text of `ids`, special tokens dropped.

@@ -16,13 +16,18 @@ use crate::{ModelConfig, PolicyError};
 /// Converts little-endian f32/f16/bf16 bytes to f32; `None` for other dtypes.
 pub(crate) fn to_f32(dtype: Dtype, bytes: &[u8]) -> Option<Vec<f32>> {
     Some(match dtype {
-        Dtype::F32 => bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-        Dtype::F16 => {
-            bytes.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect()
-        }
-        Dtype::BF16 => {
-            bytes.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect()
-        }
+        Dtype::F32 => bytes
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect(),
+        Dtype::F16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
+        Dtype::BF16 => bytes
+            .chunks_exact(2)
+            .map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32())
+            .collect(),
         _ => return None,
     })
 }
@@ -65,7 +70,8 @@ impl TensorFile {
                     .to_owned(),
             });
         }
-        let text = std::fs::read_to_string(&index_path).map_err(|e| PolicyError::io(&index_path, e))?;
+        let text =
+            std::fs::read_to_string(&index_path).map_err(|e| PolicyError::io(&index_path, e))?;
         let bad = |message: String| PolicyError::Config {
             path: index_path.clone(),
             field: "weight_map".to_owned(),
@@ -89,13 +95,19 @@ impl TensorFile {
         let shards: BTreeSet<&str> = map.values().filter_map(serde_json::Value::as_str).collect();
         for shard in shards {
             if shard.contains('/') || shard.contains('\\') || shard.starts_with('.') {
-                return Err(bad(format!("shard `{shard}` must be a plain file name in the model folder")));
+                return Err(bad(format!(
+                    "shard `{shard}` must be a plain file name in the model folder"
+                )));
             }
             this.add_file(&dir.join(shard))?;
         }
         for name in map.keys() {
             if !this.names.contains_key(name) {
-                return Err(PolicyError::tensor(dir, name, "listed in the index but absent from its shard"));
+                return Err(PolicyError::tensor(
+                    dir,
+                    name,
+                    "listed in the index but absent from its shard",
+                ));
             }
         }
         Ok(this)
@@ -110,7 +122,11 @@ impl TensorFile {
         let index = self.files.len();
         for name in parsed.names() {
             if self.names.insert(name.to_owned(), index).is_some() {
-                return Err(PolicyError::tensor(path, name, "appears in more than one shard"));
+                return Err(PolicyError::tensor(
+                    path,
+                    name,
+                    "appears in more than one shard",
+                ));
             }
         }
         drop(parsed);
@@ -121,23 +137,39 @@ impl TensorFile {
     /// Takes tensor `name` as f32 data, checking its shape.
     pub(crate) fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, PolicyError> {
         let Some(&index) = self.names.get(name) else {
-            return Err(PolicyError::tensor(&self.origin, name, format!("missing (expected shape {shape:?})")));
+            return Err(PolicyError::tensor(
+                &self.origin,
+                name,
+                format!("missing (expected shape {shape:?})"),
+            ));
         };
         let (path, bytes) = &self.files[index];
         let parsed = SafeTensors::deserialize(bytes).map_err(|e| PolicyError::Safetensors {
             path: path.clone(),
             message: e.to_string(),
         })?;
-        let view = parsed.tensor(name).map_err(|e| PolicyError::tensor(path, name, e.to_string()))?;
+        let view = parsed
+            .tensor(name)
+            .map_err(|e| PolicyError::tensor(path, name, e.to_string()))?;
         if view.shape() != shape {
             return Err(PolicyError::tensor(
                 path,
                 name,
-                format!("shape {:?} does not match the config's {shape:?}", view.shape()),
+                format!(
+                    "shape {:?} does not match the config's {shape:?}",
+                    view.shape()
+                ),
             ));
         }
         let data = to_f32(view.dtype(), view.data()).ok_or_else(|| {
-            PolicyError::tensor(path, name, format!("dtype {:?} is not supported; use f32, f16 or bf16", view.dtype()))
+            PolicyError::tensor(
+                path,
+                name,
+                format!(
+                    "dtype {:?} is not supported; use f32, f16 or bf16",
+                    view.dtype()
+                ),
+            )
         })?;
         self.taken.insert(name.to_owned());
         Ok(data)
@@ -145,8 +177,16 @@ impl TensorFile {
 
     /// Fails on the first tensor nobody took, unless `ignore` accepts it.
     pub(crate) fn finish(self, ignore: impl Fn(&str) -> bool) -> Result<(), PolicyError> {
-        match self.names.keys().find(|n| !self.taken.contains(*n) && !ignore(n)) {
-            Some(name) => Err(PolicyError::tensor(&self.origin, name, "is not a tensor of this model")),
+        match self
+            .names
+            .keys()
+            .find(|n| !self.taken.contains(*n) && !ignore(n))
+        {
+            Some(name) => Err(PolicyError::tensor(
+                &self.origin,
+                name,
+                "is not a tensor of this model",
+            )),
             None => Ok(()),
         }
     }
@@ -163,8 +203,13 @@ pub(crate) fn transpose(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     out
 }
 
-fn frozen<B: Backend, const D: usize>(data: Vec<f32>, shape: [usize; D], device: &B::Device) -> Param<Tensor<B, D>> {
-    Param::from_tensor(Tensor::from_data(TensorData::new(data, shape), device)).set_require_grad(false)
+fn frozen<B: Backend, const D: usize>(
+    data: Vec<f32>,
+    shape: [usize; D],
+    device: &B::Device,
+) -> Param<Tensor<B, D>> {
+    Param::from_tensor(Tensor::from_data(TensorData::new(data, shape), device))
+        .set_require_grad(false)
 }
 
 struct Loader<'a, B: Backend> {
@@ -174,16 +219,30 @@ struct Loader<'a, B: Backend> {
 
 impl<B: Backend> Loader<'_, B> {
     /// An HF linear weight `[out, in]`, stored `[in, out]`.
-    fn linear(&mut self, name: &str, d_in: usize, d_out: usize) -> Result<Param<Tensor<B, 2>>, PolicyError> {
+    fn linear(
+        &mut self,
+        name: &str,
+        d_in: usize,
+        d_out: usize,
+    ) -> Result<Param<Tensor<B, 2>>, PolicyError> {
         let data = self.file.take(name, &[d_out, d_in])?;
-        Ok(frozen(transpose(&data, d_out, d_in), [d_in, d_out], self.device))
+        Ok(frozen(
+            transpose(&data, d_out, d_in),
+            [d_in, d_out],
+            self.device,
+        ))
     }
 
     fn vector(&mut self, name: &str, len: usize) -> Result<Param<Tensor<B, 1>>, PolicyError> {
         Ok(frozen(self.file.take(name, &[len])?, [len], self.device))
     }
 
-    fn bias(&mut self, present: bool, name: &str, len: usize) -> Result<Option<Param<Tensor<B, 1>>>, PolicyError> {
+    fn bias(
+        &mut self,
+        present: bool,
+        name: &str,
+        len: usize,
+    ) -> Result<Option<Param<Tensor<B, 1>>>, PolicyError> {
         present.then(|| self.vector(name, len)).transpose()
     }
 }
@@ -194,11 +253,19 @@ pub(crate) fn load_base<B: Backend>(
     config: &ModelConfig,
     device: &B::Device,
 ) -> Result<BaseModel<B>, PolicyError> {
-    let mut l = Loader::<B> { file: TensorFile::open_model_dir(dir)?, device };
+    let mut l = Loader::<B> {
+        file: TensorFile::open_model_dir(dir)?,
+        device,
+    };
     let (h, inter) = (config.hidden_size, config.intermediate_size);
-    let (q, kv) = (config.num_heads * config.head_dim, config.num_kv_heads * config.head_dim);
+    let (q, kv) = (
+        config.num_heads * config.head_dim,
+        config.num_kv_heads * config.head_dim,
+    );
     let embed = {
-        let data = l.file.take("model.embed_tokens.weight", &[config.vocab_size, h])?;
+        let data = l
+            .file
+            .take("model.embed_tokens.weight", &[config.vocab_size, h])?;
         frozen(data, [config.vocab_size, h], device)
     };
     let mut blocks = Vec::with_capacity(config.num_layers);
@@ -233,6 +300,13 @@ pub(crate) fn load_base<B: Backend>(
     let tied = config.tie_word_embeddings;
     // Some tied checkpoints still carry `lm_head.weight` (HF ignores it), and old ones carry
     // RoPE's `inv_freq` buffers.
-    l.file.finish(|name| (tied && name == "lm_head.weight") || name.ends_with("rotary_emb.inv_freq"))?;
-    Ok(BaseModel { embed, blocks, norm, lm_head })
+    l.file.finish(|name| {
+        (tied && name == "lm_head.weight") || name.ends_with("rotary_emb.inv_freq")
+    })?;
+    Ok(BaseModel {
+        embed,
+        blocks,
+        norm,
+        lm_head,
+    })
 }

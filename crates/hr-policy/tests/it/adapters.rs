@@ -1,28 +1,49 @@
 //! PEFT adapter files: byte-exact round trips and errors that name the tensor or field.
 
-use hr_policy::{ADAPTER_CONFIG, ADAPTER_WEIGHTS, Adapters, LoraConfig, PolicyRng, Target, load_adapters, save_adapters};
+use hr_policy::{
+    ADAPTER_CONFIG, ADAPTER_WEIGHTS, Adapters, LoraConfig, PolicyRng, Target, load_adapters,
+    save_adapters,
+};
 use hr_tests::tiny_model::TinySpec;
 use safetensors::SafeTensors;
 
 use crate::{Cpu, tiny};
 
 fn files(dir: &std::path::Path) -> anyhow::Result<(Vec<u8>, Vec<u8>)> {
-    Ok((std::fs::read(dir.join(ADAPTER_WEIGHTS))?, std::fs::read(dir.join(ADAPTER_CONFIG))?))
+    Ok((
+        std::fs::read(dir.join(ADAPTER_WEIGHTS))?,
+        std::fs::read(dir.join(ADAPTER_CONFIG))?,
+    ))
 }
 
 #[test]
 fn save_load_save_gives_identical_bytes_with_peft_names() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let (_, policy) = tiny(&dir.path().join("model"), &TinySpec::default())?;
-    let lora = LoraConfig::new(4, 16.0, vec![Target::QProj, Target::VProj, Target::GateProj])?;
-    let mut adapters = Adapters::<Cpu>::init(policy.config(), lora, &mut PolicyRng::from_seed(8), policy.device());
+    let lora = LoraConfig::new(
+        4,
+        16.0,
+        vec![Target::QProj, Target::VProj, Target::GateProj],
+    )?;
+    let mut adapters = Adapters::<Cpu>::init(
+        policy.config(),
+        lora,
+        &mut PolicyRng::from_seed(8),
+        policy.device(),
+    );
     // Give B non-zero values so the round trip covers both matrices.
     let pair = adapters.layers[1].slots[0].take().expect("q_proj adapter");
-    adapters.layers[1].slots[0] = Some(hr_policy::LoraPair { b: pair.b.map(|b| b.add_scalar(0.25)), a: pair.a });
+    adapters.layers[1].slots[0] = Some(hr_policy::LoraPair {
+        b: pair.b.map(|b| b.add_scalar(0.25)),
+        a: pair.a,
+    });
     save_adapters(&adapters, "tiny", &dir.path().join("one"))?;
     let loaded = load_adapters::<Cpu>(policy.config(), &dir.path().join("one"), policy.device())?;
     save_adapters(&loaded, "tiny", &dir.path().join("two"))?;
-    assert_eq!(files(&dir.path().join("one"))?, files(&dir.path().join("two"))?);
+    assert_eq!(
+        files(&dir.path().join("one"))?,
+        files(&dir.path().join("two"))?
+    );
 
     let (weights, _) = files(&dir.path().join("one"))?;
     let parsed = SafeTensors::deserialize(&weights)?;
@@ -31,12 +52,22 @@ fn save_load_save_gives_identical_bytes_with_peft_names() -> anyhow::Result<()> 
     let b = parsed.tensor("base_model.model.model.layers.0.mlp.gate_proj.lora_B.weight")?;
     assert_eq!(b.shape(), [64, 4]);
     assert_eq!(parsed.len(), 2 * 3 * 2);
-    let config: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("one").join(ADAPTER_CONFIG))?)?;
-    assert_eq!(config["target_modules"], serde_json::json!(["q_proj", "v_proj", "gate_proj"]));
-    assert_eq!((config["r"].as_u64(), config["lora_alpha"].as_f64()), (Some(4), Some(16.0)));
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("one").join(ADAPTER_CONFIG))?)?;
+    assert_eq!(
+        config["target_modules"],
+        serde_json::json!(["q_proj", "v_proj", "gate_proj"])
+    );
+    assert_eq!(
+        (config["r"].as_u64(), config["lora_alpha"].as_f64()),
+        (Some(4), Some(16.0))
+    );
 
     let again = save_adapters(&loaded, "tiny", &dir.path().join("one")).expect_err("no overwrite");
-    assert!(again.to_string().contains("refusing to overwrite"), "{again}");
+    assert!(
+        again.to_string().contains("refusing to overwrite"),
+        "{again}"
+    );
     Ok(())
 }
 
@@ -45,24 +76,46 @@ fn a_wrong_shape_missing_tensor_or_unsupported_option_is_named() -> anyhow::Resu
     let dir = tempfile::tempdir()?;
     let (_, policy) = tiny(&dir.path().join("model"), &TinySpec::default())?;
     let lora = LoraConfig::new(2, 4.0, vec![Target::KProj])?;
-    let adapters = Adapters::<Cpu>::init(policy.config(), lora, &mut PolicyRng::from_seed(8), policy.device());
+    let adapters = Adapters::<Cpu>::init(
+        policy.config(),
+        lora,
+        &mut PolicyRng::from_seed(8),
+        policy.device(),
+    );
     let out = dir.path().join("adapter");
     save_adapters(&adapters, "tiny", &out)?;
-    let load_err = || load_adapters::<Cpu>(policy.config(), &out, policy.device()).expect_err("refused").to_string();
+    let load_err = || {
+        load_adapters::<Cpu>(policy.config(), &out, policy.device())
+            .expect_err("refused")
+            .to_string()
+    };
 
     // The same files claim rank 3: every tensor has the wrong shape.
     let config_path = out.join(ADAPTER_CONFIG);
     let original = std::fs::read_to_string(&config_path)?;
     std::fs::write(&config_path, original.replace("\"r\": 2", "\"r\": 3"))?;
     let err = load_err();
-    assert!(err.contains("base_model.model.model.layers.0.self_attn.k_proj.lora_A.weight") && err.contains("[2, 32]"), "{err}");
+    assert!(
+        err.contains("base_model.model.model.layers.0.self_attn.k_proj.lora_A.weight")
+            && err.contains("[2, 32]"),
+        "{err}"
+    );
 
     // Claiming an extra target: its tensors are missing.
-    std::fs::write(&config_path, original.replace("\"k_proj\"", "\"k_proj\", \"o_proj\""))?;
+    std::fs::write(
+        &config_path,
+        original.replace("\"k_proj\"", "\"k_proj\", \"o_proj\""),
+    )?;
     let err = load_err();
-    assert!(err.contains("self_attn.o_proj.lora_A.weight") && err.contains("missing"), "{err}");
+    assert!(
+        err.contains("self_attn.o_proj.lora_A.weight") && err.contains("missing"),
+        "{err}"
+    );
 
-    std::fs::write(&config_path, original.replace("\"use_dora\": false", "\"use_dora\": true"))?;
+    std::fs::write(
+        &config_path,
+        original.replace("\"use_dora\": false", "\"use_dora\": true"),
+    )?;
     assert!(load_err().contains("`use_dora`"));
     std::fs::write(&config_path, original.replace("\"k_proj\"", "\"qkv\""))?;
     assert!(load_err().contains("`qkv` is not one of"));

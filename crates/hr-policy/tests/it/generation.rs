@@ -8,23 +8,44 @@ use hr_tests::tiny_model::{EOS, TinySpec};
 use crate::{Cpu, tiny};
 
 fn prompts() -> Vec<Vec<u32>> {
-    vec![vec![1, 40, 41, 42, 7], vec![5, 6], vec![100, 101, 102, 103, 104, 105, 106]]
+    vec![
+        vec![1, 40, 41, 42, 7],
+        vec![5, 6],
+        vec![100, 101, 102, 103, 104, 105, 106],
+    ]
 }
 
 fn sampling(temperature: f64, top_p: f64) -> SamplingConfig {
-    SamplingConfig { temperature, top_p, max_new_tokens: 12, stop_tokens: vec![EOS] }
+    SamplingConfig {
+        temperature,
+        top_p,
+        max_new_tokens: 12,
+        stop_tokens: vec![EOS],
+    }
 }
 
 #[test]
 fn cached_and_uncached_generation_agree() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let (_, policy) = tiny(dir.path(), &TinySpec { model_type: "qwen2", ..TinySpec::default() })?;
+    let (_, policy) = tiny(
+        dir.path(),
+        &TinySpec {
+            model_type: "qwen2",
+            ..TinySpec::default()
+        },
+    )?;
     for cfg in [sampling(1.0, 1.0), sampling(0.7, 0.9), sampling(0.0, 1.0)] {
         let cached = policy.generate(None, &prompts(), &cfg, &mut PolicyRng::from_seed(5), true)?;
-        let uncached = policy.generate(None, &prompts(), &cfg, &mut PolicyRng::from_seed(5), false)?;
+        let uncached =
+            policy.generate(None, &prompts(), &cfg, &mut PolicyRng::from_seed(5), false)?;
         assert_eq!(cached.tokens, uncached.tokens, "{cfg:?}");
         assert_eq!(cached.stopped, uncached.stopped);
-        for (a, b) in cached.logprobs.iter().flatten().zip(uncached.logprobs.iter().flatten()) {
+        for (a, b) in cached
+            .logprobs
+            .iter()
+            .flatten()
+            .zip(uncached.logprobs.iter().flatten())
+        {
             assert!((a - b).abs() < 1e-5, "{a} vs {b}");
         }
         assert!(cached.tokens.iter().all(|t| !t.is_empty() && t.len() <= 12));
@@ -56,21 +77,36 @@ fn greedy_takes_the_argmax_and_top_p_limits_the_choices() -> anyhow::Result<()> 
     let dir = tempfile::tempdir()?;
     let (_, policy) = tiny(dir.path(), &TinySpec::default())?;
     let prompt = vec![vec![3, 4, 5, 6]];
-    let greedy = policy.generate(None, &prompt, &sampling(0.0, 1.0), &mut PolicyRng::from_seed(1), true)?;
+    let greedy = policy.generate(
+        None,
+        &prompt,
+        &sampling(0.0, 1.0),
+        &mut PolicyRng::from_seed(1),
+        true,
+    )?;
     let logits = host_f32(policy.logits(None, &prompt)?)?;
     let vocab = policy.config().vocab_size;
     let last = &logits[3 * vocab..4 * vocab];
-    let argmax = (0..vocab).max_by(|a, b| last[*a].total_cmp(&last[*b])).expect("vocab");
+    let argmax = (0..vocab)
+        .max_by(|a, b| last[*a].total_cmp(&last[*b]))
+        .expect("vocab");
     assert_eq!(greedy.tokens[0][0] as usize, argmax);
 
     // A tiny nucleus keeps only the most likely token: sampling becomes greedy.
-    let nucleus = policy.generate(None, &prompt, &sampling(1.0, 1e-9), &mut PolicyRng::from_seed(2), true)?;
+    let nucleus = policy.generate(
+        None,
+        &prompt,
+        &sampling(1.0, 1e-9),
+        &mut PolicyRng::from_seed(2),
+        true,
+    )?;
     assert_eq!(nucleus.tokens, greedy.tokens);
     Ok(())
 }
 
 #[test]
-fn scoring_reproduces_the_sampling_log_probs_and_the_reference_ignores_adapters() -> anyhow::Result<()> {
+fn scoring_reproduces_the_sampling_log_probs_and_the_reference_ignores_adapters()
+-> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let (_, policy) = tiny(dir.path(), &TinySpec::default())?;
     let cfg = sampling(0.8, 1.0);
@@ -80,14 +116,29 @@ fn scoring_reproduces_the_sampling_log_probs_and_the_reference_ignores_adapters(
     for (row, logprobs) in generation.logprobs.iter().enumerate() {
         for (j, lp) in logprobs.iter().enumerate() {
             let s = f64::from(scored[row * width + j]);
-            assert!((s - lp).abs() < 1e-4, "row {row} token {j}: scored {s}, sampled {lp}");
+            assert!(
+                (s - lp).abs() < 1e-4,
+                "row {row} token {j}: scored {s}, sampled {lp}"
+            );
         }
-        assert!(scored[row * width + logprobs.len()..(row + 1) * width].iter().all(|x| *x == 0.0));
+        assert!(
+            scored[row * width + logprobs.len()..(row + 1) * width]
+                .iter()
+                .all(|x| *x == 0.0)
+        );
     }
     let lora = LoraConfig::new(2, 4.0, vec![Target::QProj, Target::UpProj])?;
-    let adapters = Adapters::<Cpu>::init(policy.config(), lora, &mut PolicyRng::from_seed(3), policy.device());
+    let adapters = Adapters::<Cpu>::init(
+        policy.config(),
+        lora,
+        &mut PolicyRng::from_seed(3),
+        policy.device(),
+    );
     let with = host_f32(policy.score(Some(&adapters), &prompts(), &generation.tokens, 0.8)?)?;
-    assert_eq!(scored, with, "B = 0 adapters leave the policy equal to the reference");
+    assert_eq!(
+        scored, with,
+        "B = 0 adapters leave the policy equal to the reference"
+    );
     Ok(())
 }
 
@@ -98,12 +149,25 @@ fn only_adapters_receive_gradients() -> anyhow::Result<()> {
     hr_tests::tiny_model::write_tiny_model(dir.path(), &TinySpec::default());
     let policy = Policy::<Train>::load(dir.path(), &Default::default())?;
     let lora = LoraConfig::new(2, 4.0, vec![Target::VProj])?;
-    let adapters = Adapters::<Train>::init(policy.config(), lora, &mut PolicyRng::from_seed(3), policy.device());
+    let adapters = Adapters::<Train>::init(
+        policy.config(),
+        lora,
+        &mut PolicyRng::from_seed(3),
+        policy.device(),
+    );
     let logp = policy.score(Some(&adapters), &[vec![3, 4, 5]], &[vec![6, 7, 8]], 1.0)?;
     let grads = logp.sum().backward();
-    let b_grad = adapters.layers[0].slots[2].as_ref().expect("v_proj adapter").b.grad(&grads).expect("grad of B");
+    let b_grad = adapters.layers[0].slots[2]
+        .as_ref()
+        .expect("v_proj adapter")
+        .b
+        .grad(&grads)
+        .expect("grad of B");
     assert!(host_f32(b_grad)?.iter().any(|g| *g != 0.0));
-    assert!(policy.base().blocks[0].attn.v.grad(&grads).is_none(), "base weights are frozen");
+    assert!(
+        policy.base().blocks[0].attn.v.grad(&grads).is_none(),
+        "base weights are frozen"
+    );
     assert!(policy.base().embed.grad(&grads).is_none());
     assert_eq!(adapters.num_params(), 2 * (2 * 32 + 2 * 16));
     Ok(())
@@ -114,10 +178,26 @@ fn bad_requests_are_refused_with_the_reason() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let (_, policy) = tiny(dir.path(), &TinySpec::default())?;
     let mut rng = PolicyRng::from_seed(1);
-    let err = |r: Result<_, hr_policy::PolicyError>| r.map(|_: hr_policy::Generation| ()).expect_err("refused").to_string();
-    assert!(err(policy.generate(None, &[vec![]], &sampling(1.0, 1.0), &mut rng, true)).contains("prompt 0 is empty"));
-    assert!(err(policy.generate(None, &[vec![9999]], &sampling(1.0, 1.0), &mut rng, true)).contains("outside the vocabulary"));
-    assert!(err(policy.generate(None, &[vec![3]], &sampling(-1.0, 1.0), &mut rng, true)).contains("temperature"));
-    assert!(err(policy.generate(None, &[vec![3]], &sampling(1.0, 0.0), &mut rng, true)).contains("top_p"));
+    let err = |r: Result<_, hr_policy::PolicyError>| {
+        r.map(|_: hr_policy::Generation| ())
+            .expect_err("refused")
+            .to_string()
+    };
+    assert!(
+        err(policy.generate(None, &[vec![]], &sampling(1.0, 1.0), &mut rng, true))
+            .contains("prompt 0 is empty")
+    );
+    assert!(
+        err(policy.generate(None, &[vec![9999]], &sampling(1.0, 1.0), &mut rng, true))
+            .contains("outside the vocabulary")
+    );
+    assert!(
+        err(policy.generate(None, &[vec![3]], &sampling(-1.0, 1.0), &mut rng, true))
+            .contains("temperature")
+    );
+    assert!(
+        err(policy.generate(None, &[vec![3]], &sampling(1.0, 0.0), &mut rng, true))
+            .contains("top_p")
+    );
     Ok(())
 }

@@ -11,11 +11,19 @@ use safetensors::tensor::TensorView;
 use crate::{Cpu, reference, tiny};
 
 fn rows() -> Vec<Vec<u32>> {
-    vec![vec![1, 40, 41, 42, 7, 200, 3, 9, 11], vec![5, 6, 260], vec![100, 101, 102, 103, 104, 105]]
+    vec![
+        vec![1, 40, 41, 42, 7, 200, 3, 9, 11],
+        vec![5, 6, 260],
+        vec![100, 101, 102, 103, 104, 105],
+    ]
 }
 
 /// Max |burn − reference| over every real position, relative to the largest reference logit.
-fn relative_error(logits: Tensor<Cpu, 3>, rows: &[Vec<u32>], reference: impl Fn(&[u32]) -> Vec<Vec<f64>>) -> f64 {
+fn relative_error(
+    logits: Tensor<Cpu, 3>,
+    rows: &[Vec<u32>],
+    reference: impl Fn(&[u32]) -> Vec<Vec<f64>>,
+) -> f64 {
     let [_, width, vocab] = logits.dims();
     let values = host_f32(logits).expect("host");
     let (mut worst, mut scale) = (0.0f64, 0.0f64);
@@ -36,14 +44,27 @@ fn relative_error(logits: Tensor<Cpu, 3>, rows: &[Vec<u32>], reference: impl Fn(
 fn logits_match_an_f64_reference_across_families_and_dtypes() -> anyhow::Result<()> {
     let specs = [
         TinySpec::default(),
-        TinySpec { model_type: "qwen2", tie: true, dtype: Dtype::BF16, seed: 11, ..TinySpec::default() },
-        TinySpec { kv_heads: 4, dtype: Dtype::F16, seed: 3, ..TinySpec::default() },
+        TinySpec {
+            model_type: "qwen2",
+            tie: true,
+            dtype: Dtype::BF16,
+            seed: 11,
+            ..TinySpec::default()
+        },
+        TinySpec {
+            kv_heads: 4,
+            dtype: Dtype::F16,
+            seed: 3,
+            ..TinySpec::default()
+        },
     ];
     for spec in specs {
         let dir = tempfile::tempdir()?;
         let (model, policy) = tiny(dir.path(), &spec)?;
         let rows = rows();
-        let err = relative_error(policy.logits(None, &rows)?, &rows, |r| reference::logits(&model.config, &model.tensors, r));
+        let err = relative_error(policy.logits(None, &rows)?, &rows, |r| {
+            reference::logits(&model.config, &model.tensors, r)
+        });
         assert!(err < 1e-4, "{spec:?}: relative error {err}");
     }
     Ok(())
@@ -54,7 +75,12 @@ fn lora_with_zero_b_gives_the_base_logits_exactly() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let (_, policy) = tiny(dir.path(), &TinySpec::default())?;
     let lora = LoraConfig::new(4, 8.0, Target::ALL.to_vec())?;
-    let adapters = Adapters::<Cpu>::init(policy.config(), lora, &mut PolicyRng::from_seed(1), policy.device());
+    let adapters = Adapters::<Cpu>::init(
+        policy.config(),
+        lora,
+        &mut PolicyRng::from_seed(1),
+        policy.device(),
+    );
     let rows = rows();
     let base = host_f32(policy.logits(None, &rows)?)?;
     let with = host_f32(policy.logits(Some(&adapters), &rows)?)?;
@@ -80,7 +106,11 @@ fn peft_adapters_match_the_merged_reference() -> anyhow::Result<()> {
     };
     for layer in 0..2 {
         for target in targets {
-            let module = if target == "down_proj" { format!("mlp.{target}") } else { format!("self_attn.{target}") };
+            let module = if target == "down_proj" {
+                format!("mlp.{target}")
+            } else {
+                format!("self_attn.{target}")
+            };
             let name = format!("model.layers.{layer}.{module}.weight");
             let (shape, w) = model.tensors.get_mut(&name).expect("weight");
             let (out, d_in) = (shape[0], shape[1]);
@@ -88,20 +118,39 @@ fn peft_adapters_match_the_merged_reference() -> anyhow::Result<()> {
             let b: Vec<f32> = (0..out * r).map(|_| next()).collect();
             for o in 0..out {
                 for i in 0..d_in {
-                    let delta: f64 = (0..r).map(|k| f64::from(b[o * r + k]) * f64::from(a[k * d_in + i])).sum();
-                    w[o * d_in + i] = (f64::from(w[o * d_in + i]) + alpha / r as f64 * delta) as f32;
+                    let delta: f64 = (0..r)
+                        .map(|k| f64::from(b[o * r + k]) * f64::from(a[k * d_in + i]))
+                        .sum();
+                    w[o * d_in + i] =
+                        (f64::from(w[o * d_in + i]) + alpha / r as f64 * delta) as f32;
                 }
             }
             let key = format!("base_model.model.model.layers.{layer}.{module}");
-            stored.push((format!("{key}.lora_A.weight"), vec![r, d_in], a.iter().flat_map(|x| x.to_le_bytes()).collect()));
-            stored.push((format!("{key}.lora_B.weight"), vec![out, r], b.iter().flat_map(|x| x.to_le_bytes()).collect()));
+            stored.push((
+                format!("{key}.lora_A.weight"),
+                vec![r, d_in],
+                a.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            ));
+            stored.push((
+                format!("{key}.lora_B.weight"),
+                vec![out, r],
+                b.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            ));
         }
     }
     let views: Vec<(String, TensorView<'_>)> = stored
         .iter()
-        .map(|(n, s, b)| (n.clone(), TensorView::new(Dtype::F32, s.clone(), b).expect("view")))
+        .map(|(n, s, b)| {
+            (
+                n.clone(),
+                TensorView::new(Dtype::F32, s.clone(), b).expect("view"),
+            )
+        })
         .collect();
-    std::fs::write(adapter_dir.join("adapter_model.safetensors"), safetensors::serialize(views, Some(HashMap::new()))?)?;
+    std::fs::write(
+        adapter_dir.join("adapter_model.safetensors"),
+        safetensors::serialize(views, Some(HashMap::new()))?,
+    )?;
     std::fs::write(
         adapter_dir.join("adapter_config.json"),
         serde_json::to_vec(&serde_json::json!({
@@ -112,7 +161,9 @@ fn peft_adapters_match_the_merged_reference() -> anyhow::Result<()> {
     )?;
     let adapters = load_adapters::<Cpu>(policy.config(), &adapter_dir, policy.device())?;
     let rows = rows();
-    let err = relative_error(policy.logits(Some(&adapters), &rows)?, &rows, |r| reference::logits(&model.config, &model.tensors, r));
+    let err = relative_error(policy.logits(Some(&adapters), &rows)?, &rows, |r| {
+        reference::logits(&model.config, &model.tensors, r)
+    });
     assert!(err < 1e-4, "relative error {err}");
     assert!(rows.iter().flatten().all(|t| (*t as usize) < VOCAB));
     Ok(())

@@ -22,7 +22,9 @@ impl Weights<'_> {
 /// `W x` for an HF weight `[out, in]`.
 fn matvec(w: &[f64], x: &[f64], out: usize) -> Vec<f64> {
     let d_in = x.len();
-    (0..out).map(|o| (0..d_in).map(|i| w[o * d_in + i] * x[i]).sum()).collect()
+    (0..out)
+        .map(|o| (0..d_in).map(|i| w[o * d_in + i] * x[i]).sum())
+        .collect()
 }
 
 fn rms_norm(x: &[f64], w: &[f64], eps: f64) -> Vec<f64> {
@@ -37,7 +39,11 @@ fn rope(x: &mut [f64], pos: usize, theta: f64) {
     let orig = x.to_vec();
     for i in 0..d {
         let angle = pos as f64 * theta.powf(-((2 * (i % half)) as f64) / d as f64);
-        let rotated = if i < half { -orig[i + half] } else { orig[i - half] };
+        let rotated = if i < half {
+            -orig[i + half]
+        } else {
+            orig[i - half]
+        };
         x[i] = orig[i] * angle.cos() + rotated * angle.sin();
     }
 }
@@ -50,14 +56,22 @@ fn add(a: &mut [f64], b: &[f64]) {
 pub(crate) fn logits(config: &Value, tensors: &Tensors, tokens: &[u32]) -> Vec<Vec<f64>> {
     let w = Weights(tensors);
     let n = |k: &str| config[k].as_u64().expect(k) as usize;
-    let (h, heads, kv_heads, layers, vocab) =
-        (n("hidden_size"), n("num_attention_heads"), n("num_key_value_heads"), n("num_hidden_layers"), n("vocab_size"));
+    let (h, heads, kv_heads, layers, vocab) = (
+        n("hidden_size"),
+        n("num_attention_heads"),
+        n("num_key_value_heads"),
+        n("num_hidden_layers"),
+        n("vocab_size"),
+    );
     let hd = h / heads;
     let eps = config["rms_norm_eps"].as_f64().expect("eps");
     let theta = config["rope_theta"].as_f64().expect("theta");
     let inter = n("intermediate_size");
     let embed = w.get("model.embed_tokens.weight");
-    let mut xs: Vec<Vec<f64>> = tokens.iter().map(|&t| embed[t as usize * h..(t as usize + 1) * h].to_vec()).collect();
+    let mut xs: Vec<Vec<f64>> = tokens
+        .iter()
+        .map(|&t| embed[t as usize * h..(t as usize + 1) * h].to_vec())
+        .collect();
     for l in 0..layers {
         let p = format!("model.layers.{l}");
         let (wq, wk, wv, wo) = (
@@ -66,7 +80,10 @@ pub(crate) fn logits(config: &Value, tensors: &Tensors, tokens: &[u32]) -> Vec<V
             w.get(&format!("{p}.self_attn.v_proj.weight")),
             w.get(&format!("{p}.self_attn.o_proj.weight")),
         );
-        let bias = |name: &str| w.has(&format!("{p}.self_attn.{name}.bias")).then(|| w.get(&format!("{p}.self_attn.{name}.bias")));
+        let bias = |name: &str| {
+            w.has(&format!("{p}.self_attn.{name}.bias"))
+                .then(|| w.get(&format!("{p}.self_attn.{name}.bias")))
+        };
         let (bq, bk, bv) = (bias("q_proj"), bias("k_proj"), bias("v_proj"));
         let norm1 = w.get(&format!("{p}.input_layernorm.weight"));
         let mut qs = Vec::new();
@@ -99,7 +116,13 @@ pub(crate) fn logits(config: &Value, tensors: &Tensors, tokens: &[u32]) -> Vec<V
                 let kvh = head / group;
                 let q = &qs[t][head * hd..(head + 1) * hd];
                 let scores: Vec<f64> = (0..=t)
-                    .map(|s| q.iter().zip(&ks[s][kvh * hd..(kvh + 1) * hd]).map(|(a, b)| a * b).sum::<f64>() / (hd as f64).sqrt())
+                    .map(|s| {
+                        q.iter()
+                            .zip(&ks[s][kvh * hd..(kvh + 1) * hd])
+                            .map(|(a, b)| a * b)
+                            .sum::<f64>()
+                            / (hd as f64).sqrt()
+                    })
                     .collect();
                 let max = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
                 let exps: Vec<f64> = scores.iter().map(|s| (s - max).exp()).collect();
@@ -122,11 +145,21 @@ pub(crate) fn logits(config: &Value, tensors: &Tensors, tokens: &[u32]) -> Vec<V
             let hn = rms_norm(x, &norm2, eps);
             let g = matvec(&wg, &hn, inter);
             let u = matvec(&wu, &hn, inter);
-            let act: Vec<f64> = g.iter().zip(&u).map(|(g, u)| g / (1.0 + (-g).exp()) * u).collect();
+            let act: Vec<f64> = g
+                .iter()
+                .zip(&u)
+                .map(|(g, u)| g / (1.0 + (-g).exp()) * u)
+                .collect();
             add(x, &matvec(&wd, &act, h));
         }
     }
     let norm = w.get("model.norm.weight");
-    let head = if w.has("lm_head.weight") { w.get("lm_head.weight") } else { embed };
-    xs.iter().map(|x| matvec(&head, &rms_norm(x, &norm, eps), vocab)).collect()
+    let head = if w.has("lm_head.weight") {
+        w.get("lm_head.weight")
+    } else {
+        embed
+    };
+    xs.iter()
+        .map(|x| matvec(&head, &rms_norm(x, &norm, eps), vocab))
+        .collect()
 }

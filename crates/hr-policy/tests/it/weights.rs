@@ -9,12 +9,22 @@ use safetensors::tensor::TensorView;
 
 use crate::Cpu;
 
-fn write_weights(path: &std::path::Path, tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>) -> anyhow::Result<()> {
-    let bytes: BTreeMap<&String, Vec<u8>> =
-        tensors.iter().map(|(n, (_, v))| (n, v.iter().flat_map(|x| x.to_le_bytes()).collect())).collect();
+fn write_weights(
+    path: &std::path::Path,
+    tensors: &BTreeMap<String, (Vec<usize>, Vec<f32>)>,
+) -> anyhow::Result<()> {
+    let bytes: BTreeMap<&String, Vec<u8>> = tensors
+        .iter()
+        .map(|(n, (_, v))| (n, v.iter().flat_map(|x| x.to_le_bytes()).collect()))
+        .collect();
     let views: Vec<(String, TensorView<'_>)> = tensors
         .iter()
-        .map(|(n, (s, _))| (n.clone(), TensorView::new(Dtype::F32, s.clone(), &bytes[n]).expect("view")))
+        .map(|(n, (s, _))| {
+            (
+                n.clone(),
+                TensorView::new(Dtype::F32, s.clone(), &bytes[n]).expect("view"),
+            )
+        })
         .collect();
     std::fs::write(path, safetensors::serialize(views, None)?)?;
     Ok(())
@@ -37,19 +47,35 @@ fn a_missing_wrong_shaped_or_unknown_tensor_is_named() -> anyhow::Result<()> {
     missing.remove("model.layers.1.mlp.up_proj.weight");
     write_weights(&path, &missing)?;
     let err = load_err(dir.path());
-    assert!(err.contains("model.layers.1.mlp.up_proj.weight") && err.contains("missing"), "{err}");
+    assert!(
+        err.contains("model.layers.1.mlp.up_proj.weight") && err.contains("missing"),
+        "{err}"
+    );
 
     let mut wrong = model.tensors.clone();
-    wrong.insert("model.layers.0.self_attn.k_proj.weight".into(), (vec![8, 32], vec![0.0; 256]));
+    wrong.insert(
+        "model.layers.0.self_attn.k_proj.weight".into(),
+        (vec![8, 32], vec![0.0; 256]),
+    );
     write_weights(&path, &wrong)?;
     let err = load_err(dir.path());
-    assert!(err.contains("model.layers.0.self_attn.k_proj.weight") && err.contains("[8, 32]"), "{err}");
+    assert!(
+        err.contains("model.layers.0.self_attn.k_proj.weight") && err.contains("[8, 32]"),
+        "{err}"
+    );
 
     let mut extra = model.tensors.clone();
-    extra.insert("model.layers.0.self_attn.q_proj.bias".into(), (vec![32], vec![0.0; 32]));
+    extra.insert(
+        "model.layers.0.self_attn.q_proj.bias".into(),
+        (vec![32], vec![0.0; 32]),
+    );
     write_weights(&path, &extra)?;
     let err = load_err(dir.path());
-    assert!(err.contains("model.layers.0.self_attn.q_proj.bias") && err.contains("not a tensor of this model"), "{err}");
+    assert!(
+        err.contains("model.layers.0.self_attn.q_proj.bias")
+            && err.contains("not a tensor of this model"),
+        "{err}"
+    );
 
     std::fs::write(&path, b"not safetensors")?;
     assert!(load_err(dir.path()).contains("not a valid safetensors file"));
@@ -64,10 +90,15 @@ fn sharded_weights_load_like_a_single_file() -> anyhow::Result<()> {
     let expected = host_f32(single.logits(None, &[vec![3, 4, 5, 6]])?)?;
 
     std::fs::remove_file(dir.path().join("model.safetensors"))?;
-    let (first, second): (BTreeMap<_, _>, BTreeMap<_, _>) =
-        model.tensors.into_iter().partition(|(n, _)| n.contains("layers.0") || n.contains("embed"));
+    let (first, second): (BTreeMap<_, _>, BTreeMap<_, _>) = model
+        .tensors
+        .into_iter()
+        .partition(|(n, _)| n.contains("layers.0") || n.contains("embed"));
     write_weights(&dir.path().join("model-00001-of-00002.safetensors"), &first)?;
-    write_weights(&dir.path().join("model-00002-of-00002.safetensors"), &second)?;
+    write_weights(
+        &dir.path().join("model-00002-of-00002.safetensors"),
+        &second,
+    )?;
     let mut map = serde_json::Map::new();
     for name in first.keys() {
         map.insert(name.clone(), "model-00001-of-00002.safetensors".into());
@@ -80,7 +111,10 @@ fn sharded_weights_load_like_a_single_file() -> anyhow::Result<()> {
         serde_json::to_vec(&serde_json::json!({"metadata": {}, "weight_map": map}))?,
     )?;
     let sharded = Policy::<Cpu>::load(dir.path(), &Default::default())?;
-    assert_eq!(expected, host_f32(sharded.logits(None, &[vec![3, 4, 5, 6]])?)?);
+    assert_eq!(
+        expected,
+        host_f32(sharded.logits(None, &[vec![3, 4, 5, 6]])?)?
+    );
     Ok(())
 }
 
@@ -96,7 +130,10 @@ fn bad_configs_name_the_field() {
         ("model_type", serde_json::json!("gpt2")),
         ("num_key_value_heads", serde_json::json!(3)),
         ("hidden_size", serde_json::json!(-1)),
-        ("rope_scaling", serde_json::json!({"type": "linear", "factor": 2.0})),
+        (
+            "rope_scaling",
+            serde_json::json!({"type": "linear", "factor": 2.0}),
+        ),
         ("hidden_act", serde_json::json!("gelu")),
         ("eos_token_id", serde_json::json!(999)),
     ] {
@@ -108,9 +145,15 @@ fn bad_configs_name_the_field() {
         }
     }
     let mut missing = base;
-    missing.as_object_mut().expect("object").remove("vocab_size");
+    missing
+        .as_object_mut()
+        .expect("object")
+        .remove("vocab_size");
     let err = ModelConfig::from_json(path, &missing.to_string()).expect_err("missing field");
-    assert!(err.to_string().contains("`vocab_size`: is missing"), "{err}");
+    assert!(
+        err.to_string().contains("`vocab_size`: is missing"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -121,7 +164,10 @@ fn the_tokenizer_reads_tokenizer_json_and_formats_chatml() -> anyhow::Result<()>
     let ids = tok.encode_chat(&[Message::new("user", "so the answer is 42")])?;
     assert_eq!(ids[0], 1, "<|im_start|> is one special token");
     assert!(ids.contains(&EOS), "<|im_end|> closes the user turn");
-    assert!(ids.contains(&tok.token_id("Ġthe").expect("merged token")), "BPE merges apply: {ids:?}");
+    assert!(
+        ids.contains(&tok.token_id("Ġthe").expect("merged token")),
+        "BPE merges apply: {ids:?}"
+    );
     let text_ids = tok.encode("héllo wörld")?;
     assert_eq!(tok.decode(&text_ids)?, "héllo wörld");
     assert_eq!(
