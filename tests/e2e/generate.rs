@@ -54,7 +54,7 @@ fn the_same_seed_in_two_processes_gives_identical_tokens_and_logprobs() -> Resul
     assert!(
         first
             .iter()
-            .all(|row| !row["tokens"].as_array().map_or(true, Vec::is_empty))
+            .all(|row| !row["tokens"].as_array().is_none_or(Vec::is_empty))
     );
     assert_ne!(
         first,

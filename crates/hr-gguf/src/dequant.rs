@@ -42,7 +42,7 @@ impl GgmlType {
             Self::Q4_1 => (32, 20),
             Self::Q8_0 => (32, 34),
         };
-        (count % block == 0).then(|| count / block * bytes)
+        count.is_multiple_of(block).then(|| count / block * bytes)
     }
 }
 

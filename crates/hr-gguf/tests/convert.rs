@@ -59,7 +59,7 @@ impl Writer {
         self.n_kv += 1;
     }
     fn tensor(&mut self, name: &str, dims: &[u64], ggml_type: u32, bytes: &[u8]) {
-        while self.data.len() % 32 != 0 {
+        while !self.data.len().is_multiple_of(32) {
             self.data.push(0);
         }
         string(&mut self.infos, name);
@@ -79,7 +79,7 @@ impl Writer {
         out.extend(self.n_kv.to_le_bytes());
         out.extend(self.kv);
         out.extend(self.infos);
-        while out.len() % 32 != 0 {
+        while !out.len().is_multiple_of(32) {
             out.push(0);
         }
         out.extend(self.data);

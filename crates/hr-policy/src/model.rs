@@ -66,8 +66,8 @@ pub struct BaseModel<B: Backend> {
     pub blocks: Vec<Block<B>>,
     /// Final RMSNorm weight.
     pub norm: Param<Tensor<B, 1>>,
-    /// LM head `[hidden, vocab]`; `None` when tied to the embedding.
-    pub lm_head: Option<Param<Tensor<B, 2>>>,
+    /// LM head `[hidden, vocab]` (for tied embeddings, a transposed copy of the embedding).
+    pub lm_head: Param<Tensor<B, 2>>,
 }
 
 /// Keys and values of the positions seen so far, per block, before the GQA repeat.
@@ -152,10 +152,7 @@ pub(crate) fn hidden_states<B: Backend>(
 
 /// Projects hidden states `[batch, t, hidden]` to vocabulary logits `[batch, t, vocab]`.
 pub(crate) fn lm_logits<B: Backend>(base: &BaseModel<B>, hidden: Tensor<B, 3>) -> Tensor<B, 3> {
-    match &base.lm_head {
-        Some(head) => linear(hidden, head.val(), None),
-        None => linear(hidden, base.embed.val().transpose(), None),
-    }
+    linear(hidden, base.lm_head.val(), None)
 }
 
 fn rms_norm<B: Backend>(x: Tensor<B, 3>, weight: Tensor<B, 1>, eps: f64) -> Tensor<B, 3> {

@@ -58,8 +58,10 @@ pub(crate) fn sample(logits: &[f32], config: &SamplingConfig, rng: &mut PolicyRn
         argmax(&logp)
     } else {
         let mut order: Vec<usize> = (0..logp.len()).collect();
-        // Descending probability, ties by token id: a total, deterministic order.
-        order.sort_by(|&a, &b| logp[b].total_cmp(&logp[a]).then(a.cmp(&b)));
+        if config.top_p < 1.0 {
+            // Descending probability, ties by token id: a total, deterministic order.
+            order.sort_by(|&a, &b| logp[b].total_cmp(&logp[a]).then(a.cmp(&b)));
+        }
         let probs: Vec<f64> = order.iter().map(|&i| logp[i].exp()).collect();
         let mut keep = probs.len();
         if config.top_p < 1.0 {

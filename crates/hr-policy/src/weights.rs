@@ -262,12 +262,19 @@ pub(crate) fn load_base<B: Backend>(
         config.num_heads * config.head_dim,
         config.num_kv_heads * config.head_dim,
     );
-    let embed = {
-        let data = l
-            .file
-            .take("model.embed_tokens.weight", &[config.vocab_size, h])?;
-        frozen(data, [config.vocab_size, h], device)
-    };
+    let embed_data = l
+        .file
+        .take("model.embed_tokens.weight", &[config.vocab_size, h])?;
+    // A tied head gets its own `[hidden, vocab]` copy: multiplying by a transposed view of the
+    // embedding costs a full copy of it at every step on the CPU backend.
+    let tied_head = config.tie_word_embeddings.then(|| {
+        frozen(
+            transpose(&embed_data, config.vocab_size, h),
+            [h, config.vocab_size],
+            device,
+        )
+    });
+    let embed = frozen(embed_data, [config.vocab_size, h], device);
     let mut blocks = Vec::with_capacity(config.num_layers);
     for i in 0..config.num_layers {
         let p = format!("model.layers.{i}");
@@ -292,10 +299,9 @@ pub(crate) fn load_base<B: Backend>(
         });
     }
     let norm = l.vector("model.norm.weight", h)?;
-    let lm_head = if config.tie_word_embeddings {
-        None
-    } else {
-        Some(l.linear("lm_head.weight", h, config.vocab_size)?)
+    let lm_head = match tied_head {
+        Some(head) => head,
+        None => l.linear("lm_head.weight", h, config.vocab_size)?,
     };
     let tied = config.tie_word_embeddings;
     // Some tied checkpoints still carry `lm_head.weight` (HF ignores it), and old ones carry
