@@ -1,0 +1,17 @@
+//! The crate's error type.
+
+/// A GRPO input that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum GrpoError {
+    /// A configuration value is out of range; names the field.
+    #[error("`{field}`: {message}")]
+    Config {
+        /// The field.
+        field: &'static str,
+        /// What is wrong and the accepted range.
+        message: String,
+    },
+    /// Inputs of mismatched sizes.
+    #[error("{0}")]
+    Shape(String),
+}
