@@ -62,7 +62,7 @@ pub fn advantages(
             message: format!("must be at least 2, got {group_size}"),
         });
     }
-    if rewards.is_empty() || rewards.len() % group_size != 0 {
+    if rewards.is_empty() || !rewards.len().is_multiple_of(group_size) {
         return Err(GrpoError::Shape(format!(
             "{} rewards do not form whole groups of {group_size}",
             rewards.len()
