@@ -7,7 +7,8 @@
 //!
 //! On top: the [`Environment`] trait the trainer drives episodes through, the OpenEnv client (one
 //! WebSocket session per episode) and the NeMo Gym resources-server client (one cookie jar per
-//! rollout, the trainer playing the agent), and Rust fixture servers faithful to both contracts.
+//! rollout, the trainer playing the agent), Rust fixture servers faithful to both contracts, and
+//! the built-in fixture environment (arithmetic, tool-call and calculator tasks, no service).
 //! No tensors, no Determined.
 
 mod environment;
@@ -17,9 +18,11 @@ mod http;
 mod nemo_gym;
 mod openenv;
 mod service;
+mod tasks;
 
 pub use environment::{Environment, Observation, StepOutcome, Task};
 pub use error::BridgeError;
 pub use nemo_gym::{NemoGymClient, NemoGymEnvironment, Rollout, Verdict, output_item, response};
 pub use openenv::{EnvReply, OpenEnvClient, OpenEnvEnvironment, OpenEnvSession};
 pub use service::{OwnedService, ServiceSpec};
+pub use tasks::{FixtureEnvironment, FixtureKind, fixture_tasks};
