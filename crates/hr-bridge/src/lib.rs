@@ -8,7 +8,7 @@
 //! On top: the [`Environment`] trait the trainer drives episodes through, the OpenEnv client (one
 //! WebSocket session per episode) and the NeMo Gym resources-server client (one cookie jar per
 //! rollout, the trainer playing the agent), Rust fixture servers faithful to both contracts, and
-//! the built-in fixture environment (arithmetic, tool-call and calculator tasks, no service).
+//! the built-in fixture environment (arithmetic, tool-call, calculator and digits tasks, no service).
 //! No tensors, no Determined.
 
 mod environment;

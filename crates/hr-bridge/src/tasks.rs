@@ -4,7 +4,9 @@
 //! - `tool_call` (single turn): 1 for a `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`
 //!   with the right name and equal arguments, 0.1 for a well-formed call that is wrong, else 0;
 //! - `calculator` (multi-turn): the policy may call `add` first and gets the sum back as a
-//!   `<tool_response>`; its final answer is then scored as in `arithmetic`.
+//!   `<tool_response>`; its final answer is then scored as in `arithmetic`;
+//! - `digits` (single turn, a dense format reward): the share of the answer's characters that
+//!   are ASCII digits, so even a tiny random model gets a signal to learn from.
 
 use serde_json::{Value, json};
 
@@ -19,6 +21,8 @@ pub enum FixtureKind {
     ToolCall,
     /// `a + b` with an `add` tool available (two turns).
     Calculator,
+    /// "Answer with digits only": rewarded by the share of digit characters.
+    Digits,
 }
 
 const CITIES: [&str; 8] = [
@@ -49,6 +53,10 @@ pub fn fixture_tasks(kind: FixtureKind, count: usize, seed: u64) -> Vec<Task> {
                     id: format!("calculator-{n}"),
                     payload: json!({"kind": "calculator", "question": format!(
                         "What is {a} + {b}? You may call the tool `add` with arguments a and b."), "a": a, "b": b}),
+                },
+                FixtureKind::Digits => Task {
+                    id: format!("digits-{n}"),
+                    payload: json!({"kind": "digits", "question": format!("Answer with digits only: {a}{b}?")}),
                 },
                 FixtureKind::ToolCall => {
                     let city = CITIES[(mix(&mut state) % CITIES.len() as u64) as usize];
@@ -154,6 +162,19 @@ impl Environment for FixtureEnvironment {
                     String::new(),
                 )
             }
+            "digits" => {
+                let chars = action.chars().count();
+                let digits = action.chars().filter(char::is_ascii_digit).count();
+                outcome(
+                    if chars == 0 {
+                        0.0
+                    } else {
+                        digits as f64 / chars as f64
+                    },
+                    true,
+                    String::new(),
+                )
+            }
             "tool_call" => {
                 let reward = match tool_call(action) {
                     Some(call)
@@ -203,7 +224,7 @@ impl Environment for FixtureEnvironment {
                 return Err(BridgeError::Malformed {
                     service: "fixture".to_owned(),
                     message: format!(
-                        "task {}: unknown kind `{other}` (arithmetic, tool_call, calculator)",
+                        "task {}: unknown kind `{other}` (arithmetic, tool_call, calculator, digits)",
                         task.id
                     ),
                 });
@@ -281,6 +302,12 @@ mod tests {
         );
         let last = env.step("The answer is 13.")?;
         assert_eq!((last.done, last.reward), (true, 1.0));
+        let digits = Task {
+            id: "d".into(),
+            payload: json!({"kind": "digits", "question": "q"}),
+        };
+        env.reset(&digits, 0)?;
+        assert_eq!(env.step("12ab")?.reward, 0.5);
         env.close()?;
         assert!(env.step("x").is_err(), "no episode after close");
         Ok(())

@@ -14,4 +14,10 @@ pub enum GrpoError {
     /// Inputs of mismatched sizes.
     #[error("{0}")]
     Shape(String),
+    /// An environment failed (its message names the service).
+    #[error("environment: {0}")]
+    Environment(String),
+    /// The policy or tokenizer failed.
+    #[error("policy: {0}")]
+    Policy(String),
 }

@@ -3,13 +3,22 @@
 //! surrogate with ε_low / ε_high and Schulman's k3 KL to the reference weighted by β, and the
 //! loss aggregations `grpo`, `bnpo`, `dr_grpo` and `dapo`, with the clip and KL statistics TRL logs.
 //!
-//! It is the algorithm only: sampling and scoring live in `hr-policy`, environments in
-//! `hr-bridge`, and the training loop, optimiser and checkpoints in the layers above.
+//! On top: rollouts of G episodes per task through `hr-bridge` environments (multi-turn, with
+//! environment tokens masked out of the loss), the warm-up + constant/cosine learning rate, and
+//! [`Trainer::step`]: AdamW on the LoRA adapters with global gradient-norm clipping, μ iterations,
+//! and TRL's metric names. Sampling and scoring live in `hr-policy`; plans, checkpoints and the
+//! command line live above.
 
 mod advantage;
 mod error;
 mod loss;
+mod rollout;
+mod schedule;
+mod trainer;
 
 pub use advantage::{AdvantageConfig, ScaleRewards, advantages};
 pub use error::GrpoError;
 pub use loss::{LossConfig, LossOutput, LossType, grpo_loss};
+pub use rollout::{EnvironmentFactory, Episode, RolloutConfig, rollouts};
+pub use schedule::{Decay, LrSchedule};
+pub use trainer::{AdamWSettings, GrpoConfig, StepReport, Trainer};

@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
+use burn::module::AutodiffModule;
 use burn::tensor::activation::log_softmax;
-use burn::tensor::backend::Backend;
+use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 
 use crate::model::{BaseModel, KvCache, Layout, hidden_states, lm_logits};
@@ -231,6 +232,17 @@ impl<B: Backend> Policy<B> {
             Tensor::from_data(TensorData::new(targets, [batch, c, 1]), &self.device);
         let keep: Tensor<B, 2> = Tensor::from_data(TensorData::new(keep, [batch, c]), &self.device);
         Ok(logp.gather(2, targets).reshape([batch, c]) * keep)
+    }
+}
+
+impl<B: AutodiffBackend> Policy<B> {
+    /// The same weights on the inner backend, without gradient tracking (for sampling).
+    pub fn valid(&self) -> Policy<B::InnerBackend> {
+        Policy {
+            config: self.config.clone(),
+            base: self.base.valid(),
+            device: self.device.clone(),
+        }
     }
 }
 

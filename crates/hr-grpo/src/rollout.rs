@@ -1,0 +1,194 @@
+//! Rollouts: for each task, G episodes sampled from the policy through [`Environment`]s. A turn
+//! appends the policy's tokens (trained on) and, when the episode goes on, the environment's
+//! reply formatted as a ChatML user turn (masked out of the loss).
+
+use burn::tensor::backend::Backend;
+use hr_bridge::{Environment, Task};
+use hr_policy::{
+    Adapters, ChatTokenizer, IM_END, IM_START, Message, Policy, PolicyRng, SamplingConfig,
+};
+
+use crate::GrpoError;
+
+/// Makes one environment per episode (episodes of a step run side by side).
+pub trait EnvironmentFactory {
+    /// A fresh environment.
+    fn create(&mut self) -> Result<Box<dyn Environment>, GrpoError>;
+}
+
+impl<F: FnMut() -> Result<Box<dyn Environment>, GrpoError>> EnvironmentFactory for F {
+    fn create(&mut self) -> Result<Box<dyn Environment>, GrpoError> {
+        self()
+    }
+}
+
+/// One sampled episode.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Episode {
+    /// The task's id.
+    pub task_id: String,
+    /// Tokens of the first prompt (system + user turn, open assistant turn).
+    pub prompt: Vec<u32>,
+    /// Everything after the prompt: policy tokens and environment replies.
+    pub completion: Vec<u32>,
+    /// For each completion token, whether the policy produced it (only those are trained on).
+    pub policy_mask: Vec<bool>,
+    /// Sum of the step rewards.
+    pub reward: f64,
+    /// Turns taken.
+    pub turns: usize,
+    /// Whether the environment ended the episode (false: cut by the turn or length limit).
+    pub done: bool,
+}
+
+/// How episodes are sampled.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RolloutConfig {
+    /// Episodes per task (G ≥ 2).
+    pub num_generations: usize,
+    /// Sampling temperature (> 0).
+    pub temperature: f64,
+    /// Nucleus mass.
+    pub top_p: f64,
+    /// Most completion tokens per episode, policy and environment tokens together.
+    pub max_completion_length: usize,
+    /// Most tokens the policy generates in one turn.
+    pub max_turn_tokens: usize,
+    /// Most policy turns per episode.
+    pub max_turns: usize,
+    /// A system message before each task.
+    pub system_prompt: Option<String>,
+}
+
+fn env_err(e: &hr_bridge::BridgeError) -> GrpoError {
+    GrpoError::Environment(e.to_string())
+}
+
+fn tok_err(e: &hr_policy::PolicyError) -> GrpoError {
+    GrpoError::Policy(e.to_string())
+}
+
+/// Samples `num_generations` episodes per task, in task order, consuming `rng` only for sampling
+/// (episode seeds are drawn from it first, in order). Every environment is closed, also on error.
+pub fn rollouts<B: Backend>(
+    policy: &Policy<B>,
+    adapters: Option<&Adapters<B>>,
+    tokenizer: &ChatTokenizer,
+    tasks: &[Task],
+    envs: &mut dyn EnvironmentFactory,
+    config: &RolloutConfig,
+    rng: &mut PolicyRng,
+) -> Result<Vec<Episode>, GrpoError> {
+    let n = tasks.len() * config.num_generations;
+    let mut live: Vec<Box<dyn Environment>> = Vec::with_capacity(n);
+    let result = run_episodes(
+        policy, adapters, tokenizer, tasks, envs, config, rng, &mut live,
+    );
+    let mut closing = Ok(());
+    for env in &mut live {
+        if let Err(e) = env.close() {
+            closing = Err(env_err(&e));
+        }
+    }
+    let episodes = result?;
+    closing?;
+    Ok(episodes)
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_episodes<B: Backend>(
+    policy: &Policy<B>,
+    adapters: Option<&Adapters<B>>,
+    tokenizer: &ChatTokenizer,
+    tasks: &[Task],
+    envs: &mut dyn EnvironmentFactory,
+    config: &RolloutConfig,
+    rng: &mut PolicyRng,
+    live: &mut Vec<Box<dyn Environment>>,
+) -> Result<Vec<Episode>, GrpoError> {
+    let seeds: Vec<u64> = (0..tasks.len() * config.num_generations)
+        .map(|_| rng.next_u64())
+        .collect();
+    let mut episodes = Vec::with_capacity(seeds.len());
+    for (i, seed) in seeds.iter().enumerate() {
+        let task = &tasks[i / config.num_generations];
+        let mut env = envs.create()?;
+        let observation = env.reset(task, *seed).map_err(|e| env_err(&e));
+        live.push(env);
+        let mut messages = Vec::new();
+        if let Some(system) = &config.system_prompt {
+            messages.push(Message::new("system", system));
+        }
+        messages.push(Message::new("user", &observation?.text));
+        episodes.push(Episode {
+            task_id: task.id.clone(),
+            prompt: tokenizer.encode_chat(&messages).map_err(|e| tok_err(&e))?,
+            completion: Vec::new(),
+            policy_mask: Vec::new(),
+            reward: 0.0,
+            turns: 0,
+            done: false,
+        });
+    }
+    let im_end = tokenizer.token_id(IM_END);
+    let mut stop_tokens = policy.config().eos_token_ids.clone();
+    stop_tokens.extend(im_end);
+    for _turn in 0..config.max_turns {
+        let active: Vec<usize> = (0..episodes.len())
+            .filter(|&i| {
+                !episodes[i].done && episodes[i].completion.len() < config.max_completion_length
+            })
+            .collect();
+        if active.is_empty() {
+            break;
+        }
+        let budget = active
+            .iter()
+            .map(|&i| config.max_completion_length - episodes[i].completion.len())
+            .min()
+            .unwrap_or(1)
+            .min(config.max_turn_tokens);
+        let sampling = SamplingConfig {
+            temperature: config.temperature,
+            top_p: config.top_p,
+            max_new_tokens: budget.max(1),
+            stop_tokens: stop_tokens.clone(),
+        };
+        let prompts: Vec<Vec<u32>> = active
+            .iter()
+            .map(|&i| [episodes[i].prompt.as_slice(), &episodes[i].completion].concat())
+            .collect();
+        let generated = policy
+            .generate(adapters, &prompts, &sampling, rng, true)
+            .map_err(|e| tok_err(&e))?;
+        for (k, &i) in active.iter().enumerate() {
+            let tokens = &generated.tokens[k];
+            let text = tokenizer.decode(tokens).map_err(|e| tok_err(&e))?;
+            let episode = &mut episodes[i];
+            episode.completion.extend(tokens);
+            episode
+                .policy_mask
+                .extend(std::iter::repeat_n(true, tokens.len()));
+            episode.turns += 1;
+            let outcome = live[i].step(&text).map_err(|e| env_err(&e))?;
+            episode.reward += outcome.reward;
+            episode.done = outcome.done;
+            if !outcome.done {
+                // The reply as a user turn, then the assistant's next turn opens.
+                let close = if generated.stopped[k] { "" } else { IM_END };
+                let reply = format!(
+                    "{close}\n{IM_START}user\n{}{IM_END}\n{IM_START}assistant\n",
+                    outcome.observation.text
+                );
+                let reply_tokens = tokenizer.encode(&reply).map_err(|e| tok_err(&e))?;
+                let room = config
+                    .max_completion_length
+                    .saturating_sub(episode.completion.len());
+                let kept = reply_tokens.len().min(room);
+                episode.completion.extend(&reply_tokens[..kept]);
+                episode.policy_mask.extend(std::iter::repeat_n(false, kept));
+            }
+        }
+    }
+    Ok(episodes)
+}

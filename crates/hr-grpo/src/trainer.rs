@@ -1,0 +1,329 @@
+//! One GRPO optimiser step: rollouts on the inference copy of the policy, group advantages, the
+//! scoring pass with gradients through the LoRA adapters only, μ iterations of the clipped loss
+//! with AdamW, global gradient-norm clipping and the scheduled learning rate, and TRL's metrics.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use burn::module::AutodiffModule;
+use burn::optim::adaptor::OptimizerAdaptor;
+use burn::optim::{AdamW, AdamWConfig, GradientsParams, Optimizer};
+use burn::tensor::Tensor;
+use burn::tensor::backend::AutodiffBackend;
+use hr_bridge::Task;
+use hr_policy::{Adapters, ChatTokenizer, Policy, PolicyRng};
+
+use crate::rollout::{EnvironmentFactory, Episode, RolloutConfig, rollouts};
+use crate::{AdvantageConfig, GrpoError, LossConfig, LrSchedule, advantages, grpo_loss};
+
+/// AdamW's constants (set explicitly: Burn's defaults differ from torch's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct AdamWSettings {
+    /// β1.
+    pub beta1: f64,
+    /// β2.
+    pub beta2: f64,
+    /// ε.
+    pub epsilon: f64,
+    /// Decoupled weight decay.
+    pub weight_decay: f64,
+}
+
+impl Default for AdamWSettings {
+    fn default() -> Self {
+        Self {
+            beta1: 0.9,
+            beta2: 0.999,
+            epsilon: 1e-8,
+            weight_decay: 0.01,
+        }
+    }
+}
+
+/// Everything one GRPO step needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrpoConfig {
+    /// Sampling of episodes.
+    pub rollout: RolloutConfig,
+    /// Advantage computation.
+    pub advantage: AdvantageConfig,
+    /// The loss.
+    pub loss: LossConfig,
+    /// μ: optimiser updates per batch of rollouts (old log-probs are snapshotted when > 1).
+    pub num_iterations: usize,
+    /// AdamW constants.
+    pub adamw: AdamWSettings,
+    /// Learning-rate schedule.
+    pub schedule: LrSchedule,
+    /// Clip the global gradient norm to this (TRL `max_grad_norm`, 1.0); `None` disables.
+    pub max_grad_norm: Option<f64>,
+}
+
+/// What a step did: its rollouts, their advantages and TRL-named metrics.
+#[derive(Debug, Clone)]
+pub struct StepReport {
+    /// The 0-based optimiser step that was taken.
+    pub step: u64,
+    /// The episodes, `num_generations` per task in task order.
+    pub episodes: Vec<Episode>,
+    /// One advantage per episode.
+    pub advantages: Vec<f64>,
+    /// `reward`, `reward_std`, `frac_reward_zero_std`, `kl`, `clip_ratio/*`,
+    /// `completions/*`, `learning_rate`, `grad_norm`, `loss`, `num_tokens`, `tokens_per_second`.
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// The trainable state of a GRPO run and the step that advances it.
+pub struct Trainer<B: AutodiffBackend> {
+    policy: Policy<B>,
+    tokenizer: ChatTokenizer,
+    adapters: Adapters<B>,
+    optimizer: OptimizerAdaptor<AdamW, Adapters<B>, B>,
+    rng: PolicyRng,
+    step: u64,
+    config: GrpoConfig,
+}
+
+impl<B: AutodiffBackend> Trainer<B> {
+    /// A trainer at step 0.
+    pub fn new(
+        policy: Policy<B>,
+        tokenizer: ChatTokenizer,
+        adapters: Adapters<B>,
+        rng: PolicyRng,
+        config: GrpoConfig,
+    ) -> Result<Self, GrpoError> {
+        config.loss.validate()?;
+        if config.rollout.num_generations < 2 {
+            return Err(GrpoError::Config {
+                field: "num_generations",
+                message: format!("must be at least 2, got {}", config.rollout.num_generations),
+            });
+        }
+        if config.num_iterations == 0 {
+            return Err(GrpoError::Config {
+                field: "num_iterations",
+                message: "must be at least 1".to_owned(),
+            });
+        }
+        if config.rollout.temperature.is_nan() || config.rollout.temperature <= 0.0 {
+            return Err(GrpoError::Config {
+                field: "temperature",
+                message: "must be > 0 for GRPO sampling".to_owned(),
+            });
+        }
+        let a = &config.adamw;
+        let optimizer = AdamWConfig::new()
+            .with_beta_1(a.beta1 as f32)
+            .with_beta_2(a.beta2 as f32)
+            .with_epsilon(a.epsilon as f32)
+            .with_weight_decay(a.weight_decay as f32)
+            .init::<B, Adapters<B>>();
+        Ok(Self {
+            policy,
+            tokenizer,
+            adapters,
+            optimizer,
+            rng,
+            step: 0,
+            config,
+        })
+    }
+
+    /// The adapters being trained.
+    pub fn adapters(&self) -> &Adapters<B> {
+        &self.adapters
+    }
+
+    /// The next step to take (0-based).
+    pub fn step_index(&self) -> u64 {
+        self.step
+    }
+
+    /// The sampling RNG.
+    pub fn rng(&self) -> &PolicyRng {
+        &self.rng
+    }
+
+    /// Runs one GRPO step on `tasks` (each sampled `num_generations` times).
+    pub fn step(
+        &mut self,
+        tasks: &[Task],
+        envs: &mut dyn EnvironmentFactory,
+    ) -> Result<StepReport, GrpoError> {
+        let started = Instant::now();
+        let g = self.config.rollout.num_generations;
+        let lr = self.config.schedule.at(self.step);
+        let inference = self.policy.valid();
+        let frozen_adapters = self.adapters.valid();
+        let episodes = rollouts(
+            &inference,
+            Some(&frozen_adapters),
+            &self.tokenizer,
+            tasks,
+            envs,
+            &self.config.rollout,
+            &mut self.rng,
+        )?;
+        let rewards: Vec<f64> = episodes.iter().map(|e| e.reward).collect();
+        let adv = advantages(&rewards, g, &self.config.advantage)?;
+        let prompts: Vec<Vec<u32>> = episodes.iter().map(|e| e.prompt.clone()).collect();
+        let completions: Vec<Vec<u32>> = episodes.iter().map(|e| e.completion.clone()).collect();
+        let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let mask: Vec<Vec<bool>> = episodes
+            .iter()
+            .map(|e| {
+                let mut m = e.policy_mask.clone();
+                m.resize(width, false);
+                m
+            })
+            .collect();
+        let temperature = self.config.rollout.temperature;
+        let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
+        let reference = if self.config.loss.beta > 0.0 {
+            Some(
+                self.policy
+                    .score(None, &prompts, &completions, temperature)
+                    .map_err(policy_err)?
+                    .detach(),
+            )
+        } else {
+            None
+        };
+        let old = if self.config.num_iterations > 1 {
+            Some(
+                self.policy
+                    .score(Some(&self.adapters), &prompts, &completions, temperature)
+                    .map_err(policy_err)?
+                    .detach(),
+            )
+        } else {
+            None
+        };
+        let mut metrics = BTreeMap::new();
+        let (mut loss_sum, mut grad_norm) = (0.0, 0.0);
+        for _ in 0..self.config.num_iterations {
+            let logp = self
+                .policy
+                .score(Some(&self.adapters), &prompts, &completions, temperature)
+                .map_err(policy_err)?;
+            let out = grpo_loss(
+                logp,
+                old.clone(),
+                reference.clone(),
+                &adv,
+                &mask,
+                &self.config.loss,
+                None,
+            )?;
+            loss_sum += scalar(out.loss.clone());
+            metrics.insert("clip_ratio/low_mean".to_owned(), out.clip_ratio_low);
+            metrics.insert("clip_ratio/high_mean".to_owned(), out.clip_ratio_high);
+            metrics.insert("clip_ratio/region_mean".to_owned(), out.clip_ratio_region);
+            if let Some(kl) = out.kl {
+                metrics.insert("kl".to_owned(), kl);
+            }
+            let mut grads = GradientsParams::from_grads(out.loss.backward(), &self.adapters);
+            grad_norm = clip_global_norm(&self.adapters, &mut grads, self.config.max_grad_norm);
+            self.adapters = self.optimizer.step(lr, self.adapters.clone(), grads);
+        }
+        let step = self.step;
+        self.step += 1;
+        let policy_tokens: Vec<usize> = episodes
+            .iter()
+            .map(|e| e.policy_mask.iter().filter(|m| **m).count())
+            .collect();
+        let total_tokens: usize = episodes
+            .iter()
+            .map(|e| e.prompt.len() + e.completion.len())
+            .sum();
+        let n = rewards.len() as f64;
+        let mean = rewards.iter().sum::<f64>() / n;
+        let std =
+            (rewards.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+        let zero_std = rewards
+            .chunks(g)
+            .filter(|grp| grp.iter().all(|r| *r == grp[0]))
+            .count() as f64
+            / (rewards.len() / g) as f64;
+        let elapsed = started.elapsed().as_secs_f64();
+        metrics.insert("reward".to_owned(), mean);
+        metrics.insert("reward_std".to_owned(), std);
+        metrics.insert("frac_reward_zero_std".to_owned(), zero_std);
+        metrics.insert(
+            "completions/mean_length".to_owned(),
+            policy_tokens.iter().sum::<usize>() as f64 / n,
+        );
+        metrics.insert(
+            "completions/min_length".to_owned(),
+            policy_tokens.iter().copied().min().unwrap_or(0) as f64,
+        );
+        metrics.insert(
+            "completions/max_length".to_owned(),
+            policy_tokens.iter().copied().max().unwrap_or(0) as f64,
+        );
+        metrics.insert(
+            "completions/clipped_ratio".to_owned(),
+            episodes.iter().filter(|e| !e.done).count() as f64 / n,
+        );
+        metrics.insert("learning_rate".to_owned(), lr);
+        metrics.insert("grad_norm".to_owned(), grad_norm);
+        metrics.insert(
+            "loss".to_owned(),
+            loss_sum / self.config.num_iterations as f64,
+        );
+        metrics.insert("num_tokens".to_owned(), total_tokens as f64);
+        metrics.insert(
+            "tokens_per_second".to_owned(),
+            total_tokens as f64 / elapsed.max(1e-9),
+        );
+        Ok(StepReport {
+            step,
+            episodes,
+            advantages: adv,
+            metrics,
+        })
+    }
+}
+
+fn scalar<B: burn::tensor::backend::Backend>(t: Tensor<B, 1>) -> f64 {
+    t.into_data()
+        .convert::<f64>()
+        .to_vec::<f64>()
+        .ok()
+        .and_then(|v| v.first().copied())
+        .unwrap_or(f64::NAN)
+}
+
+/// torch's `clip_grad_norm_` over all adapter gradients: returns the norm before clipping and
+/// scales every gradient by `max / (norm + 1e-6)` when that is below 1.
+fn clip_global_norm<B: AutodiffBackend>(
+    adapters: &Adapters<B>,
+    grads: &mut GradientsParams,
+    max: Option<f64>,
+) -> f64 {
+    let ids: Vec<_> = adapters
+        .layers
+        .iter()
+        .flat_map(|l| l.slots.iter().flatten())
+        .flat_map(|p| [p.a.id, p.b.id])
+        .collect();
+    let mut sum = 0.0;
+    for id in &ids {
+        if let Some(g) = grads.get::<B::InnerBackend, 2>(*id) {
+            sum += scalar(g.square().sum());
+        }
+    }
+    let norm = sum.sqrt();
+    if let Some(max) = max {
+        let coef = max / (norm + 1e-6);
+        if coef < 1.0 {
+            for id in ids {
+                if let Some(g) = grads.remove::<B::InnerBackend, 2>(id) {
+                    grads.register(id, g.mul_scalar(coef));
+                }
+            }
+        }
+    }
+    norm
+}

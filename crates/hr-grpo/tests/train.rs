@@ -1,0 +1,183 @@
+//! GRPO steps on a tiny random model with the fixture environment: determinism, multi-turn
+//! masking, and learning.
+#![allow(clippy::print_stderr)]
+
+use burn::backend::{Autodiff, Flex};
+use hr_bridge::{
+    BridgeError, Environment, FixtureEnvironment, FixtureKind, Observation, StepOutcome, Task,
+    fixture_tasks,
+};
+use hr_grpo::{
+    AdamWSettings, AdvantageConfig, Decay, GrpoConfig, GrpoError, LossConfig, LrSchedule,
+    RolloutConfig, Trainer,
+};
+use hr_policy::{Adapters, ChatTokenizer, LoraConfig, Policy, PolicyRng, Target, save_adapters};
+use hr_tests::tiny_model::{TinySpec, write_tiny_model};
+
+type B = Autodiff<Flex>;
+
+fn config(max_turns: usize) -> GrpoConfig {
+    GrpoConfig {
+        rollout: RolloutConfig {
+            num_generations: 4,
+            temperature: 1.0,
+            top_p: 1.0,
+            max_completion_length: 8,
+            max_turn_tokens: 8,
+            max_turns,
+            system_prompt: None,
+        },
+        advantage: AdvantageConfig::default(),
+        loss: LossConfig {
+            max_completion_length: 8,
+            ..LossConfig::default()
+        },
+        num_iterations: 1,
+        adamw: AdamWSettings {
+            weight_decay: 0.0,
+            ..AdamWSettings::default()
+        },
+        schedule: LrSchedule {
+            learning_rate: 2e-2,
+            warmup_steps: 0,
+            decay: Decay::Constant,
+            total_steps: 50,
+        },
+        max_grad_norm: Some(1.0),
+    }
+}
+
+fn trainer(dir: &std::path::Path, config: GrpoConfig) -> anyhow::Result<Trainer<B>> {
+    write_tiny_model(dir, &TinySpec::default());
+    let device = Default::default();
+    let policy = Policy::<B>::load(dir, &device)?;
+    let tokenizer = ChatTokenizer::from_file(&dir.join("tokenizer.json"))?;
+    let lora = LoraConfig::new(4, 8.0, Target::ALL.to_vec())?;
+    let adapters = Adapters::init(
+        policy.config(),
+        lora,
+        &mut PolicyRng::from_seed(11),
+        &device,
+    );
+    Ok(Trainer::new(
+        policy,
+        tokenizer,
+        adapters,
+        PolicyRng::from_seed(5),
+        config,
+    )?)
+}
+
+fn fixture() -> Result<Box<dyn Environment>, GrpoError> {
+    Ok(Box::new(FixtureEnvironment::new()))
+}
+
+#[test]
+fn the_same_seeds_give_the_same_steps_and_adapters() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let tasks = fixture_tasks(FixtureKind::Arithmetic, 2, 1);
+    let mut runs = Vec::new();
+    for run in 0..2 {
+        let mut t = trainer(&dir.path().join(format!("model{run}")), config(1))?;
+        let mut rewards = Vec::new();
+        for _ in 0..3 {
+            let report = t.step(&tasks, &mut fixture)?;
+            assert_eq!(report.episodes.len(), 8);
+            assert!(report.metrics["grad_norm"].is_finite());
+            rewards.push((report.episodes, report.metrics["loss"]));
+        }
+        let out = dir.path().join(format!("adapter{run}"));
+        save_adapters(t.adapters(), "tiny", &out)?;
+        runs.push((
+            rewards,
+            std::fs::read(out.join("adapter_model.safetensors"))?,
+            t.rng().state(),
+        ));
+    }
+    assert_eq!(runs[0], runs[1]);
+    Ok(())
+}
+
+/// Continues once with a reply, then ends with reward 1.
+struct TwoTurns(usize);
+
+impl Environment for TwoTurns {
+    fn reset(&mut self, _task: &Task, _seed: u64) -> Result<Observation, BridgeError> {
+        self.0 = 0;
+        Ok(Observation {
+            text: "start".into(),
+            raw: serde_json::Value::Null,
+        })
+    }
+    fn step(&mut self, _action: &str) -> Result<StepOutcome, BridgeError> {
+        self.0 += 1;
+        let text = if self.0 == 1 {
+            "tool says 7".to_owned()
+        } else {
+            String::new()
+        };
+        Ok(StepOutcome {
+            observation: Observation {
+                text,
+                raw: serde_json::Value::Null,
+            },
+            reward: 1.0,
+            done: self.0 == 2,
+        })
+    }
+    fn close(&mut self) -> Result<(), BridgeError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn environment_replies_are_in_the_sequence_but_masked_out_of_the_loss() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut cfg = config(2);
+    cfg.rollout.max_completion_length = 64;
+    cfg.rollout.max_turn_tokens = 6;
+    let mut t = trainer(dir.path(), cfg)?;
+    let tasks = fixture_tasks(FixtureKind::Arithmetic, 1, 1);
+    let tokenizer = ChatTokenizer::from_file(&dir.path().join("tokenizer.json"))?;
+    let reply =
+        tokenizer.encode("<|im_start|>user\ntool says 7<|im_end|>\n<|im_start|>assistant\n")?;
+    let mut two_turns = || -> Result<Box<dyn Environment>, GrpoError> { Ok(Box::new(TwoTurns(0))) };
+    let report = t.step(&tasks, &mut two_turns)?;
+    for e in &report.episodes {
+        assert_eq!((e.turns, e.done, e.reward), (2, true, 2.0));
+        let masked: Vec<u32> = e
+            .completion
+            .iter()
+            .zip(&e.policy_mask)
+            .filter(|(_, m)| !**m)
+            .map(|(t, _)| *t)
+            .collect();
+        assert!(masked.ends_with(&reply), "the reply is masked: {masked:?}");
+        assert!(e.policy_mask.first() == Some(&true) && e.policy_mask.last() == Some(&true));
+    }
+    // Equal rewards in every group: zero advantages, all groups zero-std.
+    assert_eq!(report.metrics["frac_reward_zero_std"], 1.0);
+    assert!(report.advantages.iter().all(|a| *a == 0.0));
+    Ok(())
+}
+
+#[test]
+fn the_tiny_model_learns_the_digits_task() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut cfg = config(1);
+    cfg.schedule.learning_rate = 5e-2;
+    let mut t = trainer(dir.path(), cfg)?;
+    let tasks = fixture_tasks(FixtureKind::Digits, 4, 3);
+    let mut rewards = Vec::new();
+    for _ in 0..50 {
+        rewards.push(t.step(&tasks, &mut fixture)?.metrics["reward"]);
+    }
+    let first = rewards[..10].iter().sum::<f64>() / 10.0;
+    let last = rewards[40..].iter().sum::<f64>() / 10.0;
+    eprintln!("mean reward steps 1-10: {first:.3}, steps 41-50: {last:.3}");
+    assert!(
+        last > first + 0.1 && last > 1.5 * first,
+        "steps 1-10: {first:.3}, steps 41-50: {last:.3}"
+    );
+    Ok(())
+}
