@@ -11,7 +11,7 @@ use anyhow::{Context, Result, bail};
 const TENSOR_CRATES: &[&str] = &["hr-policy", "hr-grpo", "hessian-recipes"];
 
 /// Layer-0 crates: pure and synchronous, so no async runtime and no HTTP client.
-const LAYER0_CRATES: &[&str] = &["hr-config", "hr-seal", "hr-proof", "hr-gguf"];
+const LAYER0_CRATES: &[&str] = &["hr-config", "hr-seal", "hr-proof", "hr-gguf", "hr-plan"];
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let mut problems = Vec::new();

@@ -1,0 +1,475 @@
+//! The plan's fields, their defaults (TRL's where TRL has one) and their checks.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::PlanError;
+
+/// A training plan.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Plan {
+    /// Must be 1.
+    pub schema_version: u32,
+    /// The run's name (used in output and snapshot identities).
+    pub name: String,
+    /// The policy model and its adapters.
+    pub model: Model,
+    /// Where episodes come from.
+    pub environment: Environment,
+    /// GRPO settings.
+    #[serde(default)]
+    pub grpo: Grpo,
+    /// Optimiser settings.
+    #[serde(default)]
+    pub optimizer: Optimizer,
+    /// Optimiser steps to run.
+    pub steps: u64,
+    /// When native snapshots are written.
+    #[serde(default)]
+    pub checkpoints: Checkpoints,
+    /// Every seed of the run.
+    pub seeds: Seeds,
+}
+
+/// The policy model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Model {
+    /// An HF model folder (config.json, model.safetensors, tokenizer.json); relative paths are
+    /// relative to the plan file.
+    pub path: PathBuf,
+    /// The LoRA adapters that train.
+    #[serde(default)]
+    pub lora: Lora,
+}
+
+/// LoRA settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lora {
+    /// Rank.
+    pub rank: usize,
+    /// `lora_alpha`.
+    pub alpha: f64,
+    /// Target module names (`q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`, `up_proj`,
+    /// `down_proj`).
+    pub targets: Vec<String>,
+}
+
+impl Default for Lora {
+    fn default() -> Self {
+        Self {
+            rank: 8,
+            alpha: 16.0,
+            targets: vec!["q_proj".to_owned(), "v_proj".to_owned()],
+        }
+    }
+}
+
+/// The environment backend.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "backend", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Environment {
+    /// The built-in fixture tasks (no service).
+    Fixture {
+        /// The tasks.
+        tasks: FixtureTasks,
+    },
+}
+
+/// Fixture tasks drawn from a seed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FixtureTasks {
+    /// `arithmetic`, `tool_call`, `calculator` or `digits`.
+    pub kind: String,
+    /// How many tasks.
+    pub count: usize,
+    /// Seed of the task list.
+    pub seed: u64,
+}
+
+/// Reward scaling (TRL's `scale_rewards`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScaleRewards {
+    /// Group std.
+    Group,
+    /// Batch std.
+    Batch,
+    /// No scaling (Dr. GRPO).
+    None,
+}
+
+/// Loss aggregation (TRL's `loss_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossType {
+    /// Per-sequence mean.
+    Grpo,
+    /// Token mean over the batch.
+    Bnpo,
+    /// ÷ (sequences × max completion length).
+    DrGrpo,
+    /// ÷ active tokens of the accumulated batch.
+    Dapo,
+}
+
+/// LR decay after warm-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decay {
+    /// Constant.
+    Constant,
+    /// Cosine to 0 at the last step.
+    Cosine,
+}
+
+/// GRPO settings; defaults follow TRL.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Grpo {
+    /// Tasks per step.
+    pub tasks_per_step: usize,
+    /// G: episodes per task (≥ 2).
+    pub num_generations: usize,
+    /// Sampling temperature (> 0), also applied when scoring.
+    pub temperature: f64,
+    /// Nucleus mass in (0, 1].
+    pub top_p: f64,
+    /// Most completion tokens per episode (all turns).
+    pub max_completion_length: usize,
+    /// Most tokens per policy turn.
+    pub max_turn_tokens: usize,
+    /// Most policy turns per episode.
+    pub max_turns: usize,
+    /// A system message before each task.
+    pub system_prompt: Option<String>,
+    /// Reward scaling.
+    pub scale_rewards: ScaleRewards,
+    /// Leave-one-out baseline.
+    pub leave_one_out: bool,
+    /// Added to the std before dividing.
+    pub advantage_epsilon: f64,
+    /// Lower clip.
+    pub epsilon_low: f64,
+    /// Upper clip.
+    pub epsilon_high: f64,
+    /// KL weight β ≥ 0.
+    pub beta: f64,
+    /// Aggregation.
+    pub loss_type: LossType,
+    /// μ.
+    pub num_iterations: usize,
+}
+
+impl Default for Grpo {
+    fn default() -> Self {
+        Self {
+            tasks_per_step: 4,
+            num_generations: 8,
+            temperature: 1.0,
+            top_p: 1.0,
+            max_completion_length: 256,
+            max_turn_tokens: 256,
+            max_turns: 1,
+            system_prompt: None,
+            scale_rewards: ScaleRewards::Group,
+            leave_one_out: false,
+            advantage_epsilon: 1e-4,
+            epsilon_low: 0.2,
+            epsilon_high: 0.2,
+            beta: 0.0,
+            loss_type: LossType::Dapo,
+            num_iterations: 1,
+        }
+    }
+}
+
+/// AdamW and schedule settings (explicit: Burn's AdamW defaults differ from torch's).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Optimizer {
+    /// Peak learning rate.
+    pub learning_rate: f64,
+    /// Decoupled weight decay.
+    pub weight_decay: f64,
+    /// Adam ε.
+    pub adam_epsilon: f64,
+    /// β1.
+    pub beta1: f64,
+    /// β2.
+    pub beta2: f64,
+    /// Global gradient-norm clip; null disables.
+    pub max_grad_norm: Option<f64>,
+    /// Linear warm-up steps.
+    pub warmup_steps: u64,
+    /// Decay after warm-up.
+    pub decay: Decay,
+}
+
+impl Default for Optimizer {
+    fn default() -> Self {
+        Self {
+            learning_rate: 1e-6,
+            weight_decay: 0.0,
+            adam_epsilon: 1e-8,
+            beta1: 0.9,
+            beta2: 0.999,
+            max_grad_norm: Some(1.0),
+            warmup_steps: 0,
+            decay: Decay::Constant,
+        }
+    }
+}
+
+/// The native snapshot schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Checkpoints {
+    /// Write a snapshot after every `every` steps (and always after the last).
+    pub every: u64,
+    /// Keep the raw rollout data of this many latest steps in each snapshot (digests of all).
+    pub raw_rollout_steps: usize,
+}
+
+impl Default for Checkpoints {
+    fn default() -> Self {
+        Self {
+            every: 1,
+            raw_rollout_steps: 2,
+        }
+    }
+}
+
+/// Seeds.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Seeds {
+    /// The sampling RNG.
+    pub sampling: u64,
+    /// The LoRA initialisation.
+    pub adapter_init: u64,
+    /// The task order.
+    pub task_order: u64,
+}
+
+const TARGETS: [&str; 7] = [
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+];
+const FIXTURE_KINDS: [&str; 4] = ["arithmetic", "tool_call", "calculator", "digits"];
+
+impl Plan {
+    /// Reads, parses and checks a plan; `model.path` is resolved against the plan's folder.
+    pub fn from_file(path: &Path) -> Result<Self, PlanError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut plan = Self::parse(path, &text)?;
+        if plan.model.path.is_relative()
+            && let Some(dir) = path.parent()
+        {
+            plan.model.path = dir.join(&plan.model.path);
+        }
+        Ok(plan)
+    }
+
+    /// Parses and checks plan text; `path` only names the file in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, PlanError> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let plan: Plan = serde_path_to_error::deserialize(de).map_err(|e| {
+            let field = e.path().to_string();
+            PlanError::Field {
+                path: path.to_owned(),
+                field: if field == "." {
+                    "(plan)".to_owned()
+                } else {
+                    field
+                },
+                message: e.into_inner().to_string(),
+            }
+        })?;
+        plan.validate(path)?;
+        Ok(plan)
+    }
+
+    fn validate(&self, path: &Path) -> Result<(), PlanError> {
+        let check = |ok: bool, field: &str, message: String| {
+            if ok {
+                Ok(())
+            } else {
+                Err(PlanError::Field {
+                    path: path.to_owned(),
+                    field: field.to_owned(),
+                    message,
+                })
+            }
+        };
+        let g = &self.grpo;
+        let o = &self.optimizer;
+        check(
+            self.schema_version == 1,
+            "schema_version",
+            format!("{} is not supported; use 1", self.schema_version),
+        )?;
+        check(
+            !self.name.is_empty()
+                && self
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
+            "name",
+            "must be non-empty and use only letters, digits, '-', '_' and '.'".to_owned(),
+        )?;
+        check(
+            !self.model.path.as_os_str().is_empty(),
+            "model.path",
+            "must name an HF model folder".to_owned(),
+        )?;
+        check(
+            self.model.lora.rank >= 1,
+            "model.lora.rank",
+            "must be at least 1".to_owned(),
+        )?;
+        check(
+            self.model.lora.alpha.is_finite() && self.model.lora.alpha > 0.0,
+            "model.lora.alpha",
+            "must be > 0".to_owned(),
+        )?;
+        check(
+            !self.model.lora.targets.is_empty(),
+            "model.lora.targets",
+            format!("name at least one of {TARGETS:?}"),
+        )?;
+        for t in &self.model.lora.targets {
+            check(
+                TARGETS.contains(&t.as_str()),
+                "model.lora.targets",
+                format!("`{t}` is not one of {TARGETS:?}"),
+            )?;
+        }
+        match &self.environment {
+            Environment::Fixture { tasks } => {
+                check(
+                    FIXTURE_KINDS.contains(&tasks.kind.as_str()),
+                    "environment.tasks.kind",
+                    format!("`{}` is not one of {FIXTURE_KINDS:?}", tasks.kind),
+                )?;
+                check(
+                    tasks.count >= 1,
+                    "environment.tasks.count",
+                    "must be at least 1".to_owned(),
+                )?;
+            }
+        }
+        check(
+            g.tasks_per_step >= 1,
+            "grpo.tasks_per_step",
+            "must be at least 1".to_owned(),
+        )?;
+        check(
+            g.num_generations >= 2,
+            "grpo.num_generations",
+            format!(
+                "G = {} gives no group to compare; use at least 2",
+                g.num_generations
+            ),
+        )?;
+        check(
+            g.temperature.is_finite() && g.temperature > 0.0,
+            "grpo.temperature",
+            format!("{} must be > 0", g.temperature),
+        )?;
+        check(
+            g.top_p > 0.0 && g.top_p <= 1.0,
+            "grpo.top_p",
+            format!("{} must be in (0, 1]", g.top_p),
+        )?;
+        check(
+            g.max_completion_length >= 1,
+            "grpo.max_completion_length",
+            "must be at least 1".to_owned(),
+        )?;
+        check(
+            g.max_turn_tokens >= 1,
+            "grpo.max_turn_tokens",
+            "must be at least 1".to_owned(),
+        )?;
+        check(
+            g.max_turns >= 1,
+            "grpo.max_turns",
+            "must be at least 1".to_owned(),
+        )?;
+        check(
+            g.advantage_epsilon.is_finite() && g.advantage_epsilon >= 0.0,
+            "grpo.advantage_epsilon",
+            "must be ≥ 0".to_owned(),
+        )?;
+        check(
+            g.epsilon_low > 0.0 && g.epsilon_low < 1.0,
+            "grpo.epsilon_low",
+            format!("{} must be in (0, 1)", g.epsilon_low),
+        )?;
+        check(
+            g.epsilon_high.is_finite() && g.epsilon_high > 0.0,
+            "grpo.epsilon_high",
+            format!("{} must be > 0", g.epsilon_high),
+        )?;
+        check(
+            g.beta.is_finite() && g.beta >= 0.0,
+            "grpo.beta",
+            format!("{} must be ≥ 0 (0 disables the KL term)", g.beta),
+        )?;
+        check(
+            g.num_iterations >= 1,
+            "grpo.num_iterations",
+            "must be at least 1".to_owned(),
+        )?;
+        check(
+            o.learning_rate.is_finite() && o.learning_rate > 0.0,
+            "optimizer.learning_rate",
+            "must be > 0".to_owned(),
+        )?;
+        check(
+            o.weight_decay.is_finite() && o.weight_decay >= 0.0,
+            "optimizer.weight_decay",
+            "must be ≥ 0".to_owned(),
+        )?;
+        check(
+            o.adam_epsilon.is_finite() && o.adam_epsilon > 0.0,
+            "optimizer.adam_epsilon",
+            "must be > 0".to_owned(),
+        )?;
+        check(
+            (0.0..1.0).contains(&o.beta1),
+            "optimizer.beta1",
+            "must be in [0, 1)".to_owned(),
+        )?;
+        check(
+            (0.0..1.0).contains(&o.beta2),
+            "optimizer.beta2",
+            "must be in [0, 1)".to_owned(),
+        )?;
+        check(
+            o.max_grad_norm.is_none_or(|m| m.is_finite() && m > 0.0),
+            "optimizer.max_grad_norm",
+            "must be > 0 or null".to_owned(),
+        )?;
+        check(self.steps >= 1, "steps", "must be at least 1".to_owned())?;
+        check(
+            self.checkpoints.every >= 1,
+            "checkpoints.every",
+            "must be at least 1".to_owned(),
+        )?;
+        Ok(())
+    }
+}

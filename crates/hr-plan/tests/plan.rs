@@ -1,0 +1,76 @@
+//! Plans: the example parses; bad values are refused naming the field.
+
+use std::path::Path;
+
+use hr_plan::{Plan, PlanError};
+use serde_json::{Value, json};
+
+fn example() -> Value {
+    json!({
+        "schema_version": 1,
+        "name": "native-tiny",
+        "model": {"path": "model", "lora": {"rank": 4, "alpha": 8.0, "targets": ["q_proj", "v_proj"]}},
+        "environment": {"backend": "fixture", "tasks": {"kind": "digits", "count": 8, "seed": 3}},
+        "grpo": {"num_generations": 4, "max_completion_length": 8, "max_turn_tokens": 8},
+        "optimizer": {"learning_rate": 0.05},
+        "steps": 4,
+        "seeds": {"sampling": 5, "adapter_init": 11, "task_order": 7}
+    })
+}
+
+fn field_error(plan: &Value) -> (String, String) {
+    match Plan::parse(Path::new("plan.json"), &plan.to_string()) {
+        Err(PlanError::Field { field, message, .. }) => (field, message),
+        other => panic!("expected a field error, got {other:?}"),
+    }
+}
+
+#[test]
+fn the_example_parses_with_trl_defaults_for_what_it_omits() -> anyhow::Result<()> {
+    let plan = Plan::parse(Path::new("plan.json"), &example().to_string())?;
+    assert_eq!(plan.grpo.num_generations, 4);
+    assert_eq!(
+        (
+            plan.grpo.epsilon_low,
+            plan.grpo.beta,
+            plan.grpo.num_iterations
+        ),
+        (0.2, 0.0, 1)
+    );
+    assert_eq!(plan.optimizer.max_grad_norm, Some(1.0));
+    assert_eq!(plan.checkpoints.every, 1);
+    Ok(())
+}
+
+#[test]
+fn bad_values_are_refused_naming_the_field() {
+    type Breaker = fn(&mut Value);
+    let cases: [(&str, Breaker); 7] = [
+        ("grpo.beta", |p| p["grpo"]["beta"] = json!(-0.1)),
+        ("grpo.num_generations", |p| {
+            p["grpo"]["num_generations"] = json!(1)
+        }),
+        ("grpo.betaa", |p| p["grpo"]["betaa"] = json!(0.1)),
+        ("model", |p| {
+            _ = p.as_object_mut().map(|o| o.remove("model"))
+        }),
+        ("model.lora.targets", |p| {
+            p["model"]["lora"]["targets"] = json!(["qkv"])
+        }),
+        ("environment.tasks.kind", |p| {
+            p["environment"]["tasks"]["kind"] = json!("chess")
+        }),
+        ("steps", |p| p["steps"] = json!(0)),
+    ];
+    for (field, break_it) in cases {
+        let mut plan = example();
+        break_it(&mut plan);
+        let (named, message) = field_error(&plan);
+        // A missing field is reported at its parent with the field in the message.
+        assert!(
+            named == field
+                || message.contains(&format!("`{}`", field.rsplit('.').next().unwrap_or(field))),
+            "{field}: got `{named}`: {message}"
+        );
+    }
+}
