@@ -17,6 +17,9 @@ pub enum GrpoError {
     /// An environment failed (its message names the service).
     #[error("environment: {0}")]
     Environment(String),
+    /// Native state is missing, inconsistent or unreadable.
+    #[error("native state: {0}")]
+    State(String),
     /// The policy or tokenizer failed.
     #[error("policy: {0}")]
     Policy(String),

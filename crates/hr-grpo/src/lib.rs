@@ -14,6 +14,7 @@ mod error;
 mod loss;
 mod rollout;
 mod schedule;
+mod state;
 mod trainer;
 
 pub use advantage::{AdvantageConfig, ScaleRewards, advantages};
@@ -21,4 +22,5 @@ pub use error::GrpoError;
 pub use loss::{LossConfig, LossOutput, LossType, grpo_loss};
 pub use rollout::{EnvironmentFactory, Episode, RolloutConfig, rollouts};
 pub use schedule::{Decay, LrSchedule};
+pub use state::{NativeState, OPTIMIZER_STATE, TRAINER_STATE};
 pub use trainer::{AdamWSettings, GrpoConfig, StepReport, Trainer};

@@ -77,10 +77,10 @@ pub struct StepReport {
 pub struct Trainer<B: AutodiffBackend> {
     policy: Policy<B>,
     tokenizer: ChatTokenizer,
-    adapters: Adapters<B>,
-    optimizer: OptimizerAdaptor<AdamW, Adapters<B>, B>,
-    rng: PolicyRng,
-    step: u64,
+    pub(crate) adapters: Adapters<B>,
+    pub(crate) optimizer: OptimizerAdaptor<AdamW, Adapters<B>, B>,
+    pub(crate) rng: PolicyRng,
+    pub(crate) step: u64,
     config: GrpoConfig,
 }
 

@@ -3,7 +3,7 @@
 //! `[out, r]`) and `adapter_config.json`. Saving is deterministic, so save → load → save gives
 //! the same bytes.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 
 use burn::tensor::backend::Backend;
@@ -55,14 +55,12 @@ pub fn adapter_config_json(config: &LoraConfig, base_model: &str) -> Value {
     })
 }
 
-/// Writes `adapter_model.safetensors` and `adapter_config.json` into `dir` (created if absent).
-/// Existing adapter files are never overwritten.
-pub fn save_adapters<B: Backend>(
+/// The bytes of `adapter_model.safetensors` and `adapter_config.json` for `adapters`
+/// (deterministic: the same adapters always give the same bytes).
+pub fn adapter_files<B: Backend>(
     adapters: &Adapters<B>,
     base_model: &str,
-    dir: &Path,
-) -> Result<(), PolicyError> {
-    std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
+) -> Result<AdapterFiles, PolicyError> {
     let mut tensors: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::new();
     for (layer, slots) in adapters.layers.iter().enumerate() {
         for (target, pair) in Target::ALL.iter().zip(&slots.slots) {
@@ -75,20 +73,72 @@ pub fn save_adapters<B: Backend>(
             tensors.push((key(layer, *target, "lora_B"), vec![d_out, r], le_bytes(&b)));
         }
     }
+    let weights = f32_safetensors(&tensors)?;
+    let config = serde_json::to_vec_pretty(&adapter_config_json(adapters.config(), base_model))
+        .map_err(|e| PolicyError::Request(format!("serialising {ADAPTER_CONFIG}: {e}")))?;
+    Ok(AdapterFiles { weights, config })
+}
+
+/// The two PEFT files, in memory.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdapterFiles {
+    /// `adapter_model.safetensors`.
+    pub weights: Vec<u8>,
+    /// `adapter_config.json`.
+    pub config: Vec<u8>,
+}
+
+/// A safetensors file of f32 tensors `(name, shape, little-endian bytes)` with PEFT's
+/// `{"format": "pt"}` metadata.
+pub fn f32_safetensors(tensors: &[(String, Vec<usize>, Vec<u8>)]) -> Result<Vec<u8>, PolicyError> {
     let views = tensors
         .iter()
         .map(|(name, shape, bytes)| {
             TensorView::new(Dtype::F32, shape.clone(), bytes).map(|v| (name.as_str(), v))
         })
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| PolicyError::Request(format!("building {ADAPTER_WEIGHTS}: {e}")))?;
+        .map_err(|e| PolicyError::Request(format!("building a safetensors file: {e}")))?;
     let metadata = HashMap::from([("format".to_owned(), "pt".to_owned())]);
-    let bytes = safetensors::serialize(views, Some(metadata))
-        .map_err(|e| PolicyError::Request(format!("serialising {ADAPTER_WEIGHTS}: {e}")))?;
-    let config = serde_json::to_vec_pretty(&adapter_config_json(adapters.config(), base_model))
-        .map_err(|e| PolicyError::Request(format!("serialising {ADAPTER_CONFIG}: {e}")))?;
-    write_new(&dir.join(ADAPTER_WEIGHTS), &bytes)?;
-    write_new(&dir.join(ADAPTER_CONFIG), &config)
+    safetensors::serialize(views, Some(metadata))
+        .map_err(|e| PolicyError::Request(format!("serialising a safetensors file: {e}")))
+}
+
+/// Tensors on the host: name → (shape, row-major f32 values).
+pub type HostTensors = BTreeMap<String, (Vec<usize>, Vec<f32>)>;
+
+/// Reads every tensor of an in-memory safetensors file as f32 (from f32, f16 or bf16), by name;
+/// `origin` names the file in errors.
+pub fn read_f32_safetensors(origin: &Path, bytes: &[u8]) -> Result<HostTensors, PolicyError> {
+    let parsed =
+        safetensors::SafeTensors::deserialize(bytes).map_err(|e| PolicyError::Safetensors {
+            path: origin.to_owned(),
+            message: e.to_string(),
+        })?;
+    let mut out = BTreeMap::new();
+    for (name, view) in parsed.tensors() {
+        let values = crate::weights::to_f32(view.dtype(), view.data()).ok_or_else(|| {
+            PolicyError::tensor(
+                origin,
+                &name,
+                format!("dtype {:?} is not supported", view.dtype()),
+            )
+        })?;
+        out.insert(name, (view.shape().to_vec(), values));
+    }
+    Ok(out)
+}
+
+/// Writes `adapter_model.safetensors` and `adapter_config.json` into `dir` (created if absent).
+/// Existing adapter files are never overwritten.
+pub fn save_adapters<B: Backend>(
+    adapters: &Adapters<B>,
+    base_model: &str,
+    dir: &Path,
+) -> Result<(), PolicyError> {
+    std::fs::create_dir_all(dir).map_err(|e| PolicyError::io(dir, e))?;
+    let files = adapter_files(adapters, base_model)?;
+    write_new(&dir.join(ADAPTER_WEIGHTS), &files.weights)?;
+    write_new(&dir.join(ADAPTER_CONFIG), &files.config)
 }
 
 fn le_bytes(values: &[f32]) -> Vec<u8> {
@@ -114,13 +164,18 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), PolicyError> {
 /// Reads and checks `adapter_config.json`.
 pub fn read_adapter_config(path: &Path) -> Result<LoraConfig, PolicyError> {
     let text = std::fs::read_to_string(path).map_err(|e| PolicyError::io(path, e))?;
+    parse_adapter_config(path, &text)
+}
+
+/// Parses and checks the text of an `adapter_config.json`; `path` only names it in errors.
+pub fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig, PolicyError> {
     let err = |field: &str, message: &str| PolicyError::Config {
         path: path.to_owned(),
         field: field.to_owned(),
         message: message.to_owned(),
     };
     let v: Value =
-        serde_json::from_str(&text).map_err(|e| err("(file)", &format!("not JSON: {e}")))?;
+        serde_json::from_str(text).map_err(|e| err("(file)", &format!("not JSON: {e}")))?;
     if v.get("peft_type").and_then(Value::as_str) != Some("LORA") {
         return Err(err("peft_type", "must be \"LORA\""));
     }
@@ -190,8 +245,42 @@ pub fn load_adapters<B: Backend>(
     dir: &Path,
     device: &B::Device,
 ) -> Result<Adapters<B>, PolicyError> {
-    let config = read_adapter_config(&dir.join(ADAPTER_CONFIG))?;
-    let mut file = TensorFile::open(&dir.join(ADAPTER_WEIGHTS))?;
+    let config_path = dir.join(ADAPTER_CONFIG);
+    let text =
+        std::fs::read_to_string(&config_path).map_err(|e| PolicyError::io(&config_path, e))?;
+    let config = parse_adapter_config(&config_path, &text)?;
+    build_adapters(
+        model,
+        config,
+        TensorFile::open(&dir.join(ADAPTER_WEIGHTS))?,
+        device,
+    )
+}
+
+/// Loads adapters from in-memory PEFT files; `origin` names them in errors.
+pub fn adapters_from_files<B: Backend>(
+    model: &ModelConfig,
+    files: &AdapterFiles,
+    origin: &Path,
+    device: &B::Device,
+) -> Result<Adapters<B>, PolicyError> {
+    let text = std::str::from_utf8(&files.config).map_err(|_| {
+        PolicyError::Request(format!(
+            "{}: {ADAPTER_CONFIG} is not UTF-8",
+            origin.display()
+        ))
+    })?;
+    let config = parse_adapter_config(&origin.join(ADAPTER_CONFIG), text)?;
+    let file = TensorFile::from_bytes(&origin.join(ADAPTER_WEIGHTS), files.weights.clone())?;
+    build_adapters(model, config, file, device)
+}
+
+fn build_adapters<B: Backend>(
+    model: &ModelConfig,
+    config: LoraConfig,
+    mut file: TensorFile,
+    device: &B::Device,
+) -> Result<Adapters<B>, PolicyError> {
     let adapters = Adapters::build(model, config, device, |layer, target, d_in, d_out, r| {
         let a = file.take(&key(layer, target, "lora_A"), &[r, d_in])?;
         let b = file.take(&key(layer, target, "lora_B"), &[d_out, r])?;

@@ -113,8 +113,24 @@ impl TensorFile {
         Ok(this)
     }
 
+    /// Tensors of one in-memory safetensors file; `path` names it in errors.
+    pub(crate) fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Self, PolicyError> {
+        let mut this = Self {
+            origin: path.to_owned(),
+            files: Vec::new(),
+            names: BTreeMap::new(),
+            taken: BTreeSet::new(),
+        };
+        this.add_bytes(path, bytes)?;
+        Ok(this)
+    }
+
     fn add_file(&mut self, path: &Path) -> Result<(), PolicyError> {
         let bytes = std::fs::read(path).map_err(|e| PolicyError::io(path, e))?;
+        self.add_bytes(path, bytes)
+    }
+
+    fn add_bytes(&mut self, path: &Path, bytes: Vec<u8>) -> Result<(), PolicyError> {
         let parsed = SafeTensors::deserialize(&bytes).map_err(|e| PolicyError::Safetensors {
             path: path.to_owned(),
             message: e.to_string(),

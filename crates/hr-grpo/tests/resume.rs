@@ -1,0 +1,175 @@
+//! Native state: stopping after step 2 and resuming in a new trainer (fresh model load, state
+//! read back from files) continues bit for bit; dropping the RNG or optimizer state does not.
+
+use burn::backend::{Autodiff, Flex};
+use hr_bridge::{Environment, FixtureEnvironment, FixtureKind, Task, fixture_tasks};
+use hr_grpo::{
+    AdamWSettings, AdvantageConfig, Decay, GrpoConfig, GrpoError, LossConfig, LrSchedule,
+    NativeState, RolloutConfig, TRAINER_STATE, Trainer,
+};
+use hr_policy::{Adapters, ChatTokenizer, LoraConfig, Policy, PolicyRng, Target};
+use hr_tests::tiny_model::{TinySpec, write_tiny_model};
+
+type B = Autodiff<Flex>;
+
+fn config() -> GrpoConfig {
+    GrpoConfig {
+        rollout: RolloutConfig {
+            num_generations: 4,
+            temperature: 1.0,
+            top_p: 1.0,
+            max_completion_length: 8,
+            max_turn_tokens: 8,
+            max_turns: 1,
+            system_prompt: None,
+        },
+        advantage: AdvantageConfig::default(),
+        loss: LossConfig {
+            max_completion_length: 8,
+            ..LossConfig::default()
+        },
+        num_iterations: 2,
+        adamw: AdamWSettings::default(),
+        schedule: LrSchedule {
+            learning_rate: 2e-2,
+            warmup_steps: 1,
+            decay: Decay::Cosine,
+            total_steps: 4,
+        },
+        max_grad_norm: Some(1.0),
+    }
+}
+
+fn load(dir: &std::path::Path) -> anyhow::Result<(Policy<B>, ChatTokenizer)> {
+    Ok((
+        Policy::<B>::load(dir, &Default::default())?,
+        ChatTokenizer::from_file(&dir.join("tokenizer.json"))?,
+    ))
+}
+
+fn fresh(dir: &std::path::Path) -> anyhow::Result<Trainer<B>> {
+    let (policy, tokenizer) = load(dir)?;
+    let lora = LoraConfig::new(2, 4.0, vec![Target::QProj, Target::VProj, Target::DownProj])?;
+    let adapters = Adapters::init(
+        policy.config(),
+        lora,
+        &mut PolicyRng::from_seed(1),
+        policy.device(),
+    );
+    Ok(Trainer::new(
+        policy,
+        tokenizer,
+        adapters,
+        PolicyRng::from_seed(2),
+        config(),
+    )?)
+}
+
+fn fixture() -> Result<Box<dyn Environment>, GrpoError> {
+    Ok(Box::new(FixtureEnvironment::new()))
+}
+
+type Evidence = Vec<(Vec<Vec<u32>>, Vec<f64>, Vec<f64>)>;
+
+fn steps(t: &mut Trainer<B>, tasks: &[Task], n: usize) -> anyhow::Result<Evidence> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        let r = t.step(tasks, &mut fixture)?;
+        out.push((
+            r.episodes.iter().map(|e| e.completion.clone()).collect(),
+            r.advantages,
+            vec![r.metrics["loss"], r.metrics["grad_norm"]],
+        ));
+    }
+    Ok(out)
+}
+
+fn resumed(
+    model: &std::path::Path,
+    state: &NativeState,
+    origin: &std::path::Path,
+) -> anyhow::Result<Trainer<B>> {
+    let (policy, tokenizer) = load(model)?;
+    Ok(Trainer::resume(policy, tokenizer, config(), state, origin)?)
+}
+
+#[test]
+fn resuming_from_files_equals_the_uninterrupted_run_and_controls_diverge() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let model = dir.path().join("model");
+    write_tiny_model(&model, &TinySpec::default());
+    let tasks = fixture_tasks(FixtureKind::Digits, 2, 3);
+
+    let mut reference = fresh(&model)?;
+    let all = steps(&mut reference, &tasks, 4)?;
+    let final_state = reference.capture()?;
+
+    let mut first = fresh(&model)?;
+    assert_eq!(steps(&mut first, &tasks, 2)?, all[..2]);
+    let saved = dir.path().join("step-2");
+    std::fs::create_dir(&saved)?;
+    first.capture()?.write(&saved)?;
+    drop(first);
+    let state = NativeState::read(&saved)?;
+
+    let mut second = resumed(&model, &state, &saved)?;
+    assert_eq!(second.step_index(), 2);
+    assert_eq!(
+        steps(&mut second, &tasks, 2)?,
+        all[2..],
+        "steps 3-4 after resume"
+    );
+    assert_eq!(
+        second.capture()?,
+        final_state,
+        "adapter, optimizer, step and RNG bytes"
+    );
+
+    // Control: the RNG restore skipped (a fresh stream) changes step 3's samples.
+    let mut no_rng = state.clone();
+    let text = String::from_utf8(no_rng.files[TRAINER_STATE].clone())?;
+    let mut meta: serde_json::Value = serde_json::from_str(&text)?;
+    meta["rng"] = serde_json::to_value(PolicyRng::from_seed(2).state())?;
+    no_rng
+        .files
+        .insert(TRAINER_STATE.to_owned(), serde_json::to_vec(&meta)?);
+    let mut t = resumed(&model, &no_rng, &saved)?;
+    assert_ne!(
+        steps(&mut t, &tasks, 1)?[0].0,
+        all[2].0,
+        "step 3 samples must differ"
+    );
+
+    // Control: the optimizer state dropped keeps step 3's samples but changes the update.
+    let mut no_optim = state.clone();
+    meta = serde_json::from_str(&text)?;
+    meta["adam_steps"] = serde_json::json!({});
+    no_optim
+        .files
+        .insert(TRAINER_STATE.to_owned(), serde_json::to_vec(&meta)?);
+    let mut t = resumed(&model, &no_optim, &saved)?;
+    let step3 = steps(&mut t, &tasks, 1)?;
+    assert_eq!(
+        step3[0].0, all[2].0,
+        "same samples: the adapters and RNG were restored"
+    );
+    t.step(&tasks, &mut fixture)?;
+    assert_ne!(
+        t.capture()?.files,
+        final_state.files,
+        "the final state must differ"
+    );
+
+    // A missing file is a typed error naming it.
+    let mut broken = state;
+    broken.files.remove("optimizer.safetensors");
+    let err = resumed(&model, &broken, &saved)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("optimizer.safetensors") && err.contains("missing"),
+        "{err}"
+    );
+    Ok(())
+}
