@@ -47,6 +47,8 @@ Tasks:
               generation tokens/s and LoRA train-step time on the CPU for the tiny test model
               and SmolLM2-135M (fetched as by fetch-model); run twice: equal digests = bitwise
               determinism across processes
+  bench grpo [--tiny-only]
+              GRPO step time and tokens/s on the CPU for the tiny model and SmolLM2-135M
 ";
 
 fn main() -> Result<()> {
@@ -211,7 +213,15 @@ fn bench(args: &[String]) -> Result<()> {
             }
             run(cmd)
         }
-        other => bail!("unknown benchmark {other:?}: available: seal, policy\n\n{HELP}"),
+        Some("grpo") => {
+            let mut cmd = cargo();
+            cmd.args(["bench", "--package", "hr-grpo", "--bench", "grpo"]);
+            if args.get(1).map(String::as_str) != Some("--tiny-only") {
+                cmd.env("HR_SMOLLM2_DIR", fetch_model::smollm2()?);
+            }
+            run(cmd)
+        }
+        other => bail!("unknown benchmark {other:?}: available: seal, policy, grpo\n\n{HELP}"),
     }
 }
 
