@@ -10,6 +10,7 @@
 //! command line live above.
 
 mod advantage;
+mod data;
 mod error;
 mod loss;
 mod rollout;
@@ -18,6 +19,7 @@ mod state;
 mod trainer;
 
 pub use advantage::{AdvantageConfig, ScaleRewards, advantages};
+pub use data::{DataCursor, TaskSampler};
 pub use error::GrpoError;
 pub use loss::{LossConfig, LossOutput, LossType, grpo_loss};
 pub use rollout::{EnvironmentFactory, Episode, RolloutConfig, rollouts};
