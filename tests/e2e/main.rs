@@ -4,3 +4,4 @@ mod cluster;
 mod demo;
 mod generate;
 mod qualify;
+mod train;

@@ -48,6 +48,11 @@ pub(crate) enum Command {
     /// tokenizer.json), e.g. the one `cargo xtask fetch-model smollm2` prints. Prompts are
     /// formatted with the ChatML template unless --raw; stops at <|im_end|> or the model's EOS.
     Generate(GenerateArgs),
+    /// Run a training plan natively (GRPO with LoRA): metrics.jsonl, evidence.jsonl, sealed
+    /// snapshots in OUTPUT/checkpoints/ on the plan's schedule, report.md with reward and loss
+    /// plots. SIGTERM or Ctrl-C finishes the current step, snapshots it and exits 0; --resume
+    /// continues exactly from a snapshot into a new output folder.
+    Train(TrainArgs),
     /// Sealed snapshots (checkpoints and run outputs).
     Snapshot {
         #[command(subcommand)]
@@ -186,6 +191,25 @@ pub(crate) struct GenerateArgs {
     /// Print one JSON object per prompt: prompt, completion, tokens, logprobs, stopped.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct TrainArgs {
+    /// The plan (plan.json; see plans/).
+    #[arg(long)]
+    pub(crate) plan: PathBuf,
+    /// Fresh output folder (an existing one with content is refused).
+    #[arg(long)]
+    pub(crate) output: PathBuf,
+    /// Stop (with a snapshot) after this step.
+    #[arg(long)]
+    pub(crate) stop_after_step: Option<u64>,
+    /// Continue from this snapshot folder (OUTPUT/checkpoints/snapshots/<step>) of the same plan.
+    #[arg(long)]
+    pub(crate) resume: Option<PathBuf>,
+    /// Backend.
+    #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
+    pub(crate) device: crate::backend::DeviceKind,
 }
 
 #[derive(Debug, Args)]

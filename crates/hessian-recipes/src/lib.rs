@@ -1,5 +1,5 @@
 //! The `hessian-recipes` command line, composed from the library crates: the CPU demo fixture
-//! (`demo`), policy sampling (`generate`, on the CPU or, built with `--features cuda`, a GPU), the
+//! (`demo`), native GRPO training (`train`), policy sampling (`generate`, on the CPU or, built with `--features cuda`, a GPU), the
 //! Determined cluster tooling (`cluster render|check|cpu-command`) and sealed
 //! snapshots (`snapshot verify`). It parses arguments, calls the libraries and maps errors to exit
 //! codes (0 ok, 1 failure, 2 bad input or a refused output folder, 3 an invalid snapshot); it
@@ -14,7 +14,9 @@ mod devmaster;
 mod generate;
 mod output;
 mod qualify;
+mod report;
 mod snapshot;
+mod train;
 
 use std::process::ExitCode;
 
@@ -59,6 +61,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Devmaster(args) => devmaster::run(&args),
         cli::Command::Cluster { command } => cluster::run(command),
         cli::Command::Generate(args) => generate::run(args),
+        cli::Command::Train(args) => train::run(args),
         cli::Command::Snapshot { command } => snapshot::run(command),
         cli::Command::ManagedTrial {
             kind: cli::ManagedTrialKind::Cpu,
