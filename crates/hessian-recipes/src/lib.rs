@@ -14,6 +14,7 @@ mod devmaster;
 mod generate;
 mod output;
 mod qualify;
+mod qualify_native;
 mod report;
 mod snapshot;
 mod train;
@@ -69,6 +70,9 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Qualify {
             kind: cli::QualifyKind::Cpu(args),
         } => qualify::cpu(&args),
+        cli::Command::Qualify {
+            kind: cli::QualifyKind::Native(args),
+        } => qualify_native::run(&args),
         cli::Command::Proof {
             command: cli::ProofCommand::Verify { proof },
         } => qualify::verify(&proof),

@@ -27,7 +27,7 @@ use serde_json::json;
 
 use crate::Refused;
 use crate::backend::{OnBackend, dispatch};
-use crate::cli::TrainArgs;
+use crate::cli::{ResumeControl, TrainArgs};
 use crate::output::create_fresh;
 use crate::report::write_report;
 
@@ -144,6 +144,30 @@ fn stop_flag() -> anyhow::Result<Arc<AtomicBool>> {
     Ok(flag)
 }
 
+/// Breaks the restored state on purpose (a negative control of the qualification).
+fn apply_control(
+    control: ResumeControl,
+    state: &mut NativeState,
+    cursor: &mut DataCursor,
+    plan: &Plan,
+) -> anyhow::Result<()> {
+    eprintln!("control: {control:?} applied at resume");
+    let mut meta: serde_json::Value = serde_json::from_slice(&state.files[hr_grpo::TRAINER_STATE])?;
+    match control {
+        // The bug class of re-seeding after the restore (ms-swift PR #9935).
+        ResumeControl::SkipRng => {
+            meta["rng"] = serde_json::to_value(PolicyRng::from_seed(plan.seeds.sampling).state())?
+        }
+        ResumeControl::DropOptimizer => meta["adam_steps"] = json!({}),
+        ResumeControl::CursorOffByOne => cursor.position += 1,
+    }
+    state.files.insert(
+        hr_grpo::TRAINER_STATE.to_owned(),
+        serde_json::to_vec(&meta)?,
+    );
+    Ok(())
+}
+
 /// One step's evidence line.
 fn evidence(report: &StepReport, state: &NativeState, cursor: DataCursor) -> serde_json::Value {
     let tokens: Vec<&Vec<u32>> = report.episodes.iter().map(|e| &e.completion).collect();
@@ -204,9 +228,12 @@ impl OnBackend for Job {
                 let verified = verify(dir, &expect)
                     .map_err(|e| Refused(format!("--resume {}: {e}", dir.display())))?;
                 let payload = dir.join("payload");
-                let state = NativeState::read(&payload.join("native"))?;
-                let cursor: DataCursor =
+                let mut state = NativeState::read(&payload.join("native"))?;
+                let mut cursor: DataCursor =
                     serde_json::from_slice(&std::fs::read(payload.join("data_cursor.json"))?)?;
+                if let Some(control) = args.control {
+                    apply_control(control, &mut state, &mut cursor, &plan)?;
+                }
                 let lines = std::fs::read_to_string(payload.join("evidence.jsonl"))?;
                 let trainer =
                     Trainer::resume(policy, tokenizer, config, &state, &payload.join("native"))?;

@@ -5,7 +5,11 @@
 //!
 //! Pure data and local files: it knows nothing about Determined's API or about tensors.
 
+mod native;
+
 use std::path::{Path, PathBuf};
+
+pub use native::{Divergence, NATIVE_FIELDS, NATIVE_PROOF_SCHEMA, NativeProof, first_divergence};
 
 use hr_seal::SourceBinding;
 use serde::{Deserialize, Serialize};

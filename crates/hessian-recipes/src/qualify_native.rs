@@ -1,0 +1,115 @@
+//! `hessian-recipes qualify native`: the plan uninterrupted, stopped after step K, and resumed in
+//! a new process (all three by this same binary), compared field by field at every step.
+
+use std::path::Path;
+use std::process::{Command, ExitCode};
+
+use anyhow::{Context, bail};
+use hr_plan::Plan;
+use hr_proof::{NATIVE_PROOF_SCHEMA, NativeProof, first_divergence};
+use serde_json::{Map, Value};
+
+use crate::Refused;
+use crate::cli::{QualifyNativeArgs, ResumeControl};
+use crate::output::create_fresh;
+
+fn train(plan: &Path, out: &Path, extra: &[String]) -> anyhow::Result<()> {
+    let exe = std::env::current_exe().context("locating this binary")?;
+    let mut cmd = Command::new(exe);
+    cmd.arg("train")
+        .arg("--plan")
+        .arg(plan)
+        .arg("--output")
+        .arg(out)
+        .args(extra);
+    eprintln!(
+        "qualify native: train --output {} {}",
+        out.display(),
+        extra.join(" ")
+    );
+    let status = cmd.status().context("running train")?;
+    if !status.success() {
+        bail!("train --output {} failed ({status})", out.display());
+    }
+    Ok(())
+}
+
+fn evidence(run: &Path) -> anyhow::Result<Vec<Map<String, Value>>> {
+    let text = std::fs::read_to_string(run.join("evidence.jsonl"))
+        .with_context(|| format!("reading {}", run.join("evidence.jsonl").display()))?;
+    text.lines().map(|l| Ok(serde_json::from_str(l)?)).collect()
+}
+
+pub(crate) fn run(args: &QualifyNativeArgs) -> anyhow::Result<ExitCode> {
+    let plan = Plan::from_file(&args.plan).map_err(|e| Refused(e.to_string()))?;
+    if args.stop_after_step == 0 || args.stop_after_step >= plan.steps {
+        return Err(Refused(format!(
+            "--stop-after-step {} must be between 1 and the plan's steps - 1 ({})",
+            args.stop_after_step,
+            plan.steps - 1
+        ))
+        .into());
+    }
+    create_fresh(&args.output)?;
+    let out = &args.output;
+    let (reference, interrupted, resumed) = (
+        out.join("reference"),
+        out.join("interrupted"),
+        out.join("resumed"),
+    );
+    train(&args.plan, &reference, &[])?;
+    train(
+        &args.plan,
+        &interrupted,
+        &[
+            "--stop-after-step".to_owned(),
+            args.stop_after_step.to_string(),
+        ],
+    )?;
+    let snapshot = interrupted.join(format!(
+        "checkpoints/snapshots/{:020}",
+        args.stop_after_step
+    ));
+    let mut extra = vec!["--resume".to_owned(), snapshot.display().to_string()];
+    if let Some(control) = args.control {
+        let name = match control {
+            ResumeControl::SkipRng => "skip-rng",
+            ResumeControl::DropOptimizer => "drop-optimizer",
+            ResumeControl::CursorOffByOne => "cursor-off-by-one",
+        };
+        extra.extend(["--control".to_owned(), name.to_owned()]);
+    }
+    train(&args.plan, &resumed, &extra)?;
+    let divergence = first_divergence(&evidence(&reference)?, &evidence(&resumed)?);
+    let plan_text = std::fs::read(reference.join("plan.json"))?;
+    let proof = NativeProof {
+        schema: NATIVE_PROOF_SCHEMA.to_owned(),
+        plan_sha256: hr_seal::sha256_hex(&plan_text),
+        steps: plan.steps,
+        stopped_after: args.stop_after_step,
+        control: args.control.map(|c| format!("{c:?}")),
+        reference,
+        interrupted,
+        resumed,
+        equal: divergence.is_none(),
+        first_divergence: divergence.clone(),
+        source: crate::source_binding(),
+    };
+    proof.write(&out.join("proof.json"))?;
+    match divergence {
+        None => {
+            println!(
+                "qualify native: equal at every step and field ({} steps, stopped after {})",
+                plan.steps, args.stop_after_step
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(d) => {
+            println!(
+                "qualify native: NOT equal: first divergence at step {} in `{}`",
+                d.step, d.field
+            );
+            Ok(ExitCode::from(1))
+        }
+    }
+}

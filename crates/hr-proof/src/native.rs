@@ -1,0 +1,179 @@
+//! The native qualification's proof: the same plan run uninterrupted and stopped-then-resumed
+//! in new processes, compared step by step and field by field (tasks, sampled tokens, rewards,
+//! advantages, adapter, optimizer, trainer state with the RNG, data cursor).
+
+use std::path::{Path, PathBuf};
+
+use hr_seal::SourceBinding;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::ProofError;
+
+/// The schema of `proof.json` for native qualifications.
+pub const NATIVE_PROOF_SCHEMA: &str = "hessian-recipes/native-proof/v1";
+
+/// Evidence fields in the order they are compared: a step's first differing field is the
+/// earliest cause (different tasks explain different tokens, which explain different updates).
+pub const NATIVE_FIELDS: [&str; 8] = [
+    "task_ids",
+    "tokens_sha256",
+    "rewards",
+    "advantages_sha256",
+    "adapter_sha256",
+    "optimizer_sha256",
+    "trainer_state_sha256",
+    "data_cursor",
+];
+
+/// Where two evidence streams first differ.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Divergence {
+    /// The step.
+    pub step: u64,
+    /// The field (one of [`NATIVE_FIELDS`], or `missing step`).
+    pub field: String,
+}
+
+/// Compares evidence lines (JSON objects with `step` and [`NATIVE_FIELDS`]) step by step.
+/// `None` when both streams hold the same steps with equal fields.
+pub fn first_divergence(
+    reference: &[Map<String, Value>],
+    resumed: &[Map<String, Value>],
+) -> Option<Divergence> {
+    let step_of = |m: &Map<String, Value>| m.get("step").and_then(Value::as_u64).unwrap_or(0);
+    let last = reference
+        .iter()
+        .chain(resumed)
+        .map(step_of)
+        .max()
+        .unwrap_or(0);
+    for step in 1..=last {
+        let a = reference.iter().find(|m| step_of(m) == step);
+        let b = resumed.iter().find(|m| step_of(m) == step);
+        let (Some(a), Some(b)) = (a, b) else {
+            return Some(Divergence {
+                step,
+                field: "missing step".to_owned(),
+            });
+        };
+        for field in NATIVE_FIELDS {
+            if a.get(field) != b.get(field) || a.get(field).is_none() {
+                return Some(Divergence {
+                    step,
+                    field: field.to_owned(),
+                });
+            }
+        }
+    }
+    None
+}
+
+/// `proof.json` of a native qualification.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NativeProof {
+    /// [`NATIVE_PROOF_SCHEMA`].
+    pub schema: String,
+    /// sha256 of the canonical plan.
+    pub plan_sha256: String,
+    /// Steps run.
+    pub steps: u64,
+    /// The step after which the interrupted run stopped.
+    pub stopped_after: u64,
+    /// A negative control applied at resume, if any.
+    pub control: Option<String>,
+    /// The uninterrupted run's folder.
+    pub reference: PathBuf,
+    /// The interrupted run's folder.
+    pub interrupted: PathBuf,
+    /// The resumed run's folder.
+    pub resumed: PathBuf,
+    /// Whether every step and field is equal.
+    pub equal: bool,
+    /// Where they first differ.
+    pub first_divergence: Option<Divergence>,
+    /// The source binding of the binary that ran all three.
+    pub source: SourceBinding,
+}
+
+impl NativeProof {
+    /// Writes the proof (create-only).
+    pub fn write(&self, path: &Path) -> Result<(), ProofError> {
+        use std::io::Write;
+        let io = |op| {
+            move |source| ProofError::Io {
+                op,
+                path: path.to_owned(),
+                source,
+            }
+        };
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(path)
+            .map_err(io("create"))?;
+        f.write_all(
+            &serde_json::to_vec_pretty(self).map_err(|e| ProofError::Format {
+                path: path.to_owned(),
+                message: e.to_string(),
+            })?,
+        )
+        .map_err(io("write"))?;
+        f.sync_all().map_err(io("fsync"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn line(step: u64, tokens: &str, adapter: &str) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("step".into(), step.into());
+        for f in NATIVE_FIELDS {
+            m.insert(f.into(), "x".into());
+        }
+        m.insert("tokens_sha256".into(), tokens.into());
+        m.insert("adapter_sha256".into(), adapter.into());
+        m
+    }
+
+    #[test]
+    fn the_first_step_and_earliest_field_are_reported() {
+        let a = vec![
+            line(1, "t1", "a1"),
+            line(2, "t2", "a2"),
+            line(3, "t3", "a3"),
+        ];
+        assert_eq!(first_divergence(&a, &a.clone()), None);
+        let b = vec![
+            line(1, "t1", "a1"),
+            line(2, "t2", "DIFF"),
+            line(3, "DIFF", "DIFF"),
+        ];
+        assert_eq!(
+            first_divergence(&a, &b),
+            Some(Divergence {
+                step: 2,
+                field: "adapter_sha256".into()
+            })
+        );
+        let c = vec![line(1, "t1", "a1"), line(2, "DIFF", "DIFF")];
+        assert_eq!(
+            first_divergence(&a, &c),
+            Some(Divergence {
+                step: 2,
+                field: "tokens_sha256".into()
+            })
+        );
+        assert_eq!(
+            first_divergence(&a, &a[..2]),
+            Some(Divergence {
+                step: 3,
+                field: "missing step".into()
+            })
+        );
+    }
+}
