@@ -111,6 +111,16 @@ fn stop_and_resume_in_new_processes_matches_the_uninterrupted_run() -> Result<()
         )
     };
     assert_eq!(last("runs/rest")?, last("runs/full")?);
+    // The raw rollouts of the last two steps (the default window) travel with each snapshot.
+    let raw: serde_json::Value = serde_json::from_str(&read(
+        &s,
+        &format!("runs/rest/{}/payload/rollouts.json", snapshot(4)),
+    ))?;
+    let steps: Vec<u64> = raw.as_array().map_or(vec![], |a| {
+        a.iter().filter_map(|r| r["step"].as_u64()).collect()
+    });
+    assert_eq!(steps, [3, 4]);
+    assert_eq!(raw[1]["episodes"].as_array().map(Vec::len), Some(8));
 
     // Resuming under a changed plan is refused: the snapshot is bound to the plan's digest.
     let mut changed = plan(4, 2);

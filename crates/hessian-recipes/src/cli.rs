@@ -236,12 +236,17 @@ pub(crate) struct TrainArgs {
     /// Stop (with a snapshot) after this step.
     #[arg(long)]
     pub(crate) stop_after_step: Option<u64>,
-    /// Continue from this snapshot folder (OUTPUT/checkpoints/snapshots/<step>) of the same plan.
+    /// Continue from this snapshot folder (OUTPUT/checkpoints/snapshots/<step>) of the same plan,
+    /// written by this same build (see --allow-source-change).
     #[arg(long)]
     pub(crate) resume: Option<PathBuf>,
     /// Backend.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub(crate) device: crate::backend::DeviceKind,
+    /// Accept a snapshot written by another build (its commit or binary digest differ); the
+    /// continuation is then no longer guaranteed to be bit-identical.
+    #[arg(long, requires = "resume")]
+    pub(crate) allow_source_change: bool,
     /// A deliberate resume bug (for the qualification's negative controls).
     #[arg(long, value_enum, hide = true, requires = "resume")]
     pub(crate) control: Option<ResumeControl>,

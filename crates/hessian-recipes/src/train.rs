@@ -5,6 +5,7 @@
 //! resumed with `--resume SNAPSHOT` verifies the seal and the plan digest first, restores
 //! everything before any randomness is used, and writes into its own fresh output folder.
 
+use std::collections::VecDeque;
 use std::io::Write;
 use std::path::Path;
 use std::process::ExitCode;
@@ -105,6 +106,7 @@ fn grpo_config(plan: &Plan) -> GrpoConfig {
             total_steps: plan.steps,
         },
         max_grad_norm: o.max_grad_norm,
+        gradient_accumulation_steps: g.gradient_accumulation_steps,
     }
 }
 
@@ -216,13 +218,14 @@ impl OnBackend for Job {
         let PlanEnvironment::Fixture { tasks } = &plan.environment;
         let task_list = fixture_tasks(fixture_kind(&tasks.kind)?, tasks.count, tasks.seed);
         let config = grpo_config(&plan);
-        let (mut trainer, mut sampler, mut evidence_lines) = match &args.resume {
+        let (mut trainer, mut sampler, mut evidence_lines, mut recent) = match &args.resume {
             Some(dir) => {
                 let expect = Expectations {
                     trust: Trust::DigestOnly,
                     run_id: Some(plan.name.clone()),
                     config_sha256: Some(config_sha256.clone()),
-                    source: None,
+                    // Bit-exact continuation is only promised by the binary that wrote it.
+                    source: (!args.allow_source_change).then(crate::source_binding),
                     step: None,
                 };
                 let verified = verify(dir, &expect)
@@ -235,6 +238,8 @@ impl OnBackend for Job {
                     apply_control(control, &mut state, &mut cursor, &plan)?;
                 }
                 let lines = std::fs::read_to_string(payload.join("evidence.jsonl"))?;
+                let recent: VecDeque<serde_json::Value> =
+                    serde_json::from_slice(&std::fs::read(payload.join("rollouts.json"))?)?;
                 let trainer =
                     Trainer::resume(policy, tokenizer, config, &state, &payload.join("native"))?;
                 eprintln!(
@@ -246,6 +251,7 @@ impl OnBackend for Job {
                     trainer,
                     TaskSampler::at(task_list, plan.seeds.task_order, cursor)?,
                     lines,
+                    recent,
                 )
             }
             None => {
@@ -274,6 +280,7 @@ impl OnBackend for Job {
                     trainer,
                     TaskSampler::new(task_list, plan.seeds.task_order)?,
                     String::new(),
+                    VecDeque::new(),
                 )
             }
         };
@@ -305,6 +312,18 @@ impl OnBackend for Job {
             let line = evidence(&report, &state, sampler.cursor());
             append_line(&out.join("evidence.jsonl"), &line)?;
             evidence_lines.push_str(&format!("{line}\n"));
+            let episodes: Vec<_> = report
+                .episodes
+                .iter()
+                .map(|e| {
+                    json!({"task_id": e.task_id, "prompt": e.prompt, "completion": e.completion,
+                           "policy_mask": e.policy_mask, "reward": e.reward})
+                })
+                .collect();
+            recent.push_back(json!({"step": step, "episodes": episodes}));
+            while recent.len() > plan.checkpoints.raw_rollout_steps {
+                recent.pop_front();
+            }
             let stopping = stop.load(Ordering::SeqCst);
             eprintln!(
                 "[{:<20}] {step}/{}: reward {:.3}, loss {:.4}, grad_norm {:.3}, {:.1} s{}",
@@ -336,20 +355,10 @@ impl OnBackend for Job {
                     "evidence",
                     evidence_lines.as_bytes(),
                 )?;
-                let raw: Vec<_> = report
-                    .episodes
-                    .iter()
-                    .map(|e| {
-                        json!({
-                            "task_id": e.task_id, "prompt": e.prompt, "completion": e.completion,
-                            "policy_mask": e.policy_mask, "reward": e.reward,
-                        })
-                    })
-                    .collect();
                 writer.add_bytes(
                     "payload/rollouts.json",
                     "rollouts",
-                    &serde_json::to_vec(&raw)?,
+                    &serde_json::to_vec(&recent)?,
                 )?;
                 let (_, head) = store.publish(writer.seal(None)?)?;
                 eprintln!(

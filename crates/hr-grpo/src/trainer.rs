@@ -7,14 +7,14 @@ use std::time::Instant;
 
 use burn::module::AutodiffModule;
 use burn::optim::adaptor::OptimizerAdaptor;
-use burn::optim::{AdamW, AdamWConfig, GradientsParams, Optimizer};
+use burn::optim::{AdamW, AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
 use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use hr_bridge::Task;
 use hr_policy::{Adapters, ChatTokenizer, Policy, PolicyRng};
 
 use crate::rollout::{EnvironmentFactory, Episode, RolloutConfig, rollouts};
-use crate::{AdvantageConfig, GrpoError, LossConfig, LrSchedule, advantages, grpo_loss};
+use crate::{AdvantageConfig, GrpoError, LossConfig, LossType, LrSchedule, advantages, grpo_loss};
 
 /// AdamW's constants (set explicitly: Burn's defaults differ from torch's).
 #[derive(Debug, Clone, PartialEq)]
@@ -57,6 +57,9 @@ pub struct GrpoConfig {
     pub schedule: LrSchedule,
     /// Clip the global gradient norm to this (TRL `max_grad_norm`, 1.0); `None` disables.
     pub max_grad_norm: Option<f64>,
+    /// Micro-batches per optimiser step: the step's episodes are scored and back-propagated in
+    /// this many parts whose gradients are summed (memory for time; the update is the same).
+    pub gradient_accumulation_steps: usize,
 }
 
 /// What a step did: its rollouts, their advantages and TRL-named metrics.
@@ -68,7 +71,7 @@ pub struct StepReport {
     pub episodes: Vec<Episode>,
     /// One advantage per episode.
     pub advantages: Vec<f64>,
-    /// `reward`, `reward_std`, `frac_reward_zero_std`, `kl`, `clip_ratio/*`,
+    /// `reward`, `reward_std`, `frac_reward_zero_std`, `kl`, `clip_ratio/*`, `entropy`,
     /// `completions/*`, `learning_rate`, `grad_norm`, `loss`, `num_tokens`, `tokens_per_second`.
     pub metrics: BTreeMap<String, f64>,
 }
@@ -167,66 +170,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         )?;
         let rewards: Vec<f64> = episodes.iter().map(|e| e.reward).collect();
         let adv = advantages(&rewards, g, &self.config.advantage)?;
-        let prompts: Vec<Vec<u32>> = episodes.iter().map(|e| e.prompt.clone()).collect();
-        let completions: Vec<Vec<u32>> = episodes.iter().map(|e| e.completion.clone()).collect();
-        let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
-        let mask: Vec<Vec<bool>> = episodes
-            .iter()
-            .map(|e| {
-                let mut m = e.policy_mask.clone();
-                m.resize(width, false);
-                m
-            })
-            .collect();
-        let temperature = self.config.rollout.temperature;
-        let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
-        let reference = if self.config.loss.beta > 0.0 {
-            Some(
-                self.policy
-                    .score(None, &prompts, &completions, temperature)
-                    .map_err(policy_err)?
-                    .detach(),
-            )
-        } else {
-            None
-        };
-        let old = if self.config.num_iterations > 1 {
-            Some(
-                self.policy
-                    .score(Some(&self.adapters), &prompts, &completions, temperature)
-                    .map_err(policy_err)?
-                    .detach(),
-            )
-        } else {
-            None
-        };
-        let mut metrics = BTreeMap::new();
-        let (mut loss_sum, mut grad_norm) = (0.0, 0.0);
-        for _ in 0..self.config.num_iterations {
-            let logp = self
-                .policy
-                .score(Some(&self.adapters), &prompts, &completions, temperature)
-                .map_err(policy_err)?;
-            let out = grpo_loss(
-                logp,
-                old.clone(),
-                reference.clone(),
-                &adv,
-                &mask,
-                &self.config.loss,
-                None,
-            )?;
-            loss_sum += scalar(out.loss.clone());
-            metrics.insert("clip_ratio/low_mean".to_owned(), out.clip_ratio_low);
-            metrics.insert("clip_ratio/high_mean".to_owned(), out.clip_ratio_high);
-            metrics.insert("clip_ratio/region_mean".to_owned(), out.clip_ratio_region);
-            if let Some(kl) = out.kl {
-                metrics.insert("kl".to_owned(), kl);
-            }
-            let mut grads = GradientsParams::from_grads(out.loss.backward(), &self.adapters);
-            grad_norm = clip_global_norm(&self.adapters, &mut grads, self.config.max_grad_norm);
-            self.adapters = self.optimizer.step(lr, self.adapters.clone(), grads);
-        }
+        let (loss_mean, grad_norm, mut metrics) = self.optimise(&episodes, &adv, lr)?;
         let step = self.step;
         self.step += 1;
         let policy_tokens: Vec<usize> = episodes
@@ -268,10 +212,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         );
         metrics.insert("learning_rate".to_owned(), lr);
         metrics.insert("grad_norm".to_owned(), grad_norm);
-        metrics.insert(
-            "loss".to_owned(),
-            loss_sum / self.config.num_iterations as f64,
-        );
+        metrics.insert("loss".to_owned(), loss_mean);
         metrics.insert("num_tokens".to_owned(), total_tokens as f64);
         metrics.insert(
             "tokens_per_second".to_owned(),
@@ -284,6 +225,157 @@ impl<B: AutodiffBackend> Trainer<B> {
             metrics,
         })
     }
+}
+
+impl<B: AutodiffBackend> Trainer<B> {
+    /// μ iterations over the episodes, each accumulating gradients over
+    /// `gradient_accumulation_steps` micro-batches before one AdamW step. Returns the mean loss,
+    /// the last gradient norm (before clipping) and the loss statistics.
+    fn optimise(
+        &mut self,
+        episodes: &[Episode],
+        adv: &[f64],
+        lr: f64,
+    ) -> Result<(f64, f64, BTreeMap<String, f64>), GrpoError> {
+        let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
+        let temperature = self.config.rollout.temperature;
+        let k = self
+            .config
+            .gradient_accumulation_steps
+            .clamp(1, episodes.len().max(1));
+        let size = episodes.len().div_ceil(k);
+        let active: usize = episodes
+            .iter()
+            .map(|e| e.policy_mask.iter().filter(|m| **m).count())
+            .sum();
+        struct Micro<B: AutodiffBackend> {
+            rows: std::ops::Range<usize>,
+            prompts: Vec<Vec<u32>>,
+            completions: Vec<Vec<u32>>,
+            mask: Vec<Vec<bool>>,
+            reference: Option<Tensor<B, 2>>,
+            old: Option<Tensor<B, 2>>,
+        }
+        let mut micros = Vec::new();
+        for start in (0..episodes.len()).step_by(size.max(1)) {
+            let rows = start..(start + size).min(episodes.len());
+            let chunk = &episodes[rows.clone()];
+            let prompts: Vec<Vec<u32>> = chunk.iter().map(|e| e.prompt.clone()).collect();
+            let completions: Vec<Vec<u32>> = chunk.iter().map(|e| e.completion.clone()).collect();
+            let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
+            let mask = chunk
+                .iter()
+                .map(|e| {
+                    let mut m = e.policy_mask.clone();
+                    m.resize(width, false);
+                    m
+                })
+                .collect();
+            // The reference (β > 0) and, when μ > 1, the old policy are scored once, before any update.
+            let reference = (self.config.loss.beta > 0.0)
+                .then(|| self.policy.score(None, &prompts, &completions, temperature))
+                .transpose()
+                .map_err(policy_err)?
+                .map(Tensor::detach);
+            let old = (self.config.num_iterations > 1)
+                .then(|| {
+                    self.policy
+                        .score(Some(&self.adapters), &prompts, &completions, temperature)
+                })
+                .transpose()
+                .map_err(policy_err)?
+                .map(Tensor::detach);
+            micros.push(Micro {
+                rows,
+                prompts,
+                completions,
+                mask,
+                reference,
+                old,
+            });
+        }
+        let mut metrics = BTreeMap::new();
+        let (mut loss_sum, mut grad_norm) = (0.0, 0.0);
+        let (mut low, mut high, mut region, mut entropy, mut counted) =
+            (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
+        let mut kl: Option<f64> = None;
+        for iteration in 0..self.config.num_iterations {
+            let mut accumulator = GradientsAccumulator::new();
+            for m in &micros {
+                let (logp, ent) = self
+                    .policy
+                    .score_with_entropy(
+                        Some(&self.adapters),
+                        &m.prompts,
+                        &m.completions,
+                        temperature,
+                    )
+                    .map_err(policy_err)?;
+                let out = grpo_loss(
+                    logp,
+                    m.old.clone(),
+                    m.reference.clone(),
+                    &adv[m.rows.clone()],
+                    &m.mask,
+                    &self.config.loss,
+                    Some(active as f64),
+                )?;
+                // `dapo` already divides by the whole batch's tokens; the others are per
+                // micro-batch means, averaged over the micro-batches.
+                let loss = match self.config.loss.loss_type {
+                    LossType::Dapo => out.loss,
+                    _ => out.loss.div_scalar(micros.len() as f64),
+                };
+                loss_sum += scalar(loss.clone());
+                if iteration == 0 {
+                    let share = m.mask.iter().flatten().filter(|x| **x).count() as f64
+                        / active.max(1) as f64;
+                    low += out.clip_ratio_low * share;
+                    high += out.clip_ratio_high * share;
+                    region += out.clip_ratio_region * share;
+                    if let Some(v) = out.kl {
+                        kl = Some(kl.unwrap_or(0.0) + v * share);
+                    }
+                    let ent = host_f64(ent);
+                    let width = m.mask.first().map_or(1, Vec::len);
+                    for (i, row) in m.mask.iter().enumerate() {
+                        for (j, on) in row.iter().enumerate() {
+                            if *on {
+                                entropy += ent[i * width + j];
+                                counted += 1.0;
+                            }
+                        }
+                    }
+                }
+                accumulator.accumulate(
+                    &self.adapters,
+                    GradientsParams::from_grads(loss.backward(), &self.adapters),
+                );
+            }
+            let mut grads = accumulator.grads();
+            grad_norm = clip_global_norm(&self.adapters, &mut grads, self.config.max_grad_norm);
+            self.adapters = self.optimizer.step(lr, self.adapters.clone(), grads);
+        }
+        metrics.insert("clip_ratio/low_mean".to_owned(), low);
+        metrics.insert("clip_ratio/high_mean".to_owned(), high);
+        metrics.insert("clip_ratio/region_mean".to_owned(), region);
+        if let Some(kl) = kl {
+            metrics.insert("kl".to_owned(), kl);
+        }
+        metrics.insert("entropy".to_owned(), entropy / counted.max(1.0));
+        Ok((
+            loss_sum / self.config.num_iterations as f64,
+            grad_norm,
+            metrics,
+        ))
+    }
+}
+
+fn host_f64<B: burn::tensor::backend::Backend>(t: Tensor<B, 2>) -> Vec<f64> {
+    t.into_data()
+        .convert::<f64>()
+        .to_vec::<f64>()
+        .unwrap_or_default()
 }
 
 fn scalar<B: burn::tensor::backend::Backend>(t: Tensor<B, 1>) -> f64 {

@@ -37,6 +37,7 @@ fn config() -> GrpoConfig {
             total_steps: 4,
         },
         max_grad_norm: Some(1.0),
+        gradient_accumulation_steps: 1,
     }
 }
 

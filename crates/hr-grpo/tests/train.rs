@@ -44,6 +44,7 @@ fn config(max_turns: usize) -> GrpoConfig {
             total_steps: 50,
         },
         max_grad_norm: Some(1.0),
+        gradient_accumulation_steps: 1,
     }
 }
 
@@ -179,5 +180,36 @@ fn the_tiny_model_learns_the_digits_task() -> anyhow::Result<()> {
         last > first + 0.1 && last > 1.5 * first,
         "steps 1-10: {first:.3}, steps 41-50: {last:.3}"
     );
+    Ok(())
+}
+
+#[test]
+fn gradient_accumulation_gives_the_same_update_and_entropy_is_logged() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let tasks = fixture_tasks(FixtureKind::Digits, 2, 3);
+    let mut adapters = Vec::new();
+    for k in [1, 3] {
+        let mut cfg = config(1);
+        cfg.gradient_accumulation_steps = k;
+        let mut t = trainer(&dir.path().join(format!("m{k}")), cfg)?;
+        let report = t.step(&tasks, &mut fixture)?;
+        let entropy = report.metrics["entropy"];
+        assert!(
+            entropy > 0.0 && entropy < (hr_tests::tiny_model::VOCAB as f64).ln() + 1e-6,
+            "entropy {entropy}"
+        );
+        let out = dir.path().join(format!("a{k}"));
+        save_adapters(t.adapters(), "tiny", &out)?;
+        let bytes = std::fs::read(out.join("adapter_model.safetensors"))?;
+        adapters.push(hr_policy::read_f32_safetensors(&out, &bytes)?);
+    }
+    let mut worst = 0.0f32;
+    for (name, (_, a)) in &adapters[0] {
+        for (x, y) in a.iter().zip(&adapters[1][name].1) {
+            worst = worst.max((x - y).abs());
+        }
+    }
+    // Same update up to float summation order.
+    assert!(worst < 1e-5, "largest difference {worst}");
     Ok(())
 }

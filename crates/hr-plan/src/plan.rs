@@ -163,6 +163,8 @@ pub struct Grpo {
     pub loss_type: LossType,
     /// μ.
     pub num_iterations: usize,
+    /// Micro-batches per optimiser step (gradients summed).
+    pub gradient_accumulation_steps: usize,
 }
 
 impl Default for Grpo {
@@ -184,6 +186,7 @@ impl Default for Grpo {
             beta: 0.0,
             loss_type: LossType::Dapo,
             num_iterations: 1,
+            gradient_accumulation_steps: 1,
         }
     }
 }

@@ -187,6 +187,35 @@ impl<B: Backend> Policy<B> {
         completions: &[Vec<u32>],
         temperature: f64,
     ) -> Result<Tensor<B, 2>, PolicyError> {
+        Ok(self
+            .score_inner(adapters, prompts, completions, temperature, false)?
+            .0)
+    }
+
+    /// [`Policy::score`] plus each position's entropy `[batch, max_completion_len]` under
+    /// `softmax(logits / temperature)` (detached; 0 past a completion's end).
+    pub fn score_with_entropy(
+        &self,
+        adapters: Option<&Adapters<B>>,
+        prompts: &[Vec<u32>],
+        completions: &[Vec<u32>],
+        temperature: f64,
+    ) -> Result<(Tensor<B, 2>, Tensor<B, 2>), PolicyError> {
+        let (logp, entropy) =
+            self.score_inner(adapters, prompts, completions, temperature, true)?;
+        let entropy =
+            entropy.ok_or_else(|| PolicyError::Request("entropy was not computed".to_owned()))?;
+        Ok((logp, entropy))
+    }
+
+    fn score_inner(
+        &self,
+        adapters: Option<&Adapters<B>>,
+        prompts: &[Vec<u32>],
+        completions: &[Vec<u32>],
+        temperature: f64,
+        want_entropy: bool,
+    ) -> Result<(Tensor<B, 2>, Option<Tensor<B, 2>>), PolicyError> {
         self.check_tokens(prompts, "prompt")?;
         self.check_tokens(completions, "completion")?;
         if prompts.len() != completions.len() {
@@ -231,7 +260,15 @@ impl<B: Backend> Policy<B> {
         let targets: Tensor<B, 3, Int> =
             Tensor::from_data(TensorData::new(targets, [batch, c, 1]), &self.device);
         let keep: Tensor<B, 2> = Tensor::from_data(TensorData::new(keep, [batch, c]), &self.device);
-        Ok(logp.gather(2, targets).reshape([batch, c]) * keep)
+        let entropy = want_entropy.then(|| {
+            let lsm = logp.clone().detach();
+            (lsm.clone().exp() * lsm)
+                .sum_dim(2)
+                .reshape([batch, c])
+                .neg()
+                * keep.clone()
+        });
+        Ok((logp.gather(2, targets).reshape([batch, c]) * keep, entropy))
     }
 }
 
