@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::PolicyError;
 
@@ -189,45 +189,6 @@ impl ModelConfig {
             }
         }
         Ok(config)
-    }
-
-    /// The `config.json` an HF loader reads for this model.
-    pub fn to_hf_json(&self) -> Value {
-        let (model_type, arch) = match self.family {
-            Family::Llama => ("llama", "LlamaForCausalLM"),
-            Family::Qwen2 => ("qwen2", "Qwen2ForCausalLM"),
-        };
-        let mut v = json!({
-            "architectures": [arch],
-            "model_type": model_type,
-            "hidden_act": "silu",
-            "vocab_size": self.vocab_size,
-            "hidden_size": self.hidden_size,
-            "intermediate_size": self.intermediate_size,
-            "num_hidden_layers": self.num_layers,
-            "num_attention_heads": self.num_heads,
-            "num_key_value_heads": self.num_kv_heads,
-            "head_dim": self.head_dim,
-            "rms_norm_eps": self.rms_norm_eps,
-            "rope_theta": self.rope_theta,
-            "rope_scaling": null,
-            "tie_word_embeddings": self.tie_word_embeddings,
-            "max_position_embeddings": self.max_position_embeddings,
-            "torch_dtype": "float32",
-        });
-        if self.family == Family::Llama {
-            v["attention_bias"] = json!(self.qkv_bias);
-            v["mlp_bias"] = json!(false);
-        }
-        if let Some(bos) = self.bos_token_id {
-            v["bos_token_id"] = json!(bos);
-        }
-        match self.eos_token_ids.as_slice() {
-            [] => {}
-            [one] => v["eos_token_id"] = json!(one),
-            many => v["eos_token_id"] = json!(many),
-        }
-        v
     }
 
     /// How many query heads share one key/value head.

@@ -26,7 +26,7 @@ pub use lora::{Adapters, LayerAdapters, LoraConfig, LoraPair, Target};
 pub use model::{Attention, BaseModel, Block, KvCache, Mlp};
 pub use peft::{
     ADAPTER_CONFIG, ADAPTER_WEIGHTS, AdapterFiles, HostTensors, adapter_config_json, adapter_files,
-    adapters_from_files, f32_safetensors, load_adapters, parse_adapter_config, read_adapter_config,
+    adapters_from_files, f32_safetensors, load_adapters, parse_adapter_config,
     read_f32_safetensors, save_adapters,
 };
 pub use policy::{Generation, Policy, host_f32};

@@ -161,12 +161,6 @@ fn write_new(path: &Path, bytes: &[u8]) -> Result<(), PolicyError> {
     std::fs::rename(&tmp, path).map_err(|e| PolicyError::io(path, e))
 }
 
-/// Reads and checks `adapter_config.json`.
-pub fn read_adapter_config(path: &Path) -> Result<LoraConfig, PolicyError> {
-    let text = std::fs::read_to_string(path).map_err(|e| PolicyError::io(path, e))?;
-    parse_adapter_config(path, &text)
-}
-
 /// Parses and checks the text of an `adapter_config.json`; `path` only names it in errors.
 pub fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig, PolicyError> {
     let err = |field: &str, message: &str| PolicyError::Config {
