@@ -131,6 +131,33 @@ fn describe(cmd: &Command) -> String {
     words.join(" ")
 }
 
+/// Builds the release binary (with `features`) and returns its path.
+fn release_binary(root: &Path, features: &[&str]) -> Result<PathBuf> {
+    let mut build = cargo();
+    build.args([
+        "build",
+        "--release",
+        "--locked",
+        "--package",
+        "hessian-recipes",
+    ]);
+    if !features.is_empty() {
+        build.args(["--features", &features.join(",")]);
+    }
+    run(build)?;
+    let target =
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
+    Ok(target.join("release/hessian-recipes"))
+}
+
+/// `PREFIX-<unix seconds>`, a default output folder name.
+fn timestamped(prefix: &str) -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    format!("{prefix}-{secs}")
+}
+
 /// `cargo xtask qualify cpu [--master URL] [--output runs/NAME]`: release build, then the
 /// binary's own `qualify cpu` (which copies itself into the output folder and runs from there).
 pub(crate) fn qualify_cpu(root: &Path, args: &[String]) -> Result<()> {
@@ -152,27 +179,8 @@ pub(crate) fn qualify_cpu_with(root: &Path, args: &[String], features: &[&str]) 
             ),
         }
     }
-    let output = output.unwrap_or_else(|| {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        format!("runs/qualify-cpu-{secs}")
-    });
-    let mut build = cargo();
-    build.args([
-        "build",
-        "--release",
-        "--locked",
-        "--package",
-        "hessian-recipes",
-    ]);
-    if !features.is_empty() {
-        build.args(["--features", &features.join(",")]);
-    }
-    run(build)?;
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    let mut cmd = Command::new(target.join("release/hessian-recipes"));
+    let output = output.unwrap_or_else(|| timestamped("runs/qualify-cpu"));
+    let mut cmd = Command::new(release_binary(root, features)?);
     cmd.args(["qualify", "cpu", "--output", &output]);
     if let Some(m) = master {
         cmd.args(["--master", &m]);
@@ -203,31 +211,12 @@ pub(crate) fn qualify_native(
         }
     }
     let plan = plan.unwrap_or_else(|| "plans/native-tiny.json".to_owned());
-    let output = output.unwrap_or_else(|| {
-        let secs = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
-        format!("runs/qualify-native-{secs}")
-    });
+    let output = output.unwrap_or_else(|| timestamped("runs/qualify-native"));
     let tiny = root.join("target/tiny-model");
     if !tiny.join("config.json").is_file() {
         hr_tests::tiny_model::write_tiny_model(&tiny, &hr_tests::tiny_model::TinySpec::default());
     }
-    let mut build = cargo();
-    build.args([
-        "build",
-        "--release",
-        "--locked",
-        "--package",
-        "hessian-recipes",
-    ]);
-    if !features.is_empty() {
-        build.args(["--features", &features.join(",")]);
-    }
-    run(build)?;
-    let target =
-        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from);
-    let mut cmd = Command::new(target.join("release/hessian-recipes"));
+    let mut cmd = Command::new(release_binary(root, features)?);
     cmd.current_dir(root)
         .args(["qualify", "native", "--plan", &plan, "--output", &output]);
     if let Some(c) = &control {

@@ -172,25 +172,33 @@ pub enum ProofError {
     },
 }
 
+/// Writes `value` as pretty JSON to a new file and syncs it; an existing file is never replaced.
+pub(crate) fn write_create_only(path: &Path, value: &impl Serialize) -> Result<(), ProofError> {
+    use std::io::Write;
+    let io = |op| {
+        move |source| ProofError::Io {
+            op,
+            path: path.to_owned(),
+            source,
+        }
+    };
+    let bytes = serde_json::to_vec_pretty(value).map_err(|e| ProofError::Format {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })?;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(io("create"))?;
+    f.write_all(&bytes).map_err(io("write"))?;
+    f.sync_all().map_err(io("fsync"))
+}
+
 impl Proof {
     /// Writes the proof to `path` (create-only: an existing proof is never overwritten).
     pub fn write(&self, path: &Path) -> Result<(), ProofError> {
-        use std::io::Write;
-        let io = |op| {
-            move |source| ProofError::Io {
-                op,
-                path: path.to_owned(),
-                source,
-            }
-        };
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(io("create"))?;
-        f.write_all(&serde_json::to_vec_pretty(self).expect("proof serialises"))
-            .map_err(io("write"))?;
-        f.sync_all().map_err(io("fsync"))
+        write_create_only(path, self)
     }
 
     /// Reads a proof.

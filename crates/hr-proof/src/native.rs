@@ -101,27 +101,7 @@ pub struct NativeProof {
 impl NativeProof {
     /// Writes the proof (create-only).
     pub fn write(&self, path: &Path) -> Result<(), ProofError> {
-        use std::io::Write;
-        let io = |op| {
-            move |source| ProofError::Io {
-                op,
-                path: path.to_owned(),
-                source,
-            }
-        };
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(io("create"))?;
-        f.write_all(
-            &serde_json::to_vec_pretty(self).map_err(|e| ProofError::Format {
-                path: path.to_owned(),
-                message: e.to_string(),
-            })?,
-        )
-        .map_err(io("write"))?;
-        f.sync_all().map_err(io("fsync"))
+        crate::write_create_only(path, self)
     }
 }
 
