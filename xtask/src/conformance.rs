@@ -261,6 +261,13 @@ pub(crate) fn envs(root: &Path) -> Result<(u64, u64)> {
         .arg("--log-dir")
         .arg(&work);
     let (mut passed, mut failed) = run_driver(driver, "openenv-conformance")?;
+    let openenv_env = serde_json::json!({
+        "backend": "openenv", "python": venv.join("bin/python"), "env_root": env_root,
+        "tasks": [{}, {"message": "hi"}],
+    });
+    let (p, f) = train_against(root, &work, "openenv", &openenv_env)?;
+    passed += p;
+    failed += f;
 
     // NeMo Gym needs Python >= 3.13.14: CPython is built once from Debian's source package.
     let python = crate::python::cpython313()?;
@@ -290,10 +297,66 @@ pub(crate) fn envs(root: &Path) -> Result<(u64, u64)> {
     let (p, f) = run_driver(driver, "nemo-conformance")?;
     passed += p;
     failed += f;
+    let row = serde_json::json!({"responses_create_params": {"input": [{"role": "user", "content": "weather in sf?"}],
+        "tools": [{"type": "function", "name": "get_weather", "strict": true,
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}]}});
+    let nemo_env = serde_json::json!({
+        "backend": "nemo", "python": nemo.join("bin/python"), "server_dir": server_dir, "tasks": [row],
+    });
+    let (p, f) = train_against(root, &work, "nemo", &nemo_env)?;
+    passed += p;
+    failed += f;
     if failed == 0 {
         std::fs::remove_dir_all(&work)?;
     } else {
         eprintln!("conformance: kept {} for inspection", work.display());
     }
     Ok((passed, failed))
+}
+
+/// A short `hessian-recipes train` run (tiny model, 2 steps, max 2 turns) with the plan's
+/// environment `environment` served by the real server; passes when it completes both steps.
+fn train_against(
+    root: &Path,
+    work: &Path,
+    name: &str,
+    environment: &serde_json::Value,
+) -> Result<(u64, u64)> {
+    let tiny = target_dir(root).join("tiny-model");
+    if !tiny.join("config.json").is_file() {
+        hr_tests::tiny_model::write_tiny_model(&tiny, &hr_tests::tiny_model::TinySpec::default());
+    }
+    let plan = serde_json::json!({
+        "schema_version": 1,
+        "name": format!("train-{name}"),
+        "model": {"path": tiny, "lora": {"rank": 2, "alpha": 4.0, "targets": ["q_proj", "v_proj"]}},
+        "environment": environment,
+        "grpo": {"tasks_per_step": 1, "num_generations": 2, "max_completion_length": 16,
+                 "max_turn_tokens": 8, "max_turns": 2},
+        "optimizer": {"learning_rate": 0.01},
+        "steps": 2,
+        "seeds": {"sampling": 1, "adapter_init": 2, "task_order": 3}
+    });
+    let plan_path = work.join(format!("train-{name}.json"));
+    std::fs::write(&plan_path, serde_json::to_vec_pretty(&plan)?)?;
+    let out = work.join(format!("train-{name}"));
+    let status = Command::new(target_dir(root).join("debug/hessian-recipes"))
+        .arg("train")
+        .arg("--plan")
+        .arg(&plan_path)
+        .arg("--output")
+        .arg(&out)
+        .status()
+        .context("running hessian-recipes train")?;
+    let steps = std::fs::read_to_string(out.join("metrics.jsonl")).map_or(0, |t| t.lines().count());
+    let ok = status.success() && steps == 2;
+    println!(
+        "train against the real {name} server: {}",
+        if ok {
+            "1 passed, 0 failed"
+        } else {
+            "0 passed, 1 failed"
+        }
+    );
+    Ok(if ok { (1, 0) } else { (0, 1) })
 }

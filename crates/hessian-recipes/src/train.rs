@@ -16,10 +16,13 @@ use std::time::Instant;
 use anyhow::{Context, bail};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
-use hr_bridge::{Environment, FixtureEnvironment, FixtureKind, fixture_tasks};
+use hr_bridge::{
+    Environment, FixtureEnvironment, FixtureKind, NemoGymClient, NemoGymEnvironment, OpenEnvClient,
+    OpenEnvEnvironment, OwnedService, Task, fixture_tasks, presets,
+};
 use hr_grpo::{
-    AdamWSettings, AdvantageConfig, DataCursor, GrpoConfig, GrpoError, LossConfig, LrSchedule,
-    NativeState, RolloutConfig, StepReport, TaskSampler, Trainer,
+    AdamWSettings, AdvantageConfig, DataCursor, EnvironmentFactory, GrpoConfig, GrpoError,
+    LossConfig, LrSchedule, NativeState, RolloutConfig, StepReport, TaskSampler, Trainer,
 };
 use hr_plan::{Environment as PlanEnvironment, Plan};
 use hr_policy::{Adapters, ChatTokenizer, LoraConfig, Policy, PolicyRng, Target};
@@ -67,6 +70,10 @@ fn grpo_config(plan: &Plan) -> GrpoConfig {
             max_turn_tokens: g.max_turn_tokens,
             max_turns: g.max_turns,
             system_prompt: g.system_prompt.clone(),
+            max_concurrent_episodes: match &plan.environment {
+                PlanEnvironment::Openenv { max_sessions, .. } => *max_sessions,
+                _ => 0,
+            },
         },
         advantage: AdvantageConfig {
             scale_rewards: match g.scale_rewards {
@@ -117,6 +124,65 @@ fn fixture_kind(name: &str) -> anyhow::Result<FixtureKind> {
         "calculator" => FixtureKind::Calculator,
         "digits" => FixtureKind::Digits,
         other => bail!("unknown fixture task kind `{other}`"),
+    })
+}
+
+type Factory = Box<dyn EnvironmentFactory>;
+
+/// The plan's tasks, the service it needs (started here, logging to OUTPUT/service.log) and a
+/// factory of one environment per episode.
+fn environment(
+    plan: &Plan,
+    out: &Path,
+) -> anyhow::Result<(Vec<Task>, Option<OwnedService>, Factory)> {
+    let numbered = |payloads: &[serde_json::Value]| -> Vec<Task> {
+        payloads
+            .iter()
+            .enumerate()
+            .map(|(i, p)| Task {
+                id: format!("task-{i}"),
+                payload: p.clone(),
+            })
+            .collect()
+    };
+    let log = out.join("service.log");
+    Ok(match &plan.environment {
+        PlanEnvironment::Fixture { tasks } => {
+            let list = fixture_tasks(fixture_kind(&tasks.kind)?, tasks.count, tasks.seed);
+            let factory = || -> Result<Box<dyn Environment>, GrpoError> {
+                Ok(Box::new(FixtureEnvironment::new()))
+            };
+            (list, None, Box::new(factory))
+        }
+        PlanEnvironment::Openenv {
+            python,
+            env_root,
+            action_field,
+            tasks,
+            ..
+        } => {
+            let service = OwnedService::start(&presets::openenv_echo(python, env_root, &log))?;
+            let (url, field) = (service.base_url(), action_field.clone());
+            let factory = move || -> Result<Box<dyn Environment>, GrpoError> {
+                let client = OpenEnvClient::new("openenv", &url)
+                    .map_err(|e| GrpoError::Environment(e.to_string()))?;
+                Ok(Box::new(OpenEnvEnvironment::new(client, &field)))
+            };
+            (numbered(tasks), Some(service), Box::new(factory))
+        }
+        PlanEnvironment::Nemo {
+            python,
+            server_dir,
+            tasks,
+        } => {
+            let service =
+                OwnedService::start(&presets::nemo_single_tool_call(python, server_dir, &log))?;
+            let client = NemoGymClient::new("nemo-gym", &service.base_url())?;
+            let factory = move || -> Result<Box<dyn Environment>, GrpoError> {
+                Ok(Box::new(NemoGymEnvironment::new(client.clone())))
+            };
+            (numbered(tasks), Some(service), Box::new(factory))
+        }
     })
 }
 
@@ -215,8 +281,7 @@ impl OnBackend for Job {
         let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
         let policy = Policy::<Autodiff<B>>::load(model, &device)
             .with_context(|| format!("loading the model in {}", model.display()))?;
-        let PlanEnvironment::Fixture { tasks } = &plan.environment;
-        let task_list = fixture_tasks(fixture_kind(&tasks.kind)?, tasks.count, tasks.seed);
+        let (task_list, service, mut env) = environment(&plan, out)?;
         let config = grpo_config(&plan);
         let (mut trainer, mut sampler, mut evidence_lines, mut recent) = match &args.resume {
             Some(dir) => {
@@ -293,14 +358,11 @@ impl OnBackend for Job {
         let last = args
             .stop_after_step
             .map_or(plan.steps, |k| k.min(plan.steps));
-        let mut env = || -> Result<Box<dyn Environment>, GrpoError> {
-            Ok(Box::new(FixtureEnvironment::new()))
-        };
         let mut metrics_rows = Vec::new();
         while trainer.step_index() < last {
             let started = Instant::now();
             let batch = sampler.next_batch(plan.grpo.tasks_per_step);
-            let report = trainer.step(&batch, &mut env)?;
+            let report = trainer.step(&batch, env.as_mut())?;
             let step = report.step + 1;
             let mut metrics = json!({"step": step});
             for (k, v) in &report.metrics {
@@ -369,6 +431,9 @@ impl OnBackend for Job {
             if stopping {
                 break;
             }
+        }
+        if let Some(service) = service {
+            service.shutdown()?;
         }
         write_report(out, &plan.name, &metrics_rows)?;
         Ok(ExitCode::SUCCESS)

@@ -17,6 +17,7 @@ pub mod fixture;
 mod http;
 mod nemo_gym;
 mod openenv;
+pub mod presets;
 mod service;
 mod tasks;
 

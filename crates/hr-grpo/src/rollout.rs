@@ -58,6 +58,8 @@ pub struct RolloutConfig {
     pub max_turns: usize,
     /// A system message before each task.
     pub system_prompt: Option<String>,
+    /// Most episodes open at once (a service's session limit); 0 means all of a step's.
+    pub max_concurrent_episodes: usize,
 }
 
 fn env_err(e: &hr_bridge::BridgeError) -> GrpoError {
@@ -69,7 +71,8 @@ fn tok_err(e: &hr_policy::PolicyError) -> GrpoError {
 }
 
 /// Samples `num_generations` episodes per task, in task order, consuming `rng` only for sampling
-/// (episode seeds are drawn from it first, in order). Every environment is closed, also on error.
+/// (episode seeds are drawn from it first, in order), in waves of at most
+/// `max_concurrent_episodes`. Every environment is closed, also on error.
 pub fn rollouts<B: Backend>(
     policy: &Policy<B>,
     adapters: Option<&Adapters<B>>,
@@ -79,19 +82,35 @@ pub fn rollouts<B: Backend>(
     config: &RolloutConfig,
     rng: &mut PolicyRng,
 ) -> Result<Vec<Episode>, GrpoError> {
-    let n = tasks.len() * config.num_generations;
-    let mut live: Vec<Box<dyn Environment>> = Vec::with_capacity(n);
-    let result = run_episodes(
-        policy, adapters, tokenizer, tasks, envs, config, rng, &mut live,
-    );
-    let mut closing = Ok(());
-    for env in &mut live {
-        if let Err(e) = env.close() {
-            closing = Err(env_err(&e));
+    let seeds: Vec<u64> = (0..tasks.len() * config.num_generations)
+        .map(|_| rng.next_u64())
+        .collect();
+    let jobs: Vec<(&Task, u64)> = seeds
+        .iter()
+        .enumerate()
+        .map(|(i, seed)| (&tasks[i / config.num_generations], *seed))
+        .collect();
+    // Services with few sessions (OpenEnv's echo env allows one) run episodes in waves.
+    let wave = if config.max_concurrent_episodes == 0 {
+        jobs.len().max(1)
+    } else {
+        config.max_concurrent_episodes
+    };
+    let mut episodes = Vec::with_capacity(jobs.len());
+    for chunk in jobs.chunks(wave) {
+        let mut live: Vec<Box<dyn Environment>> = Vec::with_capacity(chunk.len());
+        let result = run_episodes(
+            policy, adapters, tokenizer, chunk, envs, config, rng, &mut live,
+        );
+        let mut closing = Ok(());
+        for env in &mut live {
+            if let Err(e) = env.close() {
+                closing = Err(env_err(&e));
+            }
         }
+        episodes.extend(result?);
+        closing?;
     }
-    let episodes = result?;
-    closing?;
     Ok(episodes)
 }
 
@@ -100,18 +119,14 @@ fn run_episodes<B: Backend>(
     policy: &Policy<B>,
     adapters: Option<&Adapters<B>>,
     tokenizer: &ChatTokenizer,
-    tasks: &[Task],
+    jobs: &[(&Task, u64)],
     envs: &mut dyn EnvironmentFactory,
     config: &RolloutConfig,
     rng: &mut PolicyRng,
     live: &mut Vec<Box<dyn Environment>>,
 ) -> Result<Vec<Episode>, GrpoError> {
-    let seeds: Vec<u64> = (0..tasks.len() * config.num_generations)
-        .map(|_| rng.next_u64())
-        .collect();
-    let mut episodes = Vec::with_capacity(seeds.len());
-    for (i, seed) in seeds.iter().enumerate() {
-        let task = &tasks[i / config.num_generations];
+    let mut episodes = Vec::with_capacity(jobs.len());
+    for (task, seed) in jobs {
         let mut env = envs.create()?;
         let observation = env.reset(task, *seed).map_err(|e| env_err(&e));
         live.push(env);

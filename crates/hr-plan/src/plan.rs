@@ -77,6 +77,39 @@ pub enum Environment {
         /// The tasks.
         tasks: FixtureTasks,
     },
+    /// An OpenEnv environment server (the `openenv init echo_env` template), run as an owned
+    /// service.
+    Openenv {
+        /// The service's Python (with `openenv-core` installed).
+        python: PathBuf,
+        /// The environment's folder (holding `echo_env/`).
+        env_root: PathBuf,
+        /// The action field the policy's text goes into.
+        #[serde(default = "message_field")]
+        action_field: String,
+        /// Sessions the server allows at once (the echo env allows one).
+        #[serde(default = "one")]
+        max_sessions: usize,
+        /// Reset payloads, one per task.
+        tasks: Vec<serde_json::Value>,
+    },
+    /// A NeMo Gym resources server (`example_single_tool_call`), run as an owned service.
+    Nemo {
+        /// The service's Python (with `nemo-gym` installed).
+        python: PathBuf,
+        /// The resources server's folder.
+        server_dir: PathBuf,
+        /// Dataset rows (`responses_create_params`, ...), one per task.
+        tasks: Vec<serde_json::Value>,
+    },
+}
+
+fn message_field() -> String {
+    "message".to_owned()
+}
+
+fn one() -> usize {
+    1
 }
 
 /// Fixture tasks drawn from a seed.
@@ -361,6 +394,29 @@ impl Plan {
             )?;
         }
         match &self.environment {
+            Environment::Openenv {
+                tasks,
+                max_sessions,
+                ..
+            } => {
+                check(
+                    !tasks.is_empty(),
+                    "environment.tasks",
+                    "list at least one reset payload".to_owned(),
+                )?;
+                check(
+                    *max_sessions >= 1,
+                    "environment.max_sessions",
+                    "must be at least 1".to_owned(),
+                )?;
+            }
+            Environment::Nemo { tasks, .. } => {
+                check(
+                    !tasks.is_empty(),
+                    "environment.tasks",
+                    "list at least one dataset row".to_owned(),
+                )?;
+            }
             Environment::Fixture { tasks } => {
                 check(
                     FIXTURE_KINDS.contains(&tasks.kind.as_str()),

@@ -74,3 +74,20 @@ fn bad_values_are_refused_naming_the_field() {
         );
     }
 }
+
+#[test]
+fn service_backends_parse_and_need_tasks() -> anyhow::Result<()> {
+    let mut plan = example();
+    plan["environment"] = json!({"backend": "nemo", "python": "/venv/bin/python", "server_dir": "/srv", "tasks": [{"responses_create_params": {}}]});
+    Plan::parse(Path::new("plan.json"), &plan.to_string())?;
+    plan["environment"] = json!({"backend": "openenv", "python": "/venv/bin/python", "env_root": "/env", "tasks": [{}]});
+    let parsed = Plan::parse(Path::new("plan.json"), &plan.to_string())?;
+    assert!(
+        matches!(parsed.environment, hr_plan::Environment::Openenv { max_sessions: 1, ref action_field, .. } if action_field == "message")
+    );
+    plan["environment"]["tasks"] = json!([]);
+    assert_eq!(field_error(&plan).0, "environment.tasks");
+    plan["environment"] = json!({"backend": "gym", "tasks": []});
+    assert_eq!(field_error(&plan).0, "environment.backend");
+    Ok(())
+}

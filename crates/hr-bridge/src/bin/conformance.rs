@@ -9,11 +9,15 @@
 //! leaves nothing behind. Prints `<suite>-conformance: N passed, M failed`. Not a user tool.
 #![allow(clippy::print_stdout)]
 
-use std::{path::PathBuf, process::ExitCode, time::Duration};
+use std::{
+    path::{Path, PathBuf},
+    process::ExitCode,
+    time::Duration,
+};
 
 use hr_bridge::{
     BridgeError, Environment, NemoGymClient, NemoGymEnvironment, OpenEnvClient, OpenEnvEnvironment,
-    OwnedService, ServiceSpec, Task,
+    OwnedService, Task, presets,
 };
 use serde_json::json;
 
@@ -107,29 +111,11 @@ fn main() -> ExitCode {
 
 fn openenv(python: &str, env_root: &str, log_dir: &str) -> Checks {
     let mut c = Checks(Vec::new());
-    let spec = ServiceSpec {
-        name: "openenv".into(),
-        program: PathBuf::from(python),
-        args: [
-            "-m",
-            "uvicorn",
-            "echo_env.server.app:app",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "{port}",
-        ]
-        .map(String::from)
-        .to_vec(),
-        cwd: PathBuf::from(env_root),
-        env: vec![("PYTHONUNBUFFERED".into(), "1".into())],
-        log_path: PathBuf::from(log_dir).join("openenv.log"),
-        ready_path: "/health".into(),
-        ready_timeout: Duration::from_secs(180),
-        grace: Duration::from_secs(10),
-        attempts: 3,
-        first_port: None,
-    };
+    let spec = presets::openenv_echo(
+        Path::new(python),
+        Path::new(env_root),
+        &PathBuf::from(log_dir).join("openenv.log"),
+    );
     let Some(service) = c.ok(
         "the real OpenEnv echo server starts and answers /health",
         OwnedService::start(&spec),
@@ -247,29 +233,11 @@ fn openenv(python: &str, env_root: &str, log_dir: &str) -> Checks {
 
 fn nemo(python: &str, server_dir: &str, log_dir: &str) -> Checks {
     let mut c = Checks(Vec::new());
-    // The config is the instance block plus the keys the server reads (`head_server`, `dry_run`).
-    let config = "head_server: {host: 127.0.0.1, port: 11000}\ndry_run: false\nexample_single_tool_call:\n  resources_servers:\n    example_single_tool_call: {entrypoint: app.py, host: 127.0.0.1, port: {port}, domain: agent}\n";
-    let spec = ServiceSpec {
-        name: "nemo-gym".into(),
-        program: PathBuf::from(python),
-        args: vec!["app.py".into()],
-        cwd: PathBuf::from(server_dir),
-        env: vec![
-            ("NEMO_GYM_CONFIG_DICT".into(), config.into()),
-            (
-                "NEMO_GYM_CONFIG_PATH".into(),
-                "example_single_tool_call".into(),
-            ),
-            ("PYTHONPATH".into(), server_dir.into()),
-            ("PYTHONUNBUFFERED".into(), "1".into()),
-        ],
-        log_path: PathBuf::from(log_dir).join("nemo-gym.log"),
-        ready_path: "/".into(),
-        ready_timeout: Duration::from_secs(240),
-        grace: Duration::from_secs(5),
-        attempts: 3,
-        first_port: None,
-    };
+    let spec = presets::nemo_single_tool_call(
+        Path::new(python),
+        Path::new(server_dir),
+        &PathBuf::from(log_dir).join("nemo-gym.log"),
+    );
     let Some(service) = c.ok(
         "the real NeMo Gym example_single_tool_call server starts and answers /",
         OwnedService::start(&spec),
