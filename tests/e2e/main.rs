@@ -3,5 +3,6 @@
 mod cluster;
 mod demo;
 mod generate;
+mod managed;
 mod qualify;
 mod train;

@@ -1,6 +1,7 @@
-//! `hessian-recipes train` on a tiny random model with the fixture environment: snapshots on
+//! `hessian-recipes train` on a tiny random model with the fixture environment: checkpoints on
 //! schedule, stop-and-resume and SIGTERM-and-resume in new processes end in the same evidence
-//! as an uninterrupted run, bit for bit; a bad plan is refused before any work.
+//! as an uninterrupted run, bit for bit; the deadline and device budget carry over resumes and
+//! are never renewed; a bad plan is refused before any work.
 
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -42,8 +43,33 @@ fn read(s: &Scratch, rel: &str) -> String {
     std::fs::read_to_string(s.path().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
-fn snapshot(step: u64) -> String {
-    format!("checkpoints/snapshots/{step:020}")
+/// The checkpoint folder of `run` at `step` (relative to the scratch folder), from the local
+/// Core's record of reported checkpoints; `None` when none was published at that step.
+fn checkpoint(s: &Scratch, run: &str, step: u64) -> Option<String> {
+    let listed = std::fs::read_to_string(s.path().join(run).join("core/checkpoints.jsonl")).ok()?;
+    listed
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|c| c["steps_completed"] == step)
+        .last()
+        .map(|c| {
+            format!(
+                "{run}/core/checkpoints/{}",
+                c["uuid"].as_str().unwrap_or("")
+            )
+        })
+}
+
+fn snapshot(s: &Scratch, run: &str, step: u64) -> String {
+    checkpoint(s, run, step).unwrap_or_else(|| panic!("{run}: no checkpoint at step {step}"))
+}
+
+/// The run's allocation records (start and end lines).
+fn allocations(s: &Scratch, run: &str) -> Vec<serde_json::Value> {
+    read(s, &format!("{run}/allocations.jsonl"))
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("allocation record"))
+        .collect()
 }
 
 #[test]
@@ -60,15 +86,14 @@ fn stop_and_resume_in_new_processes_matches_the_uninterrupted_run() -> Result<()
     for step in [2, 4] {
         assert!(
             s.path()
-                .join("runs/full")
-                .join(snapshot(step))
+                .join(snapshot(&s, "runs/full", step))
                 .join("SEAL.dsse.json")
                 .is_file(),
             "snapshot {step}"
         );
     }
     assert!(
-        !s.path().join("runs/full").join(snapshot(1)).exists(),
+        checkpoint(&s, "runs/full", 1).is_none(),
         "every 2 steps only"
     );
 
@@ -84,8 +109,13 @@ fn stop_and_resume_in_new_processes_matches_the_uninterrupted_run() -> Result<()
             "2",
         ],
     );
-    let resume = format!("runs/part/{}", snapshot(2));
+    let resume = snapshot(&s, "runs/part", 2);
     ok(&s, &["snapshot", "verify", &resume]);
+    // The stop is a terminal save: published once, then the durable receipt.
+    let receipt: serde_json::Value =
+        serde_json::from_str(&read(&s, "runs/part/preempted_at_checkpoint.json"))?;
+    assert_eq!(receipt["step"], 2);
+    assert!(resume.ends_with(receipt["uuid"].as_str().unwrap_or("?")));
     ok(
         &s,
         &[
@@ -102,11 +132,24 @@ fn stop_and_resume_in_new_processes_matches_the_uninterrupted_run() -> Result<()
         read(&s, "runs/rest/evidence.jsonl"),
         read(&s, "runs/full/evidence.jsonl")
     );
+    // The metrics history travels in the snapshot too: the resumed run's file is complete and
+    // equal but for wall-clock throughput.
+    let untimed = |run: &str| -> Vec<serde_json::Value> {
+        read(&s, &format!("{run}/metrics.jsonl"))
+            .lines()
+            .map(|l| {
+                let mut row: serde_json::Value = serde_json::from_str(l).expect("row");
+                row.as_object_mut().map(|m| m.remove("tokens_per_second"));
+                row
+            })
+            .collect()
+    };
+    assert_eq!(untimed("runs/rest"), untimed("runs/full"));
+    assert_eq!(untimed("runs/rest").len(), 4);
     let last = |run: &str| {
         std::fs::read(
             s.path()
-                .join(run)
-                .join(snapshot(4))
+                .join(snapshot(&s, run, 4))
                 .join("payload/native/adapter_model.safetensors"),
         )
     };
@@ -114,7 +157,7 @@ fn stop_and_resume_in_new_processes_matches_the_uninterrupted_run() -> Result<()
     // The raw rollouts of the last two steps (the default window) travel with each snapshot.
     let raw: serde_json::Value = serde_json::from_str(&read(
         &s,
-        &format!("runs/rest/{}/payload/rollouts.json", snapshot(4)),
+        &format!("{}/payload/rollouts.json", snapshot(&s, "runs/rest", 4)),
     ))?;
     let steps: Vec<u64> = raw.as_array().map_or(vec![], |a| {
         a.iter().filter_map(|r| r["step"].as_u64()).collect()
@@ -122,7 +165,8 @@ fn stop_and_resume_in_new_processes_matches_the_uninterrupted_run() -> Result<()
     assert_eq!(steps, [3, 4]);
     assert_eq!(raw[1]["episodes"].as_array().map(Vec::len), Some(8));
 
-    // Resuming under a changed plan is refused: the snapshot is bound to the plan's digest.
+    // Resuming under a changed plan is refused (exit 3, nothing adopted): the checkpoint is bound
+    // to the plan's digest.
     let mut changed = plan(4, 2);
     changed["optimizer"]["learning_rate"] = json!(0.03);
     s.write("changed.json", &changed.to_string());
@@ -136,8 +180,9 @@ fn stop_and_resume_in_new_processes_matches_the_uninterrupted_run() -> Result<()
         &resume,
     ]);
     let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
-    assert!(stderr.contains("config"), "{stderr}");
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("restore refused: config mismatch"), "{stderr}");
+    assert!(!s.path().join("runs/other/evidence.jsonl").exists());
     Ok(())
 }
 
@@ -174,8 +219,8 @@ fn sigterm_snapshots_the_current_step_exits_0_and_resume_reaches_the_same_state(
     assert_eq!(status.code(), Some(0), "SIGTERM exits cleanly");
     let done = read(&s, "runs/cut/metrics.jsonl").lines().count() as u64;
     assert!((1..12).contains(&done), "stopped early, after step {done}");
-    let resume = format!("runs/cut/{}", snapshot(done));
-    ok(&s, &["snapshot", "verify", &resume]);
+    ok(&s, &["snapshot", "verify", &snapshot(&s, "runs/cut", done)]);
+    // A run folder resumes from its latest checkpoint: the one the SIGTERM saved.
     ok(
         &s,
         &[
@@ -185,7 +230,7 @@ fn sigterm_snapshots_the_current_step_exits_0_and_resume_reaches_the_same_state(
             "--output",
             "runs/rest",
             "--resume",
-            &resume,
+            "runs/cut",
         ],
     );
     assert_eq!(
@@ -206,4 +251,107 @@ fn a_bad_plan_is_refused_before_any_work() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("`grpo.beta`"), "{stderr}");
     assert!(!s.path().join("runs/bad").exists(), "nothing was created");
+}
+
+#[test]
+fn the_device_budget_accumulates_over_three_allocations() {
+    let s = setup(3, 100);
+    let train = |out: &str, from: Option<&str>, stop: Option<&str>| {
+        let mut args = vec!["train", "--plan", "plan.json", "--output", out];
+        if let Some(from) = from {
+            args.extend(["--resume", from]);
+        }
+        if let Some(stop) = stop {
+            args.extend(["--stop-after-step", stop]);
+        }
+        ok(&s, &args);
+    };
+    train("runs/a", None, Some("1"));
+    train("runs/b", Some("runs/a"), Some("2"));
+    train("runs/c", Some("runs/b"), None);
+    let (a, b, c) = (
+        allocations(&s, "runs/a"),
+        allocations(&s, "runs/b"),
+        allocations(&s, "runs/c"),
+    );
+    let used = |r: &serde_json::Value| r["device_seconds_used"].as_u64().expect("used");
+    assert_eq!(used(&a[0]), 0, "a fresh run starts with nothing used");
+    assert!(
+        used(&a[1]) >= 1,
+        "an allocation is charged, rounded up: {a:?}"
+    );
+    assert_eq!(used(&b[0]), used(&a[1]), "b starts with what a used");
+    assert!(used(&b[1]) > used(&b[0]), "b adds its own: {b:?}");
+    assert_eq!(used(&c[0]), used(&b[1]), "c starts with what a and b used");
+    assert_eq!(c[1]["ended"], "completed");
+    assert_eq!(c[0]["restored_step"], 2);
+}
+
+#[test]
+fn the_deadline_is_fixed_at_the_first_start_and_ends_a_resumed_run_with_a_final_save() {
+    let s = setup(3, 100);
+    ok(
+        &s,
+        &[
+            "train",
+            "--plan",
+            "plan.json",
+            "--output",
+            "runs/a",
+            "--stop-after-step",
+            "1",
+            "--max-wall-seconds",
+            "4",
+        ],
+    );
+    let a = allocations(&s, "runs/a");
+    std::thread::sleep(Duration::from_secs(2));
+    // Paused for 2 s: the resumed run keeps the first start's deadline (its own flag does not
+    // renew it) and has at least 2 s less of it.
+    let out = s.run(&[
+        "train",
+        "--plan",
+        "plan.json",
+        "--output",
+        "runs/b",
+        "--resume",
+        "runs/a",
+        "--stop-after-step",
+        "2",
+        "--max-wall-seconds",
+        "1000",
+    ]);
+    let (_, stderr) = text(&out);
+    let b = allocations(&s, "runs/b");
+    assert_eq!(b[0]["deadline_unix_s"], a[0]["deadline_unix_s"], "{stderr}");
+    let remaining = |r: &serde_json::Value| r["deadline_remaining_s"].as_u64().expect("remaining");
+    assert!(remaining(&b[0]) + 2 <= remaining(&a[0]), "{a:?} {b:?}");
+    // Past the deadline, a resumed run saves a final checkpoint at once and exits 4; the
+    // selected checkpoint at that step is reused, not published again.
+    std::thread::sleep(Duration::from_secs(3));
+    let from = if out.status.success() {
+        "runs/b"
+    } else {
+        "runs/a"
+    };
+    let out = s.run(&[
+        "train",
+        "--plan",
+        "plan.json",
+        "--output",
+        "runs/c",
+        "--resume",
+        from,
+    ]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(stderr.contains("deadline ran out"), "{stderr}");
+    let c = allocations(&s, "runs/c");
+    assert_eq!(c[1]["ended"], "deadline");
+    assert_eq!(
+        c[1]["uuid"], c[0]["restored_uuid"],
+        "reused, not republished"
+    );
+    let reported = read(&s, "runs/c/core/checkpoints.jsonl").lines().count();
+    assert_eq!(reported, 1, "only the imported checkpoint is listed");
 }

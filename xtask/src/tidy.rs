@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 /// Crates allowed to depend on burn: the tensor crates and the binary that picks the backend.
-const TENSOR_CRATES: &[&str] = &["hr-policy", "hr-grpo", "hessian-recipes"];
+const TENSOR_CRATES: &[&str] = &["hr-policy", "hr-grpo", "hr-train", "hessian-recipes"];
 
 /// Layer-0 crates: pure and synchronous, so no async runtime and no HTTP client.
 const LAYER0_CRATES: &[&str] = &["hr-config", "hr-seal", "hr-proof", "hr-gguf", "hr-plan"];

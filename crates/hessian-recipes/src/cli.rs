@@ -48,11 +48,24 @@ pub(crate) enum Command {
     /// tokenizer.json), e.g. the one `cargo xtask fetch-model smollm2` prints. Prompts are
     /// formatted with the ChatML template unless --raw; stops at <|im_end|> or the model's EOS.
     Generate(GenerateArgs),
-    /// Run a training plan natively (GRPO with LoRA): metrics.jsonl, evidence.jsonl, sealed
-    /// snapshots in OUTPUT/checkpoints/ on the plan's schedule, report.md with reward and loss
-    /// plots. SIGTERM or Ctrl-C finishes the current step, snapshots it and exits 0; --resume
-    /// continues exactly from a snapshot into a new output folder.
+    /// Run a training plan locally (GRPO with LoRA): metrics.jsonl, evidence.jsonl, sealed
+    /// checkpoints in OUTPUT/core/checkpoints/<uuid>/ (listed with their steps in
+    /// OUTPUT/core/checkpoints.jsonl) on the plan's schedule, report.md with reward and loss
+    /// plots. SIGTERM or Ctrl-C finishes the current step, saves it and exits 0; --resume
+    /// continues exactly from a run folder or checkpoint into a new output folder. The same
+    /// lifecycle as `managed-training`, on a local Core context.
     Train(TrainArgs),
+    /// Run a training plan as a Determined trial (the experiment's entrypoint; see
+    /// cluster/determined/jaif-managed-*.yaml). Restores the checkpoint the scheduler selected
+    /// (seal, source, plan and run identity verified first; exit 3 if refused), reports TRL
+    /// metrics and progress, publishes sealed checkpoints on the plan's schedule, and completes
+    /// the searcher operation at the plan's last step. On pause or preemption it finishes the
+    /// step, stops the environment service, publishes once, writes the preempted_at_checkpoint
+    /// receipt, acknowledges and exits 0. The deadline (--max-wall-seconds from the first start)
+    /// and the device budget are sealed and never renewed; when one runs out the run saves a
+    /// final checkpoint and exits 4. The run folder (metrics, evidence, allocations.jsonl,
+    /// receipts) is <checkpoint storage>/hr-run-<experiment>-<trial>/.
+    ManagedTraining(ManagedTrainingArgs),
     /// Sealed snapshots (checkpoints and run outputs).
     Snapshot {
         #[command(subcommand)]
@@ -78,6 +91,33 @@ pub(crate) enum QualifyKind {
     /// trainer state (step, RNG) and data cursor at every step and writes OUTPUT/proof.json
     /// (equal, or the first divergent step and field). Exit 0 when equal, 1 when not.
     Native(QualifyNativeArgs),
+    /// Managed recovery: the plan natively and uninterrupted, then as a Determined trial
+    /// (`managed-training`) paused once the metric of --pause-after-step is visible, acknowledged,
+    /// activated, and restored from exactly the checkpoint in its preempted_at_checkpoint
+    /// receipt; every step's evidence must equal the native run's. Both runs use one immutable
+    /// copy of this binary (OUTPUT/source/). Starts a local devmaster unless --master is given.
+    /// Writes OUTPUT/managed-proof.json; exit 0 when equal, 1 when not.
+    Managed(QualifyManagedArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct QualifyManagedArgs {
+    /// The plan.
+    #[arg(long)]
+    pub(crate) plan: PathBuf,
+    /// Fresh output folder (source/, reference/, managed/, managed-proof.json).
+    #[arg(long)]
+    pub(crate) output: PathBuf,
+    /// A Determined master to use instead of a local devmaster (http://HOST:PORT).
+    #[arg(long)]
+    pub(crate) master: Option<String>,
+    /// Pause once the training metric of this step is visible (the worker stops at the next
+    /// step boundary).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) pause_after_step: u64,
+    /// Limit for each wait and the trial's --max-wall-seconds, seconds.
+    #[arg(long, default_value_t = 2400)]
+    pub(crate) timeout_seconds: u64,
 }
 
 #[derive(Debug, Args)]
@@ -91,20 +131,10 @@ pub(crate) struct QualifyNativeArgs {
     /// Where the interrupted run stops.
     #[arg(long, default_value_t = 2)]
     pub(crate) stop_after_step: u64,
-    /// A negative control applied at resume, which the proof must catch.
-    #[arg(long, value_enum)]
-    pub(crate) control: Option<ResumeControl>,
-}
-
-/// A deliberate resume bug, for negative controls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub(crate) enum ResumeControl {
-    /// Re-seed the sampling RNG instead of restoring it.
-    SkipRng,
-    /// Start a fresh optimizer instead of restoring its moments.
-    DropOptimizer,
-    /// Resume the data cursor one task too far.
-    CursorOffByOne,
+    /// A negative control applied at resume, which the proof must catch: skip-rng (re-seed the
+    /// sampling RNG), drop-optimizer (fresh optimizer moments), cursor-off-by-one.
+    #[arg(long, value_parser = hr_train::Control::parse)]
+    pub(crate) control: Option<hr_train::Control>,
 }
 
 #[derive(Debug, Args)]
@@ -233,23 +263,63 @@ pub(crate) struct TrainArgs {
     /// Fresh output folder (an existing one with content is refused).
     #[arg(long)]
     pub(crate) output: PathBuf,
-    /// Stop (with a snapshot) after this step.
+    /// Stop (with a resumable checkpoint and receipt) after this step.
     #[arg(long)]
     pub(crate) stop_after_step: Option<u64>,
-    /// Continue from this snapshot folder (OUTPUT/checkpoints/snapshots/<step>) of the same plan,
-    /// written by this same build (see --allow-source-change).
+    /// Continue from an earlier run of the same plan: its output folder (its latest checkpoint)
+    /// or one checkpoint folder (OUTPUT/core/checkpoints/<uuid>), written by this same build
+    /// (see --allow-source-change). Verified in full before anything is adopted.
     #[arg(long)]
     pub(crate) resume: Option<PathBuf>,
     /// Backend.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub(crate) device: crate::backend::DeviceKind,
+    /// Wall-clock limit in seconds from the run's first start, carried into resumed runs and
+    /// never renewed; when it runs out the run saves a final checkpoint and exits 4.
+    #[arg(long)]
+    pub(crate) max_wall_seconds: Option<u64>,
     /// Accept a snapshot written by another build (its commit or binary digest differ); the
     /// continuation is then no longer guaranteed to be bit-identical.
     #[arg(long, requires = "resume")]
     pub(crate) allow_source_change: bool,
     /// A deliberate resume bug (for the qualification's negative controls).
-    #[arg(long, value_enum, hide = true, requires = "resume")]
-    pub(crate) control: Option<ResumeControl>,
+    #[arg(long, hide = true, requires = "resume", value_parser = hr_train::Control::parse)]
+    pub(crate) control: Option<hr_train::Control>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ManagedTrainingArgs {
+    /// The plan (experiment-plan.json), on a path the trial container sees.
+    #[arg(long)]
+    pub(crate) plan: PathBuf,
+    /// The environment backend; must be the plan's `environment.backend`.
+    #[arg(long, value_enum)]
+    pub(crate) backend: PlanBackend,
+    /// The Python of the environment service (openenv, nemo); replaces the plan's
+    /// `environment.python`. Refused for the fixture backend, which starts no service.
+    #[arg(long)]
+    pub(crate) service_python: Option<PathBuf>,
+    /// Wall-clock limit in seconds, counted from the run's first start; pause, preemption and
+    /// restarts never renew it.
+    #[arg(long)]
+    pub(crate) max_wall_seconds: u64,
+    /// Device-seconds the run may use over all its allocations (default: eight hours).
+    #[arg(long, default_value_t = 28_800)]
+    pub(crate) gpu_budget_seconds: u64,
+    /// Backend.
+    #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
+    pub(crate) device: crate::backend::DeviceKind,
+}
+
+/// A plan's environment backend.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum PlanBackend {
+    /// The built-in fixture tasks (no service).
+    Fixture,
+    /// An OpenEnv server.
+    Openenv,
+    /// A NeMo Gym resources server.
+    Nemo,
 }
 
 #[derive(Debug, Args)]
@@ -297,4 +367,38 @@ pub(crate) enum ClusterCommand {
         #[arg(last = true, required = true)]
         args: Vec<String>,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::Cli;
+
+    /// A template may never again name a command or flag the binary lacks.
+    #[test]
+    fn every_committed_template_entrypoint_parses_with_this_cli() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../cluster/determined");
+        let mut parsed = 0;
+        for entry in std::fs::read_dir(&dir).expect("cluster/determined") {
+            let path = entry.expect("entry").path();
+            let text = std::fs::read_to_string(&path).expect("template");
+            let name = path.display().to_string();
+            let config = hr_config::parse_yaml(&text, &name).expect("yaml");
+            let Some(entrypoint) = config["entrypoint"].as_array() else {
+                continue;
+            };
+            let mut args: Vec<&str> = entrypoint.iter().filter_map(|a| a.as_str()).collect();
+            assert!(args[0].ends_with("/hessian-recipes"), "{name}: {args:?}");
+            args[0] = "hessian-recipes";
+            if let Err(e) = Cli::try_parse_from(&args) {
+                panic!("{name}: {args:?} does not parse: {e}");
+            }
+            parsed += 1;
+        }
+        assert_eq!(
+            parsed, 5,
+            "the managed CPU and four managed training templates"
+        );
+    }
 }

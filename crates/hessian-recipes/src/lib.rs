@@ -1,5 +1,6 @@
 //! The `hessian-recipes` command line, composed from the library crates: the CPU demo fixture
-//! (`demo`), native GRPO training (`train`), policy sampling (`generate`, on the CPU or, built with `--features cuda`, a GPU), the
+//! (`demo`), GRPO training locally (`train`) or in a Determined trial (`managed-training`), both
+//! through `hr-train`'s one lifecycle, policy sampling (`generate`, on the CPU or, built with `--features cuda`, a GPU), the
 //! Determined cluster tooling (`cluster render|check|cpu-command`) and sealed
 //! snapshots (`snapshot verify`). It parses arguments, calls the libraries and maps errors to exit
 //! codes (0 ok, 1 failure, 2 bad input or a refused output folder, 3 an invalid snapshot); it
@@ -14,6 +15,7 @@ mod devmaster;
 mod generate;
 mod output;
 mod qualify;
+mod qualify_managed;
 mod qualify_native;
 mod report;
 mod snapshot;
@@ -33,6 +35,8 @@ pub fn main() -> ExitCode {
         Err(err) => {
             let code = if err.downcast_ref::<Refused>().is_some() {
                 2
+            } else if err.downcast_ref::<output::Invalid>().is_some() {
+                3
             } else {
                 1
             };
@@ -63,6 +67,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Cluster { command } => cluster::run(command),
         cli::Command::Generate(args) => generate::run(args),
         cli::Command::Train(args) => train::run(args),
+        cli::Command::ManagedTraining(args) => train::managed(args),
         cli::Command::Snapshot { command } => snapshot::run(command),
         cli::Command::ManagedTrial {
             kind: cli::ManagedTrialKind::Cpu,
@@ -73,6 +78,9 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Qualify {
             kind: cli::QualifyKind::Native(args),
         } => qualify_native::run(&args),
+        cli::Command::Qualify {
+            kind: cli::QualifyKind::Managed(args),
+        } => qualify_managed::run(&args),
         cli::Command::Proof {
             command: cli::ProofCommand::Verify { proof },
         } => qualify::verify(&proof),

@@ -16,6 +16,18 @@ impl fmt::Display for Refused {
 
 impl std::error::Error for Refused {}
 
+/// A snapshot or checkpoint that failed verification; the binary exits 3.
+#[derive(Debug)]
+pub(crate) struct Invalid(pub(crate) String);
+
+impl fmt::Display for Invalid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Invalid {}
+
 /// Fails with [`Refused`] when `path` exists and is not an empty folder.
 pub(crate) fn ensure_fresh(path: &Path) -> anyhow::Result<()> {
     match std::fs::read_dir(path) {

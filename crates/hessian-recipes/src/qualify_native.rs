@@ -10,7 +10,7 @@ use hr_proof::{NATIVE_PROOF_SCHEMA, NativeProof, first_divergence};
 use serde_json::{Map, Value};
 
 use crate::Refused;
-use crate::cli::{QualifyNativeArgs, ResumeControl};
+use crate::cli::QualifyNativeArgs;
 use crate::output::create_fresh;
 
 fn train(plan: &Path, out: &Path, extra: &[String]) -> anyhow::Result<()> {
@@ -66,18 +66,10 @@ pub(crate) fn run(args: &QualifyNativeArgs) -> anyhow::Result<ExitCode> {
             args.stop_after_step.to_string(),
         ],
     )?;
-    let snapshot = interrupted.join(format!(
-        "checkpoints/snapshots/{:020}",
-        args.stop_after_step
-    ));
-    let mut extra = vec!["--resume".to_owned(), snapshot.display().to_string()];
+    // The interrupted run's latest checkpoint: the one its stop saved.
+    let mut extra = vec!["--resume".to_owned(), interrupted.display().to_string()];
     if let Some(control) = args.control {
-        let name = match control {
-            ResumeControl::SkipRng => "skip-rng",
-            ResumeControl::DropOptimizer => "drop-optimizer",
-            ResumeControl::CursorOffByOne => "cursor-off-by-one",
-        };
-        extra.extend(["--control".to_owned(), name.to_owned()]);
+        extra.extend(["--control".to_owned(), control.name().to_owned()]);
     }
     train(&args.plan, &resumed, &extra)?;
     let divergence = first_divergence(&evidence(&reference)?, &evidence(&resumed)?);

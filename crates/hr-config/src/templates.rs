@@ -91,7 +91,7 @@ impl TrainingRun {
         profile.in_checkout(&format!("{}/experiment-plan.json", self.output))
     }
 
-    /// The `managed-training` entrypoint.
+    /// The `managed-training` entrypoint (on the trial's GPU).
     pub fn entrypoint(&self, profile: &ClusterProfile) -> Vec<String> {
         vec![
             profile.binary(),
@@ -104,6 +104,8 @@ impl TrainingRun {
             profile.in_checkout(&format!("{}/bin/python", self.backend.service_venv())),
             "--max-wall-seconds".to_owned(),
             self.max_wall_seconds.to_string(),
+            "--device".to_owned(),
+            "cuda".to_owned(),
         ]
     }
 }

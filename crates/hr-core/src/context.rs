@@ -167,6 +167,46 @@ impl CoreContext {
         })
     }
 
+    /// Continues a local run from a checkpoint written elsewhere (like a Determined experiment
+    /// started from a source checkpoint): `src` is a checkpoint folder (with the `metadata.json`
+    /// that reporting wrote) or a local run folder (its latest checkpoint by the master's rule).
+    /// The folder is copied into `run_dir`'s storage under its UUID and recorded as reported, so
+    /// the next [`CoreContext::local`] selects and restores it like any other checkpoint. Returns
+    /// the UUID and its `steps_completed`.
+    pub fn local_import(run_dir: &Path, src: &Path) -> Result<(String, u64), CoreError> {
+        let not = |why: &str| CoreError::NotACheckpoint {
+            path: src.to_owned(),
+            why: why.to_owned(),
+        };
+        let dir = if src.join("checkpoints.jsonl").is_file() {
+            let (uuid, _) = local_latest(src)?.ok_or_else(|| not("its run has no checkpoint"))?;
+            src.join("checkpoints").join(uuid)
+        } else {
+            src.to_owned()
+        };
+        let meta_path = dir.join("metadata.json");
+        let meta: Value = std::fs::read(&meta_path)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or_else(|| not("no readable metadata.json (give a checkpoint or a run folder)"))?;
+        let steps = meta["steps_completed"]
+            .as_u64()
+            .ok_or_else(|| not("metadata.json has no steps_completed"))?;
+        let uuid = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .ok_or_else(|| not("no folder name"))?;
+        let storage = run_dir.join("checkpoints");
+        copy_tree(&dir, &storage.join(&uuid))?;
+        Self::append_local(
+            run_dir,
+            "checkpoints.jsonl",
+            &json!({"uuid": uuid, "steps_completed": steps, "trial_run_id": 0,
+                "imported": true, "metadata": meta}),
+        )?;
+        Ok((uuid, steps))
+    }
+
     /// The trial's info.
     pub fn info(&self) -> &TrialInfo {
         &self.info

@@ -19,6 +19,14 @@ pub enum CoreError {
         /// Where it was looked for.
         path: PathBuf,
     },
+    /// A folder given as a checkpoint to continue from is not one.
+    #[error("{path} is not a checkpoint to continue from: {why}")]
+    NotACheckpoint {
+        /// The folder.
+        path: PathBuf,
+        /// What is missing.
+        why: String,
+    },
     /// Unsupported checkpoint storage.
     #[error("unsupported checkpoint_storage {0}: use shared_fs or directory")]
     Storage(String),

@@ -148,6 +148,12 @@ impl<B: AutodiffBackend> Trainer<B> {
         &self.rng
     }
 
+    /// The sampling RNG itself, e.g. to keep its state intact around calls that must not touch
+    /// it (`hr_snapshot::with_rng_preserved`).
+    pub fn rng_mut(&mut self) -> &mut PolicyRng {
+        &mut self.rng
+    }
+
     /// Runs one GRPO step on `tasks` (each sampled `num_generations` times).
     pub fn step(
         &mut self,

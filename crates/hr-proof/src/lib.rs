@@ -5,10 +5,12 @@
 //!
 //! Pure data and local files: it knows nothing about Determined's API or about tensors.
 
+mod managed;
 mod native;
 
 use std::path::{Path, PathBuf};
 
+pub use managed::{MANAGED_PROOF_SCHEMA, ManagedProof};
 pub use native::{Divergence, NATIVE_FIELDS, NATIVE_PROOF_SCHEMA, NativeProof, first_divergence};
 
 use hr_seal::SourceBinding;

@@ -2,7 +2,9 @@
 //! that runs as a Core API trial and publishes a sealed snapshot per step through `hr-snapshot`
 //! ([`managed_trial_cpu`]), and the qualification that runs it uninterrupted and paused after
 //! step 3, checks that the next allocation restored exactly the receipt's checkpoint, and writes
-//! `proof.json` ([`qualify_cpu`], [`verify_proof`]).
+//! `proof.json` ([`qualify_cpu`], [`verify_proof`]); and the managed half of a training
+//! qualification ([`managed_recovery`]): the `managed-training` trial paused, acknowledged,
+//! activated and restored from exactly the receipt's checkpoint.
 //!
 //! No GPU is requested or touched; no tensors. The master is the local devmaster unless a real
 //! one is given.
@@ -11,10 +13,12 @@ mod error;
 mod fixture;
 mod qualify;
 mod source;
+mod training;
 mod trial;
 
 pub use error::QualifyError;
 pub use fixture::{FixtureRng, FixtureState};
 pub use qualify::{Control, QualifyOptions, qualify_cpu, verify_proof};
 pub use source::{SourceRecord, record_source};
+pub use training::{ManagedOptions, ManagedRecovery, managed_recovery};
 pub use trial::{TrialControls, managed_trial_cpu};

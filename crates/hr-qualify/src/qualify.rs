@@ -60,13 +60,17 @@ pub struct QualifyOptions {
 
 const STEPS: u64 = 8;
 
-struct Run {
-    experiment: i32,
-    trial: i32,
+pub(crate) struct Run {
+    pub(crate) experiment: i32,
+    pub(crate) trial: i32,
 }
 
 /// Polls `f` every 100 ms until it yields a value or `timeout` passes.
-async fn poll<T, F, Fut>(what: &str, timeout: Duration, mut f: F) -> Result<T, QualifyError>
+pub(crate) async fn poll<T, F, Fut>(
+    what: &str,
+    timeout: Duration,
+    mut f: F,
+) -> Result<T, QualifyError>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<Option<T>, QualifyError>>,
@@ -128,7 +132,7 @@ fn launch_config(
     Ok(config.to_yaml()?)
 }
 
-async fn start_run(client: &Client, yaml: &str) -> Result<Run, QualifyError> {
+pub(crate) async fn start_run(client: &Client, yaml: &str) -> Result<Run, QualifyError> {
     let exp = client.create_experiment(yaml, None, true).await?;
     let experiment = exp.experiment.id;
     let trial = poll("the trial to exist", Duration::from_secs(30), || async {
@@ -143,7 +147,7 @@ async fn start_run(client: &Client, yaml: &str) -> Result<Run, QualifyError> {
     Ok(Run { experiment, trial })
 }
 
-async fn state_of(client: &Client, run: &Run) -> Result<State, QualifyError> {
+pub(crate) async fn state_of(client: &Client, run: &Run) -> Result<State, QualifyError> {
     Ok(client
         .get_experiment(run.experiment)
         .await?
@@ -151,7 +155,7 @@ async fn state_of(client: &Client, run: &Run) -> Result<State, QualifyError> {
         .state)
 }
 
-async fn wait_terminal(
+pub(crate) async fn wait_terminal(
     client: &Client,
     run: &Run,
     timeout: Duration,
@@ -223,6 +227,29 @@ fn read_restores(storage: &Path, run: &Run) -> Vec<Value> {
         .collect()
 }
 
+/// The master to use: `master` if given, else a fresh devmaster in `output/devmaster` (returned
+/// so the caller shuts it down).
+pub(crate) async fn start_master(
+    output: &Path,
+    master: Option<&str>,
+) -> Result<(Option<hr_devmaster::Devmaster>, String), QualifyError> {
+    if let Some(url) = master {
+        return Ok((None, url.to_owned()));
+    }
+    let config = hr_devmaster::DevmasterConfig {
+        listen: "127.0.0.1:0".parse().expect("loopback address"),
+        state_dir: output.join("devmaster"),
+        info_dir: None,
+        preemption_timeout: Duration::from_secs(600),
+        record_requests: None,
+    };
+    let m = hr_devmaster::Devmaster::start(config)
+        .await
+        .map_err(QualifyError::io("start devmaster in", output))?;
+    let url = m.url().to_owned();
+    Ok((Some(m), url))
+}
+
 /// Runs the qualification and writes `<output>/proof.json`; returns the proof (which may say
 /// `equal: false`) or the reason the lifecycle itself failed.
 pub async fn qualify_cpu(
@@ -231,23 +258,7 @@ pub async fn qualify_cpu(
 ) -> Result<Proof, QualifyError> {
     let storage = opts.output.join("checkpoints");
     std::fs::create_dir_all(&storage).map_err(QualifyError::io("create", &storage))?;
-    let (master, url) = match &opts.master {
-        Some(url) => (None, url.clone()),
-        None => {
-            let config = hr_devmaster::DevmasterConfig {
-                listen: "127.0.0.1:0".parse().expect("loopback address"),
-                state_dir: opts.output.join("devmaster"),
-                info_dir: None,
-                preemption_timeout: Duration::from_secs(600),
-                record_requests: None,
-            };
-            let m = hr_devmaster::Devmaster::start(config)
-                .await
-                .map_err(QualifyError::io("start devmaster in", &opts.output))?;
-            let url = m.url().to_owned();
-            (Some(m), url)
-        }
-    };
+    let (master, url) = start_master(&opts.output, opts.master.as_deref()).await?;
     let result = run_both(opts, record, &storage, &url).await;
     if let Some(m) = master {
         m.shutdown();

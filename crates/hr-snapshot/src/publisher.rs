@@ -67,6 +67,7 @@ pub struct Publisher<C> {
     run_dir: PathBuf,
     last: Option<Published>,
     selected: Option<Published>,
+    check_source: bool,
 }
 
 fn hook_err(stage: &'static str) -> impl FnOnce(String) -> SnapshotError {
@@ -94,7 +95,15 @@ impl<C: CoreCheckpoints> Publisher<C> {
             run_dir,
             last: None,
             selected: None,
+            check_source: true,
         }
+    }
+
+    /// Accepts checkpoints written by another build at restore (their commit or binary digest
+    /// differ): a deliberate choice, after which continuation is no longer promised to be
+    /// bit-identical. New manifests still carry this build's binding.
+    pub fn accept_source_change(&mut self) {
+        self.check_source = false;
     }
 
     /// The Core handle.
@@ -112,7 +121,7 @@ impl<C: CoreCheckpoints> Publisher<C> {
             trust: self.trust.clone(),
             run_id: Some(self.binding.run_id.clone()),
             config_sha256: Some(self.binding.config_sha256.clone()),
-            source: Some(self.binding.source.clone()),
+            source: self.check_source.then(|| self.binding.source.clone()),
             step,
         }
     }

@@ -1,0 +1,149 @@
+//! `hessian-recipes qualify managed`: the plan natively and uninterrupted, then as a Determined
+//! trial (`managed-training` on the devmaster or `--master`) paused after an optimizer step and
+//! activated again, both run by one immutable copy of this binary; the evidence of every step
+//! must be equal field by field and the restore must be exactly the receipt's checkpoint.
+//! Writes `managed-proof.json` (create-only).
+
+use std::path::Path;
+use std::process::{Command, ExitCode};
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use hr_plan::{Environment, Plan};
+use hr_proof::{CoreIdentity, MANAGED_PROOF_SCHEMA, ManagedProof, first_divergence};
+use hr_qualify::{ManagedOptions, managed_recovery, record_source};
+use serde_json::{Map, Value};
+
+use crate::Refused;
+use crate::cli::QualifyManagedArgs;
+use crate::output::create_fresh;
+
+fn evidence(path: &Path) -> anyhow::Result<Vec<Map<String, Value>>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    text.lines().map(|l| Ok(serde_json::from_str(l)?)).collect()
+}
+
+pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
+    let plan = Plan::from_file(&args.plan).map_err(|e| Refused(e.to_string()))?;
+    if args.pause_after_step == 0 || args.pause_after_step >= plan.steps {
+        return Err(Refused(format!(
+            "--pause-after-step {} must be between 1 and the plan's steps - 1 ({})",
+            args.pause_after_step,
+            plan.steps - 1
+        ))
+        .into());
+    }
+    let backend = match plan.environment {
+        Environment::Fixture { .. } => "fixture",
+        Environment::Openenv { .. } => "openenv",
+        Environment::Nemo { .. } => "nemo",
+    };
+    create_fresh(&args.output)?;
+    let output = std::path::absolute(&args.output)?;
+    let plan_path = std::path::absolute(&args.plan)?;
+    let root = std::env::current_dir().context("current folder")?;
+    let binary = std::env::current_exe().context("locating this binary")?;
+    let record = record_source(&binary, env!("HR_GIT_COMMIT"), &root, &output)?;
+    let copy = output.join(&record.binary);
+
+    let reference = output.join("reference");
+    eprintln!("qualify managed: native reference run");
+    let status = Command::new(&copy)
+        .args(["train", "--plan"])
+        .arg(&plan_path)
+        .arg("--output")
+        .arg(&reference)
+        .status()
+        .context("running train")?;
+    if !status.success() {
+        bail!("the native reference run failed ({status})");
+    }
+
+    eprintln!(
+        "qualify managed: managed run, paused after step {}",
+        args.pause_after_step
+    );
+    let opts = ManagedOptions {
+        output: output.join("managed"),
+        root,
+        master: args.master.clone(),
+        entrypoint: vec![
+            copy.display().to_string(),
+            "managed-training".to_owned(),
+            "--plan".to_owned(),
+            plan_path.display().to_string(),
+            "--backend".to_owned(),
+            backend.to_owned(),
+            "--max-wall-seconds".to_owned(),
+            args.timeout_seconds.to_string(),
+        ],
+        steps: plan.steps,
+        pause_after_step: args.pause_after_step,
+        timeout: Duration::from_secs(args.timeout_seconds),
+    };
+    let runtime = tokio::runtime::Runtime::new()?;
+    let managed = runtime.block_on(managed_recovery(&opts))?;
+
+    let (ours, theirs) = (
+        evidence(&reference.join(hr_train::EVIDENCE_FILE))?,
+        evidence(&managed.run_dir.join(hr_train::EVIDENCE_FILE))?,
+    );
+    // Empty or truncated evidence is never "equal".
+    let complete = ours.len() as u64 == plan.steps && theirs.len() as u64 == plan.steps;
+    let divergence = first_divergence(&ours, &theirs);
+    let equal = complete && divergence.is_none();
+    let proof = ManagedProof {
+        schema: MANAGED_PROOF_SCHEMA.to_owned(),
+        plan_sha256: hr_train::plan_sha256(&plan),
+        backend: backend.to_owned(),
+        steps: plan.steps,
+        reference,
+        run_dir: managed.run_dir.clone(),
+        experiment_id: managed.experiment_id.into(),
+        trial_id: managed.trial_id.into(),
+        interruption: managed.interruption.clone(),
+        checkpoints_listed: managed.checkpoints_listed,
+        equal,
+        first_divergence: divergence.clone(),
+        source: record.binding.clone(),
+        core: CoreIdentity {
+            implementation: "hr-core".to_owned(),
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            binary_sha256: record.binding.binary_sha256.clone().unwrap_or_default(),
+        },
+    };
+    proof.write(&output.join("managed-proof.json"))?;
+    let i = &managed.interruption;
+    println!(
+        "qualify managed ({backend}): {}",
+        if equal { "EQUAL" } else { "DIFFERENT" }
+    );
+    println!(
+        "  experiment {} trial {}: paused at step {} ({}), restored {} in {}; {} checkpoints listed",
+        managed.experiment_id,
+        managed.trial_id,
+        i.step,
+        i.paused_allocation,
+        i.uuid_at_restore,
+        i.restored_allocation,
+        managed.checkpoints_listed
+    );
+    if !complete {
+        println!(
+            "  evidence incomplete: {} native and {} managed steps of {}",
+            ours.len(),
+            theirs.len(),
+            plan.steps
+        );
+    }
+    if let Some(d) = divergence {
+        println!("  first divergence at step {} in `{}`", d.step, d.field);
+    }
+    println!("  proof {}", output.join("managed-proof.json").display());
+    Ok(if equal {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

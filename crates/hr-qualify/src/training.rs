@@ -1,0 +1,184 @@
+//! The managed half of a training qualification: the `managed-training` entrypoint as a trial on
+//! the devmaster (or a real master), paused once an optimizer-step metric is visible; the
+//! worker saves, stops its service, publishes, writes its durable receipt and acknowledges; the
+//! experiment is PAUSED; it is activated again; the next allocation must restore exactly the
+//! receipt's checkpoint and finish. Comparing the evidence with a native run is the caller's.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use hr_det::{Client, ExperimentAction, wire::CheckpointSortBy, wire::State};
+use hr_proof::Interruption;
+use hr_snapshot::Receipt;
+use serde_json::Value;
+
+use crate::QualifyError;
+use crate::qualify::{poll, start_master, start_run, state_of, wait_terminal};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct ManagedOptions {
+    /// Fresh output folder: `checkpoints/` (the trial's storage), `devmaster/`,
+    /// `launch-config.yaml`.
+    pub output: PathBuf,
+    /// The checkout (for the local cluster profile).
+    pub root: PathBuf,
+    /// A real master; `None` starts a devmaster in `output/devmaster`.
+    pub master: Option<String>,
+    /// The trial's entrypoint (`.../hessian-recipes managed-training --plan ...`).
+    pub entrypoint: Vec<String>,
+    /// The plan's steps (the searcher's length).
+    pub steps: u64,
+    /// Pause once the training metric of this step is visible.
+    pub pause_after_step: u64,
+    /// Limit for each wait.
+    pub timeout: Duration,
+}
+
+/// What the managed run did.
+#[derive(Debug, Clone)]
+pub struct ManagedRecovery {
+    /// The experiment.
+    pub experiment_id: i32,
+    /// The trial.
+    pub trial_id: i32,
+    /// The trial's run folder (`<storage>/hr-run-<experiment>-<trial>`).
+    pub run_dir: PathBuf,
+    /// The pause and the restore.
+    pub interruption: Interruption,
+    /// Checkpoints the master lists for the experiment.
+    pub checkpoints_listed: u64,
+}
+
+fn launch_config(opts: &ManagedOptions, storage: &Path) -> Result<String, QualifyError> {
+    let profile = match opts.master {
+        Some(_) => hr_config::ClusterProfile::jaif(),
+        None => hr_config::ClusterProfile::local(&opts.root),
+    };
+    let template = hr_config::templates(&profile)
+        .into_iter()
+        .find(|t| t.file_name.ends_with("-managed-cpu.yaml"))
+        .ok_or_else(|| QualifyError::Failed("no managed-cpu template".into()))?;
+    let hr_config::TemplateConfig::Experiment(mut config) = template.config else {
+        return Err(QualifyError::Failed(
+            "the managed-cpu template is not an experiment".into(),
+        ));
+    };
+    config.name = "hessian-recipes managed training qualification".to_owned();
+    config.entrypoint = opts.entrypoint.clone();
+    config.searcher = hr_config::Searcher::single("loss", opts.steps);
+    config.checkpoint_storage = Some(hr_config::CheckpointStorage::Directory {
+        container_path: storage.display().to_string(),
+    });
+    use hr_config::YamlConfig;
+    Ok(config.to_yaml()?)
+}
+
+fn allocation_records(run_dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(run_dir.join("allocations.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Runs the managed recovery; fails unless the run paused, restored the receipt's checkpoint
+/// in the trial's second allocation, and completed.
+pub async fn managed_recovery(opts: &ManagedOptions) -> Result<ManagedRecovery, QualifyError> {
+    let storage = opts.output.join("checkpoints");
+    std::fs::create_dir_all(&storage).map_err(QualifyError::io("create", &storage))?;
+    let yaml = launch_config(opts, &storage)?;
+    let path = opts.output.join("launch-config.yaml");
+    std::fs::write(&path, &yaml).map_err(QualifyError::io("write", &path))?;
+    let (master, url) = start_master(&opts.output, opts.master.as_deref()).await?;
+    let result = drive(opts, &url, &yaml, &storage).await;
+    if let Some(m) = master {
+        m.shutdown();
+    }
+    result
+}
+
+async fn drive(
+    opts: &ManagedOptions,
+    url: &str,
+    yaml: &str,
+    storage: &Path,
+) -> Result<ManagedRecovery, QualifyError> {
+    let mut client = Client::new(url)?;
+    if !client.has_token() {
+        client.login("determined", "").await?;
+    }
+    let run = start_run(&client, yaml).await?;
+    let run_dir = storage.join(format!("hr-run-{}-{}", run.experiment, run.trial));
+    poll("the step metric to pause after", opts.timeout, || async {
+        let metrics = client.trial_metrics(run.trial, "training").await?;
+        Ok(metrics
+            .iter()
+            .any(|m| u64::try_from(m.total_batches).is_ok_and(|s| s >= opts.pause_after_step))
+            .then_some(()))
+    })
+    .await?;
+    client
+        .experiment_action(run.experiment, ExperimentAction::Pause)
+        .await?;
+    let receipt = poll(
+        "the preempted_at_checkpoint receipt",
+        opts.timeout,
+        || async { Ok(Receipt::read(&run_dir)?) },
+    )
+    .await?;
+    poll("the PAUSED state", opts.timeout, || async {
+        Ok((state_of(&client, &run).await? == State::Paused).then_some(()))
+    })
+    .await?;
+    client
+        .experiment_action(run.experiment, ExperimentAction::Activate)
+        .await?;
+    let end = wait_terminal(&client, &run, opts.timeout).await?;
+    let records = allocation_records(&run_dir);
+    let restore = records
+        .iter()
+        .find(|r| r["trial_run_id"] == 2 && r.get("restored_uuid").is_some())
+        .ok_or_else(|| {
+            QualifyError::Failed(format!(
+                "no second allocation restored anything; the run ended {} ({})",
+                end.as_str(),
+                records
+                    .iter()
+                    .map(Value::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))
+        })?;
+    let restored = restore["restored_uuid"].as_str().unwrap_or("").to_owned();
+    if restored != receipt.uuid {
+        return Err(QualifyError::Failed(format!(
+            "the second allocation restored checkpoint {restored:?} but the receipt names {}",
+            receipt.uuid
+        )));
+    }
+    if end != State::Completed {
+        return Err(QualifyError::Failed(format!(
+            "the managed run ended {}",
+            end.as_str()
+        )));
+    }
+    let listed = client
+        .list_checkpoints(run.experiment, CheckpointSortBy::BatchNumber, false)
+        .await?;
+    Ok(ManagedRecovery {
+        experiment_id: run.experiment,
+        trial_id: run.trial,
+        interruption: Interruption {
+            kind: "pause".into(),
+            step: receipt.step,
+            uuid_at_pause: Some(receipt.uuid.clone()),
+            paused_allocation: receipt.allocation,
+            uuid_at_restore: restored,
+            restored_allocation: restore["allocation"].as_str().unwrap_or("").to_owned(),
+            restored_run_id: 2,
+        },
+        checkpoints_listed: listed.checkpoints.len() as u64,
+        run_dir,
+    })
+}

@@ -1,0 +1,81 @@
+//! From a plan to what the trainer takes: the GRPO settings, and the plan's digest that every
+//! snapshot is bound to.
+
+use hr_grpo::{AdamWSettings, AdvantageConfig, GrpoConfig, LossConfig, LrSchedule, RolloutConfig};
+use hr_plan::{Environment, Plan};
+use hr_seal::sha256_hex;
+
+/// The plan's canonical JSON digest, which every snapshot is bound to. Where files live is
+/// left out (the model folder and the service's interpreter may be reached by other paths from
+/// another machine); what they hold is checked by loading them.
+pub fn plan_sha256(plan: &Plan) -> String {
+    let mut canonical = plan.clone();
+    canonical.model.path = Default::default();
+    match &mut canonical.environment {
+        Environment::Fixture { .. } => {}
+        Environment::Openenv { python, .. } | Environment::Nemo { python, .. } => {
+            *python = Default::default()
+        }
+    }
+    sha256_hex(&serde_json::to_vec(&canonical).expect("a plan serialises"))
+}
+
+/// The trainer's settings for a plan.
+pub fn grpo_config(plan: &Plan) -> GrpoConfig {
+    let g = &plan.grpo;
+    let o = &plan.optimizer;
+    GrpoConfig {
+        rollout: RolloutConfig {
+            num_generations: g.num_generations,
+            temperature: g.temperature,
+            top_p: g.top_p,
+            max_completion_length: g.max_completion_length,
+            max_turn_tokens: g.max_turn_tokens,
+            max_turns: g.max_turns,
+            system_prompt: g.system_prompt.clone(),
+            max_concurrent_episodes: match &plan.environment {
+                Environment::Openenv { max_sessions, .. } => *max_sessions,
+                _ => 0,
+            },
+        },
+        advantage: AdvantageConfig {
+            scale_rewards: match g.scale_rewards {
+                hr_plan::ScaleRewards::Group => hr_grpo::ScaleRewards::Group,
+                hr_plan::ScaleRewards::Batch => hr_grpo::ScaleRewards::Batch,
+                hr_plan::ScaleRewards::None => hr_grpo::ScaleRewards::None,
+            },
+            leave_one_out: g.leave_one_out,
+            epsilon: g.advantage_epsilon,
+        },
+        loss: LossConfig {
+            epsilon_low: g.epsilon_low,
+            epsilon_high: g.epsilon_high,
+            beta: g.beta,
+            loss_type: match g.loss_type {
+                hr_plan::LossType::Grpo => hr_grpo::LossType::Grpo,
+                hr_plan::LossType::Bnpo => hr_grpo::LossType::Bnpo,
+                hr_plan::LossType::DrGrpo => hr_grpo::LossType::DrGrpo,
+                hr_plan::LossType::Dapo => hr_grpo::LossType::Dapo,
+            },
+            max_completion_length: g.max_completion_length,
+        },
+        num_iterations: g.num_iterations,
+        adamw: AdamWSettings {
+            beta1: o.beta1,
+            beta2: o.beta2,
+            epsilon: o.adam_epsilon,
+            weight_decay: o.weight_decay,
+        },
+        schedule: LrSchedule {
+            learning_rate: o.learning_rate,
+            warmup_steps: o.warmup_steps,
+            decay: match o.decay {
+                hr_plan::Decay::Constant => hr_grpo::Decay::Constant,
+                hr_plan::Decay::Cosine => hr_grpo::Decay::Cosine,
+            },
+            total_steps: plan.steps,
+        },
+        max_grad_norm: o.max_grad_norm,
+        gradient_accumulation_steps: g.gradient_accumulation_steps,
+    }
+}

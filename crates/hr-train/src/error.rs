@@ -1,0 +1,50 @@
+//! The crate's error type.
+
+use std::path::PathBuf;
+
+/// Why a training run could not go on.
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    /// Bad input (plan, flags, searcher settings): nothing was trained or published.
+    #[error("{0}")]
+    Refused(String),
+    /// The checkpoint selected for restore was refused (seal, source, plan, run identity,
+    /// receipt or evidence); nothing was adopted.
+    #[error("restore refused: {0}")]
+    Restore(String),
+    /// Publication or a Core call failed.
+    #[error(transparent)]
+    Snapshot(#[from] hr_snapshot::SnapshotError),
+    /// The Core API failed.
+    #[error(transparent)]
+    Core(#[from] hr_core::CoreError),
+    /// GRPO failed.
+    #[error(transparent)]
+    Grpo(#[from] hr_grpo::GrpoError),
+    /// The policy failed to load or run.
+    #[error(transparent)]
+    Policy(#[from] hr_policy::PolicyError),
+    /// The environment service failed.
+    #[error(transparent)]
+    Bridge(#[from] hr_bridge::BridgeError),
+    /// A local file operation failed.
+    #[error("{op} {path}: {source}")]
+    Io {
+        /// What was being done.
+        op: &'static str,
+        /// On which path.
+        path: PathBuf,
+        /// The cause.
+        source: std::io::Error,
+    },
+}
+
+impl TrainError {
+    pub(crate) fn io(
+        op: &'static str,
+        path: impl Into<PathBuf>,
+    ) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| Self::Io { op, path, source }
+    }
+}

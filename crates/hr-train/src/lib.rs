@@ -1,0 +1,26 @@
+//! The one GRPO training lifecycle. [`run`] takes a plan from its first step (or from the
+//! checkpoint Core selects) to its last: it starts the plan's environment service, runs GRPO
+//! steps, writes metrics and evidence, reports them through Core with the policy RNG preserved,
+//! and publishes sealed snapshots through `hr-snapshot`'s [`hr_snapshot::Publisher`] (periodic
+//! saves after sealing; preemption, stop and final saves once, after native cleanup and service
+//! shutdown, then the durable receipt and the acknowledgement). The persistent deadline and the
+//! cumulative device-seconds budget travel sealed in every snapshot and are never renewed.
+//!
+//! It runs on a [`hr_core::CoreContext`]: in local mode for `hessian-recipes train`, with a
+//! trial's context for `hessian-recipes managed-training`; there is no second loop. It is generic
+//! over the Burn backend; choosing one, parsing flags and drawing plots belong to the binary.
+
+mod config;
+mod control;
+mod environment;
+mod error;
+mod evidence;
+mod lifecycle;
+mod payload;
+
+pub use config::{grpo_config, plan_sha256};
+pub use control::Control;
+pub use error::TrainError;
+pub use evidence::{EVIDENCE_FILE, METRICS_FILE, evidence_prefix};
+pub use lifecycle::{ALLOCATIONS_FILE, Outcome, RunOptions, run};
+pub use payload::{BUDGET_FILE, import_checkpoint};

@@ -1,0 +1,136 @@
+//! A training snapshot's payload: the native state (PEFT adapter, optimizer moments, trainer
+//! step and RNG), the data cursor, the run's evidence and metrics so far, the raw rollouts of
+//! the last steps and the budget. Written into a [`SnapshotWriter`]; read back only from a
+//! snapshot that verified, and cross-checked against its manifest's evidence prefix.
+
+use std::collections::VecDeque;
+use std::path::Path;
+
+use hr_grpo::{DataCursor, NativeState};
+use hr_seal::{SnapshotWriter, Verified};
+use hr_snapshot::Budget;
+use serde_json::Value;
+
+use crate::{TrainError, evidence::evidence_prefix};
+
+const NATIVE_DIR: &str = "payload/native";
+const CURSOR_FILE: &str = "payload/data_cursor.json";
+const EVIDENCE_PAYLOAD: &str = "payload/evidence.jsonl";
+const METRICS_PAYLOAD: &str = "payload/metrics.jsonl";
+const ROLLOUTS_PAYLOAD: &str = "payload/rollouts.json";
+/// The sealed budget (deadline, device-seconds limit and use) in a snapshot.
+pub const BUDGET_FILE: &str = "payload/budget.json";
+/// The manifest's name for the evidence stream.
+const EVIDENCE_STREAM: &str = "evidence";
+
+/// What a run has produced so far, besides the trainer's native state.
+#[derive(Debug, Clone)]
+pub(crate) struct Progress {
+    /// `evidence.jsonl` so far.
+    pub(crate) evidence: String,
+    /// `metrics.jsonl` so far.
+    pub(crate) metrics: String,
+    /// The raw rollouts of the last steps, oldest first.
+    pub(crate) recent: VecDeque<Value>,
+    /// The data cursor after the last step.
+    pub(crate) cursor: DataCursor,
+}
+
+/// Writes a snapshot's payload and its evidence prefix.
+pub(crate) fn write(
+    w: &mut SnapshotWriter,
+    state: &NativeState,
+    progress: &Progress,
+    budget: &Budget,
+) -> Result<(), String> {
+    let mut add = |path: &str, role: &str, bytes: &[u8]| {
+        w.add_bytes(path, role, bytes).map_err(|e| e.to_string())
+    };
+    for (file, bytes) in &state.files {
+        add(&format!("{NATIVE_DIR}/{file}"), "native-state", bytes)?;
+    }
+    add(CURSOR_FILE, "data-cursor", &json(&progress.cursor))?;
+    add(EVIDENCE_PAYLOAD, "evidence", progress.evidence.as_bytes())?;
+    add(METRICS_PAYLOAD, "metrics", progress.metrics.as_bytes())?;
+    add(ROLLOUTS_PAYLOAD, "rollouts", &json(&progress.recent))?;
+    add(BUDGET_FILE, "budget", &budget.to_bytes())?;
+    w.evidence(evidence_prefix(EVIDENCE_STREAM, &progress.evidence));
+    Ok(())
+}
+
+fn json<T: serde::Serialize>(value: &T) -> Vec<u8> {
+    serde_json::to_vec(value).expect("payload values serialise")
+}
+
+fn restore_err(snapshot: &Verified, what: impl std::fmt::Display) -> TrainError {
+    TrainError::Restore(format!("{}: {what}", snapshot.dir.display()))
+}
+
+/// Reads a verified snapshot's payload. Its evidence must be exactly the manifest's evidence
+/// prefix, with one record per step.
+pub(crate) fn read(snapshot: &Verified) -> Result<(NativeState, Progress, Budget), TrainError> {
+    let dir = &snapshot.dir;
+    let bytes = |rel: &str| {
+        std::fs::read(dir.join(rel)).map_err(|e| restore_err(snapshot, format!("{rel}: {e}")))
+    };
+    let text = |rel: &str| {
+        String::from_utf8(bytes(rel)?).map_err(|e| restore_err(snapshot, format!("{rel}: {e}")))
+    };
+    let parse = |rel: &str| -> Result<Value, TrainError> {
+        serde_json::from_slice(&bytes(rel)?)
+            .map_err(|e| restore_err(snapshot, format!("{rel}: {e}")))
+    };
+    let state = NativeState::read(&dir.join(NATIVE_DIR))?;
+    let cursor: DataCursor = serde_json::from_value(parse(CURSOR_FILE)?)
+        .map_err(|e| restore_err(snapshot, format!("{CURSOR_FILE}: {e}")))?;
+    let recent: VecDeque<Value> = serde_json::from_value(parse(ROLLOUTS_PAYLOAD)?)
+        .map_err(|e| restore_err(snapshot, format!("{ROLLOUTS_PAYLOAD}: {e}")))?;
+    let budget = Budget::from_bytes(&bytes(BUDGET_FILE)?)
+        .map_err(|e| restore_err(snapshot, format!("{BUDGET_FILE}: {e}")))?;
+    let evidence = text(EVIDENCE_PAYLOAD)?;
+    let metrics = text(METRICS_PAYLOAD)?;
+    let step = snapshot.manifest.step;
+    let sealed = snapshot
+        .manifest
+        .evidence
+        .iter()
+        .find(|p| p.name == EVIDENCE_STREAM)
+        .ok_or_else(|| restore_err(snapshot, "the manifest has no evidence prefix"))?;
+    if *sealed != evidence_prefix(EVIDENCE_STREAM, &evidence) || sealed.count != step {
+        return Err(restore_err(
+            snapshot,
+            format!(
+                "the evidence ({} records) is not the manifest's prefix of {} records at step {step}",
+                evidence.lines().count(),
+                sealed.count
+            ),
+        ));
+    }
+    Ok((
+        state,
+        Progress {
+            evidence,
+            metrics,
+            recent,
+            cursor,
+        },
+        budget,
+    ))
+}
+
+/// Prepares a local run (Core folder `core_dir`) to continue from `src`: a checkpoint folder,
+/// or a run folder of `hessian-recipes train` (its latest checkpoint). The checkpoint is copied
+/// and restored, fully verified, by the same path as a scheduler-selected one.
+pub fn import_checkpoint(core_dir: &Path, src: &Path) -> Result<(String, u64), TrainError> {
+    let src_core = src.join("core");
+    let from = if src_core.join("checkpoints.jsonl").is_file() {
+        src_core
+    } else {
+        src.to_owned()
+    };
+    std::fs::create_dir_all(core_dir).map_err(TrainError::io("create", core_dir))?;
+    hr_core::CoreContext::local_import(core_dir, &from).map_err(|e| match e {
+        hr_core::CoreError::NotACheckpoint { .. } => TrainError::Refused(format!("--resume: {e}")),
+        other => other.into(),
+    })
+}

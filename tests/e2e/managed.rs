@@ -1,0 +1,86 @@
+//! `hessian-recipes managed-training` as a Determined trial on the devmaster, through
+//! `qualify managed`: paused after an optimizer step, acknowledged, activated, restored from
+//! exactly the receipt's checkpoint, and equal to the uninterrupted native run at every step.
+
+use hr_tests::tiny_model::{TinySpec, write_tiny_model};
+use hr_tests::{Scratch, text};
+use serde_json::json;
+
+fn setup() -> Scratch {
+    let s = Scratch::new();
+    write_tiny_model(&s.path().join("model"), &TinySpec::default());
+    let plan = json!({
+        "schema_version": 1,
+        "name": "managed-tiny",
+        "model": {"path": "model", "lora": {"rank": 2, "alpha": 4.0, "targets": ["q_proj", "v_proj"]}},
+        "environment": {"backend": "fixture", "tasks": {"kind": "digits", "count": 5, "seed": 3}},
+        "grpo": {"tasks_per_step": 2, "num_generations": 4, "max_completion_length": 8, "max_turn_tokens": 8},
+        "optimizer": {"learning_rate": 0.02, "warmup_steps": 1, "decay": "cosine"},
+        "steps": 6,
+        "checkpoints": {"every": 1},
+        "seeds": {"sampling": 5, "adapter_init": 11, "task_order": 7}
+    });
+    s.write("plan.json", &plan.to_string());
+    s
+}
+
+#[test]
+fn a_paused_and_activated_trial_restores_the_receipts_checkpoint_and_equals_the_native_run() {
+    let s = setup();
+    let out = s.run(&[
+        "qualify",
+        "managed",
+        "--plan",
+        "plan.json",
+        "--output",
+        "q",
+        "--timeout-seconds",
+        "300",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let proof: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(s.path().join("q/managed-proof.json")).expect("proof"),
+    )
+    .expect("json");
+    assert_eq!(proof["equal"], true);
+    let i = &proof["interruption"];
+    assert_eq!(i["uuid_at_pause"], i["uuid_at_restore"]);
+    assert_eq!(i["restored_run_id"], 2);
+    let step = i["step"].as_u64().expect("step");
+    assert!((1..6).contains(&step), "paused mid-run: {proof}");
+    // One checkpoint per step, each published once (the terminal save is not repeated).
+    assert_eq!(proof["checkpoints_listed"], 6, "{proof}");
+}
+
+#[test]
+fn managed_training_refuses_a_backend_that_is_not_the_plans_and_a_run_outside_a_trial() {
+    let s = setup();
+    let out = s.run(&[
+        "managed-training",
+        "--plan",
+        "plan.json",
+        "--backend",
+        "nemo",
+        "--max-wall-seconds",
+        "60",
+    ]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("environment.backend is `fixture`"),
+        "{stderr}"
+    );
+    let out = s.run(&[
+        "managed-training",
+        "--plan",
+        "plan.json",
+        "--backend",
+        "fixture",
+        "--max-wall-seconds",
+        "60",
+    ]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("inside a Determined trial"), "{stderr}");
+}
