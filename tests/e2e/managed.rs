@@ -84,3 +84,57 @@ fn managed_training_refuses_a_backend_that_is_not_the_plans_and_a_run_outside_a_
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("inside a Determined trial"), "{stderr}");
 }
+
+#[test]
+fn prepare_writes_a_source_bound_experiment_that_passes_cluster_check() {
+    let s = setup();
+    let prepare = |out: &str| {
+        s.run(&[
+            "managed",
+            "prepare",
+            "--plan",
+            "plan.json",
+            "--output",
+            out,
+            "--profile",
+            "local",
+            "--max-wall-seconds",
+            "600",
+            "--device",
+            "cpu",
+        ])
+    };
+    let out = prepare("runs/prep");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("det experiment create runs/prep/experiment.yaml"),
+        "{stdout}"
+    );
+    let yaml = std::fs::read_to_string(s.path().join("runs/prep/experiment.yaml")).expect("yaml");
+    let copy = s.path().join("runs/prep/source/hessian-recipes");
+    assert!(copy.is_file() && s.path().join("runs/prep/source/SOURCE.json").is_file());
+    assert!(
+        yaml.contains(&copy.display().to_string()),
+        "runs the copy: {yaml}"
+    );
+    assert!(
+        yaml.contains("managed-training") && yaml.contains("batches: 6"),
+        "{yaml}"
+    );
+    let plan: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(s.path().join("runs/prep/experiment-plan.json")).expect("plan"),
+    )
+    .expect("json");
+    assert!(
+        plan["model"]["path"]
+            .as_str()
+            .is_some_and(|p| p.starts_with('/')),
+        "{plan}"
+    );
+    let check = s.run(&["cluster", "check", "runs/prep/experiment.yaml"]);
+    assert!(check.status.success(), "{}", text(&check).0);
+    // Never into a used folder, never outside the checkout.
+    assert_eq!(prepare("runs/prep").status.code(), Some(2));
+    assert_eq!(prepare("../elsewhere").status.code(), Some(2));
+}

@@ -181,7 +181,10 @@ fn stop_and_resume_in_new_processes_matches_the_uninterrupted_run() -> Result<()
     ]);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains("restore refused: config mismatch"), "{stderr}");
+    assert!(
+        stderr.contains("restore refused: config mismatch"),
+        "{stderr}"
+    );
     assert!(!s.path().join("runs/other/evidence.jsonl").exists());
     Ok(())
 }
@@ -354,4 +357,83 @@ fn the_deadline_is_fixed_at_the_first_start_and_ends_a_resumed_run_with_a_final_
     );
     let reported = read(&s, "runs/c/core/checkpoints.jsonl").lines().count();
     assert_eq!(reported, 1, "only the imported checkpoint is listed");
+}
+
+#[test]
+fn a_checkpoint_whose_payload_or_source_differs_is_refused_at_restore() -> Result<()> {
+    let s = setup(3, 100);
+    ok(
+        &s,
+        &[
+            "train",
+            "--plan",
+            "plan.json",
+            "--output",
+            "runs/a",
+            "--stop-after-step",
+            "1",
+        ],
+    );
+    // Another build (here: the same binary with one byte more, so its digest differs) refuses
+    // the checkpoint unless told to accept the source change.
+    let other = s.path().join("other-build");
+    let mut bytes = std::fs::read(binary())?;
+    bytes.push(0);
+    std::fs::write(&other, bytes)?;
+    std::fs::set_permissions(&other, std::os::unix::fs::PermissionsExt::from_mode(0o755))?;
+    let other_train = |out: &str, extra: &[&str]| {
+        let mut cmd = Command::new(&other);
+        cmd.args([
+            "train",
+            "--plan",
+            "plan.json",
+            "--output",
+            out,
+            "--resume",
+            "runs/a",
+        ])
+        .args(extra)
+        .current_dir(s.path());
+        cmd.output().expect("run the other build")
+    };
+    let out = other_train("runs/b", &[]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("restore refused: source mismatch"),
+        "{stderr}"
+    );
+    assert!(
+        !s.path().join("runs/b/evidence.jsonl").exists(),
+        "nothing adopted"
+    );
+    let out = other_train("runs/c", &["--allow-source-change"]);
+    assert!(out.status.success(), "{}", text(&out).1);
+
+    // One changed payload byte: refused, whatever the entry point.
+    let adapter = s
+        .path()
+        .join(snapshot(&s, "runs/a", 1))
+        .join("payload/native/adapter_model.safetensors");
+    let mut bytes = std::fs::read(&adapter)?;
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&adapter, bytes)?;
+    let out = s.run(&[
+        "train",
+        "--plan",
+        "plan.json",
+        "--output",
+        "runs/d",
+        "--resume",
+        "runs/a",
+    ]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(stderr.contains("restore refused"), "{stderr}");
+    assert!(
+        !s.path().join("runs/d/evidence.jsonl").exists(),
+        "nothing adopted"
+    );
+    Ok(())
 }

@@ -106,6 +106,58 @@ def lifecycle(det, args, kind, entrypoint):
           out.returncode == 0 and len(uuids) == 6 and all(u in out.stdout for u in uuids), out.stdout)
 
 
+def training_lifecycle(det, args):
+    """`hessian-recipes managed-training` (tiny model, fixture backend) through the real CLI:
+    pause mid-run, activate, and the resumed run equals the native uninterrupted one."""
+    shared = args.work / "shared-training"
+    shared.mkdir(parents=True, exist_ok=True)
+    entrypoint = [args.hessian_recipes, "managed-training", "--plan", args.training_plan,
+                  "--backend", "fixture", "--max-wall-seconds", "600"]
+    config = args.work / "training-trial.yaml"
+    config.write_text(
+        "name: conformance-training\n"
+        f"entrypoint: {json.dumps(entrypoint)}\n"
+        "searcher: {name: single, metric: loss, max_length: {batches: 6}}\n"
+        "resources: {slots_per_trial: 0}\n"
+        "max_restarts: 0\n"
+        f"checkpoint_storage: {{type: shared_fs, host_path: {json.dumps(str(shared))}, storage_path: ckpts}}\n"
+    )
+    kind = "managed-training"
+    out = det("experiment", "create", config)
+    eid = created_id(out)
+    if not check(f"{kind}: create prints the experiment id", out.returncode == 0 and eid, out.stdout + out.stderr):
+        return
+    if not wait(lambda: "checkpoint step 1 ->" in trial_log(args.state_dir, eid), f"{kind} step 1"):
+        check(f"{kind}: trial log", False, trial_log(args.state_dir, eid))
+        return
+    out = det("experiment", "pause", eid)
+    check(f"{kind}: pause exits 0 and PAUSED is visible", out.returncode == 0 and det.state(eid) == "STATE_PAUSED", out.stderr)
+    line = wait(lambda: re.search(r"preempted at step (\d+), checkpoint (\S+)", trial_log(args.state_dir, eid)),
+                f"{kind} preemption")
+    if not check(f"{kind}: the worker saved, published and acknowledged", line, trial_log(args.state_dir, eid)):
+        return
+    step, uuid = int(line.group(1)), line.group(2)
+    receipts = list(shared.glob(f"ckpts/hr-run-{eid}-*/preempted_at_checkpoint.json"))
+    check(f"{kind}: the durable receipt names the published checkpoint",
+          len(receipts) == 1 and json.loads(receipts[0].read_text())["uuid"] == uuid, receipts)
+    time.sleep(1.0)
+    check(f"{kind}: still PAUSED after ack and exit", det.state(eid) == "STATE_PAUSED")
+    out = det("experiment", "activate", eid)
+    check(f"{kind}: activate exits 0", out.returncode == 0, out.stderr)
+    wait(lambda: det.state(eid) == "STATE_COMPLETED", f"{kind} completion", 300)
+    log = trial_log(args.state_dir, eid)
+    check(f"{kind}: run 2 restored the receipt's checkpoint", f"restored step {step} from checkpoint {uuid}" in log, log)
+    check(f"{kind}: completed at step 6", "completed at step 6" in log, log)
+    out = det("experiment", "list-checkpoints", eid)
+    listed = set(re.findall(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", out.stdout))
+    check(f"{kind}: list-checkpoints shows one checkpoint per step", out.returncode == 0 and len(listed) == 6, out.stdout)
+    evidence = list(shared.glob(f"ckpts/hr-run-{eid}-*/evidence.jsonl"))
+    reference = pathlib.Path(args.reference_evidence).read_text()
+    check(f"{kind}: evidence equals the native uninterrupted run at every step",
+          len(evidence) == 1 and evidence[0].read_text() == reference and reference.count("\n") == 6,
+          evidence)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--master", required=True)
@@ -114,6 +166,9 @@ def main():
     p.add_argument("--rust-trial", required=True)
     p.add_argument("--local-config", required=True)
     p.add_argument("--state-dir", type=pathlib.Path, required=True)
+    p.add_argument("--hessian-recipes", required=True)
+    p.add_argument("--training-plan", required=True)
+    p.add_argument("--reference-evidence", required=True)
     p.add_argument("--work", type=pathlib.Path, required=True)
     args = p.parse_args()
     det = Det(args)
@@ -140,6 +195,7 @@ def main():
     script = str(pathlib.Path(__file__).with_name("core_trial.py"))
     lifecycle(det, args, "python", [args.python, script])
     lifecycle(det, args, "rust", [args.rust_trial])
+    training_lifecycle(det, args)
 
     out = det("command", "run", "--detach", "echo", "conformance-ok")
     cid = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""

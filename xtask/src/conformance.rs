@@ -125,6 +125,26 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
     render.stdout(Stdio::null());
     run(render)?;
 
+    // The managed-training case: a tiny plan, and its native uninterrupted run as the reference.
+    let plan = training_plan(
+        root,
+        &work,
+        "managed-training",
+        &serde_json::json!(
+        {"backend": "fixture", "tasks": {"kind": "digits", "count": 5, "seed": 3}}),
+        6,
+    )?;
+    let reference = work.join("reference");
+    let mut native = Command::new(bin.join("hessian-recipes"));
+    native
+        .arg("train")
+        .arg("--plan")
+        .arg(&plan)
+        .arg("--output")
+        .arg(&reference);
+    native.stdout(Stdio::null());
+    run(native)?;
+
     let state = work.join("state");
     let mut child = Command::new(bin.join("hessian-recipes"))
         .args([
@@ -168,6 +188,12 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
         .arg(templates.join("local-managed-cpu.yaml"))
         .arg("--state-dir")
         .arg(&state)
+        .arg("--hessian-recipes")
+        .arg(bin.join("hessian-recipes"))
+        .arg("--training-plan")
+        .arg(&plan)
+        .arg("--reference-evidence")
+        .arg(reference.join("evidence.jsonl"))
         .arg("--work")
         .arg(&work);
     let result = run_driver(driver, "det-conformance");
@@ -314,6 +340,36 @@ pub(crate) fn envs(root: &Path) -> Result<(u64, u64)> {
     Ok((passed, failed))
 }
 
+/// A plan `work/<name>.json` of `steps` steps on the tiny test model (written to
+/// `target/tiny-model` when absent) with `environment`, one checkpoint per step, up to 2 turns.
+fn training_plan(
+    root: &Path,
+    work: &Path,
+    name: &str,
+    environment: &serde_json::Value,
+    steps: u64,
+) -> Result<PathBuf> {
+    let tiny = target_dir(root).join("tiny-model");
+    if !tiny.join("config.json").is_file() {
+        hr_tests::tiny_model::write_tiny_model(&tiny, &hr_tests::tiny_model::TinySpec::default());
+    }
+    let plan = serde_json::json!({
+        "schema_version": 1,
+        "name": name,
+        "model": {"path": tiny, "lora": {"rank": 2, "alpha": 4.0, "targets": ["q_proj", "v_proj"]}},
+        "environment": environment,
+        "grpo": {"tasks_per_step": 1, "num_generations": 2, "max_completion_length": 16,
+                 "max_turn_tokens": 8, "max_turns": 2},
+        "optimizer": {"learning_rate": 0.01},
+        "steps": steps,
+        "checkpoints": {"every": 1},
+        "seeds": {"sampling": 1, "adapter_init": 2, "task_order": 3}
+    });
+    let path = work.join(format!("{name}.json"));
+    std::fs::write(&path, serde_json::to_vec_pretty(&plan)?)?;
+    Ok(path)
+}
+
 /// A short `hessian-recipes train` run (tiny model, 2 steps, max 2 turns) with the plan's
 /// environment `environment` served by the real server; passes when it completes both steps.
 fn train_against(
@@ -322,23 +378,7 @@ fn train_against(
     name: &str,
     environment: &serde_json::Value,
 ) -> Result<(u64, u64)> {
-    let tiny = target_dir(root).join("tiny-model");
-    if !tiny.join("config.json").is_file() {
-        hr_tests::tiny_model::write_tiny_model(&tiny, &hr_tests::tiny_model::TinySpec::default());
-    }
-    let plan = serde_json::json!({
-        "schema_version": 1,
-        "name": format!("train-{name}"),
-        "model": {"path": tiny, "lora": {"rank": 2, "alpha": 4.0, "targets": ["q_proj", "v_proj"]}},
-        "environment": environment,
-        "grpo": {"tasks_per_step": 1, "num_generations": 2, "max_completion_length": 16,
-                 "max_turn_tokens": 8, "max_turns": 2},
-        "optimizer": {"learning_rate": 0.01},
-        "steps": 2,
-        "seeds": {"sampling": 1, "adapter_init": 2, "task_order": 3}
-    });
-    let plan_path = work.join(format!("train-{name}.json"));
-    std::fs::write(&plan_path, serde_json::to_vec_pretty(&plan)?)?;
+    let plan_path = training_plan(root, work, &format!("train-{name}"), environment, 2)?;
     let out = work.join(format!("train-{name}"));
     let status = Command::new(target_dir(root).join("debug/hessian-recipes"))
         .arg("train")

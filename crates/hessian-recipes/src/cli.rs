@@ -29,6 +29,11 @@ pub(crate) enum Command {
     /// keeping its state in --state-dir so a restart loses nothing. Stops on Ctrl-C / SIGTERM,
     /// killing the trial and command processes it started.
     Devmaster(DevmasterArgs),
+    /// Managed training experiments: prepare one for submission.
+    Managed {
+        #[command(subcommand)]
+        command: ManagedCommand,
+    },
     /// Managed Core API trials (run by Determined as an experiment's entrypoint).
     ManagedTrial {
         #[command(subcommand)]
@@ -71,6 +76,39 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: SnapshotCommand,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ManagedCommand {
+    /// Prepare a fresh, source-bound managed training experiment in OUTPUT (a new folder inside
+    /// the checkout): experiment-plan.json (the plan with absolute paths), source/ (an immutable
+    /// copy of this binary and SOURCE.json with its commit, tree, Cargo.lock and binary digests)
+    /// and experiment.yaml, whose entrypoint runs that copy with `managed-training`. Prints the
+    /// `det experiment create` line. Run it where the cluster sees the checkout at the profile's
+    /// path (for jaif: in the JAIF shell).
+    Prepare(PrepareArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PrepareArgs {
+    /// The plan.
+    #[arg(long)]
+    pub(crate) plan: PathBuf,
+    /// Fresh folder relative to the checkout, e.g. runs/agent-gyms/jaif-managed-nemo-03.
+    #[arg(long)]
+    pub(crate) output: PathBuf,
+    /// `jaif` (the shared cluster) or `local` (this machine's devmaster).
+    #[arg(long, default_value = "jaif")]
+    pub(crate) profile: hr_config::ProfileName,
+    /// Wall-clock limit of the run, seconds from its first start (never renewed).
+    #[arg(long)]
+    pub(crate) max_wall_seconds: u64,
+    /// Device-seconds the run may use over all allocations (default: eight hours).
+    #[arg(long, default_value_t = 28_800)]
+    pub(crate) gpu_budget_seconds: u64,
+    /// Backend of the trial; `cuda` requests one GPU, `cpu` zero slots.
+    #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cuda)]
+    pub(crate) device: crate::backend::DeviceKind,
 }
 
 #[derive(Debug, Subcommand)]

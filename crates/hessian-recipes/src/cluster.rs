@@ -1,9 +1,6 @@
 //! `hessian-recipes cluster ...`: render templates, check configs, build the bounded command.
 
-use std::{
-    path::{Component, Path},
-    process::ExitCode,
-};
+use std::{path::Path, process::ExitCode};
 
 use anyhow::Context;
 use hr_config::{BoundedCommand, ClusterProfile, ProfileName, check_file, templates};
@@ -84,12 +81,7 @@ fn cpu_command(
     timeout_seconds: u64,
     mut args: Vec<String>,
 ) -> anyhow::Result<ExitCode> {
-    let relative_and_plain = output.is_relative()
-        && output
-            .components()
-            .all(|c| matches!(c, Component::Normal(_)))
-        && output.components().next().is_some();
-    if !relative_and_plain {
+    if !output::plain_relative(output) {
         return Err(Refused(format!(
             "--output {}: give a folder relative to the checkout without `..`, e.g. runs/NAME",
             output.display()

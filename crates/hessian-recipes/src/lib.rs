@@ -14,6 +14,7 @@ mod demo;
 mod devmaster;
 mod generate;
 mod output;
+mod prepare;
 mod qualify;
 mod qualify_managed;
 mod qualify_native;
@@ -68,6 +69,9 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Generate(args) => generate::run(args),
         cli::Command::Train(args) => train::run(args),
         cli::Command::ManagedTraining(args) => train::managed(args),
+        cli::Command::Managed {
+            command: cli::ManagedCommand::Prepare(args),
+        } => prepare::run(&args),
         cli::Command::Snapshot { command } => snapshot::run(command),
         cli::Command::ManagedTrial {
             kind: cli::ManagedTrialKind::Cpu,

@@ -28,6 +28,16 @@ impl fmt::Display for Invalid {
 
 impl std::error::Error for Invalid {}
 
+/// Whether `path` is relative, non-empty and has no `..` or `.` parts (a folder inside the
+/// checkout, the same on every machine that has it).
+pub(crate) fn plain_relative(path: &Path) -> bool {
+    path.is_relative()
+        && path.components().next().is_some()
+        && path
+            .components()
+            .all(|c| matches!(c, std::path::Component::Normal(_)))
+}
+
 /// Fails with [`Refused`] when `path` exists and is not an empty folder.
 pub(crate) fn ensure_fresh(path: &Path) -> anyhow::Result<()> {
     match std::fs::read_dir(path) {

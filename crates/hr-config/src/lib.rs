@@ -29,5 +29,7 @@ pub use experiment::{
     Reproducibility, Resources, Searcher,
 };
 pub use profile::{BOOTSTRAP_WORK_DIR, ClusterProfile, JAIF_MOUNT, ProfileName};
-pub use templates::{Backend, Template, TemplateConfig, TrainingRun, cpu_command, templates};
+pub use templates::{
+    Backend, Template, TemplateConfig, TrainingRun, cpu_command, templates, training_experiment,
+};
 pub use yaml::{YamlConfig, parse_yaml};

@@ -185,6 +185,24 @@ fn experiment(
     }
 }
 
+/// The experiment config of a prepared training run: `entrypoint` runs the prepared,
+/// source-bound copy of the binary; one GPU (with the GPU environment policy) when `gpu`, else
+/// zero slots; a single searcher operation of `steps` optimizer steps.
+pub fn training_experiment(
+    profile: &ClusterProfile,
+    name: String,
+    entrypoint: Vec<String>,
+    gpu: bool,
+    steps: u64,
+) -> ExperimentConfig {
+    let policy = if gpu {
+        EnvPolicy::gpu()
+    } else {
+        EnvPolicy::default()
+    };
+    experiment(profile, name, entrypoint, u32::from(gpu), steps, &policy)
+}
+
 /// The bounded CPU utility command config (`resources.slots: 0`).
 pub fn cpu_command(profile: &ClusterProfile) -> CommandConfig {
     CommandConfig {

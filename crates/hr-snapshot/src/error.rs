@@ -29,6 +29,21 @@ pub enum SnapshotError {
         /// UUID the scheduler selected.
         selected: String,
     },
+    /// The selected checkpoint is the receipt's UUID but not what the receipt recorded (another
+    /// manifest, or written by another allocation): a stale or substituted checkpoint.
+    #[error(
+        "checkpoint {uuid} differs from the preemption receipt: {field} is {actual}, the receipt says {expected}"
+    )]
+    ReceiptContentMismatch {
+        /// The checkpoint.
+        uuid: String,
+        /// `manifest_sha256` or `writer`.
+        field: &'static str,
+        /// What the receipt recorded.
+        expected: String,
+        /// What the checkpoint holds.
+        actual: String,
+    },
     /// A caller hook (cleanup, service shutdown, payload writing) failed.
     #[error("{stage}: {message}")]
     Hook {

@@ -144,6 +144,26 @@ impl<C: CoreCheckpoints> Publisher<C> {
         }
         let dir = self.core.checkpoint_dir(&selected.uuid);
         let snapshot = verify(&dir, &self.expectations(Some(selected.steps_completed)))?;
+        if let Some(r) = &receipt {
+            // Fencing: the checkpoint must be the very manifest the receipt's allocation wrote.
+            for (field, expected, actual) in [
+                (
+                    "manifest_sha256",
+                    &r.manifest_sha256,
+                    &snapshot.manifest_sha256,
+                ),
+                ("writer", &r.allocation, &snapshot.manifest.run.writer),
+            ] {
+                if expected != actual {
+                    return Err(SnapshotError::ReceiptContentMismatch {
+                        uuid: selected.uuid,
+                        field,
+                        expected: expected.clone(),
+                        actual: actual.clone(),
+                    });
+                }
+            }
+        }
         if receipt.is_some() {
             // The receipt has done its job; keep it, under a name that is never checked again.
             let from = self.run_dir.join(crate::RECEIPT_FILE);

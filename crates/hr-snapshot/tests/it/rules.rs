@@ -332,6 +332,35 @@ fn a_scheduler_selection_other_than_the_receipt_is_refused() {
 }
 
 #[test]
+fn a_checkpoint_that_is_not_what_the_receipt_recorded_is_refused() {
+    // Fencing: the receipt names the UUID the scheduler selected, but its manifest digest (or
+    // writer) is not the one the preempted allocation recorded, e.g. a stale writer's copy.
+    for field in ["manifest_sha256", "allocation"] {
+        let w = world();
+        let published = preempt_first_allocation(&w);
+        let path = w.run_dir.join(RECEIPT_FILE);
+        let mut receipt: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).expect("receipt")).expect("json");
+        receipt[field] = json!("someone-else");
+        std::fs::write(&path, receipt.to_string()).expect("write");
+        let core = resumed_core(&w, &published.uuid);
+        let mut p = Publisher::new(
+            core,
+            binding("alloc-2", "cfg"),
+            None,
+            Trust::DigestOnly,
+            w.run_dir.clone(),
+        );
+        let err = p.restore().expect_err("refused");
+        assert!(
+            matches!(err, SnapshotError::ReceiptContentMismatch { ref expected, .. } if expected == "someone-else"),
+            "{field}: {err}"
+        );
+        assert!(p.last().is_none(), "nothing was adopted");
+    }
+}
+
+#[test]
 fn an_already_selected_terminal_uuid_is_reused_and_not_published_again() {
     let w = world();
     let published = preempt_first_allocation(&w);

@@ -1,0 +1,120 @@
+//! `hessian-recipes managed prepare`: a freshly prepared, source-bound managed training
+//! experiment. Into a fresh folder inside the checkout it writes the experiment plan (paths made
+//! absolute), an immutable copy of this binary with its source binding (`source/`), and the
+//! experiment config whose entrypoint runs that copy, so later builds cannot alter a live run.
+
+use std::process::ExitCode;
+
+use anyhow::Context;
+use hr_config::{ClusterProfile, ConfigKind, YamlConfig, check_file, training_experiment};
+use hr_plan::{Environment, Plan};
+use hr_qualify::record_source;
+
+use crate::Refused;
+use crate::backend::DeviceKind;
+use crate::cli::PrepareArgs;
+use crate::output::{create_fresh, plain_relative};
+
+fn absolute(path: &mut std::path::PathBuf) -> anyhow::Result<()> {
+    *path = std::path::absolute(&*path)
+        .with_context(|| format!("making {} absolute", path.display()))?;
+    Ok(())
+}
+
+pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
+    let mut plan = Plan::from_file(&args.plan).map_err(|e| Refused(e.to_string()))?;
+    let out = &args.output;
+    if !plain_relative(out) {
+        return Err(Refused(format!(
+            "--output {}: give a folder relative to the checkout without `..`, e.g. runs/NAME",
+            out.display()
+        ))
+        .into());
+    }
+    if args.max_wall_seconds == 0 || args.gpu_budget_seconds == 0 {
+        return Err(Refused(
+            "--max-wall-seconds and --gpu-budget-seconds must be at least 1".to_owned(),
+        )
+        .into());
+    }
+    let root = std::env::current_dir().context("current folder")?;
+    let profile = ClusterProfile::by_name(args.profile, &root);
+    // The trial reads the plan on the shared mount: every path in it must be absolute there.
+    absolute(&mut plan.model.path)?;
+    let backend = match &mut plan.environment {
+        Environment::Fixture { .. } => "fixture",
+        Environment::Openenv {
+            python, env_root, ..
+        } => {
+            absolute(python)?;
+            absolute(env_root)?;
+            "openenv"
+        }
+        Environment::Nemo {
+            python, server_dir, ..
+        } => {
+            absolute(python)?;
+            absolute(server_dir)?;
+            "nemo"
+        }
+    };
+    create_fresh(out)?;
+    let rel = |p: &str| format!("{}/{p}", out.display());
+    std::fs::write(
+        out.join("experiment-plan.json"),
+        serde_json::to_vec_pretty(&plan)?,
+    )?;
+    let binary = std::env::current_exe().context("locating this binary")?;
+    let record = record_source(&binary, env!("HR_GIT_COMMIT"), &root, out)?;
+    let device = match args.device {
+        DeviceKind::Cpu => "cpu",
+        DeviceKind::Cuda => "cuda",
+    };
+    let entrypoint = vec![
+        profile.in_checkout(&rel(&record.binary)),
+        "managed-training".to_owned(),
+        "--plan".to_owned(),
+        profile.in_checkout(&rel("experiment-plan.json")),
+        "--backend".to_owned(),
+        backend.to_owned(),
+        "--max-wall-seconds".to_owned(),
+        args.max_wall_seconds.to_string(),
+        "--gpu-budget-seconds".to_owned(),
+        args.gpu_budget_seconds.to_string(),
+        "--device".to_owned(),
+        device.to_owned(),
+    ];
+    let config = training_experiment(
+        &profile,
+        format!(
+            "hessian-recipes {} ({} steps, {backend})",
+            plan.name, plan.steps
+        ),
+        entrypoint,
+        args.device == DeviceKind::Cuda,
+        plan.steps,
+    );
+    let config_path = out.join("experiment.yaml");
+    std::fs::write(&config_path, config.to_yaml()?)?;
+    let (_, findings) = check_file(&config_path, Some(ConfigKind::Experiment))?;
+    if !findings.is_empty() {
+        for f in &findings {
+            eprintln!("{}: {f}", config_path.display());
+        }
+        anyhow::bail!("the prepared config does not pass `cluster check`");
+    }
+    let project = profile
+        .project_id
+        .map(|id| format!(" --project_id {id}"))
+        .unwrap_or_default();
+    println!(
+        "prepared {} (binary sha256 {})",
+        out.display(),
+        record.binding.binary_sha256.as_deref().unwrap_or("-")
+    );
+    println!(
+        "submit from the checkout: det experiment create{project} {}",
+        config_path.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
