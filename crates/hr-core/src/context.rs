@@ -235,15 +235,33 @@ impl CoreContext {
             Mode::Cluster { client } => {
                 let steps = i32::try_from(steps)
                     .map_err(|_| CoreError::Environment("steps_completed exceeds int32".into()))?;
-                self.runtime.block_on(client.report_metrics(
-                    self.info.trial_id,
-                    self.info.trial_run_id,
-                    group,
-                    steps,
-                    metrics,
-                    None,
-                ))?;
-                Ok(())
+                let send = || {
+                    client.report_metrics(
+                        self.info.trial_id,
+                        self.info.trial_run_id,
+                        group,
+                        steps,
+                        metrics.clone(),
+                        None,
+                    )
+                };
+                match self.runtime.block_on(send()) {
+                    // The answer was lost: the report counts if the master holds it.
+                    Err(hr_det::DetError::Unconfirmed { .. }) => {
+                        let held = self
+                            .runtime
+                            .block_on(client.trial_metrics(self.info.trial_id, group))?
+                            .iter()
+                            .any(|m| {
+                                m.trial_run_id == self.info.trial_run_id && m.total_batches == steps
+                            });
+                        if !held {
+                            self.runtime.block_on(send())?;
+                        }
+                        Ok(())
+                    }
+                    other => Ok(other?),
+                }
             }
             Mode::Local { run_dir, .. } => Self::append_local(
                 run_dir,
@@ -324,8 +342,22 @@ impl CoreContext {
                     training: CheckpointTraining::default(),
                     storage_id: None,
                 };
-                self.runtime
-                    .block_on(client.report_checkpoint(&checkpoint))?;
+                match self.runtime.block_on(client.report_checkpoint(&checkpoint)) {
+                    // The answer was lost: the report counts if the master holds this UUID.
+                    Err(hr_det::DetError::Unconfirmed { .. }) => {
+                        match self
+                            .runtime
+                            .block_on(client.get_checkpoint(&checkpoint.uuid))
+                        {
+                            Ok(_) => {}
+                            Err(hr_det::DetError::NotFound(_)) => self
+                                .runtime
+                                .block_on(client.report_checkpoint(&checkpoint))?,
+                            Err(e) => return Err(e.into()),
+                        }
+                    }
+                    other => other?,
+                }
             }
             Mode::Local { run_dir, .. } => Self::append_local(
                 run_dir,

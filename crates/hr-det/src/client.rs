@@ -172,6 +172,7 @@ impl Client {
                 Some(serde_json::to_vec(v).map_err(|e| DetError::Config(e.to_string()))?)
             }
         };
+        let replay_safe = replay_safe(&method, path);
         let mut attempt = 0;
         loop {
             let mut req = self
@@ -194,22 +195,38 @@ impl Client {
                     if status.is_success() {
                         return Ok(bytes);
                     }
-                    if !matches!(
+                    // 503 is the master refusing before doing anything; a gateway's 502/504
+                    // may come after the master applied the request.
+                    let unconfirmed = matches!(
                         status,
-                        StatusCode::BAD_GATEWAY
-                            | StatusCode::SERVICE_UNAVAILABLE
-                            | StatusCode::GATEWAY_TIMEOUT
-                    ) {
+                        StatusCode::BAD_GATEWAY | StatusCode::GATEWAY_TIMEOUT
+                    );
+                    if unconfirmed && !replay_safe {
+                        return Err(DetError::Unconfirmed {
+                            path: path.to_owned(),
+                            message: format!("HTTP {}", status.as_u16()),
+                        });
+                    }
+                    if !unconfirmed && status != StatusCode::SERVICE_UNAVAILABLE {
                         return Err(DetError::from_status(status.as_u16(), &bytes));
                     }
                     DetError::from_status(status.as_u16(), &bytes)
                 }
-                Err(e) if e.is_connect() || e.is_timeout() || e.is_request() => {
-                    DetError::Transport {
-                        master: self.master.clone(),
+                // Never connected: nothing was sent, so it is always safe to try again.
+                Err(e) if e.is_connect() => DetError::Transport {
+                    master: self.master.clone(),
+                    message: without_url(&e),
+                },
+                Err(e) if !replay_safe && (e.is_timeout() || e.is_request()) => {
+                    return Err(DetError::Unconfirmed {
+                        path: path.to_owned(),
                         message: without_url(&e),
-                    }
+                    });
                 }
+                Err(e) if e.is_timeout() || e.is_request() => DetError::Transport {
+                    master: self.master.clone(),
+                    message: without_url(&e),
+                },
                 Err(e) => {
                     return Err(DetError::Transport {
                         master: self.master.clone(),
@@ -224,6 +241,18 @@ impl Client {
             tokio::time::sleep(self.retry.delay(attempt - 1)).await;
         }
     }
+}
+
+/// Whether a request may be sent again after its answer was lost. POSTs that create a record
+/// (metrics, checkpoint reports, experiments, commands) may not: the master may have applied
+/// them already.
+fn replay_safe(method: &Method, path: &str) -> bool {
+    let path = path.trim_start_matches('/');
+    *method != Method::POST
+        || !(matches!(
+            path,
+            "api/v1/checkpoints" | "api/v1/experiments" | "api/v1/commands"
+        ) || (path.starts_with("api/v1/trials/") && path.ends_with("/metrics")))
 }
 
 /// A reqwest error's text without the URL (query strings could carry secrets).

@@ -31,6 +31,16 @@ pub enum DetError {
         /// What happened.
         message: String,
     },
+    /// A request that creates a record (metrics, a checkpoint, an experiment, a command) got no
+    /// answer after it was sent (a timeout, a broken connection, a gateway's 502/504): the master
+    /// may have applied it, so it is not sent again blindly. The caller confirms by reading.
+    #[error("{path}: no answer ({message}); not sent again, since the master may have applied it")]
+    Unconfirmed {
+        /// The request path.
+        path: String,
+        /// What happened.
+        message: String,
+    },
     /// The response was not the JSON the API defines.
     #[error("unexpected response from {path}: {message}")]
     Decode {

@@ -8,9 +8,10 @@ use crate::{
     client::Body,
     hash_password,
     wire::{
-        CheckpointSortBy, CheckpointsResponse, CommandResponse, CreateCommandRequest,
-        CreateExperimentRequest, ExperimentResponse, GetMetricsResponse, LoginRequest,
-        LoginResponse, MasterInfo, MeResponse, MetricsReport, TaskLog, TrialsResponse, User,
+        CheckpointResponse, CheckpointSortBy, CheckpointsResponse, CommandResponse,
+        CreateCommandRequest, CreateExperimentRequest, ExperimentResponse, GetMetricsResponse,
+        LoginRequest, LoginResponse, MasterInfo, MeResponse, MetricsReport, TaskLog,
+        TrialsResponse, User,
     },
 };
 
@@ -152,6 +153,18 @@ impl Client {
             sort_by.as_str()
         );
         self.call(Method::GET, &path, NO_BODY, true, None).await
+    }
+
+    /// One checkpoint by UUID.
+    pub async fn get_checkpoint(&self, uuid: &str) -> Result<CheckpointResponse, DetError> {
+        self.call(
+            Method::GET,
+            &format!("api/v1/checkpoints/{uuid}"),
+            NO_BODY,
+            true,
+            None,
+        )
+        .await
     }
 
     /// Starts a command (config includes the entrypoint).

@@ -620,6 +620,14 @@ async fn report_checkpoint(
     let trial_id = trial_of_task(&state, &key)
         .ok_or_else(|| ApiError::NotFound(format!("no trial for task or allocation {key:?}")))?;
     let trial = find_trial(&state, trial_id)?;
+    // Fencing: only the trial's current allocation may publish.
+    let current = format!("{}.{}", trial.task_id, trial.run_id);
+    if let Some(alloc) = c.allocation_id.as_ref().filter(|a| **a != current) {
+        return Err(ApiError::InvalidArgument(format!(
+            "checkpoint {} from allocation {alloc}, which is not the trial's current allocation {current}",
+            c.uuid
+        )));
+    }
     if c.report_time.is_none() {
         c.report_time = Some(now_rfc3339());
     }
@@ -702,6 +710,18 @@ async fn report_metrics(
         )));
     }
     let step = req.metrics.steps_completed;
+    let metrics = json!({"avg_metrics": req.metrics.metrics.avg_metrics, "batch_metrics": req.metrics.metrics.batch_metrics});
+    // A replayed report (the client retried after losing the answer) is recognised, not counted
+    // twice.
+    if state.metrics.iter().any(|r| {
+        r.trial_id == id
+            && r.trial_run_id == req.metrics.trial_run_id
+            && r.group == req.group
+            && r.steps_completed == step
+            && r.metrics == metrics
+    }) {
+        return Ok(Json(json!({})));
+    }
     // A restarted run archives what older runs reported beyond its restart point.
     for old in state
         .metrics
@@ -721,7 +741,7 @@ async fn report_metrics(
         group: req.group.clone(),
         steps_completed: step,
         report_time: req.metrics.report_time.clone().unwrap_or_else(now_rfc3339),
-        metrics: json!({"avg_metrics": req.metrics.metrics.avg_metrics, "batch_metrics": req.metrics.metrics.batch_metrics}),
+        metrics,
         archived: false,
     });
     if let Some(t) = state.trials.get_mut(&id) {

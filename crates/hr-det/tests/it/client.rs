@@ -198,3 +198,48 @@ async fn the_ack_and_empty_bodies_need_no_content_type_and_preemption_long_polls
     client.ack_preemption("1.a.1").await.expect("ack");
     assert!(client.preemption("1.a.1", 1).await.expect("poll"));
 }
+
+#[tokio::test]
+async fn a_record_creating_post_whose_answer_is_lost_is_not_sent_again() {
+    let counters = Arc::new(Counters::default());
+    let router = Router::new()
+        .route(
+            "/api/v1/trials/{t}/metrics",
+            post(|State(c): State<Arc<Counters>>| async move {
+                c.calls.fetch_add(1, Ordering::SeqCst);
+                // Applied, but the answer comes too late for the client.
+                tokio::time::sleep(Duration::from_millis(500)).await;
+                (StatusCode::OK, "{}".to_owned())
+            }),
+        )
+        .route(
+            "/api/v1/trials/{t}/progress",
+            post(|State(c): State<Arc<Counters>>| async move {
+                let n = c.accepted.fetch_add(1, Ordering::SeqCst);
+                if n == 0 {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+                (StatusCode::OK, "{}".to_owned())
+            }),
+        )
+        .with_state(counters.clone());
+    let client = Client::new(&serve(router).await)
+        .expect("client")
+        .with_token("tok".into())
+        .with_retry(fast_retry())
+        .with_timeout(Duration::from_millis(100));
+    let err = client
+        .report_metrics(1, 1, "training", 1, json!({"loss": 1.0}), None)
+        .await
+        .expect_err("no answer");
+    assert!(matches!(err, DetError::Unconfirmed { .. }), "{err}");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(
+        counters.calls.load(Ordering::SeqCst),
+        1,
+        "sent once, never replayed"
+    );
+    // Progress is a value, not a record: it is simply sent again.
+    client.report_progress(1, 0.5).await.expect("retried");
+    assert_eq!(counters.accepted.load(Ordering::SeqCst), 2);
+}

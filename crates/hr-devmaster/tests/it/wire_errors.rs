@@ -96,6 +96,22 @@ async fn bad_inputs_get_the_upstream_status_and_envelope() {
         matches!(err, DetError::Api { status: 500, ref message } if message.contains("duplicate key")),
         "{err}"
     );
+    // Fencing: another allocation of the trial (a stale one) cannot publish.
+    let stale = Checkpoint {
+        uuid: "11111111-2222-4333-a444-666666666666".into(),
+        allocation_id: Some(format!("{task}.0")),
+        ..ckpt.clone()
+    };
+    let err = client.report_checkpoint(&stale).await.expect_err("stale");
+    assert!(
+        matches!(err, DetError::InvalidRequest(ref m) if m.contains("not the trial's current allocation")),
+        "{err}"
+    );
+    // A replayed metrics report is recognised and not counted twice.
+    client
+        .report_metrics(trial.id, 1, "training", 1, json!({"loss": 1.0}), None)
+        .await
+        .expect("replayed report");
     let metrics = client
         .trial_metrics(trial.id, "training")
         .await
