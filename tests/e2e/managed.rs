@@ -138,3 +138,33 @@ fn prepare_writes_a_source_bound_experiment_that_passes_cluster_check() {
     assert_eq!(prepare("runs/prep").status.code(), Some(2));
     assert_eq!(prepare("../elsewhere").status.code(), Some(2));
 }
+
+#[test]
+fn a_worker_killed_during_a_save_restarts_from_the_last_sealed_checkpoint_and_stays_equal() {
+    let s = setup();
+    let out = s.run(&[
+        "qualify",
+        "managed",
+        "--plan",
+        "plan.json",
+        "--output",
+        "k",
+        "--timeout-seconds",
+        "300",
+        "--kill-during-save-at",
+        "3",
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let proof: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(s.path().join("k/managed-proof.json")).expect("proof"),
+    )
+    .expect("json");
+    assert_eq!(proof["equal"], true);
+    assert_eq!(proof["interruption"]["kind"], "kill-during-save");
+    assert_eq!(
+        proof["interruption"]["step"], 2,
+        "the half-written step 3 was never adopted"
+    );
+    assert_eq!(proof["checkpoints_listed"], 6, "{proof}");
+}

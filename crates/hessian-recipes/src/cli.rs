@@ -156,6 +156,11 @@ pub(crate) struct QualifyManagedArgs {
     /// Limit for each wait and the trial's --max-wall-seconds, seconds.
     #[arg(long, default_value_t = 2400)]
     pub(crate) timeout_seconds: u64,
+    /// Instead of pausing, SIGKILL the worker in the middle of the save of this step (a plan
+    /// that saves every step); with `max_restarts: 1` the restart must restore the step before
+    /// it (the last sealed checkpoint) and still equal the native run.
+    #[arg(long)]
+    pub(crate) kill_during_save_at: Option<u64>,
 }
 
 #[derive(Debug, Args)]

@@ -26,6 +26,16 @@ fn evidence(path: &Path) -> anyhow::Result<Vec<Map<String, Value>>> {
 
 pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
     let plan = Plan::from_file(&args.plan).map_err(|e| Refused(e.to_string()))?;
+    if args
+        .kill_during_save_at
+        .is_some_and(|k| k < 2 || k >= plan.steps || plan.checkpoints.every != 1)
+    {
+        return Err(Refused(format!(
+            "--kill-during-save-at needs a step between 2 and {} and a plan that saves every step",
+            plan.steps - 1
+        ))
+        .into());
+    }
     if args.pause_after_step == 0 || args.pause_after_step >= plan.steps {
         return Err(Refused(format!(
             "--pause-after-step {} must be between 1 and the plan's steps - 1 ({})",
@@ -81,6 +91,7 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
         steps: plan.steps,
         pause_after_step: args.pause_after_step,
         timeout: Duration::from_secs(args.timeout_seconds),
+        kill_during_save_at: args.kill_during_save_at,
     };
     let runtime = tokio::runtime::Runtime::new()?;
     let managed = runtime.block_on(managed_recovery(&opts))?;
@@ -120,9 +131,10 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
         if equal { "EQUAL" } else { "DIFFERENT" }
     );
     println!(
-        "  experiment {} trial {}: paused at step {} ({}), restored {} in {}; {} checkpoints listed",
+        "  experiment {} trial {}: {} at step {} ({}), restored {} in {}; {} checkpoints listed",
         managed.experiment_id,
         managed.trial_id,
+        i.kind,
         i.step,
         i.paused_allocation,
         i.uuid_at_restore,

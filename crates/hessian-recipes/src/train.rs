@@ -51,6 +51,7 @@ pub(crate) fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
         control: args.control,
         max_wall_seconds: args.max_wall_seconds,
         device_seconds_budget: None,
+        kill_during_save: None,
     };
     dispatch(args.device, Job { opts, core })
 }
@@ -115,8 +116,26 @@ pub(crate) fn managed(args: ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         control: None,
         max_wall_seconds: Some(args.max_wall_seconds),
         device_seconds_budget: Some(args.gpu_budget_seconds),
+        kill_during_save: fault_kill_at()?,
     };
     dispatch(args.device, Job { opts, core })
+}
+
+/// `HR_FAULT_KILL_AT=RUN:STEP`: the recovery tests' fault injection (SIGKILL during the save of
+/// that step in that allocation run).
+fn fault_kill_at() -> anyhow::Result<Option<(i32, u64)>> {
+    let Some(v) = std::env::var("HR_FAULT_KILL_AT")
+        .ok()
+        .filter(|v| !v.is_empty())
+    else {
+        return Ok(None);
+    };
+    let parsed = v
+        .split_once(':')
+        .and_then(|(run, step)| Some((run.parse().ok()?, step.parse().ok()?)));
+    parsed
+        .map(Some)
+        .ok_or_else(|| Refused(format!("HR_FAULT_KILL_AT={v}: use RUN:STEP, e.g. 1:3")).into())
 }
 
 /// Bad input exits 2, a refused checkpoint 3, anything else 1.

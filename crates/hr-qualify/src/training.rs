@@ -33,6 +33,9 @@ pub struct ManagedOptions {
     pub pause_after_step: u64,
     /// Limit for each wait.
     pub timeout: Duration,
+    /// Instead of a pause: the worker is SIGKILLed in the middle of the save of this step (run
+    /// 1); `max_restarts: 1` must recover it from the last sealed checkpoint.
+    pub kill_during_save_at: Option<u64>,
 }
 
 /// What the managed run did.
@@ -70,6 +73,13 @@ fn launch_config(opts: &ManagedOptions, storage: &Path) -> Result<String, Qualif
     config.checkpoint_storage = Some(hr_config::CheckpointStorage::Directory {
         container_path: storage.display().to_string(),
     });
+    if let Some(step) = opts.kill_during_save_at {
+        config
+            .environment
+            .environment_variables
+            .push(format!("HR_FAULT_KILL_AT=1:{step}"));
+        config.max_restarts = 1;
+    }
     use hr_config::YamlConfig;
     Ok(config.to_yaml()?)
 }
@@ -110,6 +120,9 @@ async fn drive(
     }
     let run = start_run(&client, yaml).await?;
     let run_dir = storage.join(format!("hr-run-{}-{}", run.experiment, run.trial));
+    if let Some(step) = opts.kill_during_save_at {
+        return recover_from_kill(opts, &client, &run, run_dir, step).await;
+    }
     poll("the step metric to pause after", opts.timeout, || async {
         let metrics = client.trial_metrics(run.trial, "training").await?;
         Ok(metrics
@@ -175,6 +188,62 @@ async fn drive(
             uuid_at_pause: Some(receipt.uuid.clone()),
             paused_allocation: receipt.allocation,
             uuid_at_restore: restored,
+            restored_allocation: restore["allocation"].as_str().unwrap_or("").to_owned(),
+            restored_run_id: 2,
+        },
+        checkpoints_listed: listed.checkpoints.len() as u64,
+        run_dir,
+    })
+}
+
+/// The kill: the trial dies mid-save at `step` (no receipt, no ack); the restarted allocation
+/// must restore the last sealed checkpoint before it, never the half-written one, and complete.
+async fn recover_from_kill(
+    opts: &ManagedOptions,
+    client: &Client,
+    run: &crate::qualify::Run,
+    run_dir: PathBuf,
+    step: u64,
+) -> Result<ManagedRecovery, QualifyError> {
+    let end = wait_terminal(client, run, opts.timeout).await?;
+    let records = allocation_records(&run_dir);
+    let restore = records
+        .iter()
+        .find(|r| r["trial_run_id"] == 2 && r.get("restored_uuid").is_some())
+        .ok_or_else(|| {
+            QualifyError::Failed(format!(
+                "the killed trial was not restarted; it ended {}",
+                end.as_str()
+            ))
+        })?;
+    let restored_step = restore["restored_step"].as_u64().unwrap_or(0);
+    if restored_step + 1 != step {
+        return Err(QualifyError::Failed(format!(
+            "after a kill in the save of step {step} the restart restored step {restored_step}"
+        )));
+    }
+    if end != State::Completed {
+        return Err(QualifyError::Failed(format!(
+            "the restarted run ended {}",
+            end.as_str()
+        )));
+    }
+    let listed = client
+        .list_checkpoints(run.experiment, CheckpointSortBy::BatchNumber, false)
+        .await?;
+    Ok(ManagedRecovery {
+        experiment_id: run.experiment,
+        trial_id: run.trial,
+        interruption: Interruption {
+            kind: "kill-during-save".into(),
+            step: restored_step,
+            uuid_at_pause: None,
+            paused_allocation: records
+                .first()
+                .and_then(|r| r["allocation"].as_str())
+                .unwrap_or("")
+                .to_owned(),
+            uuid_at_restore: restore["restored_uuid"].as_str().unwrap_or("").to_owned(),
             restored_allocation: restore["allocation"].as_str().unwrap_or("").to_owned(),
             restored_run_id: 2,
         },

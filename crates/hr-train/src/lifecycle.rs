@@ -49,6 +49,9 @@ pub struct RunOptions {
     pub max_wall_seconds: Option<u64>,
     /// Device-seconds the run may use over all its allocations.
     pub device_seconds_budget: Option<u64>,
+    /// Fault injection for recovery tests: SIGKILL this process in the middle of the periodic
+    /// save of `(trial_run_id, step)`, after the payload and before the seal.
+    pub kill_during_save: Option<(i32, u64)>,
 }
 
 /// How an allocation ended.
@@ -170,6 +173,16 @@ fn apply_control(
     Ok(())
 }
 
+/// The fault of `kill_during_save`: the process dies with a save half written, never sealed
+/// or reported.
+fn kill_self() {
+    eprintln!("fault injection: SIGKILL during the save");
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &std::process::id().to_string()])
+        .status();
+    std::thread::sleep(std::time::Duration::from_secs(60));
+}
+
 /// The loss of the last metrics row (the searcher's metric).
 fn last_loss(metrics: &str) -> f64 {
     metrics
@@ -199,6 +212,7 @@ pub fn run<B: Backend>(
         control,
         max_wall_seconds,
         device_seconds_budget,
+        kill_during_save,
     } = opts;
     std::fs::create_dir_all(&run_dir).map_err(TrainError::io("create", &run_dir))?;
     let info = core.info().clone();
@@ -385,8 +399,15 @@ pub fn run<B: Backend>(
         );
         if reason.is_none() && step % plan.checkpoints.every == 0 {
             let b = charged(started);
+            let kill = kill_during_save == Some((info.trial_run_id, step));
             let published = with_rng_preserved(&mut TrainerRng(trainer.rng_mut()), |_| {
-                publisher.save_periodic(step, |w| payload::write(w, &state, &progress, &b))
+                publisher.save_periodic(step, |w| {
+                    payload::write(w, &state, &progress, &b)?;
+                    if kill {
+                        kill_self();
+                    }
+                    Ok(())
+                })
             })?;
             eprintln!("{label}: checkpoint step {step} -> {}", published.uuid);
         }
