@@ -109,6 +109,7 @@ def lifecycle(det, args, kind, entrypoint):
 def training_lifecycle(det, args):
     """`hessian-recipes managed-training` (tiny model, fixture backend) through the real CLI:
     pause mid-run, activate, and the resumed run equals the native uninterrupted one."""
+    steps = args.training_steps
     shared = args.work / "shared-training"
     shared.mkdir(parents=True, exist_ok=True)
     entrypoint = [args.hessian_recipes, "managed-training", "--plan", args.training_plan,
@@ -117,10 +118,11 @@ def training_lifecycle(det, args):
     config.write_text(
         "name: conformance-training\n"
         f"entrypoint: {json.dumps(entrypoint)}\n"
-        "searcher: {name: single, metric: loss, max_length: {batches: 6}}\n"
+        f"searcher: {{name: single, metric: loss, max_length: {{batches: {steps}}}}}\n"
         "resources: {slots_per_trial: 0}\n"
         "max_restarts: 0\n"
-        f"checkpoint_storage: {{type: shared_fs, host_path: {json.dumps(str(shared))}, storage_path: ckpts}}\n"
+        f"checkpoint_storage: {{type: shared_fs, host_path: {json.dumps(str(shared))}, storage_path: ckpts,"
+        f" save_experiment_best: 0, save_trial_best: 0, save_trial_latest: {steps}}}\n"
     )
     kind = "managed-training"
     out = det("experiment", "create", config)
@@ -147,14 +149,16 @@ def training_lifecycle(det, args):
     wait(lambda: det.state(eid) == "STATE_COMPLETED", f"{kind} completion", 300)
     log = trial_log(args.state_dir, eid)
     check(f"{kind}: run 2 restored the receipt's checkpoint", f"restored step {step} from checkpoint {uuid}" in log, log)
-    check(f"{kind}: completed at step 6", "completed at step 6" in log, log)
+    check(f"{kind}: completed at step {steps}", f"completed at step {steps}" in log, log)
     out = det("experiment", "list-checkpoints", eid)
     listed = set(re.findall(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", out.stdout))
-    check(f"{kind}: list-checkpoints shows one checkpoint per step", out.returncode == 0 and len(listed) == 6, out.stdout)
+    check(f"{kind}: list-checkpoints shows one checkpoint per step", out.returncode == 0 and len(listed) == steps, out.stdout)
+    kept = list(shared.glob("ckpts/*/MANIFEST.json"))
+    check(f"{kind}: the retention kept every checkpoint through garbage collection", len(kept) == steps, kept)
     evidence = list(shared.glob(f"ckpts/hr-run-{eid}-*/evidence.jsonl"))
     reference = pathlib.Path(args.reference_evidence).read_text()
     check(f"{kind}: evidence equals the native uninterrupted run at every step",
-          len(evidence) == 1 and evidence[0].read_text() == reference and reference.count("\n") == 6,
+          len(evidence) == 1 and evidence[0].read_text() == reference and reference.count("\n") == steps,
           evidence)
 
 
@@ -169,6 +173,7 @@ def main():
     p.add_argument("--hessian-recipes", required=True)
     p.add_argument("--training-plan", required=True)
     p.add_argument("--reference-evidence", required=True)
+    p.add_argument("--training-steps", type=int, required=True)
     p.add_argument("--work", type=pathlib.Path, required=True)
     args = p.parse_args()
     det = Det(args)

@@ -89,6 +89,9 @@ fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
 
+/// Steps of the managed-training trial the det conformance pauses and activates.
+const TRAINING_STEPS: u64 = 12;
+
 /// Runs the det conformance; returns (passed, failed).
 pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
     let venv = venv("venv-determined-0.35.0", &[DETERMINED])?;
@@ -125,14 +128,16 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
     render.stdout(Stdio::null());
     run(render)?;
 
-    // The managed-training case: a tiny plan, and its native uninterrupted run as the reference.
+    // The managed-training case: a tiny plan with steps of about half a second (so that
+    // `det experiment pause` lands mid-run), and its native uninterrupted run as the reference.
     let plan = training_plan(
         root,
         &work,
         "managed-training",
-        &serde_json::json!(
-        {"backend": "fixture", "tasks": {"kind": "digits", "count": 5, "seed": 3}}),
-        6,
+        &serde_json::json!({"backend": "fixture", "tasks": {"kind": "digits", "count": 5, "seed": 3}}),
+        &serde_json::json!({"tasks_per_step": 2, "num_generations": 8, "max_completion_length": 64,
+                            "max_turn_tokens": 64}),
+        TRAINING_STEPS,
     )?;
     let reference = work.join("reference");
     let mut native = Command::new(bin.join("hessian-recipes"));
@@ -194,6 +199,8 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
         .arg(&plan)
         .arg("--reference-evidence")
         .arg(reference.join("evidence.jsonl"))
+        .arg("--training-steps")
+        .arg(TRAINING_STEPS.to_string())
         .arg("--work")
         .arg(&work);
     let result = run_driver(driver, "det-conformance");
@@ -341,12 +348,13 @@ pub(crate) fn envs(root: &Path) -> Result<(u64, u64)> {
 }
 
 /// A plan `work/<name>.json` of `steps` steps on the tiny test model (written to
-/// `target/tiny-model` when absent) with `environment`, one checkpoint per step, up to 2 turns.
+/// `target/tiny-model` when absent) with `environment` and `grpo`, one checkpoint per step.
 fn training_plan(
     root: &Path,
     work: &Path,
     name: &str,
     environment: &serde_json::Value,
+    grpo: &serde_json::Value,
     steps: u64,
 ) -> Result<PathBuf> {
     let tiny = target_dir(root).join("tiny-model");
@@ -358,8 +366,7 @@ fn training_plan(
         "name": name,
         "model": {"path": tiny, "lora": {"rank": 2, "alpha": 4.0, "targets": ["q_proj", "v_proj"]}},
         "environment": environment,
-        "grpo": {"tasks_per_step": 1, "num_generations": 2, "max_completion_length": 16,
-                 "max_turn_tokens": 8, "max_turns": 2},
+        "grpo": grpo,
         "optimizer": {"learning_rate": 0.01},
         "steps": steps,
         "checkpoints": {"every": 1},
@@ -378,7 +385,9 @@ fn train_against(
     name: &str,
     environment: &serde_json::Value,
 ) -> Result<(u64, u64)> {
-    let plan_path = training_plan(root, work, &format!("train-{name}"), environment, 2)?;
+    let grpo = serde_json::json!({"tasks_per_step": 1, "num_generations": 2,
+        "max_completion_length": 16, "max_turn_tokens": 8, "max_turns": 2});
+    let plan_path = training_plan(root, work, &format!("train-{name}"), environment, &grpo, 2)?;
     let out = work.join(format!("train-{name}"));
     let status = Command::new(target_dir(root).join("debug/hessian-recipes"))
         .arg("train")

@@ -112,23 +112,73 @@ pub enum CheckpointPolicy {
     None,
 }
 
-/// `checkpoint_storage`, the two kinds we render.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
-pub enum CheckpointStorage {
+/// `checkpoint_storage`: where checkpoints go (the cluster's default storage when `kind` is
+/// absent; the master merges the rest into it) and how many the end-of-experiment garbage
+/// collection keeps.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointStorage {
+    /// `shared_fs` or `directory`; absent: the master's default.
+    #[serde(rename = "type", default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<StorageKind>,
+    /// `shared_fs`: host path of the share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_path: Option<String>,
+    /// `shared_fs`: sub-path under the share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_path: Option<String>,
+    /// `directory`: the absolute path, used unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container_path: Option<String>,
+    /// Best checkpoints of the experiment kept (upstream default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub save_experiment_best: Option<u32>,
+    /// Best checkpoints of each trial kept (upstream default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub save_trial_best: Option<u32>,
+    /// Latest checkpoints of each trial kept (upstream default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub save_trial_latest: Option<u32>,
+}
+
+/// The storage kinds we render.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StorageKind {
     /// A shared filesystem mounted at `/determined_shared_fs`.
-    SharedFs {
-        /// Host path of the share.
-        host_path: String,
-        /// Sub-path under the share.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        storage_path: Option<String>,
-    },
+    SharedFs,
     /// A plain directory, used unchanged (no containers needed).
-    Directory {
-        /// Absolute path.
-        container_path: String,
-    },
+    Directory,
+}
+
+impl CheckpointStorage {
+    /// A plain directory.
+    pub fn directory(container_path: impl Into<String>) -> Self {
+        Self {
+            kind: Some(StorageKind::Directory),
+            container_path: Some(container_path.into()),
+            ..Self::default()
+        }
+    }
+
+    /// A shared filesystem.
+    pub fn shared_fs(host_path: impl Into<String>, storage_path: Option<String>) -> Self {
+        Self {
+            kind: Some(StorageKind::SharedFs),
+            host_path: Some(host_path.into()),
+            storage_path,
+            ..Self::default()
+        }
+    }
+
+    /// Keeps the latest `n` checkpoints of each trial through garbage collection, and no
+    /// "best" ones beyond them (a training run's retained steps are its latest).
+    pub fn retaining_latest(mut self, n: u32) -> Self {
+        self.save_experiment_best = Some(0);
+        self.save_trial_best = Some(0);
+        self.save_trial_latest = Some(n);
+        self
+    }
 }
 
 /// `reproducibility`.

@@ -26,7 +26,7 @@ pub use env::{EnvPolicy, OVERRIDES_VAR};
 pub use error::Error;
 pub use experiment::{
     BindMount, CheckpointPolicy, CheckpointStorage, Environment, ExperimentConfig, Length,
-    Reproducibility, Resources, Searcher,
+    Reproducibility, Resources, Searcher, StorageKind,
 };
 pub use profile::{BOOTSTRAP_WORK_DIR, ClusterProfile, JAIF_MOUNT, ProfileName};
 pub use templates::{

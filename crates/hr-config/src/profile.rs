@@ -90,9 +90,9 @@ impl ClusterProfile {
             project_id: None,
             resource_pool: None,
             shared_mount: None,
-            checkpoint_storage: Some(CheckpointStorage::Directory {
-                container_path: format!("{root}/runs/checkpoints"),
-            }),
+            checkpoint_storage: Some(CheckpointStorage::directory(format!(
+                "{root}/runs/checkpoints"
+            ))),
             checkout: root,
         }
     }

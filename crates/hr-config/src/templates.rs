@@ -178,7 +178,15 @@ fn experiment(
         // A restart after a failure would be a second, unplanned allocation: fail loudly instead.
         max_restarts: 0,
         checkpoint_policy: Some(crate::CheckpointPolicy::All),
-        checkpoint_storage: profile.checkpoint_storage.clone(),
+        // Every checkpoint (at most one per step) survives the garbage collection at the
+        // experiment's end: evaluation adopts retained steps, proofs re-verify all of them.
+        checkpoint_storage: Some(
+            profile
+                .checkpoint_storage
+                .clone()
+                .unwrap_or_default()
+                .retaining_latest(u32::try_from(batches).unwrap_or(u32::MAX)),
+        ),
         reproducibility: Some(crate::Reproducibility { experiment_seed: 0 }),
         bind_mounts: profile.shared_mount.iter().cloned().collect(),
         environment: environment(policy),

@@ -17,6 +17,7 @@
 
 mod api;
 mod error;
+mod gc;
 mod info;
 mod scheduler;
 mod server;

@@ -90,9 +90,26 @@ pub(crate) fn trial_config(config: &Value) -> Value {
             Some(sub) => format!("{}/{sub}", host.trim_end_matches('/')),
             None => host,
         };
-        *storage = json!({"type": "directory", "container_path": path});
+        // The retention settings stay; only where the files live changes.
+        storage["type"] = json!("directory");
+        storage["container_path"] = json!(path);
+        if let Some(m) = storage.as_object_mut() {
+            m.remove("host_path");
+            m.remove("storage_path");
+            m.remove("propagation");
+        }
     }
     config
+}
+
+/// The folder the trials of an experiment with `config` keep checkpoints in, if on this machine.
+pub(crate) fn storage_dir(config: &Value) -> Option<PathBuf> {
+    let config = trial_config(config);
+    let storage = config.get("checkpoint_storage")?;
+    if storage.get("type")?.as_str()? != "directory" {
+        return None;
+    }
+    Some(PathBuf::from(storage.get("container_path")?.as_str()?))
 }
 
 fn entrypoint(config: &Value) -> Option<Vec<String>> {
@@ -307,7 +324,23 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
                 e.end_time = Some(now);
             }
         }
+        let collected = if exp_state.is_terminal() {
+            crate::gc::collect(&mut state, exp.id, &exp.config, storage_dir(&exp.config))
+        } else {
+            Vec::new()
+        };
         master.persist(&state);
+        drop(state);
+        for folder in collected {
+            if let Err(e) = std::fs::remove_dir_all(&folder)
+                && e.kind() != std::io::ErrorKind::NotFound
+            {
+                eprintln!(
+                    "devmaster: checkpoint GC could not delete {}: {e}",
+                    folder.display()
+                );
+            }
+        }
         again
     };
     if reallocate {

@@ -115,9 +115,11 @@ fn launch_config(
         "managed-trial".into(),
         "cpu".into(),
     ];
-    config.checkpoint_storage = Some(hr_config::CheckpointStorage::Directory {
-        container_path: storage.display().to_string(),
-    });
+    // Where the qualifier reads them back; every checkpoint survives garbage collection.
+    config.checkpoint_storage = Some(
+        hr_config::CheckpointStorage::directory(storage.display().to_string())
+            .retaining_latest(STEPS as u32),
+    );
     let mut env = vec![format!("HR_FIXTURE_STEP_SECONDS={}", opts.step_seconds)];
     match opts.control {
         Some(Control::SkipRngRestore) => env.push("HR_FIXTURE_SKIP_RNG_RESTORE=1".into()),

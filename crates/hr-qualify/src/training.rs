@@ -70,9 +70,11 @@ fn launch_config(opts: &ManagedOptions, storage: &Path) -> Result<String, Qualif
     config.name = "hessian-recipes managed training qualification".to_owned();
     config.entrypoint = opts.entrypoint.clone();
     config.searcher = hr_config::Searcher::single("loss", opts.steps);
-    config.checkpoint_storage = Some(hr_config::CheckpointStorage::Directory {
-        container_path: storage.display().to_string(),
-    });
+    // Where the qualifier reads them back; every checkpoint survives garbage collection.
+    config.checkpoint_storage = Some(
+        hr_config::CheckpointStorage::directory(storage.display().to_string())
+            .retaining_latest(u32::try_from(opts.steps).unwrap_or(u32::MAX)),
+    );
     if let Some(step) = opts.kill_during_save_at {
         config
             .environment

@@ -56,12 +56,10 @@ fn mounts() -> impl Strategy<Value = Vec<BindMount>> {
 fn storage() -> impl Strategy<Value = Option<CheckpointStorage>> {
     option::of(prop_oneof![
         (text(), option::of(text())).prop_map(|(host_path, storage_path)| {
-            CheckpointStorage::SharedFs {
-                host_path,
-                storage_path,
-            }
+            CheckpointStorage::shared_fs(host_path, storage_path)
         }),
-        text().prop_map(|container_path| CheckpointStorage::Directory { container_path }),
+        text().prop_map(CheckpointStorage::directory),
+        (0u32..300).prop_map(|n| CheckpointStorage::default().retaining_latest(n)),
     ])
 }
 

@@ -1,0 +1,133 @@
+//! Determined 0.35's checkpoint garbage collection when an experiment ends: per trial the
+//! `save_trial_latest` latest checkpoints (by `steps_completed`) and the `save_trial_best` best
+//! by the searcher metric (validation metrics reported at the checkpoint's step) are kept, and
+//! the `save_experiment_best` best across the experiment; every other checkpoint's files are
+//! deleted and its state becomes DELETED. Defaults as upstream: 0 experiment best, 1 trial best,
+//! 1 trial latest.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use hr_det::wire::CheckpointState;
+use serde_json::Value;
+
+use crate::state::{CheckpointRec, MasterState};
+
+fn retention(config: &Value, key: &str, default: usize) -> usize {
+    config
+        .pointer(&format!("/checkpoint_storage/{key}"))
+        .and_then(Value::as_u64)
+        .map_or(default, |v| usize::try_from(v).unwrap_or(usize::MAX))
+}
+
+/// The searcher metric of validation metrics reported for `c`'s trial at its step.
+fn searcher_value(state: &MasterState, c: &CheckpointRec, metric: &str) -> Option<f64> {
+    let step = i32::try_from(c.checkpoint.steps_completed()?).ok()?;
+    state
+        .metrics
+        .iter()
+        .filter(|m| {
+            m.trial_id == c.trial_id
+                && m.group == "validation"
+                && !m.archived
+                && m.steps_completed == step
+        })
+        .find_map(|m| {
+            m.metrics
+                .pointer(&format!("/avg_metrics/{metric}"))?
+                .as_f64()
+        })
+}
+
+/// The UUIDs of experiment `id`'s completed checkpoints that its retention does not keep.
+pub(crate) fn unretained(state: &MasterState, id: i32, config: &Value) -> Vec<String> {
+    let completed: Vec<&CheckpointRec> = state
+        .checkpoints
+        .iter()
+        .filter(|c| c.experiment_id == id && c.checkpoint.state == CheckpointState::Completed)
+        .collect();
+    let metric = config
+        .pointer("/searcher/metric")
+        .and_then(Value::as_str)
+        .unwrap_or("loss");
+    let smaller_is_better = config
+        .pointer("/searcher/smaller_is_better")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    let best = |list: &[&CheckpointRec], n: usize| -> Vec<String> {
+        let mut scored: Vec<(f64, &str)> = list
+            .iter()
+            .filter_map(|c| {
+                Some((
+                    searcher_value(state, c, metric)?,
+                    c.checkpoint.uuid.as_str(),
+                ))
+            })
+            .collect();
+        scored.sort_by(|a, b| {
+            let order = a.0.total_cmp(&b.0);
+            if smaller_is_better {
+                order
+            } else {
+                order.reverse()
+            }
+        });
+        scored
+            .into_iter()
+            .take(n)
+            .map(|(_, u)| u.to_owned())
+            .collect()
+    };
+    let mut keep: BTreeSet<String> = best(&completed, retention(config, "save_experiment_best", 0))
+        .into_iter()
+        .collect();
+    let trials: BTreeSet<i32> = completed.iter().map(|c| c.trial_id).collect();
+    for trial in trials {
+        let mut of_trial: Vec<&CheckpointRec> = completed
+            .iter()
+            .copied()
+            .filter(|c| c.trial_id == trial)
+            .collect();
+        keep.extend(best(&of_trial, retention(config, "save_trial_best", 1)));
+        of_trial.sort_by_key(|c| {
+            (
+                std::cmp::Reverse(c.checkpoint.steps_completed()),
+                std::cmp::Reverse(c.checkpoint.report_time.clone()),
+            )
+        });
+        keep.extend(
+            of_trial
+                .iter()
+                .take(retention(config, "save_trial_latest", 1))
+                .map(|c| c.checkpoint.uuid.clone()),
+        );
+    }
+    completed
+        .iter()
+        .map(|c| c.checkpoint.uuid.clone())
+        .filter(|u| !keep.contains(u))
+        .collect()
+}
+
+/// Runs the collection for experiment `id` whose trials see checkpoints under `storage`: the
+/// state is updated (the caller persists it) and the folders to delete are returned.
+pub(crate) fn collect(
+    state: &mut MasterState,
+    id: i32,
+    config: &Value,
+    storage: Option<PathBuf>,
+) -> Vec<PathBuf> {
+    let doomed = unretained(state, id, config);
+    let mut folders = Vec::new();
+    for c in state
+        .checkpoints
+        .iter_mut()
+        .filter(|c| doomed.contains(&c.checkpoint.uuid))
+    {
+        c.checkpoint.state = CheckpointState::Deleted;
+        if let Some(base) = &storage {
+            folders.push(base.join(&c.checkpoint.uuid));
+        }
+    }
+    folders
+}

@@ -1,0 +1,106 @@
+//! Checkpoint garbage collection at the experiment's end, with 0.35's retention rules.
+
+use std::time::Duration;
+
+use hr_det::ExperimentAction;
+use hr_det::wire::{Checkpoint, CheckpointSortBy, CheckpointState, CheckpointTraining, State};
+use serde_json::json;
+
+use crate::support::{eventually, start};
+
+async fn gc_run(retention: &str) -> (Vec<(u64, bool, CheckpointState)>, tempfile::TempDir) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = dir.path().join("ckpts");
+    let (master, client) = start(&dir.path().join("state"), Duration::from_secs(5)).await;
+    let config = format!(
+        "name: gc\nentrypoint: \"sleep 30\"\nsearcher: {{name: single, metric: loss, max_length: {{batches: 6}}}}\n\
+         resources: {{slots_per_trial: 0}}\nmax_restarts: 0\n\
+         checkpoint_storage: {{type: directory, container_path: {:?}{retention}}}\n",
+        storage.display().to_string()
+    );
+    let exp = client
+        .create_experiment(&config, None, true)
+        .await
+        .expect("create");
+    let trial = client
+        .list_trials(exp.experiment.id)
+        .await
+        .expect("trials")
+        .trials[0]
+        .clone();
+    let task = trial.task_id.clone().expect("task id");
+    for step in 1..=6u64 {
+        let uuid = format!("00000000-0000-4000-a000-00000000000{step}");
+        std::fs::create_dir_all(storage.join(&uuid)).expect("folder");
+        std::fs::write(storage.join(&uuid).join("state.json"), "{}").expect("file");
+        client
+            .report_checkpoint(&Checkpoint {
+                uuid,
+                task_id: Some(task.clone()),
+                allocation_id: Some(format!("{task}.1")),
+                report_time: None,
+                state: CheckpointState::Completed,
+                resources: [("state.json".to_owned(), 2)].into(),
+                metadata: json!({"steps_completed": step}),
+                training: CheckpointTraining::default(),
+                storage_id: Some(1),
+            })
+            .await
+            .expect("report");
+    }
+    client
+        .experiment_action(exp.experiment.id, ExperimentAction::Kill)
+        .await
+        .expect("kill");
+    eventually("the experiment ends", || async {
+        client
+            .get_experiment(exp.experiment.id)
+            .await
+            .is_ok_and(|e| e.experiment.state == State::Canceled)
+    })
+    .await;
+    let listed = client
+        .list_checkpoints(exp.experiment.id, CheckpointSortBy::BatchNumber, false)
+        .await
+        .expect("list");
+    let out = listed
+        .checkpoints
+        .iter()
+        .map(|c| {
+            let step = c
+                .steps_completed()
+                .and_then(|s| u64::try_from(s).ok())
+                .unwrap_or(0);
+            (step, storage.join(&c.uuid).is_dir(), c.state)
+        })
+        .collect();
+    master.shutdown();
+    (out, dir)
+}
+
+#[tokio::test]
+async fn upstream_defaults_keep_only_the_latest_checkpoint() {
+    let (listed, _dir) = gc_run("").await;
+    for (step, present, state) in listed {
+        let kept = step == 6;
+        assert_eq!(present, kept, "step {step} files");
+        let expected = if kept {
+            CheckpointState::Completed
+        } else {
+            CheckpointState::Deleted
+        };
+        assert_eq!(state, expected, "step {step}");
+    }
+}
+
+#[tokio::test]
+async fn explicit_retention_keeps_every_checkpoint_it_names() {
+    let (listed, _dir) =
+        gc_run(", save_experiment_best: 0, save_trial_best: 0, save_trial_latest: 6").await;
+    assert_eq!(listed.len(), 6);
+    assert!(
+        listed
+            .iter()
+            .all(|(_, present, state)| *present && *state == CheckpointState::Completed)
+    );
+}
