@@ -60,9 +60,13 @@ def created_id(out):
     return int(m.group(1)) if m else None
 
 
-def lifecycle(det, args, kind, entrypoint):
+def lifecycle(det, args, kind, entrypoint, storage="shared_fs"):
     shared = args.work / f"shared-{kind}"
     shared.mkdir(parents=True, exist_ok=True)
+    if storage == "shared_fs":
+        storage_yaml = f"{{type: shared_fs, host_path: {json.dumps(str(shared))}, storage_path: ckpts}}"
+    else:
+        storage_yaml = f"{{type: directory, container_path: {json.dumps(str(shared / 'ckpts'))}}}"
     config = args.work / f"{kind}-trial.yaml"
     config.write_text(
         f"name: conformance-{kind}\n"
@@ -70,7 +74,7 @@ def lifecycle(det, args, kind, entrypoint):
         "searcher: {name: single, metric: loss, max_length: {batches: 6}}\n"
         "resources: {slots_per_trial: 0}\n"
         "max_restarts: 0\n"
-        f"checkpoint_storage: {{type: shared_fs, host_path: {json.dumps(str(shared))}, storage_path: ckpts}}\n"
+        f"checkpoint_storage: {storage_yaml}\n"
         "environment: {environment_variables: [STEP_SECONDS=0.5]}\n"
     )
     out = det("experiment", "create", config)
@@ -199,6 +203,7 @@ def main():
 
     script = str(pathlib.Path(__file__).with_name("core_trial.py"))
     lifecycle(det, args, "python", [args.python, script])
+    lifecycle(det, args, "python-directory", [args.python, script], storage="directory")
     lifecycle(det, args, "rust", [args.rust_trial])
     training_lifecycle(det, args)
 

@@ -26,13 +26,35 @@ type M = AxState<Arc<Master>>;
 
 pub(crate) fn router(master: Arc<Master>) -> Router {
     let record = master.config.record_requests.clone();
-    let router = routes(master);
+    let router = routes(master).layer(axum::middleware::from_fn(log_server_errors));
     match record {
         Some(path) => router.layer(axum::middleware::from_fn(move |req, next| {
             record_request(path.clone(), req, next)
         })),
         None => router,
     }
+}
+
+/// Logs every 5xx answer (which clients retry) with its method, path and reason.
+async fn log_server_errors(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let response = next.run(req).await;
+    if response.status().is_server_error() {
+        let (parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, 1 << 20)
+            .await
+            .unwrap_or_default();
+        eprintln!(
+            "devmaster: {method} {path} -> {}: {}",
+            parts.status.as_u16(),
+            String::from_utf8_lossy(&bytes)
+        );
+        return axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
+    }
+    response
 }
 
 /// Appends `{"method", "path", "body"}` of a request to `path` (headers, and so tokens, are
@@ -650,6 +672,17 @@ async fn runs_start(AxState(m): M, headers: HeaderMap, body: Bytes) -> ApiResult
         .iter()
         .find(|(t, _)| **t == req.run_id)
         .map(|(_, a)| a.allocation_id.clone());
+    let kind = req
+        .checkpoint_storage
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !matches!(kind, "shared_fs" | "directory") {
+        return Err(ApiError::InvalidArgument(format!(
+            "checkpoint_storage type {kind:?} is not supported by the devmaster: use shared_fs \
+             (host_path, storage_path) or directory (container_path)"
+        )));
+    }
     if let Some(a) = alloc {
         scheduler::touch_allocation(&m, &a);
     }

@@ -162,6 +162,35 @@ fn spawn_logged(
     cmd.spawn()
 }
 
+/// Where the real Python Core API reads its info files, whatever the environment says.
+const PYTHON_INFO_DIR: &str = "/run/determined/info";
+
+/// A Python Core API trial reads `/run/determined/info` only. When this devmaster does not
+/// write there (no `--info-dir`) and the files there name another master (left by an earlier
+/// devmaster), such a trial would talk to that master and retry forever: say so in the trial's
+/// log and on stderr.
+fn warn_if_foreign_info(info_dir: &Path, url: &str, log: &Path) {
+    let path = info_dir.join("cluster.json");
+    let Some(other) = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v["master_url"].as_str().map(str::to_owned))
+        .filter(|other| other != url)
+    else {
+        return;
+    };
+    let line = format!(
+        "devmaster: warning: {} names the master {other}, not this one ({url}); a Python Core          API trial reads only that file and would talk to {other}. Start the devmaster with          --info-dir {PYTHON_INFO_DIR} to run Python trials.\n",
+        path.display()
+    );
+    eprint!("{line}");
+    let _ = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+}
+
 fn fail_trial(state: &mut MasterState, trial_id: i32, why: &str, log: &Path) {
     let _ = std::fs::write(log, format!("devmaster: {why}\n"));
     if let Some(trial) = state.trials.get_mut(&trial_id) {
@@ -225,6 +254,9 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
             Some(dir) => alloc.write_info(dir),
             None => Ok(()),
         });
+    if master.config.info_dir.is_none() {
+        warn_if_foreign_info(Path::new(PYTHON_INFO_DIR), &master.url, &log);
+    }
     let mut env: Vec<(String, String)> = alloc.env().into_iter().collect();
     env.extend(user_env(&config));
     let Some(argv) = entrypoint(&config) else {
@@ -467,4 +499,29 @@ pub(crate) fn start_command(
         master.persist(&state);
     });
     Ok(rec)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn info_files_of_another_master_are_flagged_in_the_trial_log() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let log = dir.path().join("trial.log");
+        std::fs::write(
+            dir.path().join("cluster.json"),
+            r#"{"master_url": "http://127.0.0.1:1"}"#,
+        )
+        .expect("write");
+        warn_if_foreign_info(dir.path(), "http://127.0.0.1:1", &log);
+        assert!(!log.exists(), "our own files are fine");
+        warn_if_foreign_info(dir.path(), "http://127.0.0.1:2", &log);
+        let text = std::fs::read_to_string(&log).expect("log");
+        assert!(
+            text.contains("names the master http://127.0.0.1:1"),
+            "{text}"
+        );
+        assert!(text.contains("--info-dir /run/determined/info"), "{text}");
+    }
 }

@@ -75,6 +75,25 @@ async fn bad_inputs_get_the_upstream_status_and_envelope() {
         .report_metrics(trial.id, 1, "training", 1, json!({"loss": 1.0}), None)
         .await
         .expect("current run");
+    // Both storages a 0.35 master accepts on a shared filesystem start a run; any other storage
+    // is a 400 the client does not retry (never a 5xx it would retry forever).
+    for storage in [
+        json!({"type": "directory", "container_path": "/tmp/x"}),
+        json!({"type": "shared_fs", "host_path": "/tmp", "storage_path": "x"}),
+    ] {
+        client
+            .runs_start(trial.id, storage)
+            .await
+            .expect("runs/start");
+    }
+    let err = client
+        .runs_start(trial.id, json!({"type": "s3", "bucket": "b"}))
+        .await
+        .expect_err("s3");
+    assert!(
+        matches!(err, DetError::InvalidRequest(ref m) if m.contains("not supported by the devmaster")),
+        "{err}"
+    );
     let task = trial.task_id.clone().expect("task id");
     let ckpt = Checkpoint {
         uuid: "11111111-2222-4333-a444-555555555555".into(),
