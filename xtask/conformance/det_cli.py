@@ -110,17 +110,18 @@ def lifecycle(det, args, kind, entrypoint, storage="shared_fs"):
           out.returncode == 0 and len(uuids) == 6 and all(u in out.stdout for u in uuids), out.stdout)
 
 
-def training_lifecycle(det, args):
-    """`hessian-recipes managed-training` (tiny model, fixture backend) through the real CLI:
+def training_lifecycle(det, args, case):
+    """`hessian-recipes managed-training` (tiny model, one backend) through the real CLI:
     pause mid-run, activate, and the resumed run equals the native uninterrupted one."""
-    steps = args.training_steps
-    shared = args.work / "shared-training"
+    steps, backend = case["steps"], case["backend"]
+    kind = f"managed-training {backend}"
+    shared = args.work / f"shared-training-{backend}"
     shared.mkdir(parents=True, exist_ok=True)
-    entrypoint = [args.hessian_recipes, "managed-training", "--plan", args.training_plan,
-                  "--backend", "fixture", "--max-wall-seconds", "600"]
-    config = args.work / "training-trial.yaml"
+    entrypoint = [args.hessian_recipes, "managed-training", "--plan", case["plan"],
+                  "--backend", backend, "--max-wall-seconds", "600"]
+    config = args.work / f"training-{backend}.yaml"
     config.write_text(
-        "name: conformance-training\n"
+        f"name: conformance-training-{backend}\n"
         f"entrypoint: {json.dumps(entrypoint)}\n"
         f"searcher: {{name: single, metric: loss, max_length: {{batches: {steps}}}}}\n"
         "resources: {slots_per_trial: 0}\n"
@@ -128,7 +129,6 @@ def training_lifecycle(det, args):
         f"checkpoint_storage: {{type: shared_fs, host_path: {json.dumps(str(shared))}, storage_path: ckpts,"
         f" save_experiment_best: 0, save_trial_best: 0, save_trial_latest: {steps}}}\n"
     )
-    kind = "managed-training"
     out = det("experiment", "create", config)
     eid = created_id(out)
     if not check(f"{kind}: create prints the experiment id", out.returncode == 0 and eid, out.stdout + out.stderr):
@@ -150,7 +150,7 @@ def training_lifecycle(det, args):
     check(f"{kind}: still PAUSED after ack and exit", det.state(eid) == "STATE_PAUSED")
     out = det("experiment", "activate", eid)
     check(f"{kind}: activate exits 0", out.returncode == 0, out.stderr)
-    wait(lambda: det.state(eid) == "STATE_COMPLETED", f"{kind} completion", 300)
+    wait(lambda: det.state(eid) == "STATE_COMPLETED", f"{kind} completion", 600)
     log = trial_log(args.state_dir, eid)
     check(f"{kind}: run 2 restored the receipt's checkpoint", f"restored step {step} from checkpoint {uuid}" in log, log)
     check(f"{kind}: completed at step {steps}", f"completed at step {steps}" in log, log)
@@ -160,7 +160,7 @@ def training_lifecycle(det, args):
     kept = list(shared.glob("ckpts/*/MANIFEST.json"))
     check(f"{kind}: the retention kept every checkpoint through garbage collection", len(kept) == steps, kept)
     evidence = list(shared.glob(f"ckpts/hr-run-{eid}-*/evidence.jsonl"))
-    reference = pathlib.Path(args.reference_evidence).read_text()
+    reference = pathlib.Path(case["reference_evidence"]).read_text()
     check(f"{kind}: evidence equals the native uninterrupted run at every step",
           len(evidence) == 1 and evidence[0].read_text() == reference and reference.count("\n") == steps,
           evidence)
@@ -175,9 +175,7 @@ def main():
     p.add_argument("--local-config", required=True)
     p.add_argument("--state-dir", type=pathlib.Path, required=True)
     p.add_argument("--hessian-recipes", required=True)
-    p.add_argument("--training-plan", required=True)
-    p.add_argument("--reference-evidence", required=True)
-    p.add_argument("--training-steps", type=int, required=True)
+    p.add_argument("--training-cases", type=pathlib.Path, required=True)
     p.add_argument("--work", type=pathlib.Path, required=True)
     args = p.parse_args()
     det = Det(args)
@@ -205,7 +203,8 @@ def main():
     lifecycle(det, args, "python", [args.python, script])
     lifecycle(det, args, "python-directory", [args.python, script], storage="directory")
     lifecycle(det, args, "rust", [args.rust_trial])
-    training_lifecycle(det, args)
+    for case in json.loads(args.training_cases.read_text()):
+        training_lifecycle(det, args, case)
 
     out = det("command", "run", "--detach", "echo", "conformance-ok")
     cid = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""

@@ -128,27 +128,52 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
     render.stdout(Stdio::null());
     run(render)?;
 
-    // The managed-training case: a tiny plan with steps of about half a second (so that
-    // `det experiment pause` lands mid-run), and its native uninterrupted run as the reference.
-    let plan = training_plan(
-        root,
-        &work,
-        "managed-training",
-        &serde_json::json!({"backend": "fixture", "tasks": {"kind": "digits", "count": 5, "seed": 3}}),
-        &serde_json::json!({"tasks_per_step": 2, "num_generations": 8, "max_completion_length": 64,
-                            "max_turn_tokens": 64}),
-        TRAINING_STEPS,
-    )?;
-    let reference = work.join("reference");
-    let mut native = Command::new(bin.join("hessian-recipes"));
-    native
-        .arg("train")
-        .arg("--plan")
-        .arg(&plan)
-        .arg("--output")
-        .arg(&reference);
-    native.stdout(Stdio::null());
-    run(native)?;
+    // The managed-training cases: a tiny plan per backend (the fixture, and the real OpenEnv and
+    // NeMo Gym servers), with steps long enough that `det experiment pause` lands mid-run, and
+    // each plan's native uninterrupted run as its reference.
+    let servers = RealServers::setup()?;
+    let fixture = serde_json::json!({"backend": "fixture", "tasks": {"kind": "digits", "count": 5, "seed": 3}});
+    let cases = [
+        (
+            "fixture",
+            fixture,
+            serde_json::json!({"tasks_per_step": 2, "num_generations": 8,
+            "max_completion_length": 64, "max_turn_tokens": 64}),
+        ),
+        (
+            "openenv",
+            servers.openenv_environment(),
+            serde_json::json!({"tasks_per_step": 1,
+            "num_generations": 4, "max_completion_length": 32, "max_turn_tokens": 16, "max_turns": 2}),
+        ),
+        (
+            "nemo",
+            servers.nemo_environment(),
+            serde_json::json!({"tasks_per_step": 1,
+            "num_generations": 4, "max_completion_length": 32, "max_turn_tokens": 16, "max_turns": 2}),
+        ),
+    ];
+    let mut training = Vec::new();
+    for (backend, environment, grpo) in cases {
+        let name = format!("managed-{backend}");
+        let plan = training_plan(root, &work, &name, &environment, &grpo, TRAINING_STEPS)?;
+        let reference = work.join(format!("{name}-reference"));
+        let mut native = Command::new(bin.join("hessian-recipes"));
+        native
+            .arg("train")
+            .arg("--plan")
+            .arg(&plan)
+            .arg("--output")
+            .arg(&reference);
+        native.stdout(Stdio::null());
+        run(native)?;
+        training.push(
+            serde_json::json!({"backend": backend, "plan": plan, "steps": TRAINING_STEPS,
+            "reference_evidence": reference.join("evidence.jsonl")}),
+        );
+    }
+    let cases_file = work.join("training-cases.json");
+    std::fs::write(&cases_file, serde_json::to_vec_pretty(&training)?)?;
 
     let state = work.join("state");
     let mut child = Command::new(bin.join("hessian-recipes"))
@@ -195,12 +220,8 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
         .arg(&state)
         .arg("--hessian-recipes")
         .arg(bin.join("hessian-recipes"))
-        .arg("--training-plan")
-        .arg(&plan)
-        .arg("--reference-evidence")
-        .arg(reference.join("evidence.jsonl"))
-        .arg("--training-steps")
-        .arg(TRAINING_STEPS.to_string())
+        .arg("--training-cases")
+        .arg(&cases_file)
         .arg("--work")
         .arg(&work);
     let result = run_driver(driver, "det-conformance");
@@ -269,13 +290,73 @@ fn openenv_echo_env(venv: &Path) -> Result<PathBuf> {
     Ok(dir)
 }
 
-/// `cargo xtask conformance envs`: the bridge against the real OpenEnv server (`openenv-core`
-/// from PyPI and its `echo_env` template) and the real NeMo Gym `example_single_tool_call`
-/// resources server (`nemo-gym==0.7.0` on CPython 3.13 built from source). Returns (passed,
-/// failed).
+/// The real environment servers, installed once into the cache: OpenEnv's echo env
+/// (`openenv-core` and its `echo_env` template) and NeMo Gym's `example_single_tool_call`
+/// (`nemo-gym==0.7.0` on CPython 3.13 built from source).
+pub(crate) struct RealServers {
+    /// The openenv-core venv's python.
+    pub(crate) openenv_python: PathBuf,
+    /// The folder holding `echo_env/`.
+    pub(crate) openenv_root: PathBuf,
+    /// The nemo-gym venv's python.
+    pub(crate) nemo_python: PathBuf,
+    /// `example_single_tool_call`'s folder.
+    pub(crate) nemo_server: PathBuf,
+}
+
+impl RealServers {
+    /// Builds (or reuses) the venvs and the server folders.
+    pub(crate) fn setup() -> Result<Self> {
+        let venv = venv("venv-openenv-core-0.3.0", &["openenv-core==0.3.0"])?;
+        let openenv_root = openenv_echo_env(&venv)?;
+        // NeMo Gym needs Python >= 3.13.14: CPython is built once from Debian's source package.
+        let python = crate::python::cpython313()?;
+        let nemo = venv_with(
+            "venv-nemo-gym-0.7.0",
+            &python.join("bin/python3.13"),
+            &["nemo-gym==0.7.0"],
+        )?;
+        let locate = Command::new(nemo.join("bin/python"))
+            .args([
+                "-c",
+                "import resources_servers; print(list(resources_servers.__path__)[0])",
+            ])
+            .output()
+            .context("locating resources_servers in the nemo-gym venv")?;
+        let nemo_server = PathBuf::from(String::from_utf8_lossy(&locate.stdout).trim())
+            .join("example_single_tool_call");
+        Ok(Self {
+            openenv_python: venv.join("bin/python"),
+            openenv_root,
+            nemo_python: nemo.join("bin/python"),
+            nemo_server,
+        })
+    }
+
+    /// A plan's `environment` for the OpenEnv echo env (two reset payloads).
+    pub(crate) fn openenv_environment(&self) -> serde_json::Value {
+        serde_json::json!({
+            "backend": "openenv", "python": self.openenv_python, "env_root": self.openenv_root,
+            "tasks": [{}, {"message": "hi"}],
+        })
+    }
+
+    /// A plan's `environment` for NeMo Gym's `example_single_tool_call` (one dataset row).
+    pub(crate) fn nemo_environment(&self) -> serde_json::Value {
+        let row = serde_json::json!({"responses_create_params": {"input": [{"role": "user", "content": "weather in sf?"}],
+            "tools": [{"type": "function", "name": "get_weather", "strict": true,
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}]}});
+        serde_json::json!({
+            "backend": "nemo", "python": self.nemo_python, "server_dir": self.nemo_server, "tasks": [row],
+        })
+    }
+}
+
+/// `cargo xtask conformance envs`: the bridge against the real OpenEnv server and the real
+/// NeMo Gym resources server ([`RealServers`]), then a short `train` against each. Returns
+/// (passed, failed).
 pub(crate) fn envs(root: &Path) -> Result<(u64, u64)> {
-    let venv = venv("venv-openenv-core-0.3.0", &["openenv-core==0.3.0"])?;
-    let env_root = openenv_echo_env(&venv)?;
+    let servers = RealServers::setup()?;
     let mut build = cargo();
     build.args(["build", "--locked", "--package", "hr-bridge", "--bins"]);
     run(build)?;
@@ -288,55 +369,29 @@ pub(crate) fn envs(root: &Path) -> Result<(u64, u64)> {
     driver
         .arg("openenv")
         .arg("--python")
-        .arg(venv.join("bin/python"))
+        .arg(&servers.openenv_python)
         .arg("--dir")
-        .arg(&env_root)
+        .arg(&servers.openenv_root)
         .arg("--log-dir")
         .arg(&work);
     let (mut passed, mut failed) = run_driver(driver, "openenv-conformance")?;
-    let openenv_env = serde_json::json!({
-        "backend": "openenv", "python": venv.join("bin/python"), "env_root": env_root,
-        "tasks": [{}, {"message": "hi"}],
-    });
-    let (p, f) = train_against(root, &work, "openenv", &openenv_env)?;
+    let (p, f) = train_against(root, &work, "openenv", &servers.openenv_environment())?;
     passed += p;
     failed += f;
 
-    // NeMo Gym needs Python >= 3.13.14: CPython is built once from Debian's source package.
-    let python = crate::python::cpython313()?;
-    let nemo = venv_with(
-        "venv-nemo-gym-0.7.0",
-        &python.join("bin/python3.13"),
-        &["nemo-gym==0.7.0"],
-    )?;
-    let locate = Command::new(nemo.join("bin/python"))
-        .args([
-            "-c",
-            "import resources_servers; print(list(resources_servers.__path__)[0])",
-        ])
-        .output()
-        .context("locating resources_servers in the nemo-gym venv")?;
-    let server_dir = PathBuf::from(String::from_utf8_lossy(&locate.stdout).trim())
-        .join("example_single_tool_call");
     let mut driver = Command::new(&bridge);
     driver
         .arg("nemo")
         .arg("--python")
-        .arg(nemo.join("bin/python"))
+        .arg(&servers.nemo_python)
         .arg("--dir")
-        .arg(&server_dir)
+        .arg(&servers.nemo_server)
         .arg("--log-dir")
         .arg(&work);
     let (p, f) = run_driver(driver, "nemo-conformance")?;
     passed += p;
     failed += f;
-    let row = serde_json::json!({"responses_create_params": {"input": [{"role": "user", "content": "weather in sf?"}],
-        "tools": [{"type": "function", "name": "get_weather", "strict": true,
-            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}]}});
-    let nemo_env = serde_json::json!({
-        "backend": "nemo", "python": nemo.join("bin/python"), "server_dir": server_dir, "tasks": [row],
-    });
-    let (p, f) = train_against(root, &work, "nemo", &nemo_env)?;
+    let (p, f) = train_against(root, &work, "nemo", &servers.nemo_environment())?;
     passed += p;
     failed += f;
     if failed == 0 {
