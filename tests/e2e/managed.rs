@@ -24,25 +24,30 @@ fn setup() -> Scratch {
     s
 }
 
-#[test]
-fn a_paused_and_activated_trial_restores_the_receipts_checkpoint_and_equals_the_native_run() {
-    let s = setup();
-    let out = s.run(&[
+/// Runs `qualify managed` into `out`, which must succeed; returns its proof.
+fn qualify_managed(s: &Scratch, out: &str, extra: &[&str]) -> serde_json::Value {
+    let mut args = vec![
         "qualify",
         "managed",
         "--plan",
         "plan.json",
         "--output",
-        "q",
+        out,
         "--timeout-seconds",
         "300",
-    ]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    let proof: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(s.path().join("q/managed-proof.json")).expect("proof"),
-    )
-    .expect("json");
+    ];
+    args.extend_from_slice(extra);
+    let run = s.run(&args);
+    let (stdout, stderr) = text(&run);
+    assert_eq!(run.status.code(), Some(0), "{stdout}\n{stderr}");
+    let proof = std::fs::read(s.path().join(out).join("managed-proof.json")).expect("proof");
+    serde_json::from_slice(&proof).expect("json")
+}
+
+#[test]
+fn a_paused_and_activated_trial_restores_the_receipts_checkpoint_and_equals_the_native_run() {
+    let s = setup();
+    let proof = qualify_managed(&s, "q", &[]);
     assert_eq!(proof["equal"], true);
     let i = &proof["interruption"];
     assert_eq!(i["uuid_at_pause"], i["uuid_at_restore"]);
@@ -142,24 +147,7 @@ fn prepare_writes_a_source_bound_experiment_that_passes_cluster_check() {
 #[test]
 fn a_worker_killed_during_a_save_restarts_from_the_last_sealed_checkpoint_and_stays_equal() {
     let s = setup();
-    let out = s.run(&[
-        "qualify",
-        "managed",
-        "--plan",
-        "plan.json",
-        "--output",
-        "k",
-        "--timeout-seconds",
-        "300",
-        "--kill-during-save-at",
-        "3",
-    ]);
-    let (stdout, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
-    let proof: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(s.path().join("k/managed-proof.json")).expect("proof"),
-    )
-    .expect("json");
+    let proof = qualify_managed(&s, "k", &["--kill-during-save-at", "3"]);
     assert_eq!(proof["equal"], true);
     assert_eq!(proof["interruption"]["kind"], "kill-during-save");
     assert_eq!(

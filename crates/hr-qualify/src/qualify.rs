@@ -87,28 +87,37 @@ where
     )))
 }
 
+/// The managed CPU template's experiment config: the jaif profile for a real master (its pool,
+/// mount and defaults), the local one for the devmaster.
+pub(crate) fn managed_cpu_config(
+    master: Option<&str>,
+    root: &Path,
+) -> Result<hr_config::ExperimentConfig, QualifyError> {
+    let profile = match master {
+        Some(_) => hr_config::ClusterProfile::jaif(),
+        None => hr_config::ClusterProfile::local(root),
+    };
+    let template = hr_config::templates(&profile)
+        .into_iter()
+        .find(|t| t.file_name.ends_with("-managed-cpu.yaml"))
+        .ok_or_else(|| QualifyError::Failed("no managed-cpu template".into()))?;
+    match template.config {
+        hr_config::TemplateConfig::Experiment(config) => Ok(*config),
+        hr_config::TemplateConfig::Command(_) => Err(QualifyError::Failed(
+            "the managed-cpu template is not an experiment".into(),
+        )),
+    }
+}
+
 fn launch_config(
     opts: &QualifyOptions,
     record: &SourceRecord,
     storage: &Path,
     name: &str,
 ) -> Result<String, QualifyError> {
-    // The jaif profile for a real master (its pool, mount and defaults); local for the devmaster.
-    // Either way checkpoints go to `output/checkpoints`, which the qualifier reads back (on JAIF
-    // the output folder lies on the shared mount the trial containers see).
-    let profile = match opts.master {
-        Some(_) => hr_config::ClusterProfile::jaif(),
-        None => hr_config::ClusterProfile::local(&opts.root),
-    };
-    let template = hr_config::templates(&profile)
-        .into_iter()
-        .find(|t| t.file_name.ends_with("-managed-cpu.yaml"))
-        .ok_or_else(|| QualifyError::Failed("no managed-cpu template".into()))?;
-    let hr_config::TemplateConfig::Experiment(mut config) = template.config else {
-        return Err(QualifyError::Failed(
-            "the managed-cpu template is not an experiment".into(),
-        ));
-    };
+    // Checkpoints go to `output/checkpoints`, which the qualifier reads back (on JAIF the output
+    // folder lies on the shared mount the trial containers see).
+    let mut config = managed_cpu_config(opts.master.as_deref(), &opts.root)?;
     config.name = name.to_owned();
     config.entrypoint = vec![
         opts.output.join(&record.binary).display().to_string(),

@@ -13,7 +13,7 @@ use hr_snapshot::Receipt;
 use serde_json::Value;
 
 use crate::QualifyError;
-use crate::qualify::{poll, start_master, start_run, state_of, wait_terminal};
+use crate::qualify::{managed_cpu_config, poll, start_master, start_run, state_of, wait_terminal};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -54,19 +54,7 @@ pub struct ManagedRecovery {
 }
 
 fn launch_config(opts: &ManagedOptions, storage: &Path) -> Result<String, QualifyError> {
-    let profile = match opts.master {
-        Some(_) => hr_config::ClusterProfile::jaif(),
-        None => hr_config::ClusterProfile::local(&opts.root),
-    };
-    let template = hr_config::templates(&profile)
-        .into_iter()
-        .find(|t| t.file_name.ends_with("-managed-cpu.yaml"))
-        .ok_or_else(|| QualifyError::Failed("no managed-cpu template".into()))?;
-    let hr_config::TemplateConfig::Experiment(mut config) = template.config else {
-        return Err(QualifyError::Failed(
-            "the managed-cpu template is not an experiment".into(),
-        ));
-    };
+    let mut config = managed_cpu_config(opts.master.as_deref(), &opts.root)?;
     config.name = "hessian-recipes managed training qualification".to_owned();
     config.entrypoint = opts.entrypoint.clone();
     config.searcher = hr_config::Searcher::single("loss", opts.steps);
@@ -122,33 +110,11 @@ async fn drive(
     }
     let run = start_run(&client, yaml).await?;
     let run_dir = storage.join(format!("hr-run-{}-{}", run.experiment, run.trial));
-    if let Some(step) = opts.kill_during_save_at {
-        return recover_from_kill(opts, &client, &run, run_dir, step).await;
-    }
-    poll("the step metric to pause after", opts.timeout, || async {
-        let metrics = client.trial_metrics(run.trial, "training").await?;
-        Ok(metrics
-            .iter()
-            .any(|m| u64::try_from(m.total_batches).is_ok_and(|s| s >= opts.pause_after_step))
-            .then_some(()))
-    })
-    .await?;
-    client
-        .experiment_action(run.experiment, ExperimentAction::Pause)
-        .await?;
-    let receipt = poll(
-        "the preempted_at_checkpoint receipt",
-        opts.timeout,
-        || async { Ok(Receipt::read(&run_dir)?) },
-    )
-    .await?;
-    poll("the PAUSED state", opts.timeout, || async {
-        Ok((state_of(&client, &run).await? == State::Paused).then_some(()))
-    })
-    .await?;
-    client
-        .experiment_action(run.experiment, ExperimentAction::Activate)
-        .await?;
+    // The pause, or nothing when the fault is a kill in the middle of a save.
+    let receipt = match opts.kill_during_save_at {
+        Some(_) => None,
+        None => Some(pause(opts, &client, &run, &run_dir).await?),
+    };
     let end = wait_terminal(&client, &run, opts.timeout).await?;
     let records = allocation_records(&run_dir);
     let restore = records
@@ -165,13 +131,49 @@ async fn drive(
                     .join("; ")
             ))
         })?;
-    let restored = restore["restored_uuid"].as_str().unwrap_or("").to_owned();
-    if restored != receipt.uuid {
-        return Err(QualifyError::Failed(format!(
-            "the second allocation restored checkpoint {restored:?} but the receipt names {}",
-            receipt.uuid
-        )));
-    }
+    let restored_uuid = restore["restored_uuid"].as_str().unwrap_or("").to_owned();
+    let restored_step = restore["restored_step"].as_u64().unwrap_or(0);
+    let interruption = match (receipt, opts.kill_during_save_at) {
+        (Some(receipt), _) => {
+            if restored_uuid != receipt.uuid {
+                return Err(QualifyError::Failed(format!(
+                    "the second allocation restored checkpoint {restored_uuid:?} but the receipt names {}",
+                    receipt.uuid
+                )));
+            }
+            Interruption {
+                kind: "pause".into(),
+                step: receipt.step,
+                uuid_at_pause: Some(receipt.uuid),
+                paused_allocation: receipt.allocation,
+                uuid_at_restore: restored_uuid,
+                restored_allocation: restore["allocation"].as_str().unwrap_or("").to_owned(),
+                restored_run_id: 2,
+            }
+        }
+        (None, step) => {
+            let killed = step.unwrap_or(0);
+            // The half-written save of the killed step must never be adopted.
+            if restored_step + 1 != killed {
+                return Err(QualifyError::Failed(format!(
+                    "after a kill in the save of step {killed} the restart restored step {restored_step}"
+                )));
+            }
+            Interruption {
+                kind: "kill-during-save".into(),
+                step: restored_step,
+                uuid_at_pause: None,
+                paused_allocation: records
+                    .first()
+                    .and_then(|r| r["allocation"].as_str())
+                    .unwrap_or("")
+                    .to_owned(),
+                uuid_at_restore: restored_uuid,
+                restored_allocation: restore["allocation"].as_str().unwrap_or("").to_owned(),
+                restored_run_id: 2,
+            }
+        }
+    };
     if end != State::Completed {
         return Err(QualifyError::Failed(format!(
             "the managed run ended {}",
@@ -184,72 +186,43 @@ async fn drive(
     Ok(ManagedRecovery {
         experiment_id: run.experiment,
         trial_id: run.trial,
-        interruption: Interruption {
-            kind: "pause".into(),
-            step: receipt.step,
-            uuid_at_pause: Some(receipt.uuid.clone()),
-            paused_allocation: receipt.allocation,
-            uuid_at_restore: restored,
-            restored_allocation: restore["allocation"].as_str().unwrap_or("").to_owned(),
-            restored_run_id: 2,
-        },
+        interruption,
         checkpoints_listed: listed.checkpoints.len() as u64,
         run_dir,
     })
 }
 
-/// The kill: the trial dies mid-save at `step` (no receipt, no ack); the restarted allocation
-/// must restore the last sealed checkpoint before it, never the half-written one, and complete.
-async fn recover_from_kill(
+/// Pauses once the metric of `pause_after_step` is visible, waits for the durable receipt and
+/// the PAUSED state, and activates again; returns the receipt.
+async fn pause(
     opts: &ManagedOptions,
     client: &Client,
     run: &crate::qualify::Run,
-    run_dir: PathBuf,
-    step: u64,
-) -> Result<ManagedRecovery, QualifyError> {
-    let end = wait_terminal(client, run, opts.timeout).await?;
-    let records = allocation_records(&run_dir);
-    let restore = records
-        .iter()
-        .find(|r| r["trial_run_id"] == 2 && r.get("restored_uuid").is_some())
-        .ok_or_else(|| {
-            QualifyError::Failed(format!(
-                "the killed trial was not restarted; it ended {}",
-                end.as_str()
-            ))
-        })?;
-    let restored_step = restore["restored_step"].as_u64().unwrap_or(0);
-    if restored_step + 1 != step {
-        return Err(QualifyError::Failed(format!(
-            "after a kill in the save of step {step} the restart restored step {restored_step}"
-        )));
-    }
-    if end != State::Completed {
-        return Err(QualifyError::Failed(format!(
-            "the restarted run ended {}",
-            end.as_str()
-        )));
-    }
-    let listed = client
-        .list_checkpoints(run.experiment, CheckpointSortBy::BatchNumber, false)
-        .await?;
-    Ok(ManagedRecovery {
-        experiment_id: run.experiment,
-        trial_id: run.trial,
-        interruption: Interruption {
-            kind: "kill-during-save".into(),
-            step: restored_step,
-            uuid_at_pause: None,
-            paused_allocation: records
-                .first()
-                .and_then(|r| r["allocation"].as_str())
-                .unwrap_or("")
-                .to_owned(),
-            uuid_at_restore: restore["restored_uuid"].as_str().unwrap_or("").to_owned(),
-            restored_allocation: restore["allocation"].as_str().unwrap_or("").to_owned(),
-            restored_run_id: 2,
-        },
-        checkpoints_listed: listed.checkpoints.len() as u64,
-        run_dir,
+    run_dir: &Path,
+) -> Result<Receipt, QualifyError> {
+    poll("the step metric to pause after", opts.timeout, || async {
+        let metrics = client.trial_metrics(run.trial, "training").await?;
+        Ok(metrics
+            .iter()
+            .any(|m| u64::try_from(m.total_batches).is_ok_and(|s| s >= opts.pause_after_step))
+            .then_some(()))
     })
+    .await?;
+    client
+        .experiment_action(run.experiment, ExperimentAction::Pause)
+        .await?;
+    let receipt = poll(
+        "the preempted_at_checkpoint receipt",
+        opts.timeout,
+        || async { Ok(Receipt::read(run_dir)?) },
+    )
+    .await?;
+    poll("the PAUSED state", opts.timeout, || async {
+        Ok((state_of(client, run).await? == State::Paused).then_some(()))
+    })
+    .await?;
+    client
+        .experiment_action(run.experiment, ExperimentAction::Activate)
+        .await?;
+    Ok(receipt)
 }
