@@ -108,6 +108,29 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         passed += p;
         failed += f;
     }
+    // Each backend's qualification against its real server, with the same release binary.
+    for backend in ["openenv", "nemo"] {
+        if failed > 0 {
+            break;
+        }
+        let out = format!("target/qualify-{backend}-ci-{}", std::process::id());
+        match crate::qualify_backend::qualify_backend(
+            root,
+            backend,
+            &["--output".to_owned(), out.clone()],
+            &["cuda"],
+        ) {
+            Ok(dir) => {
+                println!("qualify {backend}: 1 passed, 0 failed");
+                passed += 1;
+                std::fs::remove_dir_all(dir)?;
+            }
+            Err(e) => {
+                println!("qualify {backend}: 0 passed, 1 failed ({e}); see {out}");
+                failed += 1;
+            }
+        }
+    }
     println!("ci: {passed} passed, {failed} failed");
     eprintln!("ci: done in {:.0} s", started.elapsed().as_secs_f64());
     if failed > 0 {

@@ -402,9 +402,18 @@ pub(crate) fn envs(root: &Path) -> Result<(u64, u64)> {
     Ok((passed, failed))
 }
 
-/// A plan `work/<name>.json` of `steps` steps on the tiny test model (written to
-/// `target/tiny-model` when absent) with `environment` and `grpo`, one checkpoint per step.
-fn training_plan(
+/// The tiny test model in `target/tiny-model`, written when absent.
+pub(crate) fn tiny_model(root: &Path) -> PathBuf {
+    let tiny = target_dir(root).join("tiny-model");
+    if !tiny.join("config.json").is_file() {
+        hr_tests::tiny_model::write_tiny_model(&tiny, &hr_tests::tiny_model::TinySpec::default());
+    }
+    tiny
+}
+
+/// A plan `work/<name>.json` of `steps` steps on the tiny test model with `environment` and
+/// `grpo`, one checkpoint per step.
+pub(crate) fn training_plan(
     root: &Path,
     work: &Path,
     name: &str,
@@ -412,10 +421,7 @@ fn training_plan(
     grpo: &serde_json::Value,
     steps: u64,
 ) -> Result<PathBuf> {
-    let tiny = target_dir(root).join("tiny-model");
-    if !tiny.join("config.json").is_file() {
-        hr_tests::tiny_model::write_tiny_model(&tiny, &hr_tests::tiny_model::TinySpec::default());
-    }
+    let tiny = tiny_model(root);
     let plan = serde_json::json!({
         "schema_version": 1,
         "name": name,

@@ -10,6 +10,7 @@ mod ci;
 mod conformance;
 mod fetch_model;
 mod python;
+mod qualify_backend;
 mod tidy;
 
 use std::{
@@ -44,6 +45,13 @@ Tasks:
   qualify native [--plan FILE] [--output runs/NAME] [--control skip-rng|drop-optimizer|cursor-off-by-one]
               the plan (default plans/native-tiny.json on the tiny test model) uninterrupted, then
               stopped after step 2 and resumed in a new process; writes runs/NAME/proof.json
+  qualify openenv|nemo [--output runs/NAME] [--model DIR] [--master URL]
+              the backend's four-step plan (tiny test model unless --model) against its real
+              server (installed as for conformance envs), with the release binary: qualify native
+              (stopped after step 2, resumed in a new process) into runs/NAME/native/proof.json,
+              then qualify managed (a trial on a devmaster unless --master, paused after step 1,
+              activated, restored from the receipt's checkpoint) into
+              runs/NAME/managed/managed-proof.json; exit 0 only when both are equal
   bench seal [--size-mib N]
               seal and verify throughput of an N MiB snapshot (default 1024) next to sha256sum
   bench policy [--backend flex|ndarray] [--tiny-only]
@@ -71,7 +79,12 @@ fn main() -> Result<()> {
         Some("qualify") => match args.get(1).map(String::as_str) {
             Some("cpu") => qualify_cpu(&root, &args[2..]),
             Some("native") => qualify_native(&root, &args[2..], &[]).map(|_| ()),
-            other => bail!("unknown qualification {other:?}: available: cpu, native\n\n{HELP}"),
+            Some(backend @ ("openenv" | "nemo")) => {
+                qualify_backend::qualify_backend(&root, backend, &args[2..], &[]).map(|_| ())
+            }
+            other => bail!(
+                "unknown qualification {other:?}: available: cpu, native, openenv, nemo\n\n{HELP}"
+            ),
         },
         Some("conformance") => match args.get(1).map(String::as_str) {
             Some("det") => {

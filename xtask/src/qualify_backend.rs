@@ -1,0 +1,93 @@
+//! `cargo xtask qualify openenv|nemo`: a backend's four-step qualification against its real
+//! server, native then managed, with the release binary.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+
+use crate::conformance::{RealServers, training_plan};
+use crate::{describe, release_binary, timestamped};
+
+/// The plan's steps: the seed's four-step qualification.
+const STEPS: u64 = 4;
+
+/// Runs `qualify native` then `qualify managed` of the backend's plan in a fresh `--output`
+/// (default `runs/qualify-<backend>-<time>`); `--model DIR` replaces the tiny test model,
+/// `--master URL` a real master for the devmaster. Returns the output folder.
+pub(crate) fn qualify_backend(
+    root: &Path,
+    backend: &str,
+    args: &[String],
+    features: &[&str],
+) -> Result<PathBuf> {
+    let (mut output, mut model, mut master) = (None, None, None);
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        match a.as_str() {
+            "--output" => output = rest.next().cloned(),
+            "--model" => model = rest.next().cloned(),
+            "--master" => master = rest.next().cloned(),
+            other => bail!(
+                "qualify {backend}: unknown argument {other:?}: use --output runs/NAME, --model DIR, --master URL"
+            ),
+        }
+    }
+    let output =
+        root.join(output.unwrap_or_else(|| timestamped(&format!("runs/qualify-{backend}"))));
+    if output.exists() {
+        bail!(
+            "qualify {backend}: {} exists; give a fresh --output",
+            output.display()
+        );
+    }
+    std::fs::create_dir_all(&output)?;
+    let servers = RealServers::setup()?;
+    let environment = match backend {
+        "openenv" => servers.openenv_environment(),
+        "nemo" => servers.nemo_environment(),
+        other => bail!("qualify: unknown backend {other:?}: use openenv or nemo"),
+    };
+    let grpo = serde_json::json!({"tasks_per_step": 1, "num_generations": 4,
+        "max_completion_length": 32, "max_turn_tokens": 16, "max_turns": 2});
+    let plan = training_plan(root, &output, "plan", &environment, &grpo, STEPS)?;
+    if let Some(model) = model {
+        let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&plan)?)?;
+        value["model"]["path"] = serde_json::json!(std::path::absolute(model)?);
+        std::fs::write(&plan, serde_json::to_vec_pretty(&value)?)?;
+    }
+    let binary = release_binary(root, features)?;
+    let stage = |name: &str, extra: &[&str]| -> Result<f64> {
+        let started = Instant::now();
+        let mut cmd = Command::new(&binary);
+        cmd.current_dir(root)
+            .args(["qualify", name, "--plan"])
+            .arg(&plan)
+            .arg("--output")
+            .arg(output.join(name))
+            .args(extra);
+        eprintln!("$ {}", describe(&cmd));
+        let status = cmd
+            .status()
+            .with_context(|| format!("running qualify {name}"))?;
+        if !status.success() {
+            bail!(
+                "qualify {backend}: the {name} qualification failed ({status}); see {}",
+                output.display()
+            );
+        }
+        Ok(started.elapsed().as_secs_f64())
+    };
+    let native = stage("native", &[])?;
+    let managed = match &master {
+        Some(url) => stage("managed", &["--master", url])?,
+        None => stage("managed", &[])?,
+    };
+    println!(
+        "qualify {backend}: native {native:.0} s ({}), managed {managed:.0} s ({})",
+        output.join("native/proof.json").display(),
+        output.join("managed/managed-proof.json").display()
+    );
+    Ok(output)
+}
