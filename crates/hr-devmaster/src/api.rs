@@ -371,6 +371,7 @@ fn start_trial(m: &Arc<Master>, experiment: i32) {
                         searcher_completed: false,
                         progress: 0.0,
                         allocated: false,
+                        process: None,
                     },
                 );
                 if let Some(e) = state.experiments.get_mut(&experiment) {

@@ -35,6 +35,15 @@ pub(crate) fn recover(master: &Arc<Master>) {
         let mut state = master.state();
         let mut restart = Vec::new();
         for trial in state.trials.values_mut() {
+            // Fencing: an allocation of the crashed devmaster that still runs is stopped before
+            // a new one starts (it could no longer publish anyway: its run is stale).
+            if let Some(p) = trial.process.take().filter(crate::state::ProcessRef::alive) {
+                eprintln!(
+                    "devmaster: stopping trial {}'s allocation of the previous devmaster (process group {})",
+                    trial.id, p.pid
+                );
+                kill_group(p.pid);
+            }
             if trial.allocated {
                 trial.allocated = false;
                 if trial.state == State::Active {
@@ -281,6 +290,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
     if let Some(t) = state.trials.get_mut(&trial_id) {
         t.run_id = run_id;
         t.allocated = true;
+        t.process = child.id().and_then(crate::state::ProcessRef::of);
     }
     master.persist(&state);
     let (preempt, _) = watch::channel(false);
@@ -344,6 +354,7 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
         };
         if let Some(t) = state.trials.get_mut(&trial_id) {
             t.allocated = false;
+            t.process = None;
             t.state = trial_state;
             t.restarts = restarts;
             if trial_state.is_terminal() {

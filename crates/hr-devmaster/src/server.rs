@@ -126,4 +126,11 @@ impl Devmaster {
         self.server.abort();
         crate::scheduler::kill_all(&self.master);
     }
+
+    /// Stops serving and leaves every trial process running, as a crash of the devmaster would
+    /// (for recovery tests).
+    #[doc(hidden)]
+    pub fn abandon(self) {
+        self.server.abort();
+    }
 }

@@ -45,6 +45,45 @@ pub(crate) struct TrialRec {
     pub(crate) progress: f64,
     /// Whether an allocation was running when the state was last saved.
     pub(crate) allocated: bool,
+    /// The running allocation's process group, so that a restarted devmaster can stop it.
+    #[serde(default)]
+    pub(crate) process: Option<ProcessRef>,
+}
+
+/// A process group leader, identified with its start time so that a reused pid is never
+/// mistaken for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct ProcessRef {
+    /// The pid (= process group id).
+    pub(crate) pid: u32,
+    /// Its start time in clock ticks since boot (`/proc/<pid>/stat`, field 22).
+    pub(crate) start_ticks: u64,
+}
+
+impl ProcessRef {
+    /// The live process `pid`, if it exists.
+    pub(crate) fn of(pid: u32) -> Option<Self> {
+        Some(Self {
+            pid,
+            start_ticks: start_ticks(pid)?,
+        })
+    }
+
+    /// Whether this very process (not a later one with the same pid) still runs.
+    pub(crate) fn alive(&self) -> bool {
+        start_ticks(self.pid) == Some(self.start_ticks)
+    }
+}
+
+fn start_ticks(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // After the parenthesised command name: state is field 3, start time field 22.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let mut fields = rest.split_whitespace();
+    if fields.next()? == "Z" {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 /// One reported checkpoint.

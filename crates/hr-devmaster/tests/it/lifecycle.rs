@@ -226,3 +226,39 @@ async fn exit_zero_completes_and_commands_run_to_termination() {
     );
     master.shutdown();
 }
+
+/// Whether `pid` runs (a zombie waiting to be reaped does not).
+fn running(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rfind(')').map(|i| !s[i + 2..].starts_with('Z')))
+        .unwrap_or(false)
+}
+
+#[tokio::test]
+async fn a_restarted_devmaster_stops_the_allocations_of_the_one_that_crashed() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let pidfile = tmp.path().join("trial.pid");
+    let (master, client) = start(&tmp.path().join("state"), Duration::from_secs(5)).await;
+    let script = format!("echo $$ > {}; exec sleep 300", pidfile.display());
+    let exp = client
+        .create_experiment(&config(&script, 0), None, true)
+        .await
+        .expect("create");
+    eventually("the trial runs", || async { pidfile.is_file() }).await;
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    assert!(running(pid));
+    // The devmaster dies; its trial process lives on, with a run the next devmaster replaces.
+    master.abandon();
+    std::fs::remove_file(&pidfile).expect("rm");
+    let (master, client) = start(&tmp.path().join("state"), Duration::from_secs(5)).await;
+    eventually("the old allocation is stopped", || async { !running(pid) }).await;
+    eventually("a new allocation runs", || async { pidfile.is_file() }).await;
+    let trials = client.list_trials(exp.experiment.id).await.expect("trials");
+    assert_eq!(trials.trials[0].state, State::Active);
+    master.shutdown();
+}
