@@ -360,7 +360,7 @@ fn the_deadline_is_fixed_at_the_first_start_and_ends_a_resumed_run_with_a_final_
 }
 
 #[test]
-fn a_checkpoint_whose_payload_or_source_differs_is_refused_at_restore() -> Result<()> {
+fn a_checkpoint_whose_payload_manifest_or_source_differs_is_refused_at_restore() -> Result<()> {
     let s = setup(3, 100);
     ok(
         &s,
@@ -415,7 +415,8 @@ fn a_checkpoint_whose_payload_or_source_differs_is_refused_at_restore() -> Resul
         .path()
         .join(snapshot(&s, "runs/a", 1))
         .join("payload/native/adapter_model.safetensors");
-    let mut bytes = std::fs::read(&adapter)?;
+    let original = std::fs::read(&adapter)?;
+    let mut bytes = original.clone();
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     std::fs::write(&adapter, bytes)?;
@@ -430,10 +431,38 @@ fn a_checkpoint_whose_payload_or_source_differs_is_refused_at_restore() -> Resul
     ]);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(stderr.contains("restore refused"), "{stderr}");
+    assert!(
+        stderr.contains("restore refused: digest mismatch"),
+        "{stderr}"
+    );
     assert!(
         !s.path().join("runs/d/evidence.jsonl").exists(),
         "nothing adopted"
+    );
+
+    // One changed manifest byte (the payload restored): the seal no longer covers it.
+    std::fs::write(&adapter, original)?;
+    let manifest = s
+        .path()
+        .join(snapshot(&s, "runs/a", 1))
+        .join("MANIFEST.json");
+    let mut bytes = std::fs::read(&manifest)?;
+    bytes.push(b' ');
+    std::fs::write(&manifest, bytes)?;
+    let out = s.run(&[
+        "train",
+        "--plan",
+        "plan.json",
+        "--output",
+        "runs/e",
+        "--resume",
+        "runs/a",
+    ]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("restore refused: manifest digest mismatch"),
+        "{stderr}"
     );
     Ok(())
 }
