@@ -50,8 +50,7 @@ fn checkpoint(s: &Scratch, run: &str, step: u64) -> Option<String> {
     listed
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|c| c["steps_completed"] == step)
-        .last()
+        .rfind(|c| c["steps_completed"] == step)
         .map(|c| {
             format!(
                 "{run}/core/checkpoints/{}",

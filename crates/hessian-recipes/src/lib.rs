@@ -67,8 +67,8 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Devmaster(args) => devmaster::run(&args),
         cli::Command::Cluster { command } => cluster::run(command),
         cli::Command::Generate(args) => generate::run(args),
-        cli::Command::Train(args) => train::run(args),
-        cli::Command::ManagedTraining(args) => train::managed(args),
+        cli::Command::Train(args) => train::run(&args),
+        cli::Command::ManagedTraining(args) => train::managed(&args),
         cli::Command::Managed {
             command: cli::ManagedCommand::Prepare(args),
         } => prepare::run(&args),

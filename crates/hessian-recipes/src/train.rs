@@ -25,7 +25,7 @@ fn load_plan(path: &Path) -> anyhow::Result<Plan> {
     Plan::from_file(path).map_err(|e| Refused(e.to_string()).into())
 }
 
-pub(crate) fn run(args: TrainArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     let plan = load_plan(&args.plan)?;
     if args.stop_after_step == Some(0) {
         return Err(Refused("--stop-after-step must be at least 1".to_owned()).into());
@@ -88,14 +88,14 @@ fn managed_plan(args: &ManagedTrainingArgs) -> anyhow::Result<Plan> {
     Ok(plan)
 }
 
-pub(crate) fn managed(args: ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
+pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
     if args.max_wall_seconds == 0 || args.gpu_budget_seconds == 0 {
         return Err(Refused(
             "--max-wall-seconds and --gpu-budget-seconds must be at least 1".to_owned(),
         )
         .into());
     }
-    let plan = managed_plan(&args)?;
+    let plan = managed_plan(args)?;
     let core = CoreContext::from_environment().map_err(|e| {
         Refused(format!(
             "managed-training runs inside a Determined trial (the experiment's entrypoint): {e}; \
@@ -159,7 +159,7 @@ impl OnBackend for Job {
         let Job { opts, core } = self;
         let (run_dir, plan_name): (PathBuf, String) =
             (opts.run_dir.clone(), opts.plan.name.clone());
-        let outcome = hr_train::run::<B>(opts, core, device, name).map_err(exit_error)?;
+        let outcome = hr_train::run::<B>(opts, core, &device, name).map_err(exit_error)?;
         let rows: Vec<serde_json::Value> =
             std::fs::read_to_string(run_dir.join(hr_train::METRICS_FILE))?
                 .lines()

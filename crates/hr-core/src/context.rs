@@ -235,17 +235,17 @@ impl CoreContext {
             Mode::Cluster { client } => {
                 let steps = i32::try_from(steps)
                     .map_err(|_| CoreError::Environment("steps_completed exceeds int32".into()))?;
-                let send = || {
+                let send = |metrics: Value| {
                     client.report_metrics(
                         self.info.trial_id,
                         self.info.trial_run_id,
                         group,
                         steps,
-                        metrics.clone(),
+                        metrics,
                         None,
                     )
                 };
-                match self.runtime.block_on(send()) {
+                match self.runtime.block_on(send(metrics.clone())) {
                     // The answer was lost: the report counts if the master holds it.
                     Err(hr_det::DetError::Unconfirmed { .. }) => {
                         let held = self
@@ -256,7 +256,7 @@ impl CoreContext {
                                 m.trial_run_id == self.info.trial_run_id && m.total_batches == steps
                             });
                         if !held {
-                            self.runtime.block_on(send())?;
+                            self.runtime.block_on(send(metrics))?;
                         }
                         Ok(())
                     }

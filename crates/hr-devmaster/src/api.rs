@@ -36,6 +36,7 @@ pub(crate) fn router(master: Arc<Master>) -> Router {
 }
 
 /// Logs every 5xx answer (which clients retry) with its method, path and reason.
+#[allow(clippy::print_stderr)] // the devmaster's operational log
 async fn log_server_errors(
     req: axum::extract::Request,
     next: axum::middleware::Next,

@@ -6,7 +6,7 @@
 //! 1 trial latest.
 
 use std::collections::BTreeSet;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use hr_det::wire::CheckpointState;
 use serde_json::Value;
@@ -115,7 +115,7 @@ pub(crate) fn collect(
     state: &mut MasterState,
     id: i32,
     config: &Value,
-    storage: Option<PathBuf>,
+    storage: Option<&Path>,
 ) -> Vec<PathBuf> {
     let doomed = unretained(state, id, config);
     let mut folders = Vec::new();
@@ -125,7 +125,7 @@ pub(crate) fn collect(
         .filter(|c| doomed.contains(&c.checkpoint.uuid))
     {
         c.checkpoint.state = CheckpointState::Deleted;
-        if let Some(base) = &storage {
+        if let Some(base) = storage {
             folders.push(base.join(&c.checkpoint.uuid));
         }
     }

@@ -1,6 +1,9 @@
 //! Scheduling: trial allocations and commands as child processes (each in its own process
 //! group), their exits, and the pause / activate / kill / cancel transitions with the master's
 //! preemption protocol.
+// The devmaster's operational log (stale allocations stopped, GC failures, foreign info files)
+// goes to its stderr, like a master's log.
+#![allow(clippy::print_stderr)]
 
 use std::{
     path::{Path, PathBuf},
@@ -368,7 +371,12 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
             }
         }
         let collected = if exp_state.is_terminal() {
-            crate::gc::collect(&mut state, exp.id, &exp.config, storage_dir(&exp.config))
+            crate::gc::collect(
+                &mut state,
+                exp.id,
+                &exp.config,
+                storage_dir(&exp.config).as_deref(),
+            )
         } else {
             Vec::new()
         };

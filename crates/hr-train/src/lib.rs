@@ -9,6 +9,9 @@
 //! It runs on a [`hr_core::CoreContext`]: in local mode for `hessian-recipes train`, with a
 //! trial's context for `hessian-recipes managed-training`; there is no second loop. It is generic
 //! over the Burn backend; choosing one, parsing flags and drawing plots belong to the binary.
+// A run reports its progress (one line per step, checkpoints, the stop) on stderr, as the
+// trainers it stands beside do; stdout stays for the binary.
+#![allow(clippy::print_stderr)]
 
 mod config;
 mod control;

@@ -198,7 +198,7 @@ fn last_loss(metrics: &str) -> f64 {
 pub fn run<B: Backend>(
     opts: RunOptions,
     core: CoreContext,
-    device: B::Device,
+    device: &B::Device,
     label: &str,
 ) -> Result<Outcome, TrainError> {
     let started = Instant::now();
@@ -253,7 +253,7 @@ pub fn run<B: Backend>(
 
     let model = &plan.model.path;
     let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
-    let policy = Policy::<Autodiff<B>>::load(model, &device)?;
+    let policy = Policy::<Autodiff<B>>::load(model, device)?;
     let (task_list, mut service, mut env) = environment(&plan, &run_dir.join("service.log"))?;
     let config = grpo_config(&plan);
     let (mut trainer, mut sampler, mut progress, budget) = match &restored {
@@ -292,7 +292,7 @@ pub fn run<B: Backend>(
                 policy.config(),
                 lora,
                 &mut PolicyRng::from_seed(plan.seeds.adapter_init),
-                &device,
+                device,
             );
             let trainer = Trainer::new(
                 policy,
