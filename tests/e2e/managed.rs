@@ -56,6 +56,59 @@ fn a_paused_and_activated_trial_restores_the_receipts_checkpoint_and_equals_the_
     assert!((1..6).contains(&step), "paused mid-run: {proof}");
     // One checkpoint per step, each published once (the terminal save is not repeated).
     assert_eq!(proof["checkpoints_listed"], 6, "{proof}");
+
+    // `proof verify` re-checks it against the run folders and checkpoints...
+    let verify = |proof: &str| {
+        let out = s.run(&["proof", "verify", proof]);
+        (out.status.code(), text(&out).0)
+    };
+    let (code, stdout) = verify("q/managed-proof.json");
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("pause at step"), "{stdout}");
+    // ...and refuses it once one recorded reward of the managed run is changed,
+    let run_dir = proof["run_dir"].as_str().expect("run_dir");
+    let evidence = std::path::Path::new(run_dir).join("evidence.jsonl");
+    let original = std::fs::read_to_string(&evidence).expect("evidence");
+    let tampered = original.replacen("\"rewards\":[", "\"rewards\":[0.5,", 1);
+    std::fs::write(&evidence, &tampered).expect("write");
+    let (code, stdout) = verify("q/managed-proof.json");
+    assert_eq!(code, Some(3), "{stdout}");
+    // ...or once a step is missing.
+    let truncated: String = original.lines().take(5).map(|l| format!("{l}\n")).collect();
+    std::fs::write(&evidence, truncated).expect("write");
+    let (code, stdout) = verify("q/managed-proof.json");
+    assert_eq!(code, Some(3), "{stdout}");
+    assert!(stdout.contains("holds 5 steps, not 6"), "{stdout}");
+}
+
+#[test]
+fn proof_verify_rechecks_a_native_proof_and_refuses_a_tampered_copy() {
+    let s = setup();
+    let out = s.run(&["qualify", "native", "--plan", "plan.json", "--output", "n"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let verify = || {
+        let out = s.run(&["proof", "verify", "n/proof.json"]);
+        (out.status.code(), text(&out).0)
+    };
+    let (code, stdout) = verify();
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("stopped after 2 and resumed"), "{stdout}");
+    // A checkpoint of the resumed run no longer matches its seal: the proof does not hold.
+    let listed = std::fs::read_to_string(s.path().join("n/resumed/core/checkpoints.jsonl"))
+        .expect("checkpoints");
+    let first: serde_json::Value =
+        serde_json::from_str(listed.lines().next().expect("one")).expect("json");
+    let cursor = s
+        .path()
+        .join("n/resumed/core/checkpoints")
+        .join(first["uuid"].as_str().expect("uuid"))
+        .join("payload/data_cursor.json");
+    let mut bytes = std::fs::read(&cursor).expect("cursor");
+    bytes.push(b' ');
+    std::fs::write(&cursor, bytes).expect("write");
+    let (code, stdout) = verify();
+    assert_eq!(code, Some(3), "{stdout}");
 }
 
 #[test]

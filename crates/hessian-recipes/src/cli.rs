@@ -208,8 +208,11 @@ pub(crate) struct QualifyCpuArgs {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ProofCommand {
-    /// Re-check a proof against the sealed snapshots it names: exit 0 when it holds and says
-    /// equal, 1 when it holds and says not equal, 3 when the evidence does not match.
+    /// Re-check a proof (qualify cpu, native or managed) against the run folders and sealed
+    /// checkpoints it names: every step's evidence present, the verdict following from it, the
+    /// interruption where the proof says (the restored step; for a pause, the receipt's
+    /// checkpoint), the checkpoints written by the proof's binary. Exit 0 when it holds and says
+    /// equal, 1 when it holds and says not equal, 3 when it does not hold.
     Verify {
         /// The proof.json file.
         proof: PathBuf,

@@ -5,7 +5,7 @@ use std::{process::ExitCode, time::Duration};
 use anyhow::Context;
 use hr_qualify::{
     Control, QualifyOptions, TrialControls, managed_trial_cpu, qualify_cpu, record_source,
-    verify_proof,
+    verify_managed_proof, verify_native_proof, verify_proof,
 };
 
 use crate::{cli::QualifyCpuArgs, output};
@@ -91,15 +91,38 @@ pub(crate) fn cpu(args: &QualifyCpuArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
+/// `proof verify`: re-checks a CPU lifecycle, native or managed proof by its schema.
 pub(crate) fn verify(path: &std::path::Path) -> anyhow::Result<ExitCode> {
-    match verify_proof(path) {
-        Ok(proof) => {
-            println!(
-                "proof holds: {} steps per run re-verified; equal: {}",
-                proof.resumed.steps.len(),
-                proof.equal
+    let schema = std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["schema"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let checked = match schema.as_str() {
+        hr_proof::NATIVE_PROOF_SCHEMA => verify_native_proof(path).map(|p| {
+            let what = format!(
+                "native: {} steps in each run, stopped after {} and resumed",
+                p.steps, p.stopped_after
             );
-            Ok(if proof.equal {
+            (what, p.equal)
+        }),
+        hr_proof::MANAGED_PROOF_SCHEMA => verify_managed_proof(path).map(|p| {
+            let i = &p.interruption;
+            let what = format!(
+                "managed {}: {} steps, {} at step {}, {} restored in {}",
+                p.backend, p.steps, i.kind, i.step, i.uuid_at_restore, i.restored_allocation
+            );
+            (what, p.equal)
+        }),
+        _ => verify_proof(path).map(|p| {
+            let what = format!("{} steps per run re-verified", p.resumed.steps.len());
+            (what, p.equal)
+        }),
+    };
+    match checked {
+        Ok((what, equal)) => {
+            println!("proof holds: {what}; equal: {equal}");
+            Ok(if equal {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)

@@ -7,11 +7,13 @@
 
 mod managed;
 mod native;
+mod run_folder;
 
 use std::path::{Path, PathBuf};
 
 pub use managed::{MANAGED_PROOF_SCHEMA, ManagedProof};
 pub use native::{Divergence, NATIVE_FIELDS, NATIVE_PROOF_SCHEMA, NativeProof, first_divergence};
+pub use run_folder::{ALLOCATIONS_FILE, EVIDENCE_FILE, METRICS_FILE};
 
 use hr_seal::SourceBinding;
 use serde::{Deserialize, Serialize};

@@ -15,6 +15,7 @@ mod qualify;
 mod source;
 mod training;
 mod trial;
+mod verify;
 
 pub use error::QualifyError;
 pub use fixture::{FixtureRng, FixtureState};
@@ -22,3 +23,4 @@ pub use qualify::{Control, QualifyOptions, qualify_cpu, verify_proof};
 pub use source::{SourceRecord, record_source};
 pub use training::{ManagedOptions, ManagedRecovery, managed_recovery};
 pub use trial::{TrialControls, managed_trial_cpu};
+pub use verify::{verify_managed_proof, verify_native_proof};

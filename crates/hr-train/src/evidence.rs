@@ -7,11 +7,6 @@ use hr_grpo::{DataCursor, NativeState, StepReport};
 use hr_seal::{EvidencePrefix, sha256_hex};
 use serde_json::{Value, json};
 
-/// The run folder's evidence stream, one JSON line per step.
-pub const EVIDENCE_FILE: &str = "evidence.jsonl";
-/// The run folder's metrics, one JSON line per step: `step` and TRL's metric names.
-pub const METRICS_FILE: &str = "metrics.jsonl";
-
 /// One step's metrics row.
 pub(crate) fn metrics_row(report: &StepReport) -> Value {
     let mut row = json!({"step": report.step + 1});

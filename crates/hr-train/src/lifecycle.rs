@@ -18,13 +18,10 @@ use hr_snapshot::{Binding, Budget, Publisher, RngState, TerminalKind, with_rng_p
 use serde_json::{Value, json};
 
 use crate::environment::environment;
-use crate::evidence::{EVIDENCE_FILE, METRICS_FILE, evidence_line, metrics_row, rollout_record};
+use crate::evidence::{evidence_line, metrics_row, rollout_record};
 use crate::payload::{self, Progress};
+use crate::{ALLOCATIONS_FILE, EVIDENCE_FILE, METRICS_FILE};
 use crate::{Control, TrainError, grpo_config, plan_sha256};
-
-/// The run folder's record of every allocation: what it restored, its deadline and budget at
-/// start, and how it ended.
-pub const ALLOCATIONS_FILE: &str = "allocations.jsonl";
 
 /// What to run.
 #[derive(Debug, Clone)]

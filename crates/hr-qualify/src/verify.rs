@@ -1,0 +1,182 @@
+//! Re-checking a training qualification's proof against the run folders and checkpoints it
+//! names, not only its digests: every run has all its steps of evidence, the recorded verdict
+//! follows from that evidence, the interruption happened where the proof says (the allocation
+//! that resumed restored that step, and for a pause exactly the receipt's checkpoint), and the
+//! checkpoints verify with the proof's source binding.
+
+use std::path::Path;
+
+use hr_proof::{
+    ALLOCATIONS_FILE, EVIDENCE_FILE, MANAGED_PROOF_SCHEMA, ManagedProof, NATIVE_PROOF_SCHEMA,
+    NativeProof, first_divergence,
+};
+use hr_seal::{Expectations, SourceBinding, Trust, verify};
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
+
+use crate::QualifyError;
+
+fn failed(why: impl Into<String>) -> QualifyError {
+    QualifyError::Failed(why.into())
+}
+
+fn read_proof<T: DeserializeOwned>(path: &Path, schema: &str) -> Result<T, QualifyError> {
+    let bytes = std::fs::read(path).map_err(QualifyError::io("read", path))?;
+    let value: Value =
+        serde_json::from_slice(&bytes).map_err(|e| failed(format!("{}: {e}", path.display())))?;
+    if value["schema"] != schema {
+        return Err(failed(format!(
+            "{}: schema {} is not {schema}",
+            path.display(),
+            value["schema"]
+        )));
+    }
+    serde_json::from_value(value).map_err(|e| failed(format!("{}: {e}", path.display())))
+}
+
+/// A run folder's evidence, which must hold exactly `steps` steps.
+fn evidence(run: &Path, steps: u64) -> Result<Vec<Map<String, Value>>, QualifyError> {
+    let path = run.join(EVIDENCE_FILE);
+    let text = std::fs::read_to_string(&path).map_err(QualifyError::io("read", &path))?;
+    let lines: Vec<Map<String, Value>> = text
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .map_err(|e| failed(format!("{}: {e}", path.display())))?;
+    if lines.len() as u64 != steps {
+        return Err(failed(format!(
+            "{} holds {} steps, not {steps}",
+            path.display(),
+            lines.len()
+        )));
+    }
+    Ok(lines)
+}
+
+fn allocations(run: &Path) -> Vec<Value> {
+    std::fs::read_to_string(run.join(ALLOCATIONS_FILE))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// Checks that the recorded verdict follows from the two evidence streams.
+fn check_verdict(
+    reference: &[Map<String, Value>],
+    resumed: &[Map<String, Value>],
+    recorded: Option<&hr_proof::Divergence>,
+    equal: bool,
+) -> Result<(), QualifyError> {
+    let divergence = first_divergence(reference, resumed);
+    if divergence.as_ref() != recorded || equal != divergence.is_none() {
+        return Err(failed(format!(
+            "the recorded verdict (equal: {equal}, divergence {recorded:?}) does not follow from \
+             the evidence (divergence {divergence:?})"
+        )));
+    }
+    Ok(())
+}
+
+/// Verifies the checkpoint `dir` at `step` against the proof's source binding.
+fn check_checkpoint(dir: &Path, source: &SourceBinding, step: u64) -> Result<(), QualifyError> {
+    let expect = Expectations {
+        trust: Trust::DigestOnly,
+        source: Some(source.clone()),
+        step: Some(step),
+        ..Expectations::default()
+    };
+    verify(dir, &expect)?;
+    Ok(())
+}
+
+/// Re-checks a native qualification proof (`qualify native`).
+pub fn verify_native_proof(path: &Path) -> Result<NativeProof, QualifyError> {
+    let p: NativeProof = read_proof(path, NATIVE_PROOF_SCHEMA)?;
+    let reference = evidence(&p.reference, p.steps)?;
+    let resumed = evidence(&p.resumed, p.steps)?;
+    evidence(&p.interrupted, p.stopped_after)?;
+    check_verdict(&reference, &resumed, p.first_divergence.as_ref(), p.equal)?;
+    // The interruption: the resumed run's only allocation restored the stopped step.
+    let first = allocations(&p.resumed)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
+    if first["restored_step"].as_u64() != Some(p.stopped_after) {
+        return Err(failed(format!(
+            "the resumed run restored step {} but the proof says it stopped after {}",
+            first["restored_step"], p.stopped_after
+        )));
+    }
+    // The source: every checkpoint of both interrupted runs was written by the proof's binary.
+    for run in [&p.interrupted, &p.resumed] {
+        let core = run.join("core");
+        let listed = std::fs::read_to_string(core.join("checkpoints.jsonl"))
+            .map_err(QualifyError::io("read", &core))?;
+        for line in listed.lines() {
+            let c: Value = serde_json::from_str(line).map_err(|e| failed(e.to_string()))?;
+            let (uuid, step) = (
+                c["uuid"].as_str().unwrap_or(""),
+                c["steps_completed"].as_u64(),
+            );
+            check_checkpoint(
+                &core.join("checkpoints").join(uuid),
+                &p.source,
+                step.unwrap_or(0),
+            )?;
+        }
+    }
+    Ok(p)
+}
+
+/// Re-checks a managed qualification proof (`qualify managed`).
+pub fn verify_managed_proof(path: &Path) -> Result<ManagedProof, QualifyError> {
+    let p: ManagedProof = read_proof(path, MANAGED_PROOF_SCHEMA)?;
+    let reference = evidence(&p.reference, p.steps)?;
+    let managed = evidence(&p.run_dir, p.steps)?;
+    check_verdict(&reference, &managed, p.first_divergence.as_ref(), p.equal)?;
+    let i = &p.interruption;
+    // The trial's second allocation restored the checkpoint and step the proof names.
+    let records = allocations(&p.run_dir);
+    let restore = records
+        .iter()
+        .find(|r| r["trial_run_id"] == 2 && r.get("restored_uuid").is_some())
+        .ok_or_else(|| failed("the run folder records no second allocation"))?;
+    if restore["restored_uuid"].as_str() != Some(i.uuid_at_restore.as_str())
+        || restore["restored_step"].as_u64() != Some(i.step)
+        || restore["allocation"].as_str() != Some(i.restored_allocation.as_str())
+    {
+        return Err(failed(format!(
+            "the second allocation restored {restore} but the proof says {} at step {} in {}",
+            i.uuid_at_restore, i.step, i.restored_allocation
+        )));
+    }
+    if i.kind == "pause" {
+        // A pause restores exactly the durable receipt's checkpoint (consumed at the restore).
+        let receipt = p.run_dir.join(format!(
+            "consumed-{}-{}",
+            i.uuid_at_restore,
+            hr_snapshot::RECEIPT_FILE
+        ));
+        let r: Value = std::fs::read(&receipt)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or_else(|| failed(format!("no receipt at {}", receipt.display())))?;
+        if i.uuid_at_pause.as_deref() != Some(i.uuid_at_restore.as_str())
+            || r["uuid"].as_str() != Some(i.uuid_at_restore.as_str())
+            || r["step"].as_u64() != Some(i.step)
+        {
+            return Err(failed(format!(
+                "the receipt {r} is not the restored checkpoint {} at step {}",
+                i.uuid_at_restore, i.step
+            )));
+        }
+    }
+    // The source: the restored checkpoint was written by the proof's binary.
+    let storage = p
+        .run_dir
+        .parent()
+        .ok_or_else(|| failed("the run folder has no storage folder above it"))?;
+    check_checkpoint(&storage.join(&i.uuid_at_restore), &p.source, i.step)?;
+    Ok(p)
+}
