@@ -45,7 +45,7 @@ Tasks:
   qualify native [--plan FILE] [--output runs/NAME] [--control skip-rng|drop-optimizer|cursor-off-by-one]
               the plan (default plans/native-tiny.json on the tiny test model) uninterrupted, then
               stopped after step 2 and resumed in a new process; writes runs/NAME/proof.json
-  qualify openenv|nemo [--output runs/NAME] [--model DIR] [--master URL]
+  qualify openenv|nemo [--output runs/NAME] [--model DIR] [--master URL] [--device cpu|cuda]
               the backend's four-step plan (tiny test model unless --model) against its real
               server (installed as for conformance envs), with the release binary: qualify native
               (stopped after step 2, resumed in a new process) into runs/NAME/native/proof.json,

@@ -15,22 +15,24 @@ const STEPS: u64 = 4;
 
 /// Runs `qualify native` then `qualify managed` of the backend's plan in a fresh `--output`
 /// (default `runs/qualify-<backend>-<time>`); `--model DIR` replaces the tiny test model,
-/// `--master URL` a real master for the devmaster. Returns the output folder.
+/// `--master URL` a real master for the devmaster, `--device cuda` the CPU (the release binary
+/// must then be built with the `cuda` feature). Returns the output folder.
 pub(crate) fn qualify_backend(
     root: &Path,
     backend: &str,
     args: &[String],
     features: &[&str],
 ) -> Result<PathBuf> {
-    let (mut output, mut model, mut master) = (None, None, None);
+    let (mut output, mut model, mut master, mut device) = (None, None, None, None);
     let mut rest = args.iter();
     while let Some(a) = rest.next() {
         match a.as_str() {
             "--output" => output = rest.next().cloned(),
             "--model" => model = rest.next().cloned(),
             "--master" => master = rest.next().cloned(),
+            "--device" => device = rest.next().cloned(),
             other => bail!(
-                "qualify {backend}: unknown argument {other:?}: use --output runs/NAME, --model DIR, --master URL"
+                "qualify {backend}: unknown argument {other:?}: use --output runs/NAME, --model DIR, --master URL, --device cpu|cuda"
             ),
         }
     }
@@ -57,7 +59,11 @@ pub(crate) fn qualify_backend(
         value["model"]["path"] = serde_json::json!(std::path::absolute(model)?);
         std::fs::write(&plan, serde_json::to_vec_pretty(&value)?)?;
     }
-    let binary = release_binary(root, features)?;
+    let mut features = features.to_vec();
+    if device.as_deref() == Some("cuda") && !features.contains(&"cuda") {
+        features.push("cuda");
+    }
+    let binary = release_binary(root, &features)?;
     let stage = |name: &str, extra: &[&str]| -> Result<f64> {
         let started = Instant::now();
         let mut cmd = Command::new(&binary);
@@ -79,10 +85,11 @@ pub(crate) fn qualify_backend(
         }
         Ok(started.elapsed().as_secs_f64())
     };
-    let native = stage("native", &[])?;
+    let device = ["--device", device.as_deref().unwrap_or("cpu")];
+    let native = stage("native", &device)?;
     let managed = match &master {
-        Some(url) => stage("managed", &["--master", url])?,
-        None => stage("managed", &[])?,
+        Some(url) => stage("managed", &[device[0], device[1], "--master", url])?,
+        None => stage("managed", &device)?,
     };
     println!(
         "qualify {backend}: native {native:.0} s ({}), managed {managed:.0} s ({})",

@@ -16,6 +16,16 @@ pub(crate) enum DeviceKind {
     Cuda,
 }
 
+impl DeviceKind {
+    /// The `--device` value.
+    pub(crate) fn flag(self) -> &'static str {
+        match self {
+            DeviceKind::Cpu => "cpu",
+            DeviceKind::Cuda => "cuda",
+        }
+    }
+}
+
 /// The CPU backend.
 pub(crate) type Cpu = burn::backend::Flex;
 

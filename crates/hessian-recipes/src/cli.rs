@@ -161,6 +161,9 @@ pub(crate) struct QualifyManagedArgs {
     /// it (the last sealed checkpoint) and still equal the native run.
     #[arg(long)]
     pub(crate) kill_during_save_at: Option<u64>,
+    /// Backend of the native run and of the trial's `managed-training`.
+    #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
+    pub(crate) device: crate::backend::DeviceKind,
 }
 
 #[derive(Debug, Args)]
@@ -178,6 +181,9 @@ pub(crate) struct QualifyNativeArgs {
     /// sampling RNG), drop-optimizer (fresh optimizer moments), cursor-off-by-one.
     #[arg(long, value_parser = hr_train::Control::parse)]
     pub(crate) control: Option<hr_train::Control>,
+    /// Backend of the three runs (CUDA runs are not promised to be bit-exact).
+    #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
+    pub(crate) device: crate::backend::DeviceKind,
 }
 
 #[derive(Debug, Args)]

@@ -66,10 +66,6 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
     )?;
     let binary = std::env::current_exe().context("locating this binary")?;
     let record = record_source(&binary, env!("HR_GIT_COMMIT"), &root, out)?;
-    let device = match args.device {
-        DeviceKind::Cpu => "cpu",
-        DeviceKind::Cuda => "cuda",
-    };
     let entrypoint = vec![
         profile.in_checkout(&rel(&record.binary)),
         "managed-training".to_owned(),
@@ -82,7 +78,7 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         "--gpu-budget-seconds".to_owned(),
         args.gpu_budget_seconds.to_string(),
         "--device".to_owned(),
-        device.to_owned(),
+        args.device.flag().to_owned(),
     ];
     let config = training_experiment(
         &profile,

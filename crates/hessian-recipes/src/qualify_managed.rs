@@ -64,6 +64,7 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
         .arg(&plan_path)
         .arg("--output")
         .arg(&reference)
+        .args(["--device", args.device.flag()])
         .status()
         .context("running train")?;
     if !status.success() {
@@ -87,6 +88,8 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
             backend.to_owned(),
             "--max-wall-seconds".to_owned(),
             args.timeout_seconds.to_string(),
+            "--device".to_owned(),
+            args.device.flag().to_owned(),
         ],
         steps: plan.steps,
         pause_after_step: args.pause_after_step,

@@ -13,14 +13,15 @@ use crate::Refused;
 use crate::cli::QualifyNativeArgs;
 use crate::output::create_fresh;
 
-fn train(plan: &Path, out: &Path, extra: &[String]) -> anyhow::Result<()> {
+fn train(args: &QualifyNativeArgs, out: &Path, extra: &[String]) -> anyhow::Result<()> {
     let exe = std::env::current_exe().context("locating this binary")?;
     let mut cmd = Command::new(exe);
     cmd.arg("train")
         .arg("--plan")
-        .arg(plan)
+        .arg(&args.plan)
         .arg("--output")
         .arg(out)
+        .args(["--device", args.device.flag()])
         .args(extra);
     eprintln!(
         "qualify native: train --output {} {}",
@@ -57,9 +58,9 @@ pub(crate) fn run(args: &QualifyNativeArgs) -> anyhow::Result<ExitCode> {
         out.join("interrupted"),
         out.join("resumed"),
     );
-    train(&args.plan, &reference, &[])?;
+    train(args, &reference, &[])?;
     train(
-        &args.plan,
+        args,
         &interrupted,
         &[
             "--stop-after-step".to_owned(),
@@ -71,7 +72,7 @@ pub(crate) fn run(args: &QualifyNativeArgs) -> anyhow::Result<ExitCode> {
     if let Some(control) = args.control {
         extra.extend(["--control".to_owned(), control.name().to_owned()]);
     }
-    train(&args.plan, &resumed, &extra)?;
+    train(args, &resumed, &extra)?;
     let divergence = first_divergence(&evidence(&reference)?, &evidence(&resumed)?);
     let plan_text = std::fs::read(reference.join("plan.json"))?;
     let proof = NativeProof {
