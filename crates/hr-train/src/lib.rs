@@ -20,6 +20,7 @@ mod error;
 mod evidence;
 mod lifecycle;
 mod payload;
+mod start;
 
 pub use config::{grpo_config, plan_sha256};
 pub use control::Control;

@@ -2,7 +2,6 @@
 //! allocation to stop, `stop_after_step` is reached, or the deadline or device budget runs out;
 //! then one terminal save in the seed's order.
 
-use std::collections::VecDeque;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -10,18 +9,18 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use hr_core::CoreContext;
-use hr_grpo::{DataCursor, NativeState, TaskSampler, Trainer};
 use hr_plan::Plan;
-use hr_policy::{Adapters, ChatTokenizer, LoraConfig, Policy, PolicyRng, Target};
+use hr_policy::{ChatTokenizer, Policy, PolicyRng};
 use hr_seal::{SourceBinding, Trust};
 use hr_snapshot::{Binding, Budget, Publisher, RngState, TerminalKind, with_rng_preserved};
 use serde_json::{Value, json};
 
 use crate::environment::environment;
 use crate::evidence::{evidence_line, metrics_row, rollout_record};
-use crate::payload::{self, Progress};
+use crate::payload;
+use crate::start;
 use crate::{ALLOCATIONS_FILE, EVIDENCE_FILE, METRICS_FILE};
-use crate::{Control, TrainError, grpo_config, plan_sha256};
+use crate::{Control, TrainError, plan_sha256};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -145,31 +144,6 @@ fn sync(paths: &[PathBuf]) -> Result<(), String> {
     Ok(())
 }
 
-/// Breaks the restored state on purpose (a negative control of the qualification).
-fn apply_control(
-    control: Control,
-    state: &mut NativeState,
-    cursor: &mut DataCursor,
-    plan: &Plan,
-) -> Result<(), TrainError> {
-    let bad = |e: serde_json::Error| TrainError::Restore(format!("trainer state: {e}"));
-    let mut meta: Value =
-        serde_json::from_slice(&state.files[hr_grpo::TRAINER_STATE]).map_err(bad)?;
-    match control {
-        Control::SkipRng => {
-            meta["rng"] = serde_json::to_value(PolicyRng::from_seed(plan.seeds.sampling).state())
-                .map_err(bad)?
-        }
-        Control::DropOptimizer => meta["adam_steps"] = json!({}),
-        Control::CursorOffByOne => cursor.position += 1,
-    }
-    state.files.insert(
-        hr_grpo::TRAINER_STATE.to_owned(),
-        serde_json::to_vec(&meta).map_err(bad)?,
-    );
-    Ok(())
-}
-
 /// The fault of `kill_during_save`: the process dies with a save half written, never sealed
 /// or reported.
 fn kill_self() {
@@ -252,66 +226,20 @@ pub fn run<B: Backend>(
     let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
     let policy = Policy::<Autodiff<B>>::load(model, device)?;
     let (task_list, mut service, mut env) = environment(&plan, &run_dir.join("service.log"))?;
-    let config = grpo_config(&plan);
     let (mut trainer, mut sampler, mut progress, budget) = match &restored {
-        Some(r) => {
-            let (mut state, mut progress, budget) = payload::read(&r.snapshot)?;
-            if let Some(control) = control {
-                eprintln!("control: {} applied at resume", control.name());
-                apply_control(control, &mut state, &mut progress.cursor, &plan)?;
-            }
-            let trainer = Trainer::resume(policy, tokenizer, config, &state, &r.snapshot.dir)?;
-            if trainer.step_index() != r.snapshot.manifest.step {
-                return Err(TrainError::Restore(format!(
-                    "checkpoint {} is sealed at step {} but holds trainer state of step {}",
-                    r.uuid,
-                    r.snapshot.manifest.step,
-                    trainer.step_index()
-                )));
-            }
-            let sampler = TaskSampler::at(task_list, plan.seeds.task_order, progress.cursor)?;
-            eprintln!(
-                "{label}: restored step {} from checkpoint {}",
-                r.snapshot.manifest.step, r.uuid
-            );
-            (trainer, sampler, progress, budget)
-        }
-        None => {
-            let targets = plan
-                .model
-                .lora
-                .targets
-                .iter()
-                .filter_map(|t| Target::from_name(t))
-                .collect();
-            let lora = LoraConfig::new(plan.model.lora.rank, plan.model.lora.alpha, targets)?;
-            let adapters = Adapters::init(
-                policy.config(),
-                lora,
-                &mut PolicyRng::from_seed(plan.seeds.adapter_init),
-                device,
-            );
-            let trainer = Trainer::new(
-                policy,
-                tokenizer,
-                adapters,
-                PolicyRng::from_seed(plan.seeds.sampling),
-                config,
-            )?;
-            let sampler = TaskSampler::new(task_list, plan.seeds.task_order)?;
-            let progress = Progress {
-                evidence: String::new(),
-                metrics: String::new(),
-                recent: VecDeque::new(),
-                cursor: sampler.cursor(),
-            };
-            let budget = Budget::start(
+        Some(r) => start::resume(policy, tokenizer, &plan, task_list, r, control, label)?,
+        None => start::fresh(
+            policy,
+            tokenizer,
+            &plan,
+            task_list,
+            device,
+            Budget::start(
                 unix_now(),
                 max_wall_seconds.unwrap_or(u64::MAX),
                 device_seconds_budget.unwrap_or(u64::MAX),
-            );
-            (trainer, sampler, progress, budget)
-        }
+            ),
+        )?,
     };
     let (evidence_path, metrics_path) = (run_dir.join(EVIDENCE_FILE), run_dir.join(METRICS_FILE));
     replace(&evidence_path, &progress.evidence)?;

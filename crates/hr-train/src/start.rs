@@ -1,0 +1,123 @@
+//! How an allocation starts: from the restored checkpoint (its payload already verified against
+//! the manifest's evidence), or fresh from the plan's seeds.
+
+use std::collections::VecDeque;
+
+use burn::backend::Autodiff;
+use burn::tensor::backend::Backend;
+use hr_bridge::Task;
+use hr_grpo::{DataCursor, NativeState, TaskSampler, Trainer};
+use hr_plan::Plan;
+use hr_policy::{Adapters, ChatTokenizer, LoraConfig, Policy, PolicyRng, Target};
+use hr_snapshot::{Budget, Restored};
+use serde_json::{Value, json};
+
+use crate::payload::{self, Progress};
+use crate::{Control, TrainError, grpo_config};
+
+/// The trainer, the task sampler, the run's progress and its budget.
+pub(crate) type Started<B> = (Trainer<Autodiff<B>>, TaskSampler, Progress, Budget);
+
+/// Continues from the verified checkpoint `r`, everything restored before any randomness is
+/// used; `control` breaks the restore on purpose (negative controls).
+pub(crate) fn resume<B: Backend>(
+    policy: Policy<Autodiff<B>>,
+    tokenizer: ChatTokenizer,
+    plan: &Plan,
+    tasks: Vec<Task>,
+    r: &Restored,
+    control: Option<Control>,
+    label: &str,
+) -> Result<Started<B>, TrainError> {
+    let (mut state, mut progress, budget) = payload::read(&r.snapshot)?;
+    if let Some(control) = control {
+        eprintln!("control: {} applied at resume", control.name());
+        apply_control(control, &mut state, &mut progress.cursor, plan)?;
+    }
+    let trainer = Trainer::resume(
+        policy,
+        tokenizer,
+        grpo_config(plan),
+        &state,
+        &r.snapshot.dir,
+    )?;
+    if trainer.step_index() != r.snapshot.manifest.step {
+        return Err(TrainError::Restore(format!(
+            "checkpoint {} is sealed at step {} but holds trainer state of step {}",
+            r.uuid,
+            r.snapshot.manifest.step,
+            trainer.step_index()
+        )));
+    }
+    let sampler = TaskSampler::at(tasks, plan.seeds.task_order, progress.cursor)?;
+    eprintln!(
+        "{label}: restored step {} from checkpoint {}",
+        r.snapshot.manifest.step, r.uuid
+    );
+    Ok((trainer, sampler, progress, budget))
+}
+
+/// Starts the plan from its seeds with `budget` (the deadline fixed now).
+pub(crate) fn fresh<B: Backend>(
+    policy: Policy<Autodiff<B>>,
+    tokenizer: ChatTokenizer,
+    plan: &Plan,
+    tasks: Vec<Task>,
+    device: &B::Device,
+    budget: Budget,
+) -> Result<Started<B>, TrainError> {
+    let targets = plan
+        .model
+        .lora
+        .targets
+        .iter()
+        .filter_map(|t| Target::from_name(t))
+        .collect();
+    let lora = LoraConfig::new(plan.model.lora.rank, plan.model.lora.alpha, targets)?;
+    let adapters = Adapters::init(
+        policy.config(),
+        lora,
+        &mut PolicyRng::from_seed(plan.seeds.adapter_init),
+        device,
+    );
+    let trainer = Trainer::new(
+        policy,
+        tokenizer,
+        adapters,
+        PolicyRng::from_seed(plan.seeds.sampling),
+        grpo_config(plan),
+    )?;
+    let sampler = TaskSampler::new(tasks, plan.seeds.task_order)?;
+    let progress = Progress {
+        evidence: String::new(),
+        metrics: String::new(),
+        recent: VecDeque::new(),
+        cursor: sampler.cursor(),
+    };
+    Ok((trainer, sampler, progress, budget))
+}
+
+/// Breaks the restored state on purpose (a negative control of the qualification).
+fn apply_control(
+    control: Control,
+    state: &mut NativeState,
+    cursor: &mut DataCursor,
+    plan: &Plan,
+) -> Result<(), TrainError> {
+    let bad = |e: serde_json::Error| TrainError::Restore(format!("trainer state: {e}"));
+    let mut meta: Value =
+        serde_json::from_slice(&state.files[hr_grpo::TRAINER_STATE]).map_err(bad)?;
+    match control {
+        Control::SkipRng => {
+            meta["rng"] = serde_json::to_value(PolicyRng::from_seed(plan.seeds.sampling).state())
+                .map_err(bad)?
+        }
+        Control::DropOptimizer => meta["adam_steps"] = json!({}),
+        Control::CursorOffByOne => cursor.position += 1,
+    }
+    state.files.insert(
+        hr_grpo::TRAINER_STATE.to_owned(),
+        serde_json::to_vec(&meta).map_err(bad)?,
+    );
+    Ok(())
+}
