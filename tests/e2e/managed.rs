@@ -137,6 +137,7 @@ fn managed_training_refuses_a_backend_that_is_not_the_plans_and_a_run_outside_a_
         "fixture",
         "--max-wall-seconds",
         "60",
+        "--unqualified",
     ]);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
@@ -146,8 +147,8 @@ fn managed_training_refuses_a_backend_that_is_not_the_plans_and_a_run_outside_a_
 #[test]
 fn prepare_writes_a_source_bound_experiment_that_passes_cluster_check() {
     let s = setup();
-    let prepare = |out: &str| {
-        s.run(&[
+    let prepare = |out: &str, extra: &[&str]| {
+        let mut args = vec![
             "managed",
             "prepare",
             "--plan",
@@ -160,9 +161,16 @@ fn prepare_writes_a_source_bound_experiment_that_passes_cluster_check() {
             "600",
             "--device",
             "cpu",
-        ])
+        ];
+        args.extend_from_slice(extra);
+        s.run(&args)
     };
-    let out = prepare("runs/prep");
+    // Six steps are more than the qualification: proofs, or an explicit --unqualified.
+    let out = prepare("runs/prep", &[]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("pass --proofs DIR"), "{stderr}");
+    let out = prepare("runs/prep", &["--unqualified"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
@@ -193,8 +201,14 @@ fn prepare_writes_a_source_bound_experiment_that_passes_cluster_check() {
     let check = s.run(&["cluster", "check", "runs/prep/experiment.yaml"]);
     assert!(check.status.success(), "{}", text(&check).0);
     // Never into a used folder, never outside the checkout.
-    assert_eq!(prepare("runs/prep").status.code(), Some(2));
-    assert_eq!(prepare("../elsewhere").status.code(), Some(2));
+    assert_eq!(
+        prepare("runs/prep", &["--unqualified"]).status.code(),
+        Some(2)
+    );
+    assert_eq!(
+        prepare("../elsewhere", &["--unqualified"]).status.code(),
+        Some(2)
+    );
 }
 
 #[test]
@@ -208,4 +222,67 @@ fn a_worker_killed_during_a_save_restarts_from_the_last_sealed_checkpoint_and_st
         "the half-written step 3 was never adopted"
     );
     assert_eq!(proof["checkpoints_listed"], 6, "{proof}");
+}
+
+#[test]
+fn sustained_training_needs_proofs_of_its_backend_family_and_binary() {
+    let s = setup();
+    // The four-step qualification of the six-step plan's family, as `cargo xtask qualify` lays
+    // it out.
+    let mut qual: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path().join("plan.json")).expect("plan"))
+            .expect("json");
+    qual["steps"] = json!(4);
+    qual["name"] = json!("managed-tiny-qual");
+    s.write("qual.json", &qual.to_string());
+    for (kind, out) in [("native", "proofs/native"), ("managed", "proofs/managed")] {
+        let run = s.run(&["qualify", kind, "--plan", "qual.json", "--output", out]);
+        assert!(run.status.success(), "{}", text(&run).1);
+    }
+    let managed = |plan: &str, extra: &[&str]| {
+        let mut args = vec![
+            "managed-training",
+            "--plan",
+            plan,
+            "--backend",
+            "fixture",
+            "--max-wall-seconds",
+            "60",
+        ];
+        args.extend_from_slice(extra);
+        let out = s.run(&args);
+        (out.status.code(), text(&out).1)
+    };
+    let (code, stderr) = managed("plan.json", &[]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("pass --proofs DIR"), "{stderr}");
+    // The proofs hold: the gate lets the run through to the trial (absent here).
+    let (code, stderr) = managed("plan.json", &["--proofs", "proofs"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("inside a Determined trial"), "{stderr}");
+    // Another family (another learning rate) is not qualified by them.
+    let mut other: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path().join("plan.json")).expect("plan"))
+            .expect("json");
+    other["optimizer"]["learning_rate"] = json!(0.5);
+    s.write("other.json", &other.to_string());
+    let (code, stderr) = managed("other.json", &["--proofs", "proofs"]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("another family"), "{stderr}");
+    // A tampered proof does not hold.
+    let proof = s.path().join("proofs/managed/managed-proof.json");
+    let text_before = std::fs::read_to_string(&proof).expect("proof");
+    std::fs::write(
+        &proof,
+        text_before
+            .replace("\"steps\": 6", "\"steps\": 5")
+            .replace("\"steps\": 4", "\"steps\": 3"),
+    )
+    .expect("write");
+    let (code, stderr) = managed("plan.json", &["--proofs", "proofs"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("the managed proof does not hold"),
+        "{stderr}"
+    );
 }

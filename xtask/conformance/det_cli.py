@@ -118,7 +118,7 @@ def training_lifecycle(det, args, case):
     shared = args.work / f"shared-training-{backend}"
     shared.mkdir(parents=True, exist_ok=True)
     entrypoint = [args.hessian_recipes, "managed-training", "--plan", case["plan"],
-                  "--backend", backend, "--max-wall-seconds", "600"]
+                  "--backend", backend, "--max-wall-seconds", "600", "--unqualified"]
     config = args.work / f"training-{backend}.yaml"
     config.write_text(
         f"name: conformance-training-{backend}\n"

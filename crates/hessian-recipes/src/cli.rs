@@ -109,6 +109,13 @@ pub(crate) struct PrepareArgs {
     /// Backend of the trial; `cuda` requests one GPU, `cpu` zero slots.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cuda)]
     pub(crate) device: crate::backend::DeviceKind,
+    /// The qualification (`cargo xtask qualify BACKEND`'s output), required for plans longer
+    /// than four steps; verified now and named in the entrypoint, which verifies it again.
+    #[arg(long, conflicts_with = "unqualified")]
+    pub(crate) proofs: Option<PathBuf>,
+    /// Prepare a plan longer than four steps without proofs (the run records it).
+    #[arg(long)]
+    pub(crate) unqualified: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -363,6 +370,14 @@ pub(crate) struct ManagedTrainingArgs {
     /// Backend.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub(crate) device: crate::backend::DeviceKind,
+    /// The qualification of this run (`cargo xtask qualify BACKEND`'s output: native/proof.json
+    /// and managed/managed-proof.json), required for plans longer than four steps: both proofs
+    /// are re-verified and must be equal, of this backend, plan family and binary.
+    #[arg(long, conflicts_with = "unqualified")]
+    pub(crate) proofs: Option<PathBuf>,
+    /// Run a plan longer than four steps without proofs; recorded in allocations.jsonl.
+    #[arg(long)]
+    pub(crate) unqualified: bool,
 }
 
 /// A plan's environment backend.

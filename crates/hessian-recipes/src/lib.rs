@@ -12,6 +12,7 @@ mod cli;
 mod cluster;
 mod demo;
 mod devmaster;
+mod gate;
 mod generate;
 mod output;
 mod prepare;

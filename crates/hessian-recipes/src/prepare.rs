@@ -21,6 +21,14 @@ fn absolute(path: &mut std::path::PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
+fn plan_backend(plan: &Plan) -> &'static str {
+    match plan.environment {
+        Environment::Fixture { .. } => "fixture",
+        Environment::Openenv { .. } => "openenv",
+        Environment::Nemo { .. } => "nemo",
+    }
+}
+
 pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
     let mut plan = Plan::from_file(&args.plan).map_err(|e| Refused(e.to_string()))?;
     let out = &args.output;
@@ -37,6 +45,25 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         )
         .into());
     }
+    let source = crate::source_binding();
+    let proofs = match (&args.proofs, args.unqualified) {
+        (Some(dir), _) => {
+            crate::gate::check(dir, &plan, plan_backend(&plan), &source)?;
+            Some(std::path::absolute(dir)?)
+        }
+        (None, false) if plan.steps > crate::gate::QUALIFICATION_STEPS => {
+            return Err(Refused(format!(
+                "the plan runs {} steps, more than the {}-step qualification: pass --proofs DIR \
+                 (DIR/native from `qualify native`, DIR/managed from `qualify managed` of a \
+                 plan of this family, as `cargo xtask qualify openenv|nemo` writes them) or \
+                 --unqualified",
+                plan.steps,
+                crate::gate::QUALIFICATION_STEPS,
+            ))
+            .into());
+        }
+        (None, _) => None,
+    };
     let root = std::env::current_dir().context("current folder")?;
     let profile = ClusterProfile::by_name(args.profile, &root);
     // The trial reads the plan on the shared mount: every path in it must be absolute there.
@@ -66,7 +93,7 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
     )?;
     let binary = std::env::current_exe().context("locating this binary")?;
     let record = record_source(&binary, env!("HR_GIT_COMMIT"), &root, out)?;
-    let entrypoint = vec![
+    let mut entrypoint = vec![
         profile.in_checkout(&rel(&record.binary)),
         "managed-training".to_owned(),
         "--plan".to_owned(),
@@ -80,6 +107,11 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         "--device".to_owned(),
         args.device.flag().to_owned(),
     ];
+    match &proofs {
+        Some(dir) => entrypoint.extend(["--proofs".to_owned(), dir.display().to_string()]),
+        None if args.unqualified => entrypoint.push("--unqualified".to_owned()),
+        None => {}
+    }
     let config = training_experiment(
         &profile,
         format!(

@@ -90,7 +90,11 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
             args.timeout_seconds.to_string(),
             "--device".to_owned(),
             args.device.flag().to_owned(),
-        ],
+        ]
+        .into_iter()
+        // The qualification run is by nature not yet qualified.
+        .chain((plan.steps > crate::gate::QUALIFICATION_STEPS).then(|| "--unqualified".to_owned()))
+        .collect(),
         steps: plan.steps,
         pause_after_step: args.pause_after_step,
         timeout: Duration::from_secs(args.timeout_seconds),

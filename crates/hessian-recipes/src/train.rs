@@ -52,6 +52,7 @@ pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
         max_wall_seconds: args.max_wall_seconds,
         device_seconds_budget: None,
         kill_during_save: None,
+        unqualified: false,
     };
     dispatch(args.device, Job { opts, core })
 }
@@ -96,6 +97,22 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let plan = managed_plan(args)?;
+    let source = source_binding();
+    match (&args.proofs, args.unqualified) {
+        (Some(dir), _) => crate::gate::check(dir, &plan, args.backend.name(), &source)?,
+        (None, false) if plan.steps > crate::gate::QUALIFICATION_STEPS => {
+            return Err(Refused(format!(
+                "the plan runs {} steps, more than the {}-step qualification: pass --proofs DIR \
+                 (DIR/native from `qualify native`, DIR/managed from `qualify managed` of a \
+                 plan of this family, as `cargo xtask qualify openenv|nemo` writes them) or \
+                 --unqualified",
+                plan.steps,
+                crate::gate::QUALIFICATION_STEPS,
+            ))
+            .into());
+        }
+        (None, _) => {}
+    }
     let core = CoreContext::from_environment().map_err(|e| {
         Refused(format!(
             "managed-training runs inside a Determined trial (the experiment's entrypoint): {e}; \
@@ -110,13 +127,14 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         run_id: format!("{}@det:{}/{}", plan.name, info.experiment_id, info.trial_id),
         plan,
         run_dir,
-        source: source_binding(),
+        source,
         accept_source_change: false,
         stop_after_step: None,
         control: None,
         max_wall_seconds: Some(args.max_wall_seconds),
         device_seconds_budget: Some(args.gpu_budget_seconds),
         kill_during_save: fault_kill_at()?,
+        unqualified: args.unqualified,
     };
     dispatch(args.device, Job { opts, core })
 }

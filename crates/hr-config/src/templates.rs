@@ -107,6 +107,20 @@ impl TrainingRun {
             "--device".to_owned(),
             "cuda".to_owned(),
         ]
+        .into_iter()
+        // Sustained training runs only on its backend's verified qualification proofs.
+        .chain(
+            (self.steps > 4)
+                .then(|| {
+                    [
+                        "--proofs".to_owned(),
+                        profile.in_checkout(&format!("runs/agent-gyms/qualify-{}", self.backend)),
+                    ]
+                })
+                .into_iter()
+                .flatten(),
+        )
+        .collect()
     }
 }
 

@@ -20,6 +20,16 @@ pub fn plan_sha256(plan: &Plan) -> String {
     sha256_hex(&serde_json::to_vec(&canonical).expect("a plan serialises"))
 }
 
+/// The digest of a plan's family: the plan without its name, its length and its checkpoint
+/// schedule. A short qualification plan and the long run it qualifies share it.
+pub fn family_sha256(plan: &Plan) -> String {
+    let mut family = plan.clone();
+    family.name = String::new();
+    family.steps = 0;
+    family.checkpoints = Default::default();
+    plan_sha256(&family)
+}
+
 /// The trainer's settings for a plan.
 pub fn grpo_config(plan: &Plan) -> GrpoConfig {
     let g = &plan.grpo;

@@ -22,7 +22,7 @@ mod lifecycle;
 mod payload;
 mod start;
 
-pub use config::{grpo_config, plan_sha256};
+pub use config::{family_sha256, grpo_config, plan_sha256};
 pub use control::Control;
 pub use error::TrainError;
 pub use evidence::evidence_prefix;

@@ -48,6 +48,8 @@ pub struct RunOptions {
     /// Fault injection for recovery tests: SIGKILL this process in the middle of the periodic
     /// save of `(trial_run_id, step)`, after the payload and before the seal.
     pub kill_during_save: Option<(i32, u64)>,
+    /// Runs without qualification proofs by explicit choice; recorded with every allocation.
+    pub unqualified: bool,
 }
 
 /// How an allocation ended.
@@ -184,6 +186,7 @@ pub fn run<B: Backend>(
         max_wall_seconds,
         device_seconds_budget,
         kill_during_save,
+        unqualified,
     } = opts;
     std::fs::create_dir_all(&run_dir).map_err(TrainError::io("create", &run_dir))?;
     let info = core.info().clone();
@@ -256,6 +259,7 @@ pub fn run<B: Backend>(
             "deadline_remaining_s": limited(budget.deadline_unix_s).map(|d| d.saturating_sub(unix_now())),
             "device_seconds_used": budget.gpu_seconds_used,
             "device_seconds_limit": limited(budget.gpu_seconds_limit),
+            "unqualified": unqualified,
         }),
     )?;
     // This allocation's charge, in whole seconds rounded up, is added to what earlier
