@@ -24,6 +24,33 @@ fn evidence(path: &Path) -> anyhow::Result<Vec<Map<String, Value>>> {
     text.lines().map(|l| Ok(serde_json::from_str(l)?)).collect()
 }
 
+/// The environment server's package and version, read from the service's own Python.
+fn service_package(plan: &Plan) -> anyhow::Result<Option<String>> {
+    let (python, package) = match &plan.environment {
+        Environment::Fixture { .. } => return Ok(None),
+        Environment::Openenv { python, .. } => (python, "openenv-core"),
+        Environment::Nemo { python, .. } => (python, "nemo-gym"),
+    };
+    let out = Command::new(python)
+        .args([
+            "-c",
+            &format!("import importlib.metadata as m; print(m.version({package:?}))"),
+        ])
+        .output()
+        .with_context(|| format!("asking {} for the {package} version", python.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{} has no {package} package: {}",
+            python.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(Some(format!(
+        "{package} {}",
+        String::from_utf8_lossy(&out.stdout).trim()
+    )))
+}
+
 pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
     let plan = Plan::from_file(&args.plan).map_err(|e| Refused(e.to_string()))?;
     if args
@@ -130,6 +157,8 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
             version: env!("CARGO_PKG_VERSION").to_owned(),
             binary_sha256: record.binding.binary_sha256.clone().unwrap_or_default(),
         },
+        master_version: managed.master_version.clone(),
+        service_package: service_package(&plan)?,
     };
     proof.write(&output.join("managed-proof.json"))?;
     let i = &managed.interruption;
@@ -147,6 +176,13 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
         i.uuid_at_restore,
         i.restored_allocation,
         managed.checkpoints_listed
+    );
+    println!(
+        "  master {}, {}; source {} (binary sha256 {})",
+        proof.master_version,
+        proof.service_package.as_deref().unwrap_or("no service"),
+        proof.source.commit,
+        proof.core.binary_sha256
     );
     if !complete {
         println!(

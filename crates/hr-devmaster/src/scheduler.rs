@@ -177,10 +177,26 @@ fn spawn_logged(
 /// Where the real Python Core API reads its info files, whatever the environment says.
 const PYTHON_INFO_DIR: &str = "/run/determined/info";
 
+/// Whether an entrypoint runs Python (a Python Core API trial), by its program or shell line.
+fn runs_python(argv: &[String]) -> bool {
+    let program = argv
+        .first()
+        .map(|p| {
+            Path::new(p)
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .unwrap_or_default();
+    program.starts_with("python")
+        || (program == "sh" && argv.get(2).is_some_and(|line| line.contains("python")))
+}
+
 /// A Python Core API trial reads `/run/determined/info` only. When this devmaster does not
 /// write there (no `--info-dir`) and the files there name another master (left by an earlier
 /// devmaster), such a trial would talk to that master and retry forever: say so in the trial's
-/// log and on stderr.
+/// log and on stderr (only for entrypoints that run Python: Rust trials read `HR_DET_INFO_DIR`).
 fn warn_if_foreign_info(info_dir: &Path, url: &str, log: &Path) {
     let path = info_dir.join("cluster.json");
     let Some(other) = std::fs::read(&path)
@@ -192,7 +208,9 @@ fn warn_if_foreign_info(info_dir: &Path, url: &str, log: &Path) {
         return;
     };
     let line = format!(
-        "devmaster: warning: {} names the master {other}, not this one ({url}); a Python Core          API trial reads only that file and would talk to {other}. Start the devmaster with          --info-dir {PYTHON_INFO_DIR} to run Python trials.\n",
+        "devmaster: warning: {} names the master {other}, not this one ({url}); a Python Core \
+         API trial reads only that file and would talk to {other}. Start the devmaster with \
+         --info-dir {PYTHON_INFO_DIR} to run Python trials.\n",
         path.display()
     );
     eprint!("{line}");
@@ -266,9 +284,6 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
             Some(dir) => alloc.write_info(dir),
             None => Ok(()),
         });
-    if master.config.info_dir.is_none() {
-        warn_if_foreign_info(Path::new(PYTHON_INFO_DIR), &master.url, &log);
-    }
     let mut env: Vec<(String, String)> = alloc.env().into_iter().collect();
     env.extend(user_env(&config));
     let Some(argv) = entrypoint(&config) else {
@@ -276,6 +291,9 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
         master.persist(&state);
         return;
     };
+    if master.config.info_dir.is_none() && runs_python(&argv) {
+        warn_if_foreign_info(Path::new(PYTHON_INFO_DIR), &master.url, &log);
+    }
     let child = prepared.and_then(|()| spawn_logged(&argv, &work_dir, &env, &log));
     let mut child = match child {
         Ok(c) => c,
@@ -537,6 +555,19 @@ mod tests {
         assert!(!log.exists(), "our own files are fine");
         warn_if_foreign_info(dir.path(), "http://127.0.0.1:2", &log);
         let text = std::fs::read_to_string(&log).expect("log");
+        assert!(runs_python(&[
+            "/venv/bin/python3".to_owned(),
+            "trial.py".to_owned()
+        ]));
+        assert!(runs_python(&[
+            "sh".to_owned(),
+            "-c".to_owned(),
+            "exec python t.py".to_owned()
+        ]));
+        assert!(!runs_python(&[
+            "/x/hessian-recipes".to_owned(),
+            "managed-training".to_owned()
+        ]));
         assert!(
             text.contains("names the master http://127.0.0.1:1"),
             "{text}"

@@ -44,6 +44,10 @@ pub struct ManagedProof {
     pub source: SourceBinding,
     /// The Core implementation the trial used.
     pub core: CoreIdentity,
+    /// The version the master reported (`GET /api/v1/master`).
+    pub master_version: String,
+    /// The environment server's package and version (`nemo-gym 0.7.0`), none for the fixture.
+    pub service_package: Option<String>,
 }
 
 impl ManagedProof {

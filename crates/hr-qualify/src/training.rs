@@ -51,6 +51,8 @@ pub struct ManagedRecovery {
     pub interruption: Interruption,
     /// Checkpoints the master lists for the experiment.
     pub checkpoints_listed: u64,
+    /// The version the master reported.
+    pub master_version: String,
 }
 
 fn launch_config(opts: &ManagedOptions, storage: &Path) -> Result<String, QualifyError> {
@@ -188,6 +190,7 @@ async fn drive(
         trial_id: run.trial,
         interruption,
         checkpoints_listed: listed.checkpoints.len() as u64,
+        master_version: client.info().await?.version,
         run_dir,
     })
 }
