@@ -269,9 +269,23 @@ fn sustained_training_needs_proofs_of_its_backend_family_and_binary() {
     let (code, stderr) = managed("other.json", &["--proofs", "proofs"]);
     assert_eq!(code, Some(2));
     assert!(stderr.contains("another family"), "{stderr}");
-    // A tampered proof does not hold.
+    // A managed proof without a pause (here relabelled as a kill, which still verifies) cannot
+    // satisfy the gate: an uninterrupted or merely restarted run proves no recovery from pause.
     let proof = s.path().join("proofs/managed/managed-proof.json");
-    let text_before = std::fs::read_to_string(&proof).expect("proof");
+    let original = std::fs::read_to_string(&proof).expect("proof");
+    let mut relabelled: serde_json::Value = serde_json::from_str(&original).expect("json");
+    relabelled["interruption"]["kind"] = json!("kill-during-save");
+    relabelled["interruption"]["uuid_at_pause"] = serde_json::Value::Null;
+    std::fs::write(&proof, relabelled.to_string()).expect("write");
+    let (code, stderr) = managed("plan.json", &["--proofs", "proofs"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        stderr.contains("no pause restored from its receipt"),
+        "{stderr}"
+    );
+    std::fs::write(&proof, &original).expect("restore");
+    // A tampered proof does not hold.
+    let text_before = original;
     std::fs::write(
         &proof,
         text_before

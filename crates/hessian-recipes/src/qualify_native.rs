@@ -73,7 +73,18 @@ pub(crate) fn run(args: &QualifyNativeArgs) -> anyhow::Result<ExitCode> {
         extra.extend(["--control".to_owned(), control.name().to_owned()]);
     }
     train(args, &resumed, &extra)?;
-    let divergence = first_divergence(&evidence(&reference)?, &evidence(&resumed)?);
+    let (ours, theirs) = (evidence(&reference)?, evidence(&resumed)?);
+    // Empty or truncated evidence is never "equal".
+    for (name, lines) in [("reference", &ours), ("resumed", &theirs)] {
+        if lines.len() as u64 != plan.steps {
+            bail!(
+                "the {name} run left {} steps of evidence, not {}",
+                lines.len(),
+                plan.steps
+            );
+        }
+    }
+    let divergence = first_divergence(&ours, &theirs);
     let plan_text = std::fs::read(reference.join("plan.json"))?;
     let proof = NativeProof {
         schema: NATIVE_PROOF_SCHEMA.to_owned(),
