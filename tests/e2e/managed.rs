@@ -94,6 +94,15 @@ fn proof_verify_rechecks_a_native_proof_and_refuses_a_tampered_copy() {
     let (code, stdout) = verify();
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains("stopped after 2 and resumed"), "{stdout}");
+    // A proof claiming the resumed run started elsewhere than it did does not hold.
+    let path = s.path().join("n/proof.json");
+    let original = std::fs::read_to_string(&path).expect("proof");
+    let mut moved: serde_json::Value = serde_json::from_str(&original).expect("json");
+    moved["stopped_after"] = json!(3);
+    std::fs::write(&path, moved.to_string()).expect("write");
+    let (code, stdout) = verify();
+    assert_eq!(code, Some(3), "{stdout}");
+    std::fs::write(&path, original).expect("restore");
     // A checkpoint of the resumed run no longer matches its seal: the proof does not hold.
     let listed = std::fs::read_to_string(s.path().join("n/resumed/core/checkpoints.jsonl"))
         .expect("checkpoints");

@@ -91,6 +91,18 @@ pub(crate) fn qualify_backend(
         Some(url) => stage("managed", &[device[0], device[1], "--master", url])?,
         None => stage("managed", &device)?,
     };
+    // Both proofs must hold when re-checked from the files alone.
+    for proof in ["native/proof.json", "managed/managed-proof.json"] {
+        let mut verify = Command::new(&binary);
+        verify.args(["proof", "verify"]).arg(output.join(proof));
+        eprintln!("$ {}", describe(&verify));
+        if !verify.status().context("running proof verify")?.success() {
+            bail!(
+                "qualify {backend}: {proof} does not verify; see {}",
+                output.display()
+            );
+        }
+    }
     println!(
         "qualify {backend}: native {native:.0} s ({}), managed {managed:.0} s ({})",
         output.join("native/proof.json").display(),
