@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use hr_plan::Plan;
+use hr_plan::{Environment, Plan};
 use hr_qualify::{verify_managed_proof, verify_native_proof};
 use hr_seal::SourceBinding;
 
@@ -24,13 +24,40 @@ fn refused(dir: &Path, why: impl std::fmt::Display) -> anyhow::Error {
     .into()
 }
 
-/// Checks the proofs in `dir` for `plan` on `backend`, run by the binary `source`.
-pub(crate) fn check(
-    dir: &Path,
+/// The plan's environment backend, as `--backend` names it.
+pub(crate) fn backend(plan: &Plan) -> &'static str {
+    match plan.environment {
+        Environment::Fixture { .. } => "fixture",
+        Environment::Openenv { .. } => "openenv",
+        Environment::Nemo { .. } => "nemo",
+    }
+}
+
+/// The gate for `plan` run by the binary `source`: the proofs in `proofs` hold for it, or the
+/// plan is no longer than the qualification, or the run is `unqualified` by choice.
+pub(crate) fn require(
     plan: &Plan,
-    backend: &str,
+    proofs: Option<&Path>,
+    unqualified: bool,
     source: &SourceBinding,
 ) -> anyhow::Result<()> {
+    match (proofs, unqualified) {
+        (Some(dir), _) => check(dir, plan, source),
+        (None, false) if plan.steps > QUALIFICATION_STEPS => Err(Refused(format!(
+            "the plan runs {} steps, more than the {QUALIFICATION_STEPS}-step qualification: pass \
+             --proofs DIR (DIR/native from `qualify native`, DIR/managed from `qualify managed` \
+             of a plan of this family, as `cargo xtask qualify openenv|nemo` writes them) or \
+             --unqualified",
+            plan.steps
+        ))
+        .into()),
+        (None, _) => Ok(()),
+    }
+}
+
+/// Checks the proofs in `dir` for `plan`, run by the binary `source`.
+fn check(dir: &Path, plan: &Plan, source: &SourceBinding) -> anyhow::Result<()> {
+    let backend = backend(plan);
     let native = verify_native_proof(&dir.join("native/proof.json"))
         .map_err(|e| refused(dir, format!("the native proof does not hold: {e}")))?;
     let managed = verify_managed_proof(&dir.join("managed/managed-proof.json"))

@@ -21,14 +21,6 @@ fn absolute(path: &mut std::path::PathBuf) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn plan_backend(plan: &Plan) -> &'static str {
-    match plan.environment {
-        Environment::Fixture { .. } => "fixture",
-        Environment::Openenv { .. } => "openenv",
-        Environment::Nemo { .. } => "nemo",
-    }
-}
-
 pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
     let mut plan = Plan::from_file(&args.plan).map_err(|e| Refused(e.to_string()))?;
     let out = &args.output;
@@ -46,45 +38,33 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let source = crate::source_binding();
-    let proofs = match (&args.proofs, args.unqualified) {
-        (Some(dir), _) => {
-            crate::gate::check(dir, &plan, plan_backend(&plan), &source)?;
-            Some(std::path::absolute(dir)?)
-        }
-        (None, false) if plan.steps > crate::gate::QUALIFICATION_STEPS => {
-            return Err(Refused(format!(
-                "the plan runs {} steps, more than the {}-step qualification: pass --proofs DIR \
-                 (DIR/native from `qualify native`, DIR/managed from `qualify managed` of a \
-                 plan of this family, as `cargo xtask qualify openenv|nemo` writes them) or \
-                 --unqualified",
-                plan.steps,
-                crate::gate::QUALIFICATION_STEPS,
-            ))
-            .into());
-        }
-        (None, _) => None,
-    };
+    crate::gate::require(&plan, args.proofs.as_deref(), args.unqualified, &source)?;
+    let proofs = args
+        .proofs
+        .as_deref()
+        .map(std::path::absolute)
+        .transpose()?;
     let root = std::env::current_dir().context("current folder")?;
     let profile = ClusterProfile::by_name(args.profile, &root);
     // The trial reads the plan on the shared mount: every path in it must be absolute there.
     absolute(&mut plan.model.path)?;
-    let backend = match &mut plan.environment {
-        Environment::Fixture { .. } => "fixture",
+    let backend = crate::gate::backend(&plan);
+    match &mut plan.environment {
+        Environment::Fixture { .. } => {}
         Environment::Openenv {
-            python, env_root, ..
+            python,
+            env_root: folder,
+            ..
+        }
+        | Environment::Nemo {
+            python,
+            server_dir: folder,
+            ..
         } => {
             absolute(python)?;
-            absolute(env_root)?;
-            "openenv"
+            absolute(folder)?;
         }
-        Environment::Nemo {
-            python, server_dir, ..
-        } => {
-            absolute(python)?;
-            absolute(server_dir)?;
-            "nemo"
-        }
-    };
+    }
     create_fresh(out)?;
     let rel = |p: &str| format!("{}/{p}", out.display());
     std::fs::write(

@@ -71,11 +71,7 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let backend = match plan.environment {
-        Environment::Fixture { .. } => "fixture",
-        Environment::Openenv { .. } => "openenv",
-        Environment::Nemo { .. } => "nemo",
-    };
+    let backend = crate::gate::backend(&plan);
     create_fresh(&args.output)?;
     let output = std::path::absolute(&args.output)?;
     let plan_path = std::path::absolute(&args.plan)?;

@@ -62,10 +62,10 @@ pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
 /// be the one the plan was prepared with; it is not part of the plan's digest).
 fn managed_plan(args: &ManagedTrainingArgs) -> anyhow::Result<Plan> {
     let mut plan = load_plan(&args.plan)?;
-    let (name, python) = match &mut plan.environment {
-        Environment::Fixture { .. } => ("fixture", None),
-        Environment::Openenv { python, .. } => ("openenv", Some(python)),
-        Environment::Nemo { python, .. } => ("nemo", Some(python)),
+    let name = crate::gate::backend(&plan);
+    let python = match &mut plan.environment {
+        Environment::Fixture { .. } => None,
+        Environment::Openenv { python, .. } | Environment::Nemo { python, .. } => Some(python),
     };
     if args.backend.name() != name {
         return Err(Refused(format!(
@@ -98,21 +98,7 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
     }
     let plan = managed_plan(args)?;
     let source = source_binding();
-    match (&args.proofs, args.unqualified) {
-        (Some(dir), _) => crate::gate::check(dir, &plan, args.backend.name(), &source)?,
-        (None, false) if plan.steps > crate::gate::QUALIFICATION_STEPS => {
-            return Err(Refused(format!(
-                "the plan runs {} steps, more than the {}-step qualification: pass --proofs DIR \
-                 (DIR/native from `qualify native`, DIR/managed from `qualify managed` of a \
-                 plan of this family, as `cargo xtask qualify openenv|nemo` writes them) or \
-                 --unqualified",
-                plan.steps,
-                crate::gate::QUALIFICATION_STEPS,
-            ))
-            .into());
-        }
-        (None, _) => {}
-    }
+    crate::gate::require(&plan, args.proofs.as_deref(), args.unqualified, &source)?;
     let core = CoreContext::from_environment().map_err(|e| {
         Refused(format!(
             "managed-training runs inside a Determined trial (the experiment's entrypoint): {e}; \
