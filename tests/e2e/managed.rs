@@ -21,6 +21,9 @@ fn setup() -> Scratch {
         "seeds": {"sampling": 5, "adapter_init": 11, "task_order": 7}
     });
     s.write("plan.json", &plan.to_string());
+    // As in a checkout: `qualify managed` records the Cargo.lock digest in its source record,
+    // which checkpoints do not carry; proofs must still verify.
+    s.write("Cargo.lock", "# stand-in\n");
     s
 }
 

@@ -78,15 +78,26 @@ fn check_verdict(
     Ok(())
 }
 
-/// Verifies the checkpoint `dir` at `step` against the proof's source binding.
+/// Verifies the checkpoint `dir` at `step` and that the proof's binary wrote it (the same
+/// commit and binary digest; a proof may also record tree and Cargo.lock digests, which
+/// checkpoints do not carry).
 fn check_checkpoint(dir: &Path, source: &SourceBinding, step: u64) -> Result<(), QualifyError> {
     let expect = Expectations {
         trust: Trust::DigestOnly,
-        source: Some(source.clone()),
         step: Some(step),
         ..Expectations::default()
     };
-    verify(dir, &expect)?;
+    let written = verify(dir, &expect)?.manifest.source;
+    if written.commit != source.commit || written.binary_sha256 != source.binary_sha256 {
+        return Err(failed(format!(
+            "{} was written by commit {} (binary {:?}), not the proof's {} ({:?})",
+            dir.display(),
+            written.commit,
+            written.binary_sha256,
+            source.commit,
+            source.binary_sha256
+        )));
+    }
     Ok(())
 }
 
