@@ -395,17 +395,31 @@ fn a_checkpoint_whose_payload_manifest_or_source_differs_is_refused_at_restore()
         .current_dir(s.path());
         cmd.output().expect("run the other build")
     };
-    let out = other_train("runs/b", &[]);
-    let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(
-        stderr.contains("restore refused: source mismatch"),
-        "{stderr}"
-    );
-    assert!(
-        !s.path().join("runs/b/evidence.jsonl").exists(),
-        "nothing adopted"
-    );
+    // A refused resume exits 3 naming why, and adopts nothing into its output folder.
+    let refused = |out: &std::process::Output, run: &str, why: &str| {
+        let (_, stderr) = text(out);
+        assert_eq!(out.status.code(), Some(3), "{stderr}");
+        assert!(
+            stderr.contains(&format!("restore refused: {why}")),
+            "{stderr}"
+        );
+        assert!(
+            !s.path().join(run).join("evidence.jsonl").exists(),
+            "nothing adopted"
+        );
+    };
+    let resume = |run: &str| {
+        s.run(&[
+            "train",
+            "--plan",
+            "plan.json",
+            "--output",
+            run,
+            "--resume",
+            "runs/a",
+        ])
+    };
+    refused(&other_train("runs/b", &[]), "runs/b", "source mismatch");
     let out = other_train("runs/c", &["--allow-source-change"]);
     assert!(out.status.success(), "{}", text(&out).1);
 
@@ -419,25 +433,7 @@ fn a_checkpoint_whose_payload_manifest_or_source_differs_is_refused_at_restore()
     let last = bytes.len() - 1;
     bytes[last] ^= 1;
     std::fs::write(&adapter, bytes)?;
-    let out = s.run(&[
-        "train",
-        "--plan",
-        "plan.json",
-        "--output",
-        "runs/d",
-        "--resume",
-        "runs/a",
-    ]);
-    let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(
-        stderr.contains("restore refused: digest mismatch"),
-        "{stderr}"
-    );
-    assert!(
-        !s.path().join("runs/d/evidence.jsonl").exists(),
-        "nothing adopted"
-    );
+    refused(&resume("runs/d"), "runs/d", "digest mismatch");
 
     // One changed manifest byte (the payload restored): the seal no longer covers it.
     std::fs::write(&adapter, original)?;
@@ -448,20 +444,6 @@ fn a_checkpoint_whose_payload_manifest_or_source_differs_is_refused_at_restore()
     let mut bytes = std::fs::read(&manifest)?;
     bytes.push(b' ');
     std::fs::write(&manifest, bytes)?;
-    let out = s.run(&[
-        "train",
-        "--plan",
-        "plan.json",
-        "--output",
-        "runs/e",
-        "--resume",
-        "runs/a",
-    ]);
-    let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(3), "{stderr}");
-    assert!(
-        stderr.contains("restore refused: manifest digest mismatch"),
-        "{stderr}"
-    );
+    refused(&resume("runs/e"), "runs/e", "manifest digest mismatch");
     Ok(())
 }
