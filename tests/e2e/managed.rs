@@ -9,17 +9,8 @@ use serde_json::json;
 fn setup() -> Scratch {
     let s = Scratch::new();
     write_tiny_model(&s.path().join("model"), &TinySpec::default());
-    let plan = json!({
-        "schema_version": 1,
-        "name": "managed-tiny",
-        "model": {"path": "model", "lora": {"rank": 2, "alpha": 4.0, "targets": ["q_proj", "v_proj"]}},
-        "environment": {"backend": "fixture", "tasks": {"kind": "digits", "count": 5, "seed": 3}},
-        "grpo": {"tasks_per_step": 2, "num_generations": 4, "max_completion_length": 8, "max_turn_tokens": 8},
-        "optimizer": {"learning_rate": 0.02, "warmup_steps": 1, "decay": "cosine"},
-        "steps": 6,
-        "checkpoints": {"every": 1},
-        "seeds": {"sampling": 5, "adapter_init": 11, "task_order": 7}
-    });
+    let mut plan = crate::train::plan(6, 1);
+    plan["name"] = json!("managed-tiny");
     s.write("plan.json", &plan.to_string());
     // As in a checkout: `qualify managed` records the Cargo.lock digest in its source record,
     // which checkpoints do not carry; proofs must still verify.

@@ -12,7 +12,8 @@ use hr_tests::tiny_model::{TinySpec, write_tiny_model};
 use hr_tests::{Scratch, binary, text};
 use serde_json::json;
 
-fn plan(steps: u64, every: u64) -> serde_json::Value {
+/// The tiny fixture plan the e2e tests train (digits tasks, G = 4, 8 tokens).
+pub(crate) fn plan(steps: u64, every: u64) -> serde_json::Value {
     json!({
         "schema_version": 1,
         "name": "native-tiny",
