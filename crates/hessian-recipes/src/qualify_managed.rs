@@ -15,6 +15,7 @@ use hr_qualify::{ManagedOptions, managed_recovery, record_source};
 use serde_json::{Map, Value};
 
 use crate::Refused;
+use crate::backend::DeviceKind;
 use crate::cli::QualifyManagedArgs;
 use crate::output::create_fresh;
 
@@ -102,6 +103,7 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
         output: output.join("managed"),
         root,
         master: args.master.clone(),
+        gpu: args.device == DeviceKind::Cuda,
         entrypoint: vec![
             copy.display().to_string(),
             "managed-training".to_owned(),

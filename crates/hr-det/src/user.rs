@@ -67,6 +67,23 @@ impl Client {
         Ok(resp.user)
     }
 
+    /// Signs in as the `det` CLI does from its environment: `DET_USER_TOKEN` when set, else a
+    /// login as `DET_USER` (default `determined`) with `DET_PASS` (default empty, the devmaster's
+    /// and a fresh cluster's default). Keeps a token the client already has.
+    pub async fn sign_in_from_env(&mut self) -> Result<(), DetError> {
+        if self.has_token() {
+            return Ok(());
+        }
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        if let Some(token) = var("DET_USER_TOKEN") {
+            self.set_token(token);
+            return Ok(());
+        }
+        let user = var("DET_USER").unwrap_or_else(|| "determined".to_owned());
+        let password = var("DET_PASS").unwrap_or_default();
+        self.login(&user, &password).await.map(|_| ())
+    }
+
     /// `GET /api/v1/me`.
     pub async fn me(&self) -> Result<User, DetError> {
         let resp: MeResponse = self

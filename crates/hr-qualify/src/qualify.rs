@@ -89,14 +89,20 @@ where
 
 /// The managed CPU template's experiment config: the jaif profile for a real master (its pool,
 /// mount and defaults), the local one for the devmaster.
-pub(crate) fn managed_cpu_config(
+/// The cluster profile a qualification's configs use: the local devmaster's, or JAIF's for a
+/// real master.
+pub(crate) fn profile_for(master: Option<&str>, root: &Path) -> hr_config::ClusterProfile {
+    match master {
+        Some(_) => hr_config::ClusterProfile::jaif(),
+        None => hr_config::ClusterProfile::local(root),
+    }
+}
+
+fn managed_cpu_config(
     master: Option<&str>,
     root: &Path,
 ) -> Result<hr_config::ExperimentConfig, QualifyError> {
-    let profile = match master {
-        Some(_) => hr_config::ClusterProfile::jaif(),
-        None => hr_config::ClusterProfile::local(root),
-    };
+    let profile = profile_for(master, root);
     let template = hr_config::templates(&profile)
         .into_iter()
         .find(|t| t.file_name.ends_with("-managed-cpu.yaml"))
@@ -286,9 +292,7 @@ async fn run_both(
     url: &str,
 ) -> Result<Proof, QualifyError> {
     let mut client = Client::new(url)?;
-    if !client.has_token() {
-        client.login("determined", "").await?;
-    }
+    client.sign_in_from_env().await?;
     let reference_yaml = launch_config(
         opts,
         record,

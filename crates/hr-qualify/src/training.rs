@@ -13,7 +13,7 @@ use hr_snapshot::Receipt;
 use serde_json::Value;
 
 use crate::QualifyError;
-use crate::qualify::{managed_cpu_config, poll, start_master, start_run, state_of, wait_terminal};
+use crate::qualify::{poll, profile_for, start_master, start_run, state_of, wait_terminal};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -29,6 +29,8 @@ pub struct ManagedOptions {
     pub entrypoint: Vec<String>,
     /// The plan's steps (the searcher's length).
     pub steps: u64,
+    /// Request one GPU slot (with the GPU environment policy) for the trial; else zero slots.
+    pub gpu: bool,
     /// Pause once the training metric of this step is visible.
     pub pause_after_step: u64,
     /// Limit for each wait.
@@ -56,10 +58,13 @@ pub struct ManagedRecovery {
 }
 
 fn launch_config(opts: &ManagedOptions, storage: &Path) -> Result<String, QualifyError> {
-    let mut config = managed_cpu_config(opts.master.as_deref(), &opts.root)?;
-    config.name = "hessian-recipes managed training qualification".to_owned();
-    config.entrypoint = opts.entrypoint.clone();
-    config.searcher = hr_config::Searcher::single("loss", opts.steps);
+    let mut config = hr_config::training_experiment(
+        &profile_for(opts.master.as_deref(), &opts.root),
+        "hessian-recipes managed training qualification".to_owned(),
+        opts.entrypoint.clone(),
+        opts.gpu,
+        opts.steps,
+    );
     // Where the qualifier reads them back; every checkpoint survives garbage collection.
     config.checkpoint_storage = Some(
         hr_config::CheckpointStorage::directory(storage.display().to_string())
@@ -107,9 +112,7 @@ async fn drive(
     storage: &Path,
 ) -> Result<ManagedRecovery, QualifyError> {
     let mut client = Client::new(url)?;
-    if !client.has_token() {
-        client.login("determined", "").await?;
-    }
+    client.sign_in_from_env().await?;
     let run = start_run(&client, yaml).await?;
     let run_dir = storage.join(format!("hr-run-{}-{}", run.experiment, run.trial));
     // The pause, or nothing when the fault is a kill in the middle of a save.
@@ -228,4 +231,37 @@ async fn pause(
         .experiment_action(run.experiment, ExperimentAction::Activate)
         .await?;
     Ok(receipt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options(master: Option<&str>, gpu: bool) -> ManagedOptions {
+        ManagedOptions {
+            output: PathBuf::from("/tmp/q"),
+            root: PathBuf::from("/tmp/checkout"),
+            master: master.map(str::to_owned),
+            entrypoint: vec!["hr".into(), "managed-training".into()],
+            steps: 4,
+            gpu,
+            pause_after_step: 2,
+            timeout: Duration::from_secs(60),
+            kill_during_save_at: None,
+        }
+    }
+
+    #[test]
+    fn a_cuda_qualification_asks_for_one_gpu_and_a_cpu_one_for_none() {
+        for (master, gpu, slots) in [
+            (None, false, "slots_per_trial: 0"),
+            (Some("https://master.example:8443"), true, "slots_per_trial: 1"),
+        ] {
+            let yaml = launch_config(&options(master, gpu), Path::new("/tmp/q/checkpoints"))
+                .expect("config");
+            assert!(yaml.contains(slots), "{slots} missing from:\n{yaml}");
+            assert!(yaml.contains("batches: 4"), "{yaml}");
+            assert!(yaml.contains("/tmp/q/checkpoints"), "{yaml}");
+        }
+    }
 }
