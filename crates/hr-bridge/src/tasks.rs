@@ -1,13 +1,16 @@
 //! The built-in fixture environment: verifiable tasks that need no service, so training runs
 //! anywhere. Rewards come from exact checks:
-//! - `arithmetic` (single turn): 1 when the last integer of the answer is the result, else 0;
-//! - `tool_call` (single turn): 1 for a `<tool_call>{"name": ..., "arguments": {...}}</tool_call>`
-//!   with the right name and equal arguments, 0.1 for a well-formed call that is wrong, else 0;
+//! - `arithmetic` (single turn): 1 when the answer's final number (read by `hr_eval`'s one
+//!   scoring rule, as evaluation reads it) is the result, else 0;
+//! - `tool_call` (single turn): 1 for a first `<tool_call>{"name": ..., "arguments": {...}}`
+//!   `</tool_call>` with the right name and equal arguments, 0.1 for a well-formed call that is
+//!   wrong, else 0;
 //! - `calculator` (multi-turn): the policy may call `add` first and gets the sum back as a
 //!   `<tool_response>`; its final answer is then scored as in `arithmetic`;
 //! - `digits` (single turn, a dense format reward): the share of the answer's characters that
 //!   are ASCII digits, so even a tiny random model gets a signal to learn from.
 
+use hr_eval::{CallMatch, call_matches, number_matches, parse_tool_call};
 use serde_json::{Value, json};
 
 use crate::{BridgeError, Environment, Observation, StepOutcome, Task};
@@ -72,28 +75,6 @@ pub fn fixture_tasks(kind: FixtureKind, count: usize, seed: u64) -> Vec<Task> {
         .collect()
 }
 
-/// The last integer in `text`, if any.
-fn last_integer(text: &str) -> Option<i64> {
-    let mut last = None;
-    let mut current = String::new();
-    for c in text.chars().chain(std::iter::once(' ')) {
-        if c.is_ascii_digit() || (c == '-' && current.is_empty()) {
-            current.push(c);
-        } else if !current.is_empty() {
-            last = current.parse().ok().or(last);
-            current.clear();
-        }
-    }
-    last
-}
-
-/// The JSON inside the first `<tool_call>...</tool_call>`, if it parses.
-fn tool_call(text: &str) -> Option<Value> {
-    let start = text.find("<tool_call>")? + "<tool_call>".len();
-    let end = start + text[start..].find("</tool_call>")?;
-    serde_json::from_str(text[start..end].trim()).ok()
-}
-
 fn field<'a>(task: &'a Task, name: &str) -> Result<&'a Value, BridgeError> {
     task.payload
         .get(name)
@@ -151,16 +132,9 @@ impl Environment for FixtureEnvironment {
         let kind = field(task, "kind")?.as_str().unwrap_or_default().to_owned();
         Ok(match kind.as_str() {
             "arithmetic" => {
-                let answer = field(task, "answer")?.as_i64();
-                outcome(
-                    if last_integer(action) == answer {
-                        1.0
-                    } else {
-                        0.0
-                    },
-                    true,
-                    String::new(),
-                )
+                let answer = field(task, "answer")?.as_f64();
+                let right = answer.is_some_and(|a| number_matches(action, a));
+                outcome(if right { 1.0 } else { 0.0 }, true, String::new())
             }
             "digits" => {
                 let chars = action.chars().count();
@@ -176,15 +150,11 @@ impl Environment for FixtureEnvironment {
                 )
             }
             "tool_call" => {
-                let reward = match tool_call(action) {
-                    Some(call)
-                        if call.get("name") == task.payload.get("name")
-                            && call.get("arguments") == task.payload.get("arguments") =>
-                    {
-                        1.0
-                    }
-                    Some(_) => 0.1,
-                    None => 0.0,
+                let name = field(task, "name")?.as_str().unwrap_or_default();
+                let reward = match call_matches(action, name, field(task, "arguments")?) {
+                    CallMatch::Correct => 1.0,
+                    CallMatch::Wrong => 0.1,
+                    CallMatch::Absent => 0.0,
                 };
                 outcome(reward, true, String::new())
             }
@@ -193,16 +163,9 @@ impl Environment for FixtureEnvironment {
                     field(task, "a")?.as_i64().unwrap_or(0),
                     field(task, "b")?.as_i64().unwrap_or(0),
                 );
-                match tool_call(action) {
-                    Some(call)
-                        if *turns == 1
-                            && call.get("name").and_then(Value::as_str) == Some("add") =>
-                    {
-                        let arg = |k: &str| {
-                            call.get("arguments")
-                                .and_then(|v| v.get(k))
-                                .and_then(Value::as_i64)
-                        };
+                match parse_tool_call(action) {
+                    Some((name, arguments)) if *turns == 1 && name == "add" => {
+                        let arg = |k: &str| arguments.get(k).and_then(Value::as_i64);
                         let text = match (arg("a"), arg("b")) {
                             (Some(x), Some(y)) => format!("<tool_response>{}</tool_response>", x + y),
                             _ => "<tool_response>error: add needs integer arguments a and b</tool_response>".to_owned(),
@@ -210,7 +173,7 @@ impl Environment for FixtureEnvironment {
                         outcome(0.0, false, text)
                     }
                     _ => outcome(
-                        if last_integer(action) == Some(a + b) {
+                        if number_matches(action, (a + b) as f64) {
                             1.0
                         } else {
                             0.0

@@ -18,7 +18,9 @@ pub use error::Error;
 pub use policy::{FixturePolicy, Policy};
 pub use report::{ReportMeta, render_reports};
 pub use run::{Evaluation, ItemResult, SuiteScore, evaluate};
-pub use score::{Verdict, final_number, last_number, parse_tool_call, score};
+pub use score::{
+    CallMatch, Verdict, call_matches, final_number, number_matches, parse_tool_call, score,
+};
 pub use suite::{Expected, Suite, SuiteKind, Task, builtin_suites};
 
 /// This crate's version, for reports.
