@@ -3,6 +3,7 @@
 mod cluster;
 mod demo;
 mod generate;
+mod learning;
 mod managed;
 mod qualify;
 mod train;
