@@ -2,6 +2,7 @@
 
 mod cluster;
 mod demo;
+mod evaluate;
 mod generate;
 mod learning;
 mod managed;

@@ -53,6 +53,12 @@ pub(crate) enum Command {
     /// tokenizer.json), e.g. the one `cargo xtask fetch-model smollm2` prints. Prompts are
     /// formatted with the ChatML template unless --raw; stops at <|im_end|> or the model's EOS.
     Generate(GenerateArgs),
+    /// Assess a finished run: verify and adopt the checkpoints its plan's `evaluation` section
+    /// lists (a missing or tampered one refuses the whole evaluation, exit 3), score each on the
+    /// DEV tasks only and select one (highest mean DEV reward, earlier step on a tie), then run
+    /// the HELD-OUT episodes for the selected checkpoint and the base model and the MGSM
+    /// retention check. Writes a sealed folder: payload/report.json, report.md and SVG plots.
+    Evaluate(EvaluateArgs),
     /// Run a training plan locally (GRPO with LoRA): metrics.jsonl, evidence.jsonl, sealed
     /// checkpoints in OUTPUT/core/checkpoints/<uuid>/ (listed with their steps in
     /// OUTPUT/core/checkpoints.jsonl) on the plan's schedule, report.md with reward and loss
@@ -277,6 +283,19 @@ pub(crate) struct DevmasterArgs {
     /// file, e.g. to capture what a real client sends.
     #[arg(long)]
     pub(crate) record_requests: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct EvaluateArgs {
+    /// The finished run: a `train` output folder (plan.json, metrics.jsonl, core/).
+    #[arg(long)]
+    pub(crate) resume: PathBuf,
+    /// Fresh output folder for the sealed report.
+    #[arg(long)]
+    pub(crate) output: PathBuf,
+    /// Backend of the policy.
+    #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
+    pub(crate) device: crate::backend::DeviceKind,
 }
 
 #[derive(Debug, Args)]

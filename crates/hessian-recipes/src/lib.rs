@@ -1,5 +1,5 @@
 //! The `hessian-recipes` command line, composed from the library crates: the CPU demo fixture
-//! (`demo`), GRPO training locally (`train`) or in a Determined trial (`managed-training`), both
+//! (`demo`), GRPO training locally (`train`), the assessment of a finished run (`evaluate`) or in a Determined trial (`managed-training`), both
 //! through `hr-train`'s one lifecycle, policy sampling (`generate`, on the CPU or, built with `--features cuda`, a GPU), the
 //! Determined cluster tooling (`cluster render|check|cpu-command`) and sealed
 //! snapshots (`snapshot verify`). It parses arguments, calls the libraries and maps errors to exit
@@ -12,6 +12,7 @@ mod cli;
 mod cluster;
 mod demo;
 mod devmaster;
+mod evaluate;
 mod gate;
 mod generate;
 mod output;
@@ -68,6 +69,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Devmaster(args) => devmaster::run(&args),
         cli::Command::Cluster { command } => cluster::run(command),
         cli::Command::Generate(args) => generate::run(args),
+        cli::Command::Evaluate(args) => evaluate::run(&args),
         cli::Command::Train(args) => train::run(&args),
         cli::Command::ManagedTraining(args) => train::managed(&args),
         cli::Command::Managed {

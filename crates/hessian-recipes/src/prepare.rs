@@ -7,19 +7,13 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use hr_config::{ClusterProfile, ConfigKind, YamlConfig, check_file, training_experiment};
-use hr_plan::{Environment, Plan};
+use hr_plan::Plan;
 use hr_qualify::record_source;
 
 use crate::Refused;
 use crate::backend::DeviceKind;
 use crate::cli::PrepareArgs;
 use crate::output::{create_fresh, plain_relative};
-
-fn absolute(path: &mut std::path::PathBuf) -> anyhow::Result<()> {
-    *path = std::path::absolute(&*path)
-        .with_context(|| format!("making {} absolute", path.display()))?;
-    Ok(())
-}
 
 pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
     let mut plan = Plan::from_file(&args.plan).map_err(|e| Refused(e.to_string()))?;
@@ -47,24 +41,9 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
     let root = std::env::current_dir().context("current folder")?;
     let profile = ClusterProfile::by_name(args.profile, &root);
     // The trial reads the plan on the shared mount: every path in it must be absolute there.
-    absolute(&mut plan.model.path)?;
+    plan.make_paths_absolute()
+        .context("making the plan's paths absolute")?;
     let backend = crate::gate::backend(&plan);
-    match &mut plan.environment {
-        Environment::Fixture { .. } => {}
-        Environment::Openenv {
-            python,
-            env_root: folder,
-            ..
-        }
-        | Environment::Nemo {
-            python,
-            server_dir: folder,
-            ..
-        } => {
-            absolute(python)?;
-            absolute(folder)?;
-        }
-    }
     create_fresh(out)?;
     let rel = |p: &str| format!("{}/{p}", out.display());
     std::fs::write(

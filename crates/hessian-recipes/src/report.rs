@@ -1,18 +1,19 @@
-//! The training report: `report.md` with the per-step metrics and SVG plots of reward and loss.
+//! The reports' plots (standalone SVG line and bar charts) and the training report: `report.md`
+//! with the per-step metrics and plots of reward and loss.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use serde_json::Value;
 
-fn series(rows: &[Value], key: &str) -> Vec<(f64, f64)> {
+pub(crate) fn series(rows: &[Value], key: &str) -> Vec<(f64, f64)> {
     rows.iter()
         .filter_map(|r| Some((r["step"].as_f64()?, r[key].as_f64()?)))
         .collect()
 }
 
 /// A line plot of `points` as a standalone SVG.
-fn svg(title: &str, points: &[(f64, f64)]) -> String {
+pub(crate) fn svg(title: &str, points: &[(f64, f64)]) -> String {
     let (w, h, pad) = (480.0, 240.0, 36.0);
     let (x0, x1) = points
         .iter()
@@ -40,6 +41,61 @@ fn svg(title: &str, points: &[(f64, f64)]) -> String {
         r = w - pad,
         lb = h - 8.0,
         rl = w - pad - 40.0,
+    )
+}
+
+/// A bar chart as a standalone SVG: one group per label, one bar per series in each group
+/// (values ≥ 0), with a legend.
+pub(crate) fn bars_svg(title: &str, series: &[&str], groups: &[(String, Vec<f64>)]) -> String {
+    const COLOURS: [&str; 4] = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728"];
+    let (h, pad, bar) = (240.0, 36.0, 22.0);
+    let group_w = bar * series.len() as f64 + 18.0;
+    let w = (2.0 * pad + group_w * groups.len() as f64).max(320.0);
+    let top = groups
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .fold(0.0_f64, f64::max)
+        .max(1e-12);
+    let base = h - pad;
+    let mut body = String::new();
+    for (g, (label, values)) in groups.iter().enumerate() {
+        let x0 = pad + 9.0 + g as f64 * group_w;
+        for (i, v) in values.iter().enumerate() {
+            let bh = v.max(0.0) / top * (h - 2.0 * pad - 14.0);
+            let _ = writeln!(
+                body,
+                "<rect x=\"{:.1}\" y=\"{:.1}\" width=\"{bar}\" height=\"{bh:.1}\" fill=\"{}\"/>\
+                 <text x=\"{:.1}\" y=\"{:.1}\" font-size=\"9\">{v:.2}</text>",
+                x0 + i as f64 * bar,
+                base - bh,
+                COLOURS[i % COLOURS.len()],
+                x0 + i as f64 * bar,
+                base - bh - 3.0,
+            );
+        }
+        let _ = writeln!(
+            body,
+            "<text x=\"{x0:.1}\" y=\"{:.1}\">{label}</text>",
+            h - 20.0
+        );
+    }
+    for (i, name) in series.iter().enumerate() {
+        let x = w - pad - 90.0;
+        let y = 14.0 + 14.0 * i as f64;
+        let _ = writeln!(
+            body,
+            "<rect x=\"{x}\" y=\"{}\" width=\"10\" height=\"10\" fill=\"{}\"/><text x=\"{}\" y=\"{y}\">{name}</text>",
+            y - 9.0,
+            COLOURS[i % COLOURS.len()],
+            x + 14.0
+        );
+    }
+    format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" font-family=\"sans-serif\" font-size=\"11\">\n\
+         <rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n\
+         <text x=\"{pad}\" y=\"16\">{title}</text>\n\
+         <line x1=\"{pad}\" y1=\"{base}\" x2=\"{r}\" y2=\"{base}\" stroke=\"#888\"/>\n{body}</svg>\n",
+        r = w - pad,
     )
 }
 

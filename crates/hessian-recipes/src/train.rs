@@ -26,7 +26,9 @@ fn load_plan(path: &Path) -> anyhow::Result<Plan> {
 }
 
 pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
-    let plan = load_plan(&args.plan)?;
+    let mut plan = load_plan(&args.plan)?;
+    // The run folder's copy of the plan (which `evaluate` reads) names its files absolutely.
+    plan.make_paths_absolute()?;
     if args.stop_after_step == Some(0) {
         return Err(Refused("--stop-after-step must be at least 1".to_owned()).into());
     }
@@ -143,10 +145,13 @@ fn fault_kill_at() -> anyhow::Result<Option<(i32, u64)>> {
 }
 
 /// Bad input exits 2, a refused checkpoint 3, anything else 1.
-fn exit_error(e: TrainError) -> anyhow::Error {
+pub(crate) fn exit_error(e: TrainError) -> anyhow::Error {
     match e {
         TrainError::Refused(m) => Refused(m).into(),
         TrainError::Restore(m) => Invalid(format!("restore refused: {m}")).into(),
+        e @ (TrainError::Checkpoint { .. } | TrainError::Leak { .. }) => {
+            Invalid(e.to_string()).into()
+        }
         other => other.into(),
     }
 }

@@ -26,4 +26,4 @@ pub use error::BridgeError;
 pub use nemo_gym::{NemoGymClient, NemoGymEnvironment, Rollout, Verdict, output_item, response};
 pub use openenv::{EnvReply, OpenEnvClient, OpenEnvEnvironment, OpenEnvSession};
 pub use service::{OwnedService, ServiceSpec};
-pub use tasks::{FixtureEnvironment, FixtureKind, fixture_tasks};
+pub use tasks::{FixtureEnvironment, FixtureKind, Split, fixture_split_tasks, fixture_tasks};

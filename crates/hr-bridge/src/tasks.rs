@@ -28,9 +28,34 @@ pub enum FixtureKind {
     Digits,
 }
 
-const CITIES: [&str; 8] = [
-    "Paris", "Tokyo", "Lima", "Oslo", "Cairo", "Quito", "Seoul", "Perth",
+const CITIES: [&str; 20] = [
+    "Paris", "Tokyo", "Lima", "Oslo", "Cairo", "Quito", "Seoul", "Perth", "Accra", "Dakar",
+    "Hanoi", "Kyiv", "Riga", "Sofia", "Tunis", "Baku", "Bern", "Doha", "Male", "Suva",
 ];
+
+/// Which part of a family's question space tasks come from. Every question of a family belongs
+/// to exactly one split: training draws only from `Train`, checkpoint selection only from `Dev`,
+/// the final assessment only from `HeldOut`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Split {
+    /// About 70% of the questions.
+    Train,
+    /// About 15%.
+    Dev,
+    /// The rest, about 15%.
+    HeldOut,
+}
+
+impl Split {
+    /// `train`, `dev` or `held_out`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Train => "train",
+            Self::Dev => "dev",
+            Self::HeldOut => "held_out",
+        }
+    }
+}
 
 /// SplitMix64, so the task list depends only on the seed.
 fn mix(state: &mut u64) -> u64 {
@@ -41,38 +66,99 @@ fn mix(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// `count` tasks of `kind`, the same for the same seed, with ids `<kind>-<n>`.
+/// The family's question space: operand pairs `(a, b)` in 0..10 for the arithmetic kinds, city
+/// indexes for tool calls.
+fn space(kind: FixtureKind) -> Vec<(i64, i64)> {
+    match kind {
+        FixtureKind::ToolCall => (0..CITIES.len() as i64).map(|c| (c, 0)).collect(),
+        _ => (0..10).flat_map(|a| (0..10).map(move |b| (a, b))).collect(),
+    }
+}
+
+/// The questions of `split`: the space in a fixed pseudo-random order (independent of any plan
+/// seed), cut at 70% and 85%.
+fn split_space(kind: FixtureKind, split: Split) -> Vec<(i64, i64)> {
+    let mut items: Vec<(u64, (i64, i64))> = space(kind)
+        .into_iter()
+        .enumerate()
+        .map(|(i, item)| (mix(&mut (0x5EED_5EED ^ i as u64)), item))
+        .collect();
+    items.sort_unstable();
+    let n = items.len();
+    let (dev, held_out) = (n * 70 / 100, n * 85 / 100);
+    let range = match split {
+        Split::Train => 0..dev,
+        Split::Dev => dev..held_out,
+        Split::HeldOut => held_out..n,
+    };
+    items[range].iter().map(|(_, item)| *item).collect()
+}
+
+fn task(kind: FixtureKind, id: String, (a, b): (i64, i64)) -> Task {
+    let payload = match kind {
+        FixtureKind::Arithmetic => {
+            json!({"kind": "arithmetic", "question": format!("What is {a} + {b}?"), "answer": a + b})
+        }
+        FixtureKind::Calculator => json!({"kind": "calculator", "question": format!(
+            "What is {a} + {b}? You may call the tool `add` with arguments a and b."), "a": a, "b": b}),
+        FixtureKind::Digits => {
+            json!({"kind": "digits", "question": format!("Answer with digits only: {a}{b}?")})
+        }
+        FixtureKind::ToolCall => {
+            let city = CITIES[a as usize];
+            json!({"kind": "tool_call", "question": format!("Call get_weather for {city}."),
+                "name": "get_weather", "arguments": {"city": city}})
+        }
+    };
+    Task { id, payload }
+}
+
+/// `count` training tasks of `kind`, the same for the same seed, with ids `<kind>-<n>`; drawn
+/// (with repetition) from the family's [`Split::Train`] questions only.
 pub fn fixture_tasks(kind: FixtureKind, count: usize, seed: u64) -> Vec<Task> {
+    fixture_split_tasks(kind, Split::Train, count, seed)
+}
+
+/// `count` tasks of `kind` from `split`, the same for the same seed; ids are `<kind>-<n>` for
+/// training and `<kind>-<split>-<n>` otherwise.
+pub fn fixture_split_tasks(kind: FixtureKind, split: Split, count: usize, seed: u64) -> Vec<Task> {
+    let pool = split_space(kind, split);
     let mut state = seed;
     (0..count)
         .map(|n| {
-            let (a, b) = ((mix(&mut state) % 10) as i64, (mix(&mut state) % 10) as i64);
-            match kind {
-                FixtureKind::Arithmetic => Task {
-                    id: format!("arithmetic-{n}"),
-                    payload: json!({"kind": "arithmetic", "question": format!("What is {a} + {b}?"), "answer": a + b}),
-                },
-                FixtureKind::Calculator => Task {
-                    id: format!("calculator-{n}"),
-                    payload: json!({"kind": "calculator", "question": format!(
-                        "What is {a} + {b}? You may call the tool `add` with arguments a and b."), "a": a, "b": b}),
-                },
-                FixtureKind::Digits => Task {
-                    id: format!("digits-{n}"),
-                    payload: json!({"kind": "digits", "question": format!("Answer with digits only: {a}{b}?")}),
-                },
-                FixtureKind::ToolCall => {
-                    let city = CITIES[(mix(&mut state) % CITIES.len() as u64) as usize];
-                    Task {
-                        id: format!("tool_call-{n}"),
-                        payload: json!({"kind": "tool_call",
-                            "question": format!("Call get_weather for {city}."),
-                            "name": "get_weather", "arguments": {"city": city}}),
-                    }
-                }
-            }
+            let id = match split {
+                Split::Train => format!("{}-{n}", kind.name()),
+                other => format!("{}-{}-{n}", kind.name(), other.name()),
+            };
+            let pick = (mix(&mut state) % pool.len() as u64) as usize;
+            task(kind, id, pool[pick])
         })
         .collect()
+}
+
+impl FixtureKind {
+    /// Every kind.
+    pub const ALL: [Self; 4] = [
+        Self::Arithmetic,
+        Self::ToolCall,
+        Self::Calculator,
+        Self::Digits,
+    ];
+
+    /// The kind a plan names, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The kind's name in plans and task ids.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Arithmetic => "arithmetic",
+            Self::ToolCall => "tool_call",
+            Self::Calculator => "calculator",
+            Self::Digits => "digits",
+        }
+    }
 }
 
 fn field<'a>(task: &'a Task, name: &str) -> Result<&'a Value, BridgeError> {
@@ -215,6 +301,39 @@ mod tests {
             fixture_tasks(FixtureKind::Arithmetic, 5, 3),
             fixture_tasks(FixtureKind::Arithmetic, 5, 4)
         );
+    }
+
+    #[test]
+    fn every_question_belongs_to_one_split_and_each_split_has_some() {
+        use std::collections::BTreeSet;
+        for kind in FixtureKind::ALL {
+            let questions = |split| -> BTreeSet<String> {
+                fixture_split_tasks(kind, split, 3000, 9)
+                    .iter()
+                    .map(|t| t.payload["question"].as_str().unwrap_or("").to_owned())
+                    .collect()
+            };
+            let (train, dev, held_out) = (
+                questions(Split::Train),
+                questions(Split::Dev),
+                questions(Split::HeldOut),
+            );
+            assert!(!dev.is_empty() && !held_out.is_empty(), "{kind:?}");
+            assert!(train.is_disjoint(&dev), "{kind:?}: train and dev share");
+            assert!(
+                train.is_disjoint(&held_out),
+                "{kind:?}: train and held-out share"
+            );
+            assert!(
+                dev.is_disjoint(&held_out),
+                "{kind:?}: dev and held-out share"
+            );
+            assert_eq!(
+                train.len() + dev.len() + held_out.len(),
+                space(kind).len(),
+                "{kind:?}: 3000 draws reach every question"
+            );
+        }
     }
 
     #[test]

@@ -472,26 +472,36 @@ impl CoreContext {
     }
 }
 
-/// The latest local checkpoint by the master's rule: highest steps, then the latest report.
-fn local_latest(run_dir: &Path) -> Result<Option<(String, u64)>, CoreError> {
-    let text = match std::fs::read_to_string(run_dir.join("checkpoints.jsonl")) {
+/// The checkpoints a local run reported, as `(uuid, steps_completed)` in report order (its
+/// `checkpoints.jsonl`); empty when it reported none. A torn or unreadable line is an error.
+pub fn local_checkpoints(run_dir: &Path) -> Result<Vec<(String, u64)>, CoreError> {
+    let path = run_dir.join("checkpoints.jsonl");
+    let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(CoreError::io("read", run_dir.join("checkpoints.jsonl"))(e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(CoreError::io("read", path)(e)),
     };
-    let mut best: Option<(String, u64)> = None;
+    let mut out = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let v: Value = serde_json::from_str(line).map_err(|e| CoreError::Io {
             op: "parse",
-            path: run_dir.join("checkpoints.jsonl"),
+            path: path.clone(),
             source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
         })?;
-        let (Some(uuid), Some(steps)) = (v["uuid"].as_str(), v["steps_completed"].as_u64()) else {
-            continue;
-        };
-        // Later lines are later reports, so `>=` keeps the latest of equal steps.
+        if let (Some(uuid), Some(steps)) = (v["uuid"].as_str(), v["steps_completed"].as_u64()) {
+            out.push((uuid.to_owned(), steps));
+        }
+    }
+    Ok(out)
+}
+
+/// The latest local checkpoint by the master's rule: highest steps, then the latest report.
+fn local_latest(run_dir: &Path) -> Result<Option<(String, u64)>, CoreError> {
+    let mut best: Option<(String, u64)> = None;
+    // Later lines are later reports, so `>=` keeps the latest of equal steps.
+    for (uuid, steps) in local_checkpoints(run_dir)? {
         if best.as_ref().is_none_or(|b| steps >= b.1) {
-            best = Some((uuid.to_owned(), steps));
+            best = Some((uuid, steps));
         }
     }
     Ok(best)

@@ -16,6 +16,6 @@ mod error;
 mod info;
 
 pub use checkpoint::StoredCheckpoint;
-pub use context::{CoreContext, SearcherOp};
+pub use context::{CoreContext, SearcherOp, local_checkpoints};
 pub use error::CoreError;
 pub use info::TrialInfo;

@@ -18,4 +18,7 @@ pub enum Error {
         "the fixture policy has no scripted response for task {0}: add it to fixtures/fixture-policy.jsonl"
     )]
     NoResponse(String),
+    /// A model policy failed to answer.
+    #[error("the policy failed: {0}")]
+    Policy(String),
 }

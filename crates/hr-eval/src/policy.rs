@@ -14,6 +14,10 @@ pub trait Policy {
     fn name(&self) -> &str;
     /// The answer to `task`.
     fn respond(&mut self, task: &Task) -> Result<String, Error>;
+    /// The answers to `tasks`, in order; a model policy answers them in one batch.
+    fn respond_all(&mut self, tasks: &[Task]) -> Result<Vec<String>, Error> {
+        tasks.iter().map(|t| self.respond(t)).collect()
+    }
 }
 
 /// The deterministic scripted policy of the demo.

@@ -27,11 +27,9 @@ pub struct Verdict {
 
 const NUMBER_PATTERN: &str = r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?";
 
-static NUMBER: LazyLock<Regex> =
-    LazyLock::new(|| Regex::new(NUMBER_PATTERN).expect("valid regex"));
-static MARKER: LazyLock<Regex> = LazyLock::new(|| {
-    Regex::new(&format!(r"####\s*({NUMBER_PATTERN})")).expect("valid regex")
-});
+static NUMBER: LazyLock<Regex> = LazyLock::new(|| Regex::new(NUMBER_PATTERN).expect("valid regex"));
+static MARKER: LazyLock<Regex> =
+    LazyLock::new(|| Regex::new(&format!(r"####\s*({NUMBER_PATTERN})")).expect("valid regex"));
 static TOOL_CALL: LazyLock<Regex> =
     LazyLock::new(|| Regex::new(r"(?s)<tool_call>(.*?)</tool_call>").expect("valid regex"));
 
@@ -200,10 +198,17 @@ mod tests {
         assert_eq!(parse_tool_call("plain text"), None);
         let args = serde_json::json!({"a": 100});
         assert_eq!(
-            call_matches("<tool_call>{\"name\":\"f\",\"arguments\":{\"a\":100.0}}</tool_call>", "f", &args),
+            call_matches(
+                "<tool_call>{\"name\":\"f\",\"arguments\":{\"a\":100.0}}</tool_call>",
+                "f",
+                &args
+            ),
             CallMatch::Correct
         );
-        assert_eq!(call_matches("{\"name\":\"h\"}", "f", &args), CallMatch::Wrong);
+        assert_eq!(
+            call_matches("{\"name\":\"h\"}", "f", &args),
+            CallMatch::Wrong
+        );
         assert_eq!(call_matches("f(100)", "f", &args), CallMatch::Absent);
     }
 

@@ -11,6 +11,6 @@ mod plan;
 
 pub use error::PlanError;
 pub use plan::{
-    Checkpoints, Decay, Environment, FixtureTasks, Grpo, Lora, LossType, Model, Optimizer, Plan,
-    ScaleRewards, Seeds,
+    Checkpoints, Decay, Environment, Evaluation, FixtureTasks, Grpo, Lora, LossType, Model,
+    Optimizer, Plan, ScaleRewards, Seeds, TaskSet,
 };

@@ -31,6 +31,59 @@ pub struct Plan {
     pub checkpoints: Checkpoints,
     /// Every seed of the run.
     pub seeds: Seeds,
+    /// How `hessian-recipes evaluate` assesses the finished run; not part of training (left out
+    /// of the digests a checkpoint is bound to).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evaluation: Option<Evaluation>,
+}
+
+/// The assessment of a finished run: the retained checkpoints to adopt, the DEV tasks that
+/// select one of them, and the HELD-OUT tasks that only the final assessment sees.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Evaluation {
+    /// Steps whose checkpoints are adopted, ascending; each one the run saves (a multiple of
+    /// `checkpoints.every`, or the last step).
+    pub checkpoints: Vec<u64>,
+    /// Checkpoint selection only.
+    pub dev: TaskSet,
+    /// The final agent assessment only (the selected checkpoint and the base model).
+    pub held_out: TaskSet,
+    /// Episodes per task.
+    #[serde(default = "four")]
+    pub num_generations: usize,
+    /// Seed of the evaluation's sampling (the same for every checkpoint and the base).
+    #[serde(default)]
+    pub seed: u64,
+    /// Most new tokens of a retention (MGSM) answer, decoded greedily.
+    #[serde(default = "retention_tokens")]
+    pub retention_max_new_tokens: usize,
+}
+
+fn four() -> usize {
+    4
+}
+
+fn retention_tokens() -> usize {
+    64
+}
+
+/// Where a split's tasks come from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged, deny_unknown_fields)]
+pub enum TaskSet {
+    /// Drawn from the fixture family's split (fixture plans).
+    Drawn {
+        /// How many tasks.
+        count: usize,
+        /// Seed of the draw.
+        seed: u64,
+    },
+    /// Listed in the backend's task format (reset payloads, dataset rows).
+    Listed {
+        /// The tasks.
+        tasks: Vec<serde_json::Value>,
+    },
 }
 
 /// The policy model.
@@ -319,6 +372,32 @@ impl Plan {
         Ok(plan)
     }
 
+    /// Makes every path in the plan (the model folder, a service's Python and folder) absolute
+    /// against the current folder, so a copy of the plan reads the same files from anywhere.
+    pub fn make_paths_absolute(&mut self) -> std::io::Result<()> {
+        let absolute = |p: &mut PathBuf| -> std::io::Result<()> {
+            *p = std::path::absolute(&*p)?;
+            Ok(())
+        };
+        absolute(&mut self.model.path)?;
+        match &mut self.environment {
+            Environment::Fixture { .. } => {}
+            Environment::Openenv {
+                python, env_root, ..
+            } => {
+                absolute(python)?;
+                absolute(env_root)?;
+            }
+            Environment::Nemo {
+                python, server_dir, ..
+            } => {
+                absolute(python)?;
+                absolute(server_dir)?;
+            }
+        }
+        Ok(())
+    }
+
     /// Parses and checks plan text; `path` only names the file in errors.
     pub fn parse(path: &Path, text: &str) -> Result<Self, PlanError> {
         let de = &mut serde_json::Deserializer::from_str(text);
@@ -529,6 +608,59 @@ impl Plan {
             "checkpoints.every",
             "must be at least 1".to_owned(),
         )?;
+        if let Some(e) = &self.evaluation {
+            check(
+                !e.checkpoints.is_empty() && e.checkpoints.windows(2).all(|w| w[0] < w[1]),
+                "evaluation.checkpoints",
+                "list at least one step, ascending, e.g. [64, 128, 256]".to_owned(),
+            )?;
+            for step in &e.checkpoints {
+                check(
+                    (1..=self.steps).contains(step)
+                        && (step % self.checkpoints.every == 0 || *step == self.steps),
+                    "evaluation.checkpoints",
+                    format!(
+                        "step {step} is not saved by this run: use multiples of checkpoints.every \
+                         ({}) up to steps ({}), or the last step",
+                        self.checkpoints.every, self.steps
+                    ),
+                )?;
+            }
+            for (field, set) in [
+                ("evaluation.dev", &e.dev),
+                ("evaluation.held_out", &e.held_out),
+            ] {
+                match set {
+                    TaskSet::Drawn { count, .. } => {
+                        check(
+                            matches!(self.environment, Environment::Fixture { .. }),
+                            field,
+                            "drawn tasks ({count, seed}) exist only for the fixture backend; \
+                             list them as {\"tasks\": [...]}"
+                                .to_owned(),
+                        )?;
+                        check(*count >= 1, field, "count must be at least 1".to_owned())?;
+                    }
+                    TaskSet::Listed { tasks } => {
+                        check(
+                            !tasks.is_empty(),
+                            field,
+                            "list at least one task".to_owned(),
+                        )?;
+                    }
+                }
+            }
+            check(
+                e.num_generations >= 1,
+                "evaluation.num_generations",
+                "must be at least 1".to_owned(),
+            )?;
+            check(
+                e.retention_max_new_tokens >= 1,
+                "evaluation.retention_max_new_tokens",
+                "must be at least 1".to_owned(),
+            )?;
+        }
         Ok(())
     }
 }

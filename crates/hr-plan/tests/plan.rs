@@ -91,3 +91,38 @@ fn service_backends_parse_and_need_tasks() -> anyhow::Result<()> {
     assert_eq!(field_error(&plan).0, "environment.backend");
     Ok(())
 }
+
+#[test]
+fn an_evaluation_section_must_adopt_saved_steps_and_name_its_tasks() -> anyhow::Result<()> {
+    let mut plan = example();
+    plan["checkpoints"] = json!({"every": 2});
+    plan["evaluation"] = json!({"checkpoints": [2, 4], "dev": {"count": 3, "seed": 1},
+        "held_out": {"tasks": [{"kind": "digits", "question": "q"}]}});
+    let parsed = Plan::parse(Path::new("plan.json"), &plan.to_string())?;
+    let e = parsed.evaluation.expect("evaluation");
+    assert_eq!((e.num_generations, e.retention_max_new_tokens), (4, 64));
+    type Breaker = fn(&mut Value);
+    let cases: [(&str, &str, Breaker); 4] = [
+        ("evaluation.checkpoints", "not saved", |p| {
+            p["evaluation"]["checkpoints"] = json!([3])
+        }),
+        ("evaluation.checkpoints", "ascending", |p| {
+            p["evaluation"]["checkpoints"] = json!([4, 2])
+        }),
+        ("evaluation.held_out", "at least one", |p| {
+            p["evaluation"]["held_out"] = json!({"tasks": []})
+        }),
+        ("evaluation.dev", "fixture backend", |p| {
+            p["environment"] = json!({"backend": "nemo", "python": "/p", "server_dir": "/s",
+                "tasks": [{"responses_create_params": {}}]})
+        }),
+    ];
+    for (field, words, break_it) in cases {
+        let mut broken = plan.clone();
+        break_it(&mut broken);
+        let (named, message) = field_error(&broken);
+        assert_eq!(named, field, "{message}");
+        assert!(message.contains(words), "{field}: {message}");
+    }
+    Ok(())
+}

@@ -255,7 +255,11 @@ mod tests {
     fn a_cuda_qualification_asks_for_one_gpu_and_a_cpu_one_for_none() {
         for (master, gpu, slots) in [
             (None, false, "slots_per_trial: 0"),
-            (Some("https://master.example:8443"), true, "slots_per_trial: 1"),
+            (
+                Some("https://master.example:8443"),
+                true,
+                "slots_per_trial: 1",
+            ),
         ] {
             let yaml = launch_config(&options(master, gpu), Path::new("/tmp/q/checkpoints"))
                 .expect("config");

@@ -5,12 +5,13 @@ use hr_grpo::{AdamWSettings, AdvantageConfig, GrpoConfig, LossConfig, LrSchedule
 use hr_plan::{Environment, Plan};
 use hr_seal::sha256_hex;
 
-/// The plan's canonical JSON digest, which every snapshot is bound to. Where files live is
-/// left out (the model folder and the service's interpreter may be reached by other paths from
+/// The plan's canonical JSON digest, which every snapshot is bound to. The evaluation section
+/// (which does not change training) and where files live are left out (the model folder and the service's interpreter may be reached by other paths from
 /// another machine); what they hold is checked by loading them.
 pub fn plan_sha256(plan: &Plan) -> String {
     let mut canonical = plan.clone();
     canonical.model.path = Default::default();
+    canonical.evaluation = None;
     match &mut canonical.environment {
         Environment::Fixture { .. } => {}
         Environment::Openenv { python, .. } | Environment::Nemo { python, .. } => {
@@ -87,5 +88,37 @@ pub fn grpo_config(plan: &Plan) -> GrpoConfig {
         },
         max_grad_norm: o.max_grad_norm,
         gradient_accumulation_steps: g.gradient_accumulation_steps,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn plan(extra: &str) -> Plan {
+        let text = format!(
+            r#"{{"schema_version": 1, "name": "p", "model": {{"path": "m"}},
+            "environment": {{"backend": "fixture", "tasks": {{"kind": "digits", "count": 2, "seed": 1}}}},
+            "steps": 4, "seeds": {{"sampling": 1, "adapter_init": 2, "task_order": 3}}{extra}}}"#
+        );
+        Plan::parse(Path::new("plan.json"), &text).expect("plan")
+    }
+
+    #[test]
+    fn the_evaluation_section_and_the_model_path_leave_the_digest_alone_but_training_does_not() {
+        let bare = plan("");
+        let evaluated = plan(
+            r#", "evaluation": {"checkpoints": [4], "dev": {"count": 1, "seed": 1},
+                "held_out": {"count": 1, "seed": 2}}"#,
+        );
+        let mut moved = bare.clone();
+        moved.model.path = "/elsewhere/m".into();
+        assert_eq!(plan_sha256(&bare), plan_sha256(&evaluated));
+        assert_eq!(plan_sha256(&bare), plan_sha256(&moved));
+        let mut other = bare.clone();
+        other.grpo.beta = 0.1;
+        assert_ne!(plan_sha256(&bare), plan_sha256(&other));
     }
 }

@@ -16,20 +16,14 @@ use crate::TrainError;
 pub(crate) type Factory = Box<dyn EnvironmentFactory>;
 
 fn fixture_kind(name: &str) -> Result<FixtureKind, TrainError> {
-    Ok(match name {
-        "arithmetic" => FixtureKind::Arithmetic,
-        "tool_call" => FixtureKind::ToolCall,
-        "calculator" => FixtureKind::Calculator,
-        "digits" => FixtureKind::Digits,
-        other => {
-            return Err(TrainError::Refused(format!(
-                "environment.tasks.kind: unknown fixture task kind `{other}`"
-            )));
-        }
+    FixtureKind::from_name(name).ok_or_else(|| {
+        TrainError::Refused(format!(
+            "environment.tasks.kind: unknown fixture task kind `{name}`"
+        ))
     })
 }
 
-fn numbered(payloads: &[serde_json::Value]) -> Vec<Task> {
+pub(crate) fn numbered(payloads: &[serde_json::Value]) -> Vec<Task> {
     payloads
         .iter()
         .enumerate()

@@ -12,6 +12,25 @@ pub enum TrainError {
     /// receipt or evidence); nothing was adopted.
     #[error("restore refused: {0}")]
     Restore(String),
+    /// A checkpoint an evaluation must adopt is missing or does not verify; nothing was
+    /// assessed.
+    #[error("the checkpoint of step {step} cannot be adopted: {reason}")]
+    Checkpoint {
+        /// The plan's step.
+        step: u64,
+        /// Why.
+        reason: String,
+    },
+    /// Two task sets that must be disjoint (train, dev, held-out) share a question.
+    #[error("the {first} and {second} tasks share the question {question:?}: the splits leak")]
+    Leak {
+        /// One set.
+        first: String,
+        /// The other.
+        second: String,
+        /// The shared question.
+        question: String,
+    },
     /// Publication or a Core call failed.
     #[error(transparent)]
     Snapshot(#[from] hr_snapshot::SnapshotError),

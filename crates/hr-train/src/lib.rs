@@ -13,6 +13,7 @@
 // trainers it stands beside do; stdout stays for the binary.
 #![allow(clippy::print_stderr)]
 
+mod assess;
 mod config;
 mod control;
 mod environment;
@@ -22,6 +23,10 @@ mod lifecycle;
 mod payload;
 mod start;
 
+pub use assess::{
+    Adopted, Assessment, CheckpointScore, EpisodeScore, Retention, SELECTION_RULE, adopt, assess,
+    check_disjoint, evaluation,
+};
 pub use config::{family_sha256, grpo_config, plan_sha256};
 pub use control::Control;
 pub use error::TrainError;

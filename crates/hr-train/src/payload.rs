@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::{TrainError, evidence::evidence_prefix};
 
-const NATIVE_DIR: &str = "payload/native";
+pub(crate) const NATIVE_DIR: &str = "payload/native";
 const CURSOR_FILE: &str = "payload/data_cursor.json";
 const EVIDENCE_PAYLOAD: &str = "payload/evidence.jsonl";
 const METRICS_PAYLOAD: &str = "payload/metrics.jsonl";

@@ -1,0 +1,219 @@
+//! `hessian-recipes evaluate`: the assessment of a finished run (`hr_train::adopt` and
+//! `hr_train::assess`) written as a sealed folder: `payload/report.json`, `payload/report.md`
+//! and SVG plots (the run's reward and loss, DEV reward by checkpoint, HELD-OUT base vs
+//! selected, MGSM retention by language).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use burn::tensor::backend::Backend;
+use hr_plan::Plan;
+use hr_seal::{RunIdentity, SnapshotWriter, sha256_hex};
+use hr_train::{Adopted, Assessment};
+use serde_json::{Value, json};
+
+use crate::Refused;
+use crate::backend::{OnBackend, dispatch};
+use crate::cli::EvaluateArgs;
+use crate::output::{create_fresh, ensure_fresh};
+use crate::report::{bars_svg, series, svg};
+use crate::train::exit_error;
+
+pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
+    ensure_fresh(&args.output)?;
+    let plan_path = args.resume.join("plan.json");
+    if !plan_path.is_file() {
+        return Err(Refused(format!(
+            "--resume {}: not a finished run folder (no plan.json); give a `train` output folder",
+            args.resume.display()
+        ))
+        .into());
+    }
+    let plan = Plan::from_file(&plan_path).map_err(|e| Refused(e.to_string()))?;
+    // Every checkpoint is verified before anything is written.
+    let adopted = hr_train::adopt(&args.resume, &plan).map_err(exit_error)?;
+    let rows: Vec<Value> = std::fs::read_to_string(args.resume.join(hr_train::METRICS_FILE))
+        .with_context(|| format!("reading the run's {}", hr_train::METRICS_FILE))?
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()
+        .context("parsing the run's metrics")?;
+    create_fresh(&args.output)?;
+    let job = Job {
+        plan,
+        adopted,
+        rows,
+        output: args.output.clone(),
+    };
+    let result = dispatch(args.device, job);
+    if result.is_err() {
+        // The folder is this invocation's own and holds no sealed report: leave nothing behind.
+        let _ = std::fs::remove_dir_all(&args.output);
+    }
+    result
+}
+
+struct Job {
+    plan: Plan,
+    adopted: Vec<Adopted>,
+    rows: Vec<Value>,
+    output: PathBuf,
+}
+
+impl OnBackend for Job {
+    type Output = ExitCode;
+
+    fn run<B: Backend>(self, device: B::Device, _name: &str) -> anyhow::Result<ExitCode> {
+        let log = self.output.join("service.log");
+        let assessment =
+            hr_train::assess::<B>(&self.plan, self.adopted, &device, &log).map_err(exit_error)?;
+        write(&self.output, &self.plan, &self.rows, &assessment)?;
+        let a = &assessment;
+        println!(
+            "selected step {} on DEV; HELD-OUT mean reward: base {:.3}, selected {:.3}",
+            a.selected_step, a.held_out_base.mean_reward, a.held_out_selected.mean_reward
+        );
+        println!(
+            "wrote and sealed {}/payload/report.md",
+            self.output.display()
+        );
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+fn markdown(plan: &Plan, a: &Assessment) -> String {
+    let mut md = format!(
+        "# Evaluation of `{}`\n\n![reward](reward.svg)\n\n![loss](loss.svg)\n\n\
+         ## DEV selection\n\nRule: {}.\n\n| step | checkpoint | DEV mean reward | DEV solved |\n|---|---|---|---|\n",
+        plan.name, a.selection_rule
+    );
+    for c in &a.checkpoints {
+        let mark = if c.checkpoint.step == a.selected_step {
+            " (selected)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            md,
+            "| {}{mark} | {} | {:.3} | {:.3} |",
+            c.checkpoint.step, c.checkpoint.uuid, c.dev.mean_reward, c.dev.solved
+        );
+    }
+    let _ = write!(
+        md,
+        "\n![DEV reward by checkpoint](dev.svg)\n\n## HELD-OUT agent assessment\n\n\
+         | policy | episodes | mean reward | solved |\n|---|---|---|---|\n\
+         | base | {} | {:.3} | {:.3} |\n| step {} | {} | {:.3} | {:.3} |\n\n![HELD-OUT](held_out.svg)\n\n\
+         ## MGSM retention (greedy)\n\n| language | items | base | selected | drop |\n|---|---|---|---|---|\n",
+        a.held_out_base.episodes,
+        a.held_out_base.mean_reward,
+        a.held_out_base.solved,
+        a.selected_step,
+        a.held_out_selected.episodes,
+        a.held_out_selected.mean_reward,
+        a.held_out_selected.solved,
+    );
+    for r in &a.retention {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.3} | {:.3} | {:+.3} |",
+            r.lang, r.items, r.base, r.selected, r.drop
+        );
+    }
+    let _ = write!(
+        md,
+        "\n![MGSM retention](retention.svg)\n\nTasks: {}. DEV selects, HELD-OUT only assesses; \
+         the sets share no question.\n",
+        a.task_counts
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    md
+}
+
+fn write(out: &std::path::Path, plan: &Plan, rows: &[Value], a: &Assessment) -> anyhow::Result<()> {
+    let selected = format!("step {}", a.selected_step);
+    let files: Vec<(&str, Vec<u8>)> = vec![
+        ("report.json", serde_json::to_vec_pretty(a)?),
+        ("report.md", markdown(plan, a).into_bytes()),
+        (
+            "reward.svg",
+            svg("reward", &series(rows, "reward")).into_bytes(),
+        ),
+        ("loss.svg", svg("loss", &series(rows, "loss")).into_bytes()),
+        (
+            "dev.svg",
+            bars_svg(
+                "DEV mean reward by checkpoint",
+                &["DEV"],
+                &a.checkpoints
+                    .iter()
+                    .map(|c| {
+                        (
+                            format!("step {}", c.checkpoint.step),
+                            vec![c.dev.mean_reward],
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            )
+            .into_bytes(),
+        ),
+        (
+            "held_out.svg",
+            bars_svg(
+                "HELD-OUT mean reward",
+                &["base", &selected],
+                &[(
+                    "held-out".to_owned(),
+                    vec![a.held_out_base.mean_reward, a.held_out_selected.mean_reward],
+                )],
+            )
+            .into_bytes(),
+        ),
+        (
+            "retention.svg",
+            bars_svg(
+                "MGSM accuracy by language",
+                &["base", &selected],
+                &a.retention
+                    .iter()
+                    .map(|r| (r.lang.clone(), vec![r.base, r.selected]))
+                    .collect::<Vec<_>>(),
+            )
+            .into_bytes(),
+        ),
+    ];
+    // The output depends on the run's plan and exactly these checkpoints.
+    let config = json!({
+        "command": "evaluate",
+        "plan_sha256": hr_train::plan_sha256(plan),
+        "checkpoints": a.checkpoints.iter().map(|c| &c.checkpoint).collect::<Vec<_>>(),
+    });
+    let mut writer = SnapshotWriter::in_place(
+        out,
+        RunIdentity {
+            run_id: format!("evaluate:{}", plan.name),
+            writer: "local".to_owned(),
+        },
+        a.selected_step,
+        crate::source_binding(),
+        sha256_hex(config.to_string().as_bytes()),
+    );
+    writer
+        .tool("hessian-recipes", env!("CARGO_PKG_VERSION"))
+        .tool("hr-eval", hr_eval::VERSION);
+    for (file, bytes) in &files {
+        let role = if file.ends_with(".svg") {
+            "plot"
+        } else {
+            "report"
+        };
+        writer.add_bytes(&format!("payload/{file}"), role, bytes)?;
+    }
+    writer.seal(None)?.commit(out)?;
+    Ok(())
+}

@@ -1,0 +1,420 @@
+//! The assessment of a finished run (`hessian-recipes evaluate`): the checkpoints the plan's
+//! `evaluation` section lists are verified and adopted (a missing or tampered one is an error,
+//! never a skip); each is scored on the DEV tasks only and one is selected; the selected one and
+//! the base model are then assessed on the HELD-OUT tasks (episodes through the same environment
+//! as training) and on the MGSM retention suite. The three task sets must share no question.
+//!
+//! Selection rule: the highest mean DEV episode reward; on a tie, the earlier step (less drift
+//! from the base for the same DEV result).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use burn::tensor::backend::Backend;
+use hr_bridge::{FixtureKind, Split, Task, fixture_split_tasks};
+use hr_grpo::{Episode, RolloutConfig, rollouts};
+use hr_plan::{Environment as PlanEnvironment, Evaluation, Plan, TaskSet};
+use hr_policy::{
+    Adapters, ChatTokenizer, IM_END, Message, Policy, PolicyRng, SamplingConfig, load_adapters,
+};
+use hr_seal::{Expectations, verify};
+use serde::Serialize;
+
+use crate::environment::{environment, numbered};
+use crate::{TrainError, grpo_config, plan_sha256};
+
+/// The rule [`assess`] selects by, for reports.
+pub const SELECTION_RULE: &str = "highest mean DEV episode reward; on a tie, the earlier step";
+
+/// A verified checkpoint of the run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Adopted {
+    /// Its step.
+    pub step: u64,
+    /// Its UUID.
+    pub uuid: String,
+    /// sha256 of its manifest.
+    pub manifest_sha256: String,
+    /// Its folder.
+    #[serde(skip)]
+    pub dir: PathBuf,
+}
+
+/// The plan's evaluation section, or why there is none.
+pub fn evaluation(plan: &Plan) -> Result<&Evaluation, TrainError> {
+    plan.evaluation.as_ref().ok_or_else(|| {
+        TrainError::Refused(format!(
+            "plan `{}` has no `evaluation` section: add {{\"checkpoints\": [...], \"dev\": ..., \
+             \"held_out\": ...}} before training (see plans/README.md)",
+            plan.name
+        ))
+    })
+}
+
+/// Verifies every checkpoint the plan's evaluation lists in the local run folder `run_dir`
+/// (its `core/checkpoints.jsonl`, the latest report of each step): seal, manifest, payload
+/// digests, the plan's digest, the step, and one run identity across all of them.
+pub fn adopt(run_dir: &Path, plan: &Plan) -> Result<Vec<Adopted>, TrainError> {
+    let eval = evaluation(plan)?;
+    let core = run_dir.join("core");
+    let listed = hr_core::local_checkpoints(&core)?;
+    let mut run_id: Option<String> = None;
+    let mut adopted = Vec::new();
+    for &step in &eval.checkpoints {
+        let refuse = |reason: String| TrainError::Checkpoint { step, reason };
+        let (uuid, _) = listed
+            .iter()
+            .rfind(|(_, s)| *s == step)
+            .ok_or_else(|| refuse(format!("none is listed in {}", core.display())))?;
+        let dir = core.join("checkpoints").join(uuid);
+        let expect = Expectations {
+            run_id: run_id.clone(),
+            config_sha256: Some(plan_sha256(plan)),
+            step: Some(step),
+            ..Expectations::default()
+        };
+        let verified = verify(&dir, &expect).map_err(|e| refuse(e.to_string()))?;
+        for file in [hr_policy::ADAPTER_CONFIG, hr_policy::ADAPTER_WEIGHTS] {
+            if !verified
+                .manifest
+                .files
+                .iter()
+                .any(|f| f.path == format!("{}/{file}", crate::payload::NATIVE_DIR))
+            {
+                return Err(refuse(format!("its manifest seals no {file}")));
+            }
+        }
+        run_id.get_or_insert_with(|| verified.manifest.run.run_id.clone());
+        adopted.push(Adopted {
+            step,
+            uuid: uuid.clone(),
+            manifest_sha256: verified.manifest_sha256,
+            dir,
+        });
+    }
+    Ok(adopted)
+}
+
+/// The text a task is compared by in the leak check: its `question`, else its whole payload.
+fn question(task: &Task) -> String {
+    task.payload
+        .get("question")
+        .and_then(serde_json::Value::as_str)
+        .map_or_else(|| task.payload.to_string(), str::to_owned)
+}
+
+/// Fails when two of the task sets share a question.
+pub fn check_disjoint(sets: &[(&str, &[Task])]) -> Result<(), TrainError> {
+    for (i, (a, left)) in sets.iter().enumerate() {
+        for (b, right) in &sets[i + 1..] {
+            let seen: std::collections::BTreeSet<String> = left.iter().map(question).collect();
+            if let Some(t) = right.iter().find(|t| seen.contains(&question(t))) {
+                return Err(TrainError::Leak {
+                    first: (*a).to_owned(),
+                    second: (*b).to_owned(),
+                    question: question(t),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+fn task_set(plan: &Plan, set: &TaskSet, split: Split) -> Result<Vec<Task>, TrainError> {
+    Ok(match (set, &plan.environment) {
+        (TaskSet::Listed { tasks }, _) => numbered(tasks)
+            .into_iter()
+            .map(|t| Task {
+                id: format!("{}-{}", split.name(), t.id),
+                payload: t.payload,
+            })
+            .collect(),
+        (TaskSet::Drawn { count, seed }, PlanEnvironment::Fixture { tasks }) => {
+            let kind = FixtureKind::from_name(&tasks.kind).ok_or_else(|| {
+                TrainError::Refused(format!("unknown fixture kind `{}`", tasks.kind))
+            })?;
+            fixture_split_tasks(kind, split, *count, *seed)
+        }
+        (TaskSet::Drawn { .. }, _) => {
+            return Err(TrainError::Refused(
+                "drawn evaluation tasks exist only for the fixture backend".to_owned(),
+            ));
+        }
+    })
+}
+
+/// Episode results of one policy on one task set.
+#[derive(Debug, Clone, Serialize)]
+pub struct EpisodeScore {
+    /// Episodes run.
+    pub episodes: usize,
+    /// Mean episode reward.
+    pub mean_reward: f64,
+    /// Share of episodes with reward ≥ 1 (fully solved).
+    pub solved: f64,
+}
+
+fn episode_score(episodes: &[Episode]) -> EpisodeScore {
+    let n = episodes.len().max(1) as f64;
+    EpisodeScore {
+        episodes: episodes.len(),
+        mean_reward: episodes.iter().map(|e| e.reward).sum::<f64>() / n,
+        solved: episodes.iter().filter(|e| e.reward >= 1.0).count() as f64 / n,
+    }
+}
+
+/// One adopted checkpoint's DEV result.
+#[derive(Debug, Clone, Serialize)]
+pub struct CheckpointScore {
+    /// The checkpoint.
+    #[serde(flatten)]
+    pub checkpoint: Adopted,
+    /// On the DEV tasks.
+    pub dev: EpisodeScore,
+}
+
+/// MGSM accuracy of the base and the selected checkpoint in one language.
+#[derive(Debug, Clone, Serialize)]
+pub struct Retention {
+    /// Language code.
+    pub lang: String,
+    /// Items.
+    pub items: usize,
+    /// Base accuracy.
+    pub base: f64,
+    /// Selected checkpoint's accuracy.
+    pub selected: f64,
+    /// `base - selected` (positive: the trained model forgot).
+    pub drop: f64,
+}
+
+/// The whole assessment.
+#[derive(Debug, Clone, Serialize)]
+pub struct Assessment {
+    /// The rule of selection.
+    pub selection_rule: &'static str,
+    /// Every adopted checkpoint with its DEV score, in step order.
+    pub checkpoints: Vec<CheckpointScore>,
+    /// The selected step.
+    pub selected_step: u64,
+    /// HELD-OUT episodes of the base model.
+    pub held_out_base: EpisodeScore,
+    /// HELD-OUT episodes of the selected checkpoint.
+    pub held_out_selected: EpisodeScore,
+    /// MGSM retention per language.
+    pub retention: Vec<Retention>,
+    /// Tasks per set (`train`, `dev`, `held_out`).
+    pub task_counts: BTreeMap<String, usize>,
+}
+
+/// The model answering evaluation prompts: greedy, batched, with or without adapters.
+struct ModelPolicy<'a, B: Backend> {
+    name: String,
+    policy: &'a Policy<B>,
+    adapters: Option<&'a Adapters<B>>,
+    tokenizer: &'a ChatTokenizer,
+    sampling: SamplingConfig,
+}
+
+impl<B: Backend> hr_eval::Policy for ModelPolicy<'_, B> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn respond(&mut self, task: &hr_eval::Task) -> Result<String, hr_eval::Error> {
+        let mut answers = self.respond_all(std::slice::from_ref(task))?;
+        Ok(answers.pop().unwrap_or_default())
+    }
+
+    fn respond_all(&mut self, tasks: &[hr_eval::Task]) -> Result<Vec<String>, hr_eval::Error> {
+        let failed = |e: hr_policy::PolicyError| hr_eval::Error::Policy(e.to_string());
+        let prompts = tasks
+            .iter()
+            .map(|t| {
+                self.tokenizer
+                    .encode_chat(&[Message::new("user", &t.prompt)])
+            })
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(failed)?;
+        // Greedy decoding draws nothing from the RNG.
+        let mut rng = PolicyRng::from_seed(0);
+        let out = self
+            .policy
+            .generate(self.adapters, &prompts, &self.sampling, &mut rng, true)
+            .map_err(failed)?;
+        out.tokens
+            .iter()
+            .map(|t| self.tokenizer.decode(t).map_err(failed))
+            .collect()
+    }
+}
+
+fn per_language(eval: &hr_eval::Evaluation) -> BTreeMap<String, (usize, usize)> {
+    let mut by_lang = BTreeMap::new();
+    for r in &eval.results {
+        let e: &mut (usize, usize) = by_lang.entry(r.lang.clone()).or_default();
+        e.0 += 1;
+        e.1 += usize::from(r.correct);
+    }
+    by_lang
+}
+
+/// Runs the assessment of `adopted` (from [`adopt`]) on `device`; the plan's environment
+/// service, if any, is started for it and stopped after, its log in `log`.
+pub fn assess<B: Backend>(
+    plan: &Plan,
+    adopted: Vec<Adopted>,
+    device: &B::Device,
+    log: &Path,
+) -> Result<Assessment, TrainError> {
+    let eval = evaluation(plan)?;
+    let (train, mut service, mut envs) = environment(plan, log)?;
+    let dev = task_set(plan, &eval.dev, Split::Dev)?;
+    let held_out = task_set(plan, &eval.held_out, Split::HeldOut)?;
+    check_disjoint(&[("train", &train), ("dev", &dev), ("held_out", &held_out)])?;
+    let model = &plan.model.path;
+    let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
+    let policy = Policy::<B>::load(model, device)?;
+    let rollout = RolloutConfig {
+        num_generations: eval.num_generations,
+        ..grpo_config(plan).rollout
+    };
+    let mut episodes = |adapters: Option<&Adapters<B>>, tasks: &[Task]| {
+        // The same seed for every policy: their episodes differ only by the policy.
+        let mut rng = PolicyRng::from_seed(eval.seed);
+        rollouts(
+            &policy,
+            adapters,
+            &tokenizer,
+            tasks,
+            envs.as_mut(),
+            &rollout,
+            &mut rng,
+        )
+        .map(|e| episode_score(&e))
+    };
+    let mut scores = Vec::new();
+    let mut best: Option<(usize, f64, Adapters<B>)> = None;
+    for (i, checkpoint) in adopted.into_iter().enumerate() {
+        let adapters = load_adapters::<B>(
+            policy.config(),
+            &checkpoint.dir.join(crate::payload::NATIVE_DIR),
+            device,
+        )?;
+        let dev_score = episodes(Some(&adapters), &dev)?;
+        eprintln!(
+            "dev: step {} mean reward {:.3}",
+            checkpoint.step, dev_score.mean_reward
+        );
+        if best
+            .as_ref()
+            .is_none_or(|(_, reward, _)| dev_score.mean_reward > *reward)
+        {
+            best = Some((i, dev_score.mean_reward, adapters));
+        }
+        scores.push(CheckpointScore {
+            checkpoint,
+            dev: dev_score,
+        });
+    }
+    let (selected, _, adapters) =
+        best.ok_or_else(|| TrainError::Refused("no checkpoint to assess".to_owned()))?;
+    let selected_step = scores[selected].checkpoint.step;
+    let held_out_base = episodes(None, &held_out)?;
+    let held_out_selected = episodes(Some(&adapters), &held_out)?;
+    eprintln!(
+        "held-out: base {:.3}, step {selected_step} {:.3}",
+        held_out_base.mean_reward, held_out_selected.mean_reward
+    );
+    if let Some(s) = service.take() {
+        s.shutdown()?;
+    }
+    let suites: Vec<hr_eval::Suite> = hr_eval::builtin_suites()
+        .map_err(|e| TrainError::Refused(e.to_string()))?
+        .into_iter()
+        .filter(|s| s.kind == hr_eval::SuiteKind::Mgsm)
+        .collect();
+    let mut stop_tokens = policy.config().eos_token_ids.clone();
+    stop_tokens.extend(tokenizer.token_id(IM_END));
+    let sampling = SamplingConfig {
+        temperature: 0.0,
+        top_p: 1.0,
+        max_new_tokens: eval.retention_max_new_tokens,
+        stop_tokens,
+    };
+    let answer = |name: &str, adapters: Option<&Adapters<B>>| {
+        let mut p = ModelPolicy {
+            name: name.to_owned(),
+            policy: &policy,
+            adapters,
+            tokenizer: &tokenizer,
+            sampling: sampling.clone(),
+        };
+        hr_eval::evaluate(&suites, &mut p, |_, _, _| {})
+            .map_err(|e| TrainError::Refused(e.to_string()))
+    };
+    let base = per_language(&answer("base", None)?);
+    let trained = per_language(&answer("selected", Some(&adapters))?);
+    let share = |(n, c): (usize, usize)| c as f64 / n.max(1) as f64;
+    let retention = base
+        .iter()
+        .map(|(lang, b)| {
+            let t = trained.get(lang).copied().unwrap_or_default();
+            Retention {
+                lang: lang.clone(),
+                items: b.0,
+                base: share(*b),
+                selected: share(t),
+                drop: share(*b) - share(t),
+            }
+        })
+        .collect();
+    Ok(Assessment {
+        selection_rule: SELECTION_RULE,
+        checkpoints: scores,
+        selected_step,
+        held_out_base,
+        held_out_selected,
+        retention,
+        task_counts: [
+            ("train".to_owned(), train.len()),
+            ("dev".to_owned(), dev.len()),
+            ("held_out".to_owned(), held_out.len()),
+        ]
+        .into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    fn task(id: &str, question: &str) -> Task {
+        Task {
+            id: id.to_owned(),
+            payload: json!({"kind": "digits", "question": question}),
+        }
+    }
+
+    #[test]
+    fn a_question_in_two_sets_is_a_leak_and_disjoint_sets_pass() {
+        let train = [task("t", "a")];
+        let dev = [task("d", "b")];
+        let held_out = [task("h", "c"), task("h2", "b")];
+        let err = check_disjoint(&[("train", &train), ("dev", &dev), ("held_out", &held_out)])
+            .expect_err("b is in dev and held-out");
+        assert!(
+            matches!(&err, TrainError::Leak { first, second, question }
+                if first == "dev" && second == "held_out" && question == "b"),
+            "{err}"
+        );
+        check_disjoint(&[
+            ("train", &train),
+            ("dev", &dev),
+            ("held_out", &held_out[..1]),
+        ])
+        .expect("disjoint");
+    }
+}

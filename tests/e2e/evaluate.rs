@@ -1,0 +1,140 @@
+//! `hessian-recipes evaluate` on a finished tiny run: it adopts exactly the checkpoints the plan
+//! lists, selects on DEV, assesses HELD-OUT and MGSM retention and writes a sealed report; a
+//! tampered or missing checkpoint and leaking task sets are refused (exit 3) with nothing left
+//! behind; a plan without an evaluation section is bad input (exit 2).
+
+use hr_tests::tiny_model::{TinySpec, write_tiny_model};
+use hr_tests::{Scratch, text};
+use serde_json::{Value, json};
+
+/// The e2e training plan with an evaluation section adopting steps 2 and 4.
+fn plan(evaluation: Option<Value>) -> Value {
+    let mut plan = crate::train::plan(4, 2);
+    if let Some(e) = evaluation {
+        plan["evaluation"] = e;
+    }
+    plan
+}
+
+fn evaluation() -> Value {
+    json!({"checkpoints": [2, 4], "dev": {"count": 3, "seed": 1},
+           "held_out": {"count": 3, "seed": 2}, "num_generations": 2,
+           "retention_max_new_tokens": 4})
+}
+
+/// A scratch folder holding a finished run `run/` of `plan`.
+fn trained(plan: &Value) -> Scratch {
+    let s = Scratch::new();
+    write_tiny_model(&s.path().join("model"), &TinySpec::default());
+    s.write("plan.json", &plan.to_string());
+    let out = s.run(&["train", "--plan", "plan.json", "--output", "run"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    s
+}
+
+/// The folder of the run's checkpoint at `step`.
+fn checkpoint_dir(s: &Scratch, step: u64) -> std::path::PathBuf {
+    let listed =
+        std::fs::read_to_string(s.path().join("run/core/checkpoints.jsonl")).expect("list");
+    let uuid = listed
+        .lines()
+        .map(|l| serde_json::from_str::<Value>(l).expect("line"))
+        .find(|c| c["steps_completed"] == step)
+        .unwrap_or_else(|| panic!("no checkpoint at step {step}"))["uuid"]
+        .as_str()
+        .expect("uuid")
+        .to_owned();
+    s.path().join(format!("run/core/checkpoints/{uuid}"))
+}
+
+fn refused(s: &Scratch, code: i32, needle: &str) {
+    let out = s.run(&["evaluate", "--resume", "run", "--output", "eval"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(code), "{stderr}");
+    assert!(stderr.contains(needle), "expected {needle:?} in: {stderr}");
+    assert!(!s.path().join("eval").exists(), "nothing is written");
+}
+
+#[test]
+fn evaluate_adopts_the_listed_checkpoints_selects_on_dev_and_writes_a_sealed_report() {
+    let s = trained(&plan(Some(evaluation())));
+    let out = s.run(&["evaluate", "--resume", "run", "--output", "eval"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(s.path().join("eval/payload/report.json")).expect("report.json"),
+    )
+    .expect("report json");
+    let steps: Vec<u64> = report["checkpoints"]
+        .as_array()
+        .expect("checkpoints")
+        .iter()
+        .map(|c| c["step"].as_u64().expect("step"))
+        .collect();
+    assert_eq!(steps, [2, 4]);
+    // The selection follows the documented rule on the DEV scores it reports.
+    let dev: Vec<f64> = report["checkpoints"]
+        .as_array()
+        .expect("checkpoints")
+        .iter()
+        .map(|c| c["dev"]["mean_reward"].as_f64().expect("dev"))
+        .collect();
+    let expected = if dev[1] > dev[0] { 4 } else { 2 };
+    assert_eq!(report["selected_step"], expected, "{report}");
+    assert_eq!(report["held_out_base"]["episodes"], 6);
+    let langs: Vec<&str> = report["retention"]
+        .as_array()
+        .expect("retention")
+        .iter()
+        .map(|r| r["lang"].as_str().expect("lang"))
+        .collect();
+    assert!(langs.contains(&"de") && langs.contains(&"zh"), "{langs:?}");
+    for plot in ["reward", "loss", "dev", "held_out", "retention"] {
+        let svg = std::fs::read_to_string(s.path().join(format!("eval/payload/{plot}.svg")))
+            .expect("plot");
+        assert!(
+            svg.starts_with("<svg") && svg.trim_end().ends_with("</svg>"),
+            "{plot}"
+        );
+    }
+    let md = std::fs::read_to_string(s.path().join("eval/payload/report.md")).expect("md");
+    assert!(md.contains("(selected)") && md.contains("![MGSM retention](retention.svg)"));
+    let verify = s.run(&["snapshot", "verify", "eval"]);
+    assert!(verify.status.success(), "{:?}", text(&verify));
+}
+
+#[test]
+fn a_tampered_or_missing_checkpoint_refuses_the_whole_evaluation() {
+    let s = trained(&plan(Some(evaluation())));
+    // Tamper with the adapter of the step-2 checkpoint.
+    let adapter = checkpoint_dir(&s, 2).join("payload/native/adapter_model.safetensors");
+    let mut bytes = std::fs::read(&adapter).expect("adapter");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 1;
+    std::fs::write(&adapter, bytes).expect("tamper");
+    refused(&s, 3, "checkpoint of step 2 cannot be adopted");
+
+    // A checkpoint that was garbage-collected (its folder is gone).
+    let s = trained(&plan(Some(evaluation())));
+    let step4 = checkpoint_dir(&s, 4);
+    std::fs::remove_dir_all(&step4).expect("remove");
+    refused(&s, 3, "checkpoint of step 4 cannot be adopted");
+}
+
+#[test]
+fn a_held_out_question_planted_in_dev_is_caught_as_a_leak() {
+    let leak = json!({"kind": "digits", "question": "Answer with digits only: 42?"});
+    let mut e = evaluation();
+    e["dev"] =
+        json!({"tasks": [leak, {"kind": "digits", "question": "Answer with digits only: 7?"}]});
+    e["held_out"] = json!({"tasks": [leak]});
+    let s = trained(&plan(Some(e)));
+    refused(&s, 3, "the dev and held_out tasks share the question");
+}
+
+#[test]
+fn a_run_without_an_evaluation_section_is_bad_input() {
+    let s = trained(&plan(None));
+    refused(&s, 2, "has no `evaluation` section");
+}
