@@ -155,6 +155,26 @@ fn cpu_command_prints_the_seed_line_and_refuses_existing_output() {
          'cd /pfss/mlde/workspaces/mlde_wsp_JAIF/hessian_recipes && exec \
          target/release/hessian-recipes demo --output runs/jaif-cpu-fixture-01'"
     );
+    // The evaluation of a managed run as a bounded CPU command.
+    let eval = s.run(&[
+        "cluster",
+        "cpu-command",
+        "--output",
+        "runs/eval-01",
+        "--",
+        "evaluate",
+        "--resume",
+        "/pfss/mlde/workspaces/mlde_wsp_JAIF/ckpts/hr-run-7-9",
+    ]);
+    assert!(eval.status.success(), "{:?}", text(&eval));
+    assert!(
+        text(&eval).0.trim_end().ends_with(
+            "exec target/release/hessian-recipes evaluate --resume \
+             /pfss/mlde/workspaces/mlde_wsp_JAIF/ckpts/hr-run-7-9 --output runs/eval-01'"
+        ),
+        "{:?}",
+        text(&eval)
+    );
     std::fs::create_dir_all(s.path().join("runs/taken")).expect("mkdir");
     let taken = s.run(&[
         "cluster",

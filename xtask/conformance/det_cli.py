@@ -166,6 +166,81 @@ def training_lifecycle(det, args, case):
           evidence)
 
 
+def main_run(det, args, case):
+    """The main run end to end: a long plan under `managed-training`, admitted by the gate with
+    its qualification proofs, paused and activated twice (the deadline fixed at the first start
+    and the device budget carried across allocations), ending equal to the native uninterrupted
+    run; then `hessian-recipes evaluate` of the run folder writes the sealed report."""
+    steps, kind = case["steps"], "main run"
+    shared = args.work / "shared-main"
+    shared.mkdir(parents=True, exist_ok=True)
+    entrypoint = [args.hessian_recipes, "managed-training", "--plan", case["plan"], "--backend", "fixture",
+                  "--max-wall-seconds", "3600", "--proofs", case["proofs"]]
+    config = args.work / "main-run.yaml"
+    config.write_text(
+        "name: conformance-main-run\n"
+        f"entrypoint: {json.dumps(entrypoint)}\n"
+        f"searcher: {{name: single, metric: loss, max_length: {{batches: {steps}}}}}\n"
+        "resources: {slots_per_trial: 0}\n"
+        "max_restarts: 0\n"
+        f"checkpoint_storage: {{type: shared_fs, host_path: {json.dumps(str(shared))}, storage_path: ckpts,"
+        f" save_experiment_best: 0, save_trial_best: 0, save_trial_latest: {steps}}}\n"
+    )
+    out = det("experiment", "create", config)
+    eid = created_id(out)
+    if not check(f"{kind}: create prints the experiment id", out.returncode == 0 and eid, out.stdout + out.stderr):
+        return
+
+    def reached():
+        found = re.findall(rf"\] (\d+)/{steps}:", trial_log(args.state_dir, eid))
+        return max(map(int, found)) if found else 0
+
+    restored = []
+    for n, at in enumerate(case["pauses"], start=1):
+        if not wait(lambda: reached() >= at or det.state(eid) != "STATE_ACTIVE", f"{kind} step {at}", 600):
+            check(f"{kind}: trial log", False, trial_log(args.state_dir, eid)[-3000:])
+            return
+        out = det("experiment", "pause", eid)
+        check(f"{kind}: pause {n} (after step {at}) exits 0", out.returncode == 0, out.stderr)
+        pattern = r"preempted at step (\d+), checkpoint (\S+)"
+        line = wait(lambda: len(re.findall(pattern, trial_log(args.state_dir, eid))) >= n, f"{kind} preemption {n}", 300)
+        if not check(f"{kind}: the worker saved and acknowledged pause {n}", line, trial_log(args.state_dir, eid)[-3000:]):
+            return
+        restored.append(re.findall(pattern, trial_log(args.state_dir, eid))[n - 1])
+        wait(lambda: det.state(eid) == "STATE_PAUSED", f"{kind} PAUSED {n}", 60)
+        out = det("experiment", "activate", eid)
+        check(f"{kind}: activate {n} exits 0", out.returncode == 0, out.stderr)
+    wait(lambda: det.state(eid) == "STATE_COMPLETED", f"{kind} completion", 900)
+    log = trial_log(args.state_dir, eid)
+    check(f"{kind}: completed at step {steps}", f"completed at step {steps}" in log, log[-3000:])
+    for n, (step, uuid) in enumerate(restored, start=2):
+        check(f"{kind}: run {n} restored the receipt's checkpoint at step {step}",
+              f"restored step {step} from checkpoint {uuid}" in log, log[-3000:])
+    run_dirs = list(shared.glob(f"ckpts/hr-run-{eid}-*"))
+    if not check(f"{kind}: one run folder", len(run_dirs) == 1, run_dirs):
+        return
+    run_dir = run_dirs[0]
+    starts = [json.loads(l) for l in (run_dir / "allocations.jsonl").read_text().splitlines()]
+    starts = [r for r in starts if "deadline_unix_s" in r]
+    check(f"{kind}: three allocations, one deadline fixed at the first start",
+          len(starts) == 3 and len({r["deadline_unix_s"] for r in starts}) == 1, starts)
+    used = [r["device_seconds_used"] for r in starts]
+    check(f"{kind}: the device budget accumulates across allocations", used[0] == 0 and used == sorted(used) and used[2] > 0, used)
+    check(f"{kind}: every allocation ran admitted by the proofs, none unqualified",
+          all(r["unqualified"] is False for r in starts), starts)
+    reference = pathlib.Path(case["reference_evidence"]).read_text()
+    check(f"{kind}: evidence equals the native uninterrupted run at every step",
+          (run_dir / "evidence.jsonl").read_text() == reference and reference.count("\n") == steps)
+    report_dir = args.work / "main-evaluation"
+    out = subprocess.run([args.hessian_recipes, "evaluate", "--resume", str(run_dir), "--output", str(report_dir)],
+                         capture_output=True, text=True, timeout=600)
+    if check(f"{kind}: evaluate --resume of the run folder exits 0", out.returncode == 0, out.stdout + out.stderr):
+        report = json.loads((report_dir / "payload" / "report.json").read_text())
+        adopted = [c["step"] for c in report["checkpoints"]]
+        check(f"{kind}: evaluate adopted {case['evaluate']} and selected one of them on DEV",
+              adopted == case["evaluate"] and report["selected_step"] in adopted, report)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--master", required=True)
@@ -176,6 +251,7 @@ def main():
     p.add_argument("--state-dir", type=pathlib.Path, required=True)
     p.add_argument("--hessian-recipes", required=True)
     p.add_argument("--training-cases", type=pathlib.Path, required=True)
+    p.add_argument("--main-run", type=pathlib.Path, required=True)
     p.add_argument("--work", type=pathlib.Path, required=True)
     args = p.parse_args()
     det = Det(args)
@@ -205,6 +281,7 @@ def main():
     lifecycle(det, args, "rust", [args.rust_trial])
     for case in json.loads(args.training_cases.read_text()):
         training_lifecycle(det, args, case)
+    main_run(det, args, json.loads(args.main_run.read_text()))
 
     out = det("command", "run", "--detach", "echo", "conformance-ok")
     cid = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""

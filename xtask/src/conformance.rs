@@ -174,6 +174,7 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
     }
     let cases_file = work.join("training-cases.json");
     std::fs::write(&cases_file, serde_json::to_vec_pretty(&training)?)?;
+    let main_file = main_run_case(root, &bin.join("hessian-recipes"), &work)?;
 
     let state = work.join("state");
     let mut child = Command::new(bin.join("hessian-recipes"))
@@ -222,6 +223,8 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
         .arg(bin.join("hessian-recipes"))
         .arg("--training-cases")
         .arg(&cases_file)
+        .arg("--main-run")
+        .arg(&main_file)
         .arg("--work")
         .arg(&work);
     let result = run_driver(driver, "det-conformance");
@@ -233,6 +236,64 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
         eprintln!("conformance: kept {} for inspection", work.display());
     }
     Ok((passed, failed))
+}
+
+/// Steps of the main run the det conformance drives end to end, the steps it pauses after, and
+/// the checkpoints its evaluation adopts.
+const MAIN_STEPS: u64 = 256;
+const MAIN_PAUSES: [u64; 2] = [60, 150];
+const MAIN_EVALUATE: [u64; 3] = [64, 128, 256];
+
+/// Prepares the main-run case: its four-step qualification plan, qualified natively and managed
+/// (the proofs the gate requires), the 256-step plan of the same family with an evaluation
+/// section, and the 256-step plan's native uninterrupted run as the reference. Writes and
+/// returns `work/main-run.json` for the driver.
+fn main_run_case(root: &Path, binary: &Path, work: &Path) -> Result<PathBuf> {
+    let environment = serde_json::json!({"backend": "fixture", "tasks": {"kind": "digits", "count": 16, "seed": 3}});
+    let grpo = serde_json::json!({"tasks_per_step": 2, "num_generations": 4,
+        "max_completion_length": 8, "max_turn_tokens": 8});
+    let qual = training_plan(root, work, "main-qual", &environment, &grpo, 4)?;
+    let mut plan: serde_json::Value = serde_json::from_slice(&std::fs::read(&qual)?)?;
+    plan["name"] = "main-tiny".into();
+    plan["steps"] = MAIN_STEPS.into();
+    plan["checkpoints"] = serde_json::json!({"every": 64});
+    plan["evaluation"] = serde_json::json!({"checkpoints": MAIN_EVALUATE,
+        "dev": {"count": 8, "seed": 1}, "held_out": {"count": 8, "seed": 2},
+        "retention_max_new_tokens": 8});
+    let main = work.join("main-tiny.json");
+    std::fs::write(&main, serde_json::to_vec_pretty(&plan)?)?;
+    let proofs = work.join("main-proofs");
+    std::fs::create_dir_all(&proofs)?;
+    for (what, plan, out) in [
+        ("qualify native", &qual, proofs.join("native")),
+        ("qualify managed", &qual, proofs.join("managed")),
+        ("train", &main, work.join("main-reference")),
+    ] {
+        let mut cmd = Command::new(binary);
+        cmd.args(what.split(' '))
+            .arg("--plan")
+            .arg(plan)
+            .arg("--output")
+            .arg(&out);
+        eprintln!("conformance: main run: {what} -> {}", out.display());
+        // Quiet unless it fails: a 256-step run prints a line per step.
+        let done = cmd.output().with_context(|| format!("running {what}"))?;
+        if !done.status.success() {
+            let stderr = String::from_utf8_lossy(&done.stderr);
+            let tail: Vec<&str> = stderr.lines().rev().take(30).collect();
+            bail!(
+                "main run: {what} failed ({}):\n{}",
+                done.status,
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+    }
+    let case = serde_json::json!({"plan": main, "proofs": proofs, "steps": MAIN_STEPS,
+        "pauses": MAIN_PAUSES, "evaluate": MAIN_EVALUATE,
+        "reference_evidence": work.join("main-reference").join("evidence.jsonl")});
+    let path = work.join("main-run.json");
+    std::fs::write(&path, serde_json::to_vec_pretty(&case)?)?;
+    Ok(path)
 }
 
 /// Runs a conformance driver, echoing its output, and returns the `(passed, failed)` of its

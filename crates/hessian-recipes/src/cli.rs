@@ -287,7 +287,8 @@ pub(crate) struct DevmasterArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct EvaluateArgs {
-    /// The finished run: a `train` output folder (plan.json, metrics.jsonl, core/).
+    /// The finished run: a `train` output folder, or a managed run folder
+    /// `<checkpoint storage>/hr-run-<experiment>-<trial>` (its checkpoints are the storage's).
     #[arg(long)]
     pub(crate) resume: PathBuf,
     /// Fresh output folder for the sealed report.

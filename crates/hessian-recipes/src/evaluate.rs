@@ -26,7 +26,8 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
     let plan_path = args.resume.join("plan.json");
     if !plan_path.is_file() {
         return Err(Refused(format!(
-            "--resume {}: not a finished run folder (no plan.json); give a `train` output folder",
+            "--resume {}: not a run folder (no plan.json); give a `train` output folder or a \
+             managed run folder <checkpoint storage>/hr-run-<experiment>-<trial>",
             args.resume.display()
         ))
         .into());

@@ -37,7 +37,6 @@ pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     }
     let out = args.output.clone();
     create_fresh(&out)?;
-    std::fs::write(out.join("plan.json"), serde_json::to_vec_pretty(&plan)?)?;
     let core_dir = out.join("core");
     if let Some(src) = &args.resume {
         import_checkpoint(&core_dir, src).map_err(exit_error)?;
@@ -108,11 +107,12 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         ))
     })?;
     let info = core.info();
-    let run_dir = core
-        .storage_dir()
-        .join(format!("hr-run-{}-{}", info.experiment_id, info.trial_id));
+    let run_dir = core.storage_dir().join(hr_train::managed_run_dir_name(
+        info.experiment_id,
+        info.trial_id,
+    ));
     let opts = RunOptions {
-        run_id: format!("{}@det:{}/{}", plan.name, info.experiment_id, info.trial_id),
+        run_id: hr_train::managed_run_id(&plan.name, info.experiment_id, info.trial_id),
         plan,
         run_dir,
         source,

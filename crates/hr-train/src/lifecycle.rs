@@ -52,6 +52,19 @@ pub struct RunOptions {
     pub unqualified: bool,
 }
 
+/// The run folder's copy of the plan.
+pub const PLAN_FILE: &str = "plan.json";
+
+/// The run folder of a Determined trial's run, inside its checkpoint storage.
+pub fn managed_run_dir_name(experiment: i32, trial: i32) -> String {
+    format!("hr-run-{experiment}-{trial}")
+}
+
+/// The run id a Determined trial's run seals into every checkpoint.
+pub fn managed_run_id(plan_name: &str, experiment: i32, trial: i32) -> String {
+    format!("{plan_name}@det:{experiment}/{trial}")
+}
+
 /// How an allocation ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -189,6 +202,13 @@ pub fn run<B: Backend>(
         unqualified,
     } = opts;
     std::fs::create_dir_all(&run_dir).map_err(TrainError::io("create", &run_dir))?;
+    // The run's plan, as `evaluate` reads it later (written once; every checkpoint is bound to
+    // its digest, so a changed copy cannot adopt them).
+    let plan_copy = run_dir.join(PLAN_FILE);
+    if !plan_copy.exists() {
+        let text = serde_json::to_vec_pretty(&plan).expect("a plan serialises");
+        std::fs::write(&plan_copy, text).map_err(TrainError::io("write", &plan_copy))?;
+    }
     let info = core.info().clone();
     let allocations = run_dir.join(ALLOCATIONS_FILE);
     let binding = Binding {
