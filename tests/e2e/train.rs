@@ -448,3 +448,55 @@ fn a_checkpoint_whose_payload_manifest_or_source_differs_is_refused_at_restore()
     refused(&resume("runs/e"), "runs/e", "manifest digest mismatch");
     Ok(())
 }
+
+#[test]
+fn resume_refuses_other_base_weights_and_partial_optimizer_state() {
+    let s = setup(3, 1);
+    ok(
+        &s,
+        &[
+            "train",
+            "--plan",
+            "plan.json",
+            "--output",
+            "runs/a",
+            "--stop-after-step",
+            "2",
+        ],
+    );
+    let resume = |run: &str, extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--plan",
+            "plan.json",
+            "--output",
+            run,
+            "--resume",
+            "runs/a",
+        ];
+        args.extend_from_slice(extra);
+        s.run(&args)
+    };
+    let refused = |out: &std::process::Output, why: &str| {
+        let (_, stderr) = text(out);
+        assert_eq!(out.status.code(), Some(3), "{stderr}");
+        assert!(stderr.contains(why), "expected {why:?} in: {stderr}");
+    };
+    // The negative control that used to resume with fresh AdamW moments now fails at load.
+    refused(
+        &resume("runs/b", &["--control", "drop-optimizer"]),
+        "has no optimizer state at step 2",
+    );
+    // Other weights of the same shape (another seed) under the plan's model.path.
+    write_tiny_model(
+        &s.path().join("model"),
+        &TinySpec {
+            seed: 8,
+            ..TinySpec::default()
+        },
+    );
+    refused(
+        &resume("runs/c", &[]),
+        "another base model than the plan's model.path: its weights model.safetensors differ",
+    );
+}

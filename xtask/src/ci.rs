@@ -92,7 +92,9 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
             Ok(()) => {
                 println!("qualify cpu: 1 passed, 0 failed");
                 passed += 1;
-                std::fs::remove_dir_all(&out)?;
+                if out.exists() {
+                    std::fs::remove_dir_all(&out)?;
+                }
             }
             Err(e) => {
                 println!(
@@ -182,14 +184,42 @@ fn count(summary: &str, label: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// The `drop-optimizer` control must be refused when the checkpoint is loaded (a resume never
+/// restarts AdamW silently): `qualify native` fails naming the tensor without optimizer state.
+fn drop_optimizer_is_refused_at_load(root: &Path, out: &Path) -> Result<()> {
+    let rel = out.strip_prefix(root).unwrap_or(out).display().to_string();
+    let mut cmd = std::process::Command::new(crate::release_binary(root, &["cuda"])?);
+    cmd.current_dir(root).args([
+        "qualify",
+        "native",
+        "--plan",
+        "plans/native-tiny.json",
+        "--output",
+        &rel,
+        "--control",
+        "drop-optimizer",
+    ]);
+    eprintln!("$ {}", describe(&cmd));
+    let done = cmd.output().context("running qualify native")?;
+    let stderr = String::from_utf8_lossy(&done.stderr);
+    if done.status.success() || !stderr.contains("has no optimizer state at step 2") {
+        bail!(
+            "expected a refusal at load naming the missing optimizer state, got {}:\n{stderr}",
+            done.status
+        );
+    }
+    Ok(())
+}
+
 /// The native resume qualification on the tiny model (must be equal), then each negative
-/// control (must diverge first at step 3 in the field it breaks), with the binary built above.
+/// control (must diverge first at step 3 in the field it breaks, or, for `drop-optimizer`, be
+/// refused at load), with the binary built above.
 fn qualify_native_with_controls(root: &Path) -> Result<(u64, u64)> {
     let (mut passed, mut failed) = (0, 0);
     let cases = [
         (None, ""),
         (Some("skip-rng"), "tokens_sha256"),
-        (Some("drop-optimizer"), "adapter_sha256"),
+        (Some("drop-optimizer"), ""),
         (Some("cursor-off-by-one"), "task_ids"),
     ];
     for (control, field) in cases {
@@ -202,7 +232,11 @@ fn qualify_native_with_controls(root: &Path) -> Result<(u64, u64)> {
         if let Some(c) = control {
             args.extend(["--control".to_owned(), c.to_owned()]);
         }
-        let verdict = crate::qualify_native(root, &args, &["cuda"]).and_then(|(proof, equal)| {
+        let verdict =
+            if control == Some("drop-optimizer") {
+                drop_optimizer_is_refused_at_load(root, &out)
+            } else {
+                crate::qualify_native(root, &args, &["cuda"]).and_then(|(proof, equal)| {
             let text = std::fs::read_to_string(&proof)?;
             let json: serde_json::Value = serde_json::from_str(&text)?;
             let divergence = &json["first_divergence"];
@@ -216,12 +250,15 @@ fn qualify_native_with_controls(root: &Path) -> Result<(u64, u64)> {
                     bail!("expected the first divergence at step 3 in `{field}`, got {divergence}")
                 }
             }
-        });
+            })
+            };
         match verdict {
             Ok(()) => {
                 println!("qualify native {name}: 1 passed, 0 failed");
                 passed += 1;
-                std::fs::remove_dir_all(&out)?;
+                if out.exists() {
+                    std::fs::remove_dir_all(&out)?;
+                }
             }
             Err(e) => {
                 println!(

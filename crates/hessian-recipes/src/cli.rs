@@ -191,7 +191,8 @@ pub(crate) struct QualifyNativeArgs {
     #[arg(long, default_value_t = 2)]
     pub(crate) stop_after_step: u64,
     /// A negative control applied at resume, which the proof must catch: skip-rng (re-seed the
-    /// sampling RNG), drop-optimizer (fresh optimizer moments), cursor-off-by-one.
+    /// sampling RNG), drop-optimizer (optimizer moments removed: refused at load),
+    /// cursor-off-by-one.
     #[arg(long, value_parser = hr_train::Control::parse)]
     pub(crate) control: Option<hr_train::Control>,
     /// Backend of the three runs (CUDA runs are not promised to be bit-exact).

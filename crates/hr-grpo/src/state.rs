@@ -152,8 +152,18 @@ impl<B: AutodiffBackend> Trainer<B> {
         // A fresh optimiser's (empty) record: Burn keys it with its own map type.
         let mut record = trainer.optimizer.to_record();
         for (name, param) in named_params(&trainer.adapters) {
+            // Every adapter tensor has been stepped after the first optimiser step: a tensor
+            // without state would silently restart AdamW's moments, so it is refused.
             let Some(&time) = meta.adam_steps.get(&name) else {
-                continue;
+                if meta.step == 0 {
+                    continue;
+                }
+                return Err(corrupt(format!(
+                    "{}: {TRAINER_STATE}: `{name}` has no optimizer state at step {} (AdamW \
+                     would restart from zero moments)",
+                    origin.display(),
+                    meta.step
+                )));
             };
             let moment = |suffix: &str| -> Result<Tensor<B::InnerBackend, 2>, GrpoError> {
                 let key = format!("{name}.{suffix}");
@@ -186,7 +196,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                 AdaptorRecord::from_state::<2>(AdamWState { momentum }),
             );
         }
-        if record.len() != meta.adam_steps.len() {
+        if record.len() != meta.adam_steps.len() || moments.len() != 2 * meta.adam_steps.len() {
             return Err(corrupt(format!(
                 "{}: {TRAINER_STATE} names optimizer state for tensors the adapters lack",
                 origin.display()

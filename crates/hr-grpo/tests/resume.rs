@@ -142,25 +142,42 @@ fn resuming_from_files_equals_the_uninterrupted_run_and_controls_diverge() -> an
         "step 3 samples must differ"
     );
 
-    // Control: the optimizer state dropped keeps step 3's samples but changes the update.
+    // Control: dropped optimizer state is refused at load, naming a tensor without state,
+    // instead of silently restarting AdamW from zero moments.
     let mut no_optim = state.clone();
     meta = serde_json::from_str(&text)?;
     meta["adam_steps"] = serde_json::json!({});
     no_optim
         .files
         .insert(TRAINER_STATE.to_owned(), serde_json::to_vec(&meta)?);
-    let mut t = resumed(&model, &no_optim, &saved)?;
-    let step3 = steps(&mut t, &tasks, 1)?;
-    assert_eq!(
-        step3[0].0, all[2].0,
-        "same samples: the adapters and RNG were restored"
+    let err = resumed(&model, &no_optim, &saved)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("has no optimizer state at step 2"), "{err}");
+    // So is one moment tensor missing from optimizer.safetensors.
+    let moments = hr_policy::read_f32_safetensors(&saved, &state.files["optimizer.safetensors"])?;
+    let kept: Vec<(String, Vec<usize>, Vec<u8>)> = moments
+        .iter()
+        .skip(1)
+        .map(|(k, (shape, v))| {
+            (
+                k.clone(),
+                shape.clone(),
+                v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+            )
+        })
+        .collect();
+    let mut short = state.clone();
+    short.files.insert(
+        "optimizer.safetensors".to_owned(),
+        hr_policy::f32_safetensors(&kept)?,
     );
-    t.step(&tasks, &mut fixture)?;
-    assert_ne!(
-        t.capture()?.files,
-        final_state.files,
-        "the final state must differ"
-    );
+    let err = resumed(&model, &short, &saved)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("is missing"), "{err}");
 
     // A missing file is a typed error naming it.
     let mut broken = state;

@@ -14,6 +14,7 @@
 #![allow(clippy::print_stderr)]
 
 mod assess;
+mod base;
 mod config;
 mod control;
 mod environment;

@@ -15,6 +15,7 @@ use hr_seal::{SourceBinding, Trust};
 use hr_snapshot::{Binding, Budget, Publisher, RngState, TerminalKind, with_rng_preserved};
 use serde_json::{Value, json};
 
+use crate::base::BaseModel;
 use crate::environment::environment;
 use crate::evidence::{evidence_line, metrics_row, rollout_record};
 use crate::payload;
@@ -246,11 +247,14 @@ pub fn run<B: Backend>(
     }
 
     let model = &plan.model.path;
+    let base = BaseModel::of(model)?;
     let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
     let policy = Policy::<Autodiff<B>>::load(model, device)?;
     let (task_list, mut service, mut env) = environment(&plan, &run_dir.join("service.log"))?;
     let (mut trainer, mut sampler, mut progress, budget) = match &restored {
-        Some(r) => start::resume(policy, tokenizer, &plan, task_list, r, control, label)?,
+        Some(r) => start::resume(
+            policy, tokenizer, &plan, task_list, r, &base, control, label,
+        )?,
         None => start::fresh(
             policy,
             tokenizer,
@@ -351,7 +355,7 @@ pub fn run<B: Backend>(
             let kill = kill_during_save == Some((info.trial_run_id, step));
             let published = with_rng_preserved(&mut TrainerRng(trainer.rng_mut()), |_| {
                 publisher.save_periodic(step, |w| {
-                    payload::write(w, &state, &progress, &b)?;
+                    payload::write(w, &state, &progress, &b, &base)?;
                     if kill {
                         kill_self();
                     }
@@ -381,7 +385,7 @@ pub fn run<B: Backend>(
                 Some(s) => s.shutdown().map_err(|e| e.to_string()),
                 None => Ok(()),
             })?
-            .publish(|w| payload::write(w, &state, &progress, &budget_now))?;
+            .publish(|w| payload::write(w, &state, &progress, &budget_now, &base))?;
         match kind {
             TerminalKind::Preemption => {
                 let (published, receipt) = terminal.write_receipt()?;

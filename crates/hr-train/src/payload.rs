@@ -11,6 +11,7 @@ use hr_seal::{SnapshotWriter, Verified};
 use hr_snapshot::Budget;
 use serde_json::Value;
 
+use crate::base::BaseModel;
 use crate::{TrainError, evidence::evidence_prefix};
 
 pub(crate) const NATIVE_DIR: &str = "payload/native";
@@ -20,6 +21,8 @@ const METRICS_PAYLOAD: &str = "payload/metrics.jsonl";
 const ROLLOUTS_PAYLOAD: &str = "payload/rollouts.json";
 /// The sealed budget (deadline, device-seconds limit and use) in a snapshot.
 pub const BUDGET_FILE: &str = "payload/budget.json";
+/// The base model's digests.
+const BASE_MODEL_FILE: &str = "payload/base_model.json";
 /// The manifest's name for the evidence stream.
 const EVIDENCE_STREAM: &str = "evidence";
 
@@ -42,6 +45,7 @@ pub(crate) fn write(
     state: &NativeState,
     progress: &Progress,
     budget: &Budget,
+    base: &BaseModel,
 ) -> Result<(), String> {
     let mut add = |path: &str, role: &str, bytes: &[u8]| {
         w.add_bytes(path, role, bytes).map_err(|e| e.to_string())
@@ -54,6 +58,7 @@ pub(crate) fn write(
     add(METRICS_PAYLOAD, "metrics", progress.metrics.as_bytes())?;
     add(ROLLOUTS_PAYLOAD, "rollouts", &json(&progress.recent))?;
     add(BUDGET_FILE, "budget", &budget.to_bytes())?;
+    add(BASE_MODEL_FILE, "base-model", &json(base))?;
     w.evidence(evidence_prefix(EVIDENCE_STREAM, &progress.evidence));
     Ok(())
 }
@@ -67,8 +72,11 @@ fn restore_err(snapshot: &Verified, what: impl std::fmt::Display) -> TrainError 
 }
 
 /// Reads a verified snapshot's payload. Its evidence must be exactly the manifest's evidence
-/// prefix, with one record per step.
-pub(crate) fn read(snapshot: &Verified) -> Result<(NativeState, Progress, Budget), TrainError> {
+/// prefix, with one record per step, and its base model the one loaded now (`base`).
+pub(crate) fn read(
+    snapshot: &Verified,
+    base: &BaseModel,
+) -> Result<(NativeState, Progress, Budget), TrainError> {
     let dir = &snapshot.dir;
     let bytes = |rel: &str| {
         std::fs::read(dir.join(rel)).map_err(|e| restore_err(snapshot, format!("{rel}: {e}")))
@@ -80,7 +88,16 @@ pub(crate) fn read(snapshot: &Verified) -> Result<(NativeState, Progress, Budget
         serde_json::from_slice(&bytes(rel)?)
             .map_err(|e| restore_err(snapshot, format!("{rel}: {e}")))
     };
-    let state = NativeState::read(&dir.join(NATIVE_DIR))?;
+    let sealed: BaseModel = serde_json::from_value(parse(BASE_MODEL_FILE)?)
+        .map_err(|e| restore_err(snapshot, format!("{BASE_MODEL_FILE}: {e}")))?;
+    if let Some(what) = sealed.difference(base) {
+        return Err(restore_err(
+            snapshot,
+            format!("it was trained on another base model than the plan's model.path: {what}"),
+        ));
+    }
+    let state = NativeState::read(&dir.join(NATIVE_DIR))
+        .map_err(|e| restore_err(snapshot, e.to_string()))?;
     let cursor: DataCursor = serde_json::from_value(parse(CURSOR_FILE)?)
         .map_err(|e| restore_err(snapshot, format!("{CURSOR_FILE}: {e}")))?;
     let recent: VecDeque<Value> = serde_json::from_value(parse(ROLLOUTS_PAYLOAD)?)

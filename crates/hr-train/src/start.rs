@@ -12,6 +12,7 @@ use hr_policy::{Adapters, ChatTokenizer, LoraConfig, Policy, PolicyRng, Target};
 use hr_snapshot::{Budget, Restored};
 use serde_json::{Value, json};
 
+use crate::base::BaseModel;
 use crate::payload::{self, Progress};
 use crate::{Control, TrainError, grpo_config};
 
@@ -20,27 +21,35 @@ pub(crate) type Started<B> = (Trainer<Autodiff<B>>, TaskSampler, Progress, Budge
 
 /// Continues from the verified checkpoint `r`, everything restored before any randomness is
 /// used; `control` breaks the restore on purpose (negative controls).
+#[allow(clippy::too_many_arguments)] // what the trainer is built from, then the checkpoint's checks
 pub(crate) fn resume<B: Backend>(
     policy: Policy<Autodiff<B>>,
     tokenizer: ChatTokenizer,
     plan: &Plan,
     tasks: Vec<Task>,
     r: &Restored,
+    base: &BaseModel,
     control: Option<Control>,
     label: &str,
 ) -> Result<Started<B>, TrainError> {
-    let (mut state, mut progress, budget) = payload::read(&r.snapshot)?;
+    let (mut state, mut progress, budget) = payload::read(&r.snapshot, base)?;
     if let Some(control) = control {
         eprintln!("control: {} applied at resume", control.name());
         apply_control(control, &mut state, &mut progress.cursor, plan)?;
     }
+    // Partial native state (a tensor without optimizer moments, a missing file) refuses the
+    // restore like a bad seal does.
     let trainer = Trainer::resume(
         policy,
         tokenizer,
         grpo_config(plan),
         &state,
         &r.snapshot.dir,
-    )?;
+    )
+    .map_err(|e| match e {
+        hr_grpo::GrpoError::State(m) => TrainError::Restore(m),
+        other => other.into(),
+    })?;
     if trainer.step_index() != r.snapshot.manifest.step {
         return Err(TrainError::Restore(format!(
             "checkpoint {} is sealed at step {} but holds trainer state of step {}",
