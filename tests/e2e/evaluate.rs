@@ -1,6 +1,6 @@
 //! `hessian-recipes evaluate` on a finished tiny run: it adopts exactly the checkpoints the plan
 //! lists, selects on DEV, assesses HELD-OUT and MGSM retention and writes a sealed report; a
-//! tampered or missing checkpoint and leaking task sets are refused (exit 3) with nothing left
+//! tampered, missing or foreign-base checkpoint and leaking task sets are refused (exit 3) with nothing left
 //! behind; a plan without an evaluation section is bad input (exit 2).
 
 use hr_tests::tiny_model::{TinySpec, write_tiny_model};
@@ -105,7 +105,7 @@ fn evaluate_adopts_the_listed_checkpoints_selects_on_dev_and_writes_a_sealed_rep
 }
 
 #[test]
-fn a_tampered_or_missing_checkpoint_refuses_the_whole_evaluation() {
+fn a_tampered_missing_or_foreign_checkpoint_refuses_the_whole_evaluation() {
     let s = trained(&plan(Some(evaluation())));
     // Tamper with the adapter of the step-2 checkpoint.
     let adapter = checkpoint_dir(&s, 2).join("payload/native/adapter_model.safetensors");
@@ -120,6 +120,15 @@ fn a_tampered_or_missing_checkpoint_refuses_the_whole_evaluation() {
     let step4 = checkpoint_dir(&s, 4);
     std::fs::remove_dir_all(&step4).expect("remove");
     refused(&s, 3, "checkpoint of step 4 cannot be adopted");
+
+    // Other weights of the same shape under the plan's model.path.
+    let s = trained(&plan(Some(evaluation())));
+    let other = TinySpec {
+        seed: 8,
+        ..TinySpec::default()
+    };
+    write_tiny_model(&s.path().join("model"), &other);
+    refused(&s, 3, "trained on another base model");
 }
 
 #[test]

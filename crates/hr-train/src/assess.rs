@@ -107,11 +107,13 @@ fn listed(run_dir: &Path, plan: &Plan) -> Result<(Vec<Listed>, Option<String>), 
 
 /// Verifies every checkpoint the plan's evaluation lists in the run folder `run_dir` (a `train`
 /// output folder, or a managed run folder in its checkpoint storage): seal, manifest, payload
-/// digests, the plan's digest, the step, and one run identity across all of them. Two
+/// digests, the plan's digest, the step, one run identity across all of them, and the base model
+/// they were trained on (the plan's `model.path` now). Two
 /// checkpoints of the run at one step are refused, not chosen between.
 pub fn adopt(run_dir: &Path, plan: &Plan) -> Result<Vec<Adopted>, TrainError> {
     let eval = evaluation(plan)?;
     let (listed, mut run_id) = listed(run_dir, plan)?;
+    let base = crate::base::BaseModel::of(&plan.model.path)?;
     let local = run_id.is_none();
     let mut adopted = Vec::new();
     for &step in &eval.checkpoints {
@@ -144,6 +146,16 @@ pub fn adopt(run_dir: &Path, plan: &Plan) -> Result<Vec<Adopted>, TrainError> {
             if !verified.manifest.files.iter().any(|f| f.path == sealed) {
                 return Err(refuse(format!("its manifest seals no {file}")));
             }
+        }
+        let sealed: crate::base::BaseModel =
+            std::fs::read(dir.join(crate::payload::BASE_MODEL_FILE))
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok())
+                .ok_or_else(|| refuse("its payload has no readable base_model.json".to_owned()))?;
+        if let Some(what) = sealed.difference(&base) {
+            return Err(refuse(format!(
+                "it was trained on another base model than the plan's model.path: {what}"
+            )));
         }
         run_id.get_or_insert_with(|| verified.manifest.run.run_id.clone());
         adopted.push(Adopted {

@@ -22,7 +22,7 @@ const ROLLOUTS_PAYLOAD: &str = "payload/rollouts.json";
 /// The sealed budget (deadline, device-seconds limit and use) in a snapshot.
 pub const BUDGET_FILE: &str = "payload/budget.json";
 /// The base model's digests.
-const BASE_MODEL_FILE: &str = "payload/base_model.json";
+pub(crate) const BASE_MODEL_FILE: &str = "payload/base_model.json";
 /// The manifest's name for the evidence stream.
 const EVIDENCE_STREAM: &str = "evidence";
 
