@@ -7,4 +7,5 @@ mod generate;
 mod learning;
 mod managed;
 mod qualify;
+mod signing;
 mod train;

@@ -59,6 +59,13 @@ pub(crate) enum Command {
     /// the HELD-OUT episodes for the selected checkpoint and the base model and the MGSM
     /// retention check. Writes a sealed folder: payload/report.json, report.md and SVG plots.
     Evaluate(EvaluateArgs),
+    /// Create an Ed25519 key pair for signed seals: DIR/signing.key (secret, mode 600) for
+    /// --signing-key / HR_SIGNING_KEY, DIR/signing.pub for --trust / HR_TRUST.
+    Keygen {
+        /// Fresh output folder.
+        #[arg(long)]
+        output: PathBuf,
+    },
     /// Run a training plan locally (GRPO with LoRA): metrics.jsonl, evidence.jsonl, sealed
     /// checkpoints in OUTPUT/core/checkpoints/<uuid>/ (listed with their steps in
     /// OUTPUT/core/checkpoints.jsonl) on the plan's schedule, report.md with reward and loss
@@ -248,8 +255,9 @@ pub(crate) enum SnapshotCommand {
         /// The snapshot folder (holding MANIFEST.json and SEAL.dsse.json).
         dir: PathBuf,
         /// Require a valid signature by this Ed25519 public key (64 hex characters, or a file
-        /// holding them). Repeatable; without it a digest-only seal is accepted.
-        #[arg(long)]
+        /// of them, e.g. signing.pub). Repeatable; `HR_TRUST` takes a comma-separated list;
+        /// without it a digest-only seal is accepted.
+        #[arg(long, visible_alias = "trust", env = "HR_TRUST", value_delimiter = ',')]
         key: Vec<String>,
         /// Require this run id.
         #[arg(long)]
@@ -298,6 +306,10 @@ pub(crate) struct EvaluateArgs {
     /// Backend of the policy.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub(crate) device: crate::backend::DeviceKind,
+    #[command(flatten)]
+    pub(crate) signing: crate::keys::SigningArgs,
+    #[command(flatten)]
+    pub(crate) trust: crate::keys::TrustArgs,
 }
 
 #[derive(Debug, Args)]
@@ -367,6 +379,10 @@ pub(crate) struct TrainArgs {
     /// A deliberate resume bug (for the qualification's negative controls).
     #[arg(long, hide = true, requires = "resume", value_parser = hr_train::Control::parse)]
     pub(crate) control: Option<hr_train::Control>,
+    #[command(flatten)]
+    pub(crate) signing: crate::keys::SigningArgs,
+    #[command(flatten)]
+    pub(crate) trust: crate::keys::TrustArgs,
 }
 
 #[derive(Debug, Args)]
@@ -399,6 +415,10 @@ pub(crate) struct ManagedTrainingArgs {
     /// Run a plan longer than four steps without proofs; recorded in allocations.jsonl.
     #[arg(long)]
     pub(crate) unqualified: bool,
+    #[command(flatten)]
+    pub(crate) signing: crate::keys::SigningArgs,
+    #[command(flatten)]
+    pub(crate) trust: crate::keys::TrustArgs,
 }
 
 /// A plan's environment backend.
@@ -417,6 +437,8 @@ pub(crate) struct DemoArgs {
     /// Output folder; must not exist or be empty (earlier results are never overwritten).
     #[arg(long)]
     pub(crate) output: PathBuf,
+    #[command(flatten)]
+    pub(crate) signing: crate::keys::SigningArgs,
 }
 
 #[derive(Debug, Subcommand)]

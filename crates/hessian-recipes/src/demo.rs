@@ -19,6 +19,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     // Load everything before creating the folder, so bad data leaves nothing behind.
     let suites = builtin_suites().context("loading the authored suites")?;
     let mut policy = FixturePolicy::builtin().context("loading the fixture policy")?;
+    let key = args.signing.load()?;
     output::ensure_fresh(&args.output)?;
     let tty = std::io::stderr().is_terminal();
     let eval = evaluate(&suites, &mut policy, |suite, done, total| {
@@ -75,7 +76,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         };
         writer.add_bytes(&format!("payload/{file}"), role, &bytes)?;
     }
-    let sealed = writer.seal(None)?;
+    let sealed = writer.seal(key.as_ref())?;
     let digest = sealed.manifest_sha256.clone();
     sealed.commit(&args.output)?;
     for s in &eval.suites {

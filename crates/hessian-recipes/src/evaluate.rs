@@ -34,7 +34,9 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
     }
     let plan = Plan::from_file(&plan_path).map_err(|e| Refused(e.to_string()))?;
     // Every checkpoint is verified before anything is written.
-    let adopted = hr_train::adopt(&args.resume, &plan).map_err(exit_error)?;
+    let key = args.signing.load()?;
+    let trust = args.trust.load()?;
+    let adopted = hr_train::adopt(&args.resume, &plan, &trust).map_err(exit_error)?;
     let rows: Vec<Value> = std::fs::read_to_string(args.resume.join(hr_train::METRICS_FILE))
         .with_context(|| format!("reading the run's {}", hr_train::METRICS_FILE))?
         .lines()
@@ -47,6 +49,7 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
         adopted,
         rows,
         output: args.output.clone(),
+        key,
     };
     let result = dispatch(args.device, job);
     if result.is_err() {
@@ -61,6 +64,7 @@ struct Job {
     adopted: Vec<Adopted>,
     rows: Vec<Value>,
     output: PathBuf,
+    key: Option<hr_seal::KeyPair>,
 }
 
 impl OnBackend for Job {
@@ -70,7 +74,13 @@ impl OnBackend for Job {
         let log = self.output.join("service.log");
         let assessment =
             hr_train::assess::<B>(&self.plan, self.adopted, &device, &log).map_err(exit_error)?;
-        write(&self.output, &self.plan, &self.rows, &assessment)?;
+        write(
+            &self.output,
+            &self.plan,
+            &self.rows,
+            &assessment,
+            self.key.as_ref(),
+        )?;
         let a = &assessment;
         println!(
             "selected step {} on DEV; HELD-OUT mean reward: base {:.3}, selected {:.3}",
@@ -136,7 +146,13 @@ fn markdown(plan: &Plan, a: &Assessment) -> String {
     md
 }
 
-fn write(out: &std::path::Path, plan: &Plan, rows: &[Value], a: &Assessment) -> anyhow::Result<()> {
+fn write(
+    out: &std::path::Path,
+    plan: &Plan,
+    rows: &[Value],
+    a: &Assessment,
+    key: Option<&hr_seal::KeyPair>,
+) -> anyhow::Result<()> {
     let selected = format!("step {}", a.selected_step);
     let files: Vec<(&str, Vec<u8>)> = vec![
         ("report.json", serde_json::to_vec_pretty(a)?),
@@ -215,6 +231,6 @@ fn write(out: &std::path::Path, plan: &Plan, rows: &[Value], a: &Assessment) -> 
         };
         writer.add_bytes(&format!("payload/{file}"), role, bytes)?;
     }
-    writer.seal(None)?.commit(out)?;
+    writer.seal(key)?.commit(out)?;
     Ok(())
 }

@@ -15,6 +15,7 @@ mod devmaster;
 mod evaluate;
 mod gate;
 mod generate;
+mod keys;
 mod output;
 mod prepare;
 mod qualify;
@@ -70,6 +71,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Cluster { command } => cluster::run(command),
         cli::Command::Generate(args) => generate::run(args),
         cli::Command::Evaluate(args) => evaluate::run(&args),
+        cli::Command::Keygen { output } => keys::keygen(&output),
         cli::Command::Train(args) => train::run(&args),
         cli::Command::ManagedTraining(args) => train::managed(&args),
         cli::Command::Managed {

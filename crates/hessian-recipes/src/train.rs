@@ -54,6 +54,8 @@ pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
         device_seconds_budget: None,
         kill_during_save: None,
         unqualified: false,
+        signing_key: args.signing.load()?,
+        trust: args.trust.load()?,
     };
     dispatch(args.device, Job { opts, core })
 }
@@ -123,6 +125,8 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         device_seconds_budget: Some(args.gpu_budget_seconds),
         kill_during_save: fault_kill_at()?,
         unqualified: args.unqualified,
+        signing_key: args.signing.load()?,
+        trust: args.trust.load()?,
     };
     dispatch(args.device, Job { opts, core })
 }

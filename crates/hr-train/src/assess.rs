@@ -17,7 +17,7 @@ use hr_plan::{Environment as PlanEnvironment, Evaluation, Plan, TaskSet};
 use hr_policy::{
     Adapters, ChatTokenizer, IM_END, Message, Policy, PolicyRng, SamplingConfig, load_adapters,
 };
-use hr_seal::{Expectations, verify};
+use hr_seal::{Expectations, Trust, verify};
 use serde::Serialize;
 
 use crate::environment::{environment, numbered};
@@ -108,9 +108,10 @@ fn listed(run_dir: &Path, plan: &Plan) -> Result<(Vec<Listed>, Option<String>), 
 /// Verifies every checkpoint the plan's evaluation lists in the run folder `run_dir` (a `train`
 /// output folder, or a managed run folder in its checkpoint storage): seal, manifest, payload
 /// digests, the plan's digest, the step, one run identity across all of them, and the base model
-/// they were trained on (the plan's `model.path` now). Two
+/// they were trained on (the plan's `model.path` now); with trusted keys, a seal signed by one
+/// of them. Two
 /// checkpoints of the run at one step are refused, not chosen between.
-pub fn adopt(run_dir: &Path, plan: &Plan) -> Result<Vec<Adopted>, TrainError> {
+pub fn adopt(run_dir: &Path, plan: &Plan, trust: &Trust) -> Result<Vec<Adopted>, TrainError> {
     let eval = evaluation(plan)?;
     let (listed, mut run_id) = listed(run_dir, plan)?;
     let base = crate::base::BaseModel::of(&plan.model.path)?;
@@ -138,7 +139,8 @@ pub fn adopt(run_dir: &Path, plan: &Plan) -> Result<Vec<Adopted>, TrainError> {
             run_id: run_id.clone(),
             config_sha256: Some(plan_sha256(plan)),
             step: Some(step),
-            ..Expectations::default()
+            trust: trust.clone(),
+            source: None,
         };
         let verified = verify(dir, &expect).map_err(|e| refuse(e.to_string()))?;
         for file in [hr_policy::ADAPTER_CONFIG, hr_policy::ADAPTER_WEIGHTS] {

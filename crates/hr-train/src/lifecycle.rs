@@ -11,7 +11,7 @@ use burn::tensor::backend::Backend;
 use hr_core::CoreContext;
 use hr_plan::Plan;
 use hr_policy::{ChatTokenizer, Policy, PolicyRng};
-use hr_seal::{SourceBinding, Trust};
+use hr_seal::{KeyPair, SourceBinding, Trust};
 use hr_snapshot::{Binding, Budget, Publisher, RngState, TerminalKind, with_rng_preserved};
 use serde_json::{Value, json};
 
@@ -51,6 +51,10 @@ pub struct RunOptions {
     pub kill_during_save: Option<(i32, u64)>,
     /// Runs without qualification proofs by explicit choice; recorded with every allocation.
     pub unqualified: bool,
+    /// Signs every seal with this key; digest-only seals without one.
+    pub signing_key: Option<KeyPair>,
+    /// Which seals a restore accepts (with keys: only seals signed by one of them).
+    pub trust: Trust,
 }
 
 /// The run folder's copy of the plan.
@@ -201,6 +205,8 @@ pub fn run<B: Backend>(
         device_seconds_budget,
         kill_during_save,
         unqualified,
+        signing_key,
+        trust,
     } = opts;
     std::fs::create_dir_all(&run_dir).map_err(TrainError::io("create", &run_dir))?;
     // The run's plan, as `evaluate` reads it later (written once; every checkpoint is bound to
@@ -218,7 +224,7 @@ pub fn run<B: Backend>(
         source,
         config_sha256: plan_sha256(&plan),
     };
-    let mut publisher = Publisher::new(core, binding, None, Trust::DigestOnly, run_dir.clone());
+    let mut publisher = Publisher::new(core, binding, signing_key, trust, run_dir.clone());
     if accept_source_change {
         publisher.accept_source_change();
     }
