@@ -1,5 +1,7 @@
-//! Records the git commit the binary is built from (`HR_GIT_COMMIT`, or `unknown` outside a git
-//! checkout), for the source binding of sealed outputs.
+//! Records the git commit the binary is built from (`HR_GIT_COMMIT`, `-dirty` when tracked
+//! files differ from it, or `unknown` outside a git checkout), for the source binding of sealed
+//! outputs. It reruns whenever the commit moves (HEAD, the branch refs, the reflog, the index) or
+//! a source the binary is built from changes, so the stamp never goes stale.
 
 use std::process::Command;
 
@@ -25,8 +27,17 @@ fn main() {
     {
         let git_dir = String::from_utf8_lossy(&out.stdout).trim().to_owned();
         if !git_dir.is_empty() {
-            println!("cargo::rerun-if-changed={git_dir}/HEAD");
-            println!("cargo::rerun-if-changed={git_dir}/index");
+            // Only paths that exist: a missing one would rerun the script on every build.
+            for path in ["HEAD", "index", "refs", "packed-refs", "logs/HEAD"] {
+                let path = format!("{git_dir}/{path}");
+                if std::path::Path::new(&path).exists() {
+                    println!("cargo::rerun-if-changed={path}");
+                }
+            }
         }
+    }
+    // The workspace sources (this crate lives in <root>/crates/hessian-recipes).
+    for path in ["../../crates", "../../Cargo.toml", "../../Cargo.lock"] {
+        println!("cargo::rerun-if-changed={path}");
     }
 }

@@ -106,3 +106,35 @@ fn demo_output_is_a_sealed_snapshot_that_verify_checks() {
     let bad_key = s.run(&["snapshot", "verify", "d", "--key", "xyz"]);
     assert_eq!(bad_key.status.code(), Some(2), "{:?}", text(&bad_key));
 }
+
+#[test]
+fn the_source_stamp_is_the_commit_the_binary_was_built_from() {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(hr_tests::repo_root())
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let expected = match git(&["rev-parse", "HEAD"]) {
+        Some(head) => {
+            let dirty = git(&["status", "--porcelain", "--untracked-files=no"])
+                .is_some_and(|s| !s.is_empty());
+            format!("{head}{}", if dirty { "-dirty" } else { "" })
+        }
+        None => "unknown".to_owned(),
+    };
+    let s = Scratch::new();
+    let out = s.run(&["demo", "--output", "d"]);
+    assert!(out.status.success(), "{:?}", text(&out));
+    let manifest: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(s.path().join("d/MANIFEST.json")).expect("manifest"),
+    )
+    .expect("manifest json");
+    assert_eq!(
+        manifest["source"]["commit"], expected,
+        "the binary's stamp is stale: rebuild it (cargo build -p hessian-recipes)"
+    );
+}

@@ -62,7 +62,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         &args.output,
         run,
         0,
-        crate::source_binding(),
+        crate::source_binding()?,
         sha256_hex(config.to_string().as_bytes()),
     );
     writer

@@ -217,7 +217,7 @@ fn write(
             writer: "local".to_owned(),
         },
         a.selected_step,
-        crate::source_binding(),
+        crate::source_binding()?,
         sha256_hex(config.to_string().as_bytes()),
     );
     writer

@@ -50,18 +50,20 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// The source binding of this binary: its git commit (at build time) and its own sha256.
-fn source_binding() -> hr_seal::SourceBinding {
-    let binary_sha256 = std::env::current_exe()
-        .ok()
-        .and_then(|p| hr_seal::hash_file(&p).ok())
-        .map(|(_, d)| d);
-    hr_seal::SourceBinding {
+/// The source binding of this binary: its git commit (at build time) and its own sha256. A
+/// binary that cannot hash itself cannot bind what it writes: that is an error, never a silent
+/// `None`.
+fn source_binding() -> anyhow::Result<hr_seal::SourceBinding> {
+    use anyhow::Context;
+    let exe = std::env::current_exe().context("locating this binary to hash it")?;
+    let (_, digest) = hr_seal::hash_file(&exe)
+        .with_context(|| format!("hashing this binary ({})", exe.display()))?;
+    Ok(hr_seal::SourceBinding {
         commit: env!("HR_GIT_COMMIT").to_owned(),
         tree_sha256: None,
         cargo_lock_sha256: None,
-        binary_sha256,
-    }
+        binary_sha256: Some(digest),
+    })
 }
 
 fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {

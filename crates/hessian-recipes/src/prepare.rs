@@ -31,7 +31,7 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         )
         .into());
     }
-    let source = crate::source_binding();
+    let source = crate::source_binding()?;
     crate::gate::require(&plan, args.proofs.as_deref(), args.unqualified, &source)?;
     let proofs = args
         .proofs

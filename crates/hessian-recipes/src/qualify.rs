@@ -11,7 +11,7 @@ use hr_qualify::{
 use crate::{cli::QualifyCpuArgs, output};
 
 pub(crate) fn managed_trial() -> anyhow::Result<ExitCode> {
-    managed_trial_cpu(crate::source_binding(), &TrialControls::from_env())?;
+    managed_trial_cpu(crate::source_binding()?, &TrialControls::from_env())?;
     Ok(ExitCode::SUCCESS)
 }
 

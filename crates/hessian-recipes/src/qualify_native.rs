@@ -97,7 +97,7 @@ pub(crate) fn run(args: &QualifyNativeArgs) -> anyhow::Result<ExitCode> {
         resumed,
         equal: divergence.is_none(),
         first_divergence: divergence.clone(),
-        source: crate::source_binding(),
+        source: crate::source_binding()?,
     };
     proof.write(&out.join("proof.json"))?;
     match divergence {

@@ -46,7 +46,7 @@ pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
         run_id: plan.name.clone(),
         plan,
         run_dir: out,
-        source: source_binding(),
+        source: source_binding()?,
         accept_source_change: args.allow_source_change,
         stop_after_step: args.stop_after_step,
         control: args.control,
@@ -100,7 +100,7 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let plan = managed_plan(args)?;
-    let source = source_binding();
+    let source = source_binding()?;
     crate::gate::require(&plan, args.proofs.as_deref(), args.unqualified, &source)?;
     let core = CoreContext::from_environment().map_err(|e| {
         Refused(format!(
