@@ -129,10 +129,9 @@ fn the_source_stamp_is_the_commit_the_binary_was_built_from() {
     let s = Scratch::new();
     let out = s.run(&["demo", "--output", "d"]);
     assert!(out.status.success(), "{:?}", text(&out));
-    let manifest: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(s.path().join("d/MANIFEST.json")).expect("manifest"),
-    )
-    .expect("manifest json");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.path().join("d/MANIFEST.json")).expect("manifest"))
+            .expect("manifest json");
     assert_eq!(
         manifest["source"]["commit"], expected,
         "the binary's stamp is stale: rebuild it (cargo build -p hessian-recipes)"

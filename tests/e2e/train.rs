@@ -405,8 +405,8 @@ fn a_checkpoint_whose_payload_manifest_or_source_differs_is_refused_at_restore()
             "{stderr}"
         );
         assert!(
-            !s.path().join(run).join("evidence.jsonl").exists(),
-            "nothing adopted"
+            !s.path().join(run).exists(),
+            "nothing adopted and no half-started run folder left"
         );
     };
     let resume = |run: &str| {

@@ -221,8 +221,8 @@ pub(crate) struct QualifyCpuArgs {
     /// Wait this long after that metric before pausing.
     #[arg(long, default_value_t = 0)]
     pub(crate) pause_delay_ms: u64,
-    /// Seconds per fixture step.
-    #[arg(long, default_value_t = 0.5)]
+    /// Seconds per fixture step (a finite number ≥ 0).
+    #[arg(long, default_value_t = 0.5, value_parser = seconds)]
     pub(crate) step_seconds: f64,
     /// Limit for each run, seconds.
     #[arg(long, default_value_t = 600)]
@@ -481,11 +481,49 @@ pub(crate) enum ClusterCommand {
     },
 }
 
+/// A duration in seconds: a finite number ≥ 0.
+fn seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!(
+            "`{text}` is not a number of seconds ≥ 0 (e.g. 0.5)"
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use clap::Parser;
 
     use super::Cli;
+
+    #[test]
+    fn step_seconds_must_be_a_finite_number_of_seconds() {
+        for bad in ["nan", "inf", "-1", "soon"] {
+            let parsed = Cli::try_parse_from([
+                "hessian-recipes",
+                "qualify",
+                "cpu",
+                "--output",
+                "runs/q",
+                "--step-seconds",
+                bad,
+            ]);
+            assert!(parsed.is_err(), "--step-seconds {bad} was accepted");
+        }
+        assert!(
+            Cli::try_parse_from([
+                "hessian-recipes",
+                "qualify",
+                "cpu",
+                "--output",
+                "runs/q",
+                "--step-seconds",
+                "0.25",
+            ])
+            .is_ok()
+        );
+    }
 
     /// A template may never again name a command or flag the binary lacks.
     #[test]

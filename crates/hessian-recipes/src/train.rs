@@ -35,8 +35,31 @@ pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     if let Some(src) = args.resume.as_ref().filter(|p| !p.exists()) {
         return Err(Refused(format!("--resume {}: no such folder", src.display())).into());
     }
+    let (signing_key, trust, source) =
+        (args.signing.load()?, args.trust.load()?, source_binding()?);
     let out = args.output.clone();
     create_fresh(&out)?;
+    let result = start(args, plan, &out, signing_key, trust, source);
+    // A refused resume adopted nothing: the folder this invocation created goes with it, so no
+    // half-started run is left behind.
+    if result
+        .as_ref()
+        .err()
+        .is_some_and(|e| e.downcast_ref::<Invalid>().is_some())
+    {
+        let _ = std::fs::remove_dir_all(&out);
+    }
+    result
+}
+
+fn start(
+    args: &TrainArgs,
+    plan: Plan,
+    out: &Path,
+    signing_key: Option<hr_seal::KeyPair>,
+    trust: hr_seal::Trust,
+    source: hr_seal::SourceBinding,
+) -> anyhow::Result<ExitCode> {
     let core_dir = out.join("core");
     if let Some(src) = &args.resume {
         import_checkpoint(&core_dir, src).map_err(exit_error)?;
@@ -45,8 +68,8 @@ pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     let opts = RunOptions {
         run_id: plan.name.clone(),
         plan,
-        run_dir: out,
-        source: source_binding()?,
+        run_dir: out.to_owned(),
+        source,
         accept_source_change: args.allow_source_change,
         stop_after_step: args.stop_after_step,
         control: args.control,
@@ -54,8 +77,8 @@ pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
         device_seconds_budget: None,
         kill_during_save: None,
         unqualified: false,
-        signing_key: args.signing.load()?,
-        trust: args.trust.load()?,
+        signing_key,
+        trust,
     };
     dispatch(args.device, Job { opts, core })
 }
