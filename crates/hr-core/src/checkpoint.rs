@@ -4,7 +4,6 @@
 
 use std::{
     collections::BTreeMap,
-    io::Read,
     path::{Path, PathBuf},
 };
 
@@ -58,29 +57,10 @@ pub(crate) fn storage_base(storage: &Value) -> Result<PathBuf, CoreError> {
     }
 }
 
-/// A fresh UUID4 from the OS's randomness.
+/// A fresh UUID4 from the OS's randomness (the `uuid` crate panics rather than mint a
+/// predictable id when the OS has none).
 pub(crate) fn uuid4() -> String {
-    let mut b = [0u8; 16];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut b))
-        .is_err()
-    {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        b = nanos.to_le_bytes();
-    }
-    b[6] = (b[6] & 0x0f) | 0x40;
-    b[8] = (b[8] & 0x3f) | 0x80;
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// Relative path -> size of everything under `dir` (folders as `"sub/": 0`).

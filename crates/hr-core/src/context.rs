@@ -220,6 +220,20 @@ impl CoreContext {
     fn append_local(run_dir: &Path, file: &str, value: &Value) -> Result<(), CoreError> {
         use std::io::Write;
         let path = run_dir.join(file);
+        // A torn last line (a crash mid-append) is cut off first, so the new line starts clean.
+        if let Ok(text) = std::fs::read(&path)
+            && !text.is_empty()
+            && !text.ends_with(b"\n")
+        {
+            let keep = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+            let f = std::fs::OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(CoreError::io("open", &path))?;
+            f.set_len(keep as u64)
+                .and_then(|()| f.sync_all())
+                .map_err(CoreError::io("truncate", &path))?;
+        }
         let mut f = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -481,8 +495,15 @@ pub fn local_checkpoints(run_dir: &Path) -> Result<Vec<(String, u64)>, CoreError
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(CoreError::io("read", path)(e)),
     };
+    // A crash in the middle of an append leaves a last line without its newline: that report
+    // never completed, so it is not a checkpoint (any other bad line is an error).
+    let complete = match text.rfind('\n') {
+        Some(end) if !text.ends_with('\n') => &text[..=end],
+        None if !text.is_empty() => "",
+        _ => text.as_str(),
+    };
     let mut out = Vec::new();
-    for line in text.lines().filter(|l| !l.trim().is_empty()) {
+    for line in complete.lines().filter(|l| !l.trim().is_empty()) {
         let v: Value = serde_json::from_str(line).map_err(|e| CoreError::Io {
             op: "parse",
             path: path.clone(),
@@ -505,4 +526,44 @@ fn local_latest(run_dir: &Path) -> Result<Option<(String, u64)>, CoreError> {
         }
     }
     Ok(best)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_torn_last_report_is_not_a_checkpoint_but_a_bad_middle_line_is_an_error() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("checkpoints.jsonl");
+        let good = r#"{"uuid": "a", "steps_completed": 1}"#;
+        std::fs::write(&file, format!("{good}\n{{\"uuid\": \"b\", \"steps_")).expect("write");
+        assert_eq!(
+            local_checkpoints(dir.path()).expect("torn tail ignored"),
+            [("a".to_owned(), 1)]
+        );
+        assert_eq!(
+            local_latest(dir.path()).expect("latest"),
+            Some(("a".to_owned(), 1))
+        );
+        std::fs::write(&file, format!("{{\"uuid\": \"b\", \"st\n{good}\n")).expect("write");
+        assert!(
+            local_checkpoints(dir.path()).is_err(),
+            "a bad complete line is corruption"
+        );
+        std::fs::write(&file, "{\"uuid\": \"b\"").expect("write");
+        assert_eq!(local_checkpoints(dir.path()).expect("only a torn line"), []);
+        // The next report cuts the torn line off and starts clean.
+        std::fs::write(&file, format!("{good}\n{{\"uuid\": \"b\", \"steps_")).expect("write");
+        CoreContext::append_local(
+            dir.path(),
+            "checkpoints.jsonl",
+            &serde_json::json!({"uuid": "c", "steps_completed": 2}),
+        )
+        .expect("append");
+        assert_eq!(
+            local_checkpoints(dir.path()).expect("clean"),
+            [("a".to_owned(), 1), ("c".to_owned(), 2)]
+        );
+    }
 }

@@ -79,6 +79,16 @@ impl Client {
                 "master URL {master:?} must start with http:// or https://"
             )));
         }
+        // Credentials in the URL would travel into every error message and log line.
+        let parsed = reqwest::Url::parse(&master)
+            .map_err(|e| DetError::Config(format!("master URL: {e}")))?;
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(DetError::Config(
+                "the master URL carries credentials (user:password@): remove them and sign in \
+                 with DET_USER and DET_PASS, or DET_USER_TOKEN"
+                    .to_owned(),
+            ));
+        }
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .build()

@@ -1,42 +1,23 @@
 //! What a trial process gets: the `DET_*` environment and the info files
 //! (`cluster.json`, `trial.json`, `rendezvous.json`, `resources.json`) the Python client reads.
 
-use std::{collections::BTreeMap, io::Read, path::Path};
+use std::{collections::BTreeMap, path::Path};
 
 use serde_json::{Value, json};
 
-/// Random hex from the OS (tokens and ids; not training randomness).
+/// Random hex from the OS (tokens and ids; not training randomness). Without OS randomness the
+/// master stops rather than mint predictable tokens.
 pub(crate) fn random_hex(bytes: usize) -> String {
     let mut buf = vec![0u8; bytes];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut f| f.read_exact(&mut buf))
-        .is_err()
-    {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        buf = nanos
-            .to_le_bytes()
-            .iter()
-            .cycle()
-            .take(bytes)
-            .copied()
-            .collect();
+    if let Err(e) = getrandom::fill(&mut buf) {
+        panic!("the OS random source failed ({e}); refusing to mint predictable tokens");
     }
     buf.iter().map(|b| format!("{b:02x}")).collect()
 }
 
-/// A UUID4-formatted random id.
+/// A UUID4 random id.
 pub(crate) fn uuid4() -> String {
-    let h = random_hex(16);
-    format!(
-        "{}-{}-4{}-a{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[13..16],
-        &h[17..20],
-        &h[20..32]
-    )
+    uuid::Uuid::new_v4().to_string()
 }
 
 /// RFC 3339 UTC time now, with microseconds.
