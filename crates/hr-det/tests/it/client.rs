@@ -250,10 +250,10 @@ fn a_master_url_with_credentials_is_refused_without_echoing_them() {
         "https://alice:s3cret@master.example:8443",
         "http://alice@127.0.0.1:8080",
     ] {
-        let err = hr_det::Client::new(url).err().map(|e| e.to_string());
+        let err = Client::new(url).err().map(|e| e.to_string());
         let err = err.unwrap_or_else(|| panic!("{url} was accepted"));
         assert!(err.contains("DET_USER"), "{err}");
         assert!(!err.contains("s3cret") && !err.contains("alice"), "{err}");
     }
-    assert!(hr_det::Client::new("https://master.example:8443").is_ok());
+    assert!(Client::new("https://master.example:8443").is_ok());
 }
