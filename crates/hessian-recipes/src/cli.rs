@@ -7,7 +7,7 @@ use clap::{Args, Parser, Subcommand};
 /// GRPO fine-tuning of LM agents on Determined 0.35, with checkpoints that survive pause,
 /// preemption and restart exactly.
 #[derive(Debug, Parser)]
-#[command(name = "hessian-recipes", version)]
+#[command(name = "hessian-recipes", version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("HR_GIT_COMMIT"), ")"))]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
@@ -166,8 +166,9 @@ pub(crate) struct QualifyManagedArgs {
     /// Fresh output folder (source/, reference/, managed/, managed-proof.json).
     #[arg(long)]
     pub(crate) output: PathBuf,
-    /// A Determined master to use instead of a local devmaster (http://HOST:PORT).
-    #[arg(long)]
+    /// A Determined master to use instead of a local devmaster (http://HOST:PORT; `DET_MASTER`
+    /// as for `det`). Sign-in: `DET_USER_TOKEN`, else `DET_USER`/`DET_PASS`.
+    #[arg(long, env = "DET_MASTER")]
     pub(crate) master: Option<String>,
     /// Pause once the training metric of this step is visible (the worker stops at the next
     /// step boundary).
@@ -212,8 +213,9 @@ pub(crate) struct QualifyCpuArgs {
     /// Fresh output folder (the binary is copied into OUTPUT/source/ and run from there).
     #[arg(long)]
     pub(crate) output: PathBuf,
-    /// A Determined master to use instead of a local devmaster (http://HOST:PORT).
-    #[arg(long)]
+    /// A Determined master to use instead of a local devmaster (http://HOST:PORT; `DET_MASTER`
+    /// as for `det`). Sign-in: `DET_USER_TOKEN`, else `DET_USER`/`DET_PASS`.
+    #[arg(long, env = "DET_MASTER")]
     pub(crate) master: Option<String>,
     /// Pause once the training metric of this step is visible.
     #[arg(long, default_value_t = 3)]
