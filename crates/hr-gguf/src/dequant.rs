@@ -33,7 +33,8 @@ impl GgmlType {
         })
     }
 
-    /// Bytes needed to store `count` values; `None` when `count` is not a whole number of blocks.
+    /// Bytes needed to store `count` values; `None` when `count` is not a whole number of blocks
+    /// or the size does not fit in a `u64`.
     pub fn storage_bytes(self, count: u64) -> Option<u64> {
         let (block, bytes) = match self {
             Self::F32 => (1, 4),
@@ -42,7 +43,10 @@ impl GgmlType {
             Self::Q4_1 => (32, 20),
             Self::Q8_0 => (32, 34),
         };
-        count.is_multiple_of(block).then(|| count / block * bytes)
+        count
+            .is_multiple_of(block)
+            .then(|| (count / block).checked_mul(bytes))
+            .flatten()
     }
 }
 

@@ -236,7 +236,11 @@ impl Gguf {
                 .ok_or_else(|| c.err("general.alignment must be a positive integer"))?
                 as usize,
         };
-        let data_start = c.pos.div_ceil(alignment) * alignment;
+        let data_start = c
+            .pos
+            .div_ceil(alignment)
+            .checked_mul(alignment)
+            .ok_or_else(|| c.err(format!("general.alignment {alignment} is too large")))?;
         let gguf = Self {
             metadata,
             tensors,
@@ -251,7 +255,15 @@ impl Gguf {
 
     /// The raw stored bytes of a tensor, bounds-checked.
     pub fn tensor_bytes(&self, name: &str, info: &TensorInfo) -> Result<&[u8], GgufError> {
-        let count: u64 = info.dims.iter().product();
+        let bad = |message: String| GgufError::Tensor {
+            tensor: name.to_owned(),
+            message,
+        };
+        let count = info
+            .dims
+            .iter()
+            .try_fold(1u64, |n, d| n.checked_mul(*d))
+            .ok_or_else(|| bad(format!("its dims {:?} overflow a u64 count", info.dims)))?;
         let len = info
             .ggml_type
             .storage_bytes(count)
@@ -262,15 +274,13 @@ impl Gguf {
                     info.ggml_type
                 ),
             })?;
-        let start = self.data_start as u64 + info.offset;
-        let end = start + len;
-        if end > self.bytes.len() as u64 {
-            return Err(GgufError::Tensor {
-                tensor: name.to_owned(),
-                message: "its data runs past the end of the file".to_owned(),
-            });
-        }
-        Ok(&self.bytes[start as usize..end as usize])
+        let range = (self.data_start as u64)
+            .checked_add(info.offset)
+            .and_then(|start| Some((start, start.checked_add(len)?)))
+            .filter(|(_, end)| *end <= self.bytes.len() as u64)
+            .ok_or_else(|| bad("its data runs past the end of the file".to_owned()))?;
+        // Both bounds are within the file, so they fit in a usize.
+        Ok(&self.bytes[range.0 as usize..range.1 as usize])
     }
 
     /// A metadata value, or an error naming the key.

@@ -247,3 +247,62 @@ fn malformed_files_give_typed_errors() {
         Err(GgufError::Malformed { .. })
     ));
 }
+
+/// A small valid file: metadata of several kinds and two tensors.
+fn sample() -> Vec<u8> {
+    let mut w = Writer::default();
+    w.u32("llama.block_count", 1);
+    w.f32("llama.rope.freq_base", 10000.0);
+    w.str("general.architecture", "llama");
+    w.strs("tokenizer.ggml.tokens", &["a", "b"]);
+    w.i32s("tokenizer.ggml.token_type", &[1, 1]);
+    w.tensor("a.weight", &[2, 2], 0, &f32_bytes(&[1.0, 2.0, 3.0, 4.0]));
+    w.tensor("b.weight", &[32], 8, &[0u8; 34]);
+    w.finish()
+}
+
+#[test]
+fn sizes_and_offsets_that_overflow_are_typed_errors() {
+    for (dims, offset) in [(vec![1u64 << 40, 1 << 40], 0u64), (vec![4], u64::MAX - 8)] {
+        let mut w = Writer::default();
+        w.tensor("t", &dims, 0, &[0u8; 16]);
+        let mut bytes = w.finish();
+        // Patch the tensor's offset (the last 8 bytes of its info, just before the padding).
+        if offset != 0 {
+            let info_end = 4 + 4 + 8 + 8 + (8 + 1) + 4 + 8 * dims.len() + 4 + 8;
+            bytes[info_end - 8..info_end].copy_from_slice(&offset.to_le_bytes());
+        }
+        match Gguf::parse(bytes) {
+            Err(GgufError::Tensor { .. }) => {}
+            other => panic!("dims {dims:?} offset {offset}: {other:?}"),
+        }
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(2000))]
+    /// Mutated files (bytes flipped, inserted, removed, or the file cut short) never panic the
+    /// parser: they parse or fail with a typed error.
+    #[test]
+    fn any_mutation_of_a_file_parses_or_fails_cleanly(
+        edits in proptest::collection::vec((0u8..4, proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<u8>()), 1..6)
+    ) {
+        let mut bytes = sample();
+        proptest::prop_assert!(Gguf::parse(bytes.clone()).is_ok(), "the sample itself parses");
+        for (op, at, byte) in edits {
+            let i = at.index(bytes.len().max(1));
+            match op {
+                0 if !bytes.is_empty() => bytes[i] ^= byte.max(1),
+                1 => bytes.insert(i, byte),
+                2 if !bytes.is_empty() => { bytes.remove(i); }
+                _ => bytes.truncate(i),
+            }
+        }
+        if let Ok(gguf) = Gguf::parse(bytes) {
+            for (name, info) in &gguf.tensors {
+                let stored = gguf.tensor_bytes(name, info).expect("checked at parse");
+                dequantize(info.ggml_type, stored);
+            }
+        }
+    }
+}

@@ -3,6 +3,7 @@
 use std::path::Path;
 
 use hr_plan::{Plan, PlanError};
+use proptest::strategy::Strategy;
 use serde_json::{Value, json};
 
 fn example() -> Value {
@@ -125,4 +126,65 @@ fn an_evaluation_section_must_adopt_saved_steps_and_name_its_tasks() -> anyhow::
         assert!(message.contains(words), "{field}: {message}");
     }
     Ok(())
+}
+
+/// Applies byte edits (flip, insert, remove, cut) to `text`.
+fn mutate(text: &str, edits: &[(u8, proptest::sample::Index, u8)]) -> String {
+    let mut bytes = text.as_bytes().to_vec();
+    for (op, at, byte) in edits {
+        let i = at.index(bytes.len().max(1));
+        match op {
+            0 if !bytes.is_empty() => bytes[i] ^= (*byte).max(1),
+            1 => bytes.insert(i, *byte),
+            2 if !bytes.is_empty() => {
+                bytes.remove(i);
+            }
+            _ => bytes.truncate(i),
+        }
+    }
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
+    /// A mutated plan parses or is refused with a field error; the parser never panics, and
+    /// whatever parses passes its own checks again.
+    #[test]
+    fn any_mutation_of_a_plan_parses_or_is_refused_cleanly(
+        edits in proptest::collection::vec(
+            (0u8..4, proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<u8>()),
+            1..6,
+        )
+    ) {
+        let text = mutate(&example().to_string(), &edits);
+        if let Ok(plan) = Plan::parse(Path::new("plan.json"), &text) {
+            let again = serde_json::to_string(&plan).expect("a plan serialises");
+            proptest::prop_assert!(Plan::parse(Path::new("plan.json"), &again).is_ok());
+        }
+    }
+
+    /// Any JSON value in any top-level or nested numeric field is parsed or refused, never a
+    /// panic.
+    #[test]
+    fn any_value_in_any_field_is_parsed_or_refused(
+        field in proptest::sample::select(vec![
+            "/steps", "/grpo/num_generations", "/grpo/max_completion_length", "/grpo/beta",
+            "/optimizer/learning_rate", "/model/lora/rank", "/model/lora/alpha",
+            "/environment/tasks/count", "/seeds/sampling", "/checkpoints",
+        ]),
+        value in proptest::prop_oneof![
+            proptest::prelude::any::<i64>().prop_map(Value::from),
+            proptest::prelude::any::<f64>().prop_map(|f| json!(f)),
+            ".{0,8}".prop_map(Value::from),
+            proptest::prelude::Just(Value::Null),
+        ],
+    ) {
+        let mut plan = example();
+        if let Some(slot) = plan.pointer_mut(field) {
+            *slot = value;
+        } else if let Some(obj) = plan.as_object_mut() {
+            obj.insert(field.trim_start_matches('/').to_owned(), value);
+        }
+        let _ = Plan::parse(Path::new("plan.json"), &plan.to_string());
+    }
 }

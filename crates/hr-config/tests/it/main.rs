@@ -1,6 +1,7 @@
 //! Integration tests of hr-config: Determined's own schema test vectors, our rules, the
 //! templates (validity and drift), and render/parse round trips.
 
+mod fuzz;
 mod roundtrip;
 mod rules;
 mod schema_cases;

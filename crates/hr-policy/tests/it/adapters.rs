@@ -121,3 +121,57 @@ fn a_wrong_shape_missing_tensor_or_unsupported_option_is_named() -> anyhow::Resu
     assert!(load_err().contains("`qkv` is not one of"));
     Ok(())
 }
+
+/// Applies byte edits (flip, insert, remove, cut).
+fn mutate(bytes: &mut Vec<u8>, edits: &[(u8, proptest::sample::Index, u8)]) {
+    for (op, at, byte) in edits {
+        let i = at.index(bytes.len().max(1));
+        match op {
+            0 if !bytes.is_empty() => bytes[i] ^= (*byte).max(1),
+            1 => bytes.insert(i, *byte),
+            2 if !bytes.is_empty() => {
+                bytes.remove(i);
+            }
+            _ => bytes.truncate(i),
+        }
+    }
+}
+
+#[test]
+fn mutated_adapter_files_load_or_fail_with_a_typed_error() -> anyhow::Result<()> {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    let dir = tempfile::tempdir()?;
+    let (_, policy) = tiny(&dir.path().join("model"), &TinySpec::default())?;
+    let lora = LoraConfig::new(2, 4.0, vec![Target::QProj, Target::VProj])?;
+    let adapters = Adapters::<Cpu>::init(
+        policy.config(),
+        lora,
+        &mut PolicyRng::from_seed(8),
+        policy.device(),
+    );
+    let files = hr_policy::adapter_files(&adapters, "tiny")?;
+    let edits = prop::collection::vec((0u8..4, any::<prop::sample::Index>(), any::<u8>()), 1..6);
+    let mut runner = TestRunner::new(Config::with_cases(1500));
+    runner
+        .run(&(any::<bool>(), edits), |(in_config, edits)| {
+            let mut broken = files.clone();
+            if in_config {
+                mutate(&mut broken.config, &edits);
+            } else {
+                mutate(&mut broken.weights, &edits);
+            }
+            // Either outcome is fine; a panic fails the test.
+            let _ = hr_policy::adapters_from_files::<Cpu>(
+                policy.config(),
+                &broken,
+                std::path::Path::new("fuzzed"),
+                policy.device(),
+            );
+            let _ =
+                hr_policy::read_f32_safetensors(std::path::Path::new("fuzzed"), &broken.weights);
+            Ok(())
+        })
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
