@@ -26,12 +26,26 @@ pub(crate) fn run(args: &DevmasterArgs) -> anyhow::Result<ExitCode> {
             args.state_dir.display()
         );
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
+        let mut check = tokio::time::interval(Duration::from_millis(500));
+        let failure = loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => break None,
+                _ = term.recv() => break None,
+                _ = check.tick() => {
+                    if let Some(why) = master.failure() {
+                        break Some(why);
+                    }
+                }
+            }
+        };
         master.shutdown();
-        eprintln!("devmaster stopped");
-        Ok(ExitCode::SUCCESS)
+        match failure {
+            // Fail closed: its state on disk is behind what it told clients.
+            Some(why) => anyhow::bail!("the devmaster stopped: {why}"),
+            None => {
+                eprintln!("devmaster stopped");
+                Ok(ExitCode::SUCCESS)
+            }
+        }
     })
 }

@@ -26,7 +26,12 @@ type M = AxState<Arc<Master>>;
 
 pub(crate) fn router(master: Arc<Master>) -> Router {
     let record = master.config.record_requests.clone();
-    let router = routes(master).layer(axum::middleware::from_fn(log_server_errors));
+    let router = routes(master.clone())
+        .layer(axum::middleware::from_fn(log_server_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            master,
+            crate::guard::guard,
+        ));
     match record {
         Some(path) => router.layer(axum::middleware::from_fn(move |req, next| {
             record_request(path.clone(), req, next)

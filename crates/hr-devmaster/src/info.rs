@@ -139,7 +139,19 @@ impl Allocation<'_> {
             ("rendezvous.json", rendezvous),
             ("resources.json", json!({"gpu_uuids": []})),
         ] {
-            std::fs::write(dir.join(name), value.to_string())?;
+            // cluster.json holds the trial's session token: owner-only, like a key file.
+            use std::io::Write;
+            use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+            let path = dir.join(name);
+            let mut file = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&path)?;
+            // An existing file keeps its mode on open: set it.
+            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+            file.write_all(value.to_string().as_bytes())?;
         }
         Ok(())
     }
@@ -152,6 +164,48 @@ mod tests {
         assert_eq!(super::civil_from_days(0), (1970, 1, 1));
         assert_eq!(super::civil_from_days(20_789), (2026, 12, 2));
         assert_eq!(super::civil_from_days(11_016), (2000, 2, 29));
+    }
+
+    #[test]
+    fn info_files_are_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("cluster.json"), "{}").expect("an older, open file");
+        std::fs::set_permissions(
+            dir.path().join("cluster.json"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .expect("chmod");
+        let config = serde_json::json!({});
+        let info = super::Allocation {
+            master_url: "http://127.0.0.1:1",
+            cluster_id: "c",
+            experiment_id: 1,
+            trial_id: 1,
+            task_id: "t",
+            allocation_id: "a",
+            run_id: 1,
+            seed: 0,
+            config: &config,
+            steps_completed: 0,
+            latest_checkpoint: None,
+            user_token: "u",
+            session_token: "s",
+            work_dir: dir.path(),
+        };
+        info.write_info(dir.path()).expect("write");
+        for name in [
+            "cluster.json",
+            "trial.json",
+            "rendezvous.json",
+            "resources.json",
+        ] {
+            let mode = std::fs::metadata(dir.path().join(name))
+                .expect("file")
+                .permissions()
+                .mode();
+            assert_eq!(mode & 0o777, 0o600, "{name}");
+        }
     }
 
     #[test]

@@ -18,6 +18,7 @@
 mod api;
 mod error;
 mod gc;
+mod guard;
 mod info;
 mod scheduler;
 mod server;

@@ -4,7 +4,7 @@ use std::{
     collections::HashMap,
     net::SocketAddr,
     path::PathBuf,
-    sync::{Arc, Mutex, MutexGuard},
+    sync::{Arc, Mutex, MutexGuard, OnceLock},
     time::Duration,
 };
 
@@ -47,6 +47,8 @@ pub(crate) struct Master {
     pub(crate) allocs: Mutex<HashMap<i32, Alloc>>,
     /// Running command processes: id -> pid (process group leader).
     pub(crate) command_pids: Mutex<HashMap<String, u32>>,
+    /// Why the master stopped serving (its state could not be persisted), once it has.
+    failed: OnceLock<String>,
 }
 
 impl Master {
@@ -64,15 +66,33 @@ impl Master {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Persists the state (called with the lock held, after every change).
+    /// Persists the state (called with the lock held, after every change). When that fails
+    /// (the state folder is gone or full) the master fails closed: from then on every request,
+    /// the current one included, is answered 503, and `hessian-recipes devmaster` exits.
+    #[allow(clippy::print_stderr)] // the devmaster's operational log
     pub(crate) fn persist(&self, state: &MasterState) {
         if let Err(e) = state.save(&self.config.state_dir) {
-            // The state folder is gone or full: nothing sensible can continue.
-            panic!(
-                "devmaster: cannot persist state to {}: {e}",
+            let why = format!(
+                "cannot persist its state to {}: {e}",
                 self.config.state_dir.display()
             );
+            eprintln!("devmaster: {why}; refusing every request from now on");
+            let _ = self.failed.set(why);
         }
+    }
+
+    /// Why the master stopped serving, if it has.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failed.get().cloned()
+    }
+
+    /// The port it listens on.
+    pub(crate) fn port(&self) -> u16 {
+        self.url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0)
     }
 }
 
@@ -105,6 +125,7 @@ impl Devmaster {
             state: Mutex::new(state),
             allocs: Mutex::new(HashMap::new()),
             command_pids: Mutex::new(HashMap::new()),
+            failed: OnceLock::new(),
         });
         crate::scheduler::recover(&master);
         let router = crate::api::router(master.clone());
@@ -119,6 +140,11 @@ impl Devmaster {
     /// The base URL (`http://127.0.0.1:PORT`).
     pub fn url(&self) -> &str {
         &self.master.url
+    }
+
+    /// Why it stopped serving (its state could not be persisted), if it has.
+    pub fn failure(&self) -> Option<String> {
+        self.master.failure()
     }
 
     /// Stops serving and kills every running trial and command process group.

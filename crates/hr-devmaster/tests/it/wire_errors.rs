@@ -188,7 +188,7 @@ async fn session_tokens_are_never_written_to_the_state_folder() {
         .await
         .expect("connect");
     let request = format!(
-        "POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).await.expect("write");
@@ -204,4 +204,78 @@ async fn session_tokens_are_never_written_to_the_state_folder() {
         "the token itself must not be persisted"
     );
     master.shutdown();
+}
+
+/// Sends one raw HTTP/1.1 request and returns the status code.
+async fn raw_status(addr: &str, head: &str, body: &str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!(
+        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("read");
+    response
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .expect("a status line")
+}
+
+#[tokio::test]
+async fn foreign_hosts_and_undeclared_bodies_are_refused() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, _client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    let addr = master.url().trim_start_matches("http://").to_owned();
+    let body = r#"{"username":"determined","password":"","isHashed":true}"#;
+    let login = |host: &str, content_type: &str| {
+        format!("POST /api/v1/auth/login HTTP/1.1\r\nHost: {host}{content_type}")
+    };
+    let json = "\r\nContent-Type: application/json";
+    assert_eq!(raw_status(&addr, &login(&addr, json), body).await, 200);
+    // A DNS-rebinding page reaches the port under its own name.
+    assert_eq!(
+        raw_status(&addr, &login("evil.example:80", json), body).await,
+        421
+    );
+    // A browser's simple request (no preflight) declares text/plain.
+    let plain = "\r\nContent-Type: text/plain";
+    assert_eq!(raw_status(&addr, &login(&addr, plain), body).await, 415);
+    assert_eq!(raw_status(&addr, &login(&addr, ""), body).await, 415);
+}
+
+#[tokio::test]
+async fn a_master_that_cannot_persist_its_state_answers_503_to_everything() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let state = tmp.path().join("state");
+    let (master, client) = start(&state, Duration::from_secs(3600)).await;
+    let addr = master.url().trim_start_matches("http://").to_owned();
+    let client = client.with_retry(hr_det::RetryPolicy {
+        attempts: 1,
+        base_delay: Duration::from_millis(1),
+        max_delay: Duration::from_millis(1),
+    });
+    // The state folder disappears (a full or lost disk): the next change cannot be persisted.
+    std::fs::remove_dir_all(&state).expect("remove the state folder");
+    std::fs::write(&state, b"not a folder").expect("block it");
+    let created = client
+        .create_experiment(
+            "name: x\nentrypoint: [\"true\"]\nsearcher: {name: single, metric: loss, max_length: {batches: 1}}\n",
+            None,
+            false,
+        )
+        .await;
+    assert!(
+        created.is_err(),
+        "the change was not persisted, so it is not reported as done"
+    );
+    assert!(master.failure().is_some());
+    let get = format!("GET /api/v1/master HTTP/1.1\r\nHost: {addr}");
+    assert_eq!(
+        raw_status(&addr, &get, "").await,
+        503,
+        "every later request is refused"
+    );
 }

@@ -1,0 +1,118 @@
+//! What every request passes before a handler sees it, and what every answer passes after:
+//! the master fails closed once its state could not be persisted (every request, including the
+//! one whose change was lost, gets 503), a `Host` other than this loopback master is refused (a
+//! DNS-rebinding page cannot reach it), and a request body must be declared JSON (a browser's
+//! form or `text/plain` post cannot create an experiment).
+
+use std::sync::Arc;
+
+use axum::{
+    extract::{Request, State},
+    http::{StatusCode, header},
+    middleware::Next,
+    response::{IntoResponse, Response},
+};
+use serde_json::json;
+
+use crate::server::Master;
+
+fn refuse(status: StatusCode, message: &str) -> Response {
+    (status, axum::Json(json!({"error": {"error": message}}))).into_response()
+}
+
+fn stopped(master: &Master) -> Option<Response> {
+    master.failure().map(|why| {
+        refuse(
+            StatusCode::SERVICE_UNAVAILABLE,
+            &format!("the devmaster stopped: {why}"),
+        )
+    })
+}
+
+/// Whether `host` (a `Host` header value) names this master: a loopback name, with this port
+/// when it gives one.
+fn host_is_ours(host: &str, port: u16) -> bool {
+    let (name, given) = match host.strip_prefix('[') {
+        // `[::1]` or `[::1]:8080`
+        Some(rest) => match rest.split_once(']') {
+            Some((inner, tail)) => (inner, tail.strip_prefix(':')),
+            None => return false,
+        },
+        None => match host.rsplit_once(':') {
+            Some((name, p)) => (name, Some(p)),
+            None => (host, None),
+        },
+    };
+    given.is_none_or(|p| p.parse::<u16>() == Ok(port))
+        && matches!(name, "127.0.0.1" | "localhost" | "::1")
+}
+
+/// The guard layer.
+pub(crate) async fn guard(State(master): State<Arc<Master>>, req: Request, next: Next) -> Response {
+    if let Some(answer) = stopped(&master) {
+        return answer;
+    }
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    if !host_is_ours(host, master.port()) {
+        return refuse(
+            StatusCode::MISDIRECTED_REQUEST,
+            &format!("Host `{host}` is not this loopback master"),
+        );
+    }
+    let has_body = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v != "0")
+        || req.headers().contains_key(header::TRANSFER_ENCODING);
+    let json = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("application/json")
+        });
+    if has_body && !json {
+        return refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "a request body must be sent as Content-Type: application/json",
+        );
+    }
+    let response = next.run(req).await;
+    // The change this request made may not have reached the disk: do not report success.
+    stopped(&master).unwrap_or(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_is_ours;
+
+    #[test]
+    fn only_loopback_names_with_our_port_are_ours() {
+        for ok in [
+            "127.0.0.1:8080",
+            "localhost:8080",
+            "[::1]:8080",
+            "[::1]",
+            "127.0.0.1",
+            "localhost",
+        ] {
+            assert!(host_is_ours(ok, 8080), "{ok}");
+        }
+        for bad in [
+            "evil.example:8080",
+            "127.0.0.1:9090",
+            "",
+            "127.0.0.1.evil.example:8080",
+            "[::1",
+        ] {
+            assert!(!host_is_ours(bad, 8080), "{bad}");
+        }
+    }
+}
