@@ -1,8 +1,9 @@
 //! What every request passes before a handler sees it, and what every answer passes after:
 //! the master fails closed once its state could not be persisted (every request, including the
 //! one whose change was lost, gets 503), a `Host` other than this loopback master is refused (a
-//! DNS-rebinding page cannot reach it), and a request body must be declared JSON (a browser's
-//! form or `text/plain` post cannot create an experiment).
+//! DNS-rebinding page cannot reach it), and a body declared as anything but JSON is refused (a
+//! browser's form or `text/plain` post cannot create an experiment; `det` itself sends its JSON
+//! bodies undeclared).
 
 use std::sync::Arc;
 
@@ -63,25 +64,16 @@ pub(crate) async fn guard(State(master): State<Arc<Master>>, req: Request, next:
             &format!("Host `{host}` is not this loopback master"),
         );
     }
-    let has_body = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v != "0")
-        || req.headers().contains_key(header::TRANSFER_ENCODING);
-    let json = req
+    // Browsers always declare the type of a body they send (`text/plain` for a string, form
+    // types for forms); `det` and the Python client send JSON, with or without declaring it.
+    let declared = req
         .headers()
         .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.trim_start()
-                .to_ascii_lowercase()
-                .starts_with("application/json")
-        });
-    if has_body && !json {
+        .map(|v| v.to_str().unwrap_or("").trim_start().to_ascii_lowercase());
+    if declared.is_some_and(|t| !t.starts_with("application/json")) {
         return refuse(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "a request body must be sent as Content-Type: application/json",
+            "a request body is JSON: send it as Content-Type: application/json (or undeclared)",
         );
     }
     let response = next.run(req).await;

@@ -13,6 +13,7 @@
 // trainers it stands beside do; stdout stays for the binary.
 #![allow(clippy::print_stderr)]
 
+mod adopt;
 mod assess;
 mod base;
 mod config;
@@ -24,9 +25,9 @@ mod lifecycle;
 mod payload;
 mod start;
 
+pub use adopt::{Adopted, adopt, evaluation};
 pub use assess::{
-    Adopted, Assessment, CheckpointScore, EpisodeScore, Retention, SELECTION_RULE, adopt, assess,
-    check_disjoint, evaluation,
+    Assessment, CheckpointScore, EpisodeScore, Retention, SELECTION_RULE, assess, check_disjoint,
 };
 pub use config::{family_sha256, grpo_config, plan_sha256};
 pub use control::Control;
