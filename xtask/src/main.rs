@@ -52,6 +52,11 @@ Tasks:
               then qualify managed (a trial on a devmaster unless --master, paused after step 1,
               activated, restored from the receipt's checkpoint) into
               runs/NAME/managed/managed-proof.json; exit 0 only when both are equal
+  qualify soak [--kills N] [--seed S] [--steps N] [--output runs/NAME]
+              the kill soak on the tiny model with the release binary (defaults 20 kills,
+              seed 1, 1000 steps): a managed-training trial on a devmaster process whose worker
+              is SIGKILLed at seeded random moments and whose master is SIGKILLed and restarted
+              once; must complete with evidence equal to the native run (runs/NAME/soak/soak.json)
   bench seal [--size-mib N]
               seal and verify throughput of an N MiB snapshot (default 1024) next to sha256sum
   bench policy [--backend flex|ndarray] [--tiny-only]
@@ -82,8 +87,9 @@ fn main() -> Result<()> {
             Some(backend @ ("openenv" | "nemo")) => {
                 qualify_backend::qualify_backend(&root, backend, &args[2..], &[]).map(|_| ())
             }
+            Some("soak") => qualify_soak(&root, &args[2..]),
             other => bail!(
-                "unknown qualification {other:?}: available: cpu, native, openenv, nemo\n\n{HELP}"
+                "unknown qualification {other:?}: available: cpu, native, openenv, nemo, soak\n\n{HELP}"
             ),
         },
         Some("conformance") => match args.get(1).map(String::as_str) {
@@ -198,6 +204,44 @@ pub(crate) fn qualify_cpu_with(root: &Path, args: &[String], features: &[&str]) 
     if let Some(m) = master {
         cmd.args(["--master", &m]);
     }
+    run(cmd)
+}
+
+/// `cargo xtask qualify soak [--kills N] [--seed S] [--steps N] [--output runs/NAME]`: the kill
+/// soak of a fixture plan (one checkpoint per step) on the tiny test model with the release
+/// binary (defaults: 20 kills, seed 1, 1000 steps, long enough that the last kill lands before
+/// the end).
+fn qualify_soak(root: &Path, args: &[String]) -> Result<()> {
+    let (mut kills, mut seed, mut steps, mut output) = ("20".to_owned(), "1".to_owned(), 1000u64, None);
+    let mut rest = args.iter();
+    while let Some(a) = rest.next() {
+        let mut value = || rest.next().cloned().with_context(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--kills" => kills = value()?,
+            "--seed" => seed = value()?,
+            "--steps" => steps = value()?.parse().context("--steps takes a number")?,
+            "--output" => output = Some(value()?),
+            other => bail!(
+                "qualify soak: unknown argument {other:?}: use --kills N, --seed S, --steps N, --output runs/NAME"
+            ),
+        }
+    }
+    let output = root.join(output.unwrap_or_else(|| timestamped("runs/qualify-soak")));
+    if output.exists() {
+        bail!("qualify soak: {} exists; give a fresh --output", output.display());
+    }
+    std::fs::create_dir_all(&output)?;
+    let environment = serde_json::json!({"backend": "fixture", "tasks": {"kind": "digits", "count": 8, "seed": 3}});
+    let grpo = serde_json::json!({"tasks_per_step": 2, "num_generations": 4,
+        "max_completion_length": 8, "max_turn_tokens": 8});
+    let plan = conformance::training_plan(root, &output, "soak", &environment, &grpo, steps)?;
+    let mut cmd = Command::new(release_binary(root, &[])?);
+    cmd.current_dir(root)
+        .args(["qualify", "soak", "--plan"])
+        .arg(&plan)
+        .arg("--output")
+        .arg(output.join("soak"))
+        .args(["--kills", &kills, "--seed", &seed]);
     run(cmd)
 }
 

@@ -156,6 +156,31 @@ pub(crate) enum QualifyKind {
     /// copy of this binary (OUTPUT/source/). Starts a local devmaster unless --master is given.
     /// Writes OUTPUT/managed-proof.json; exit 0 when equal, 1 when not.
     Managed(QualifyManagedArgs),
+    /// The kill soak: the plan natively, then as a `managed-training` trial on a local devmaster
+    /// (its own process) whose worker is SIGKILLed --kills times at seeded random moments and
+    /// whose master is SIGKILLed and restarted once midway. The trial must complete, the master
+    /// must keep every checkpoint it had acknowledged, and the evidence must equal the native
+    /// run's at every step. Writes OUTPUT/soak.json; exit 0 when all hold.
+    Soak(QualifySoakArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct QualifySoakArgs {
+    /// The plan (one that checkpoints often; a fixture plan needs no service).
+    #[arg(long)]
+    pub(crate) plan: PathBuf,
+    /// Fresh output folder (reference/, checkpoints/, devmaster/, soak.json).
+    #[arg(long)]
+    pub(crate) output: PathBuf,
+    /// Worker kills to deliver.
+    #[arg(long, default_value_t = 20)]
+    pub(crate) kills: u32,
+    /// Seed of the kill moments.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) seed: u64,
+    /// Limit for the soak, seconds.
+    #[arg(long, default_value_t = 1800)]
+    pub(crate) timeout_seconds: u64,
 }
 
 #[derive(Debug, Args)]

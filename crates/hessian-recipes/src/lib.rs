@@ -21,6 +21,7 @@ mod prepare;
 mod qualify;
 mod qualify_managed;
 mod qualify_native;
+mod qualify_soak;
 mod report;
 mod snapshot;
 mod train;
@@ -92,6 +93,9 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Qualify {
             kind: cli::QualifyKind::Managed(args),
         } => qualify_managed::run(&args),
+        cli::Command::Qualify {
+            kind: cli::QualifyKind::Soak(args),
+        } => qualify_soak::run(&args),
         cli::Command::Proof {
             command: cli::ProofCommand::Verify { proof },
         } => qualify::verify(&proof),

@@ -47,11 +47,12 @@ pub(crate) fn recover(master: &Arc<Master>) {
                 );
                 kill_group(p.pid);
             }
-            if trial.allocated {
-                trial.allocated = false;
-                if trial.state == State::Active {
-                    restart.push(trial.id);
-                }
+            // Every active trial gets an allocation again: the one that was running, and one the
+            // crashed devmaster had not yet restarted (between a failed allocation and its
+            // restart under `max_restarts`).
+            trial.allocated = false;
+            if trial.state == State::Active {
+                restart.push(trial.id);
             }
         }
         for cmd in state.commands.values_mut() {

@@ -4,7 +4,9 @@
 //! step 3, checks that the next allocation restored exactly the receipt's checkpoint, and writes
 //! `proof.json` ([`qualify_cpu`], [`verify_proof`]); and the managed half of a training
 //! qualification ([`managed_recovery`]): the `managed-training` trial paused, acknowledged,
-//! activated and restored from exactly the receipt's checkpoint.
+//! activated and restored from exactly the receipt's checkpoint; and the kill soak
+//! ([`kill_soak`]): the same trial's worker SIGKILLed again and again and its master crashed and
+//! restarted, which must still complete.
 //!
 //! No GPU is requested or touched; no tensors. The master is the local devmaster unless a real
 //! one is given.
@@ -12,6 +14,7 @@
 mod error;
 mod fixture;
 mod qualify;
+mod soak;
 mod source;
 mod training;
 mod trial;
@@ -20,6 +23,7 @@ mod verify;
 pub use error::QualifyError;
 pub use fixture::{FixtureRng, FixtureState};
 pub use qualify::{Control, QualifyOptions, qualify_cpu, verify_proof};
+pub use soak::{SoakOptions, SoakReport, kill_soak};
 pub use source::{SourceRecord, record_source};
 pub use training::{ManagedOptions, ManagedRecovery, managed_recovery};
 pub use trial::{TrialControls, managed_trial_cpu};

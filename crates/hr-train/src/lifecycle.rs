@@ -285,6 +285,7 @@ pub fn run<B: Backend>(
         &json!({
             "allocation": info.allocation_id,
             "trial_run_id": info.trial_run_id,
+            "pid": std::process::id(),
             "restored_uuid": restored.as_ref().map(|r| &r.uuid),
             "restored_step": restored.as_ref().map(|r| r.snapshot.manifest.step),
             "deadline_unix_s": limited(budget.deadline_unix_s),

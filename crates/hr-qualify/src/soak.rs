@@ -1,0 +1,230 @@
+//! The kill soak: a `managed-training` trial on a local devmaster whose worker is SIGKILLed again
+//! and again at seeded random moments (while loading, stepping or saving), and whose master is
+//! itself killed and restarted once in the middle. With `max_restarts` above the number of kills
+//! the trial must still complete; every restart restores the last sealed checkpoint (a save cut
+//! short is never adopted), and the master's restart loses no checkpoint or metric it had
+//! acknowledged. Comparing the run's evidence with a native run is the caller's.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+
+use hr_det::Client;
+use serde_json::Value;
+
+use crate::QualifyError;
+use crate::qualify::{Run, poll, profile_for, start_run, state_of, wait_terminal};
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct SoakOptions {
+    /// Fresh output folder: `checkpoints/` (the trial's storage), `devmaster/`.
+    pub output: PathBuf,
+    /// The checkout (for the local cluster profile).
+    pub root: PathBuf,
+    /// The trial's entrypoint (`.../hessian-recipes managed-training --plan ...`).
+    pub entrypoint: Vec<String>,
+    /// The plan's steps.
+    pub steps: u64,
+    /// Worker kills to deliver.
+    pub kills: u32,
+    /// Seed of the kill moments.
+    pub seed: u64,
+    /// Limit for the whole soak.
+    pub timeout: Duration,
+}
+
+/// What the soak did.
+#[derive(Debug, Clone)]
+pub struct SoakReport {
+    /// The trial's run folder.
+    pub run_dir: PathBuf,
+    /// SIGKILLs delivered to a live worker.
+    pub kills: u32,
+    /// Allocations the trial had: the first, one per kill, and one more when the master's
+    /// restart replaced an allocation its predecessor had just started.
+    pub allocations: usize,
+    /// Checkpoints the master listed before it was killed, all still listed after its restart.
+    pub checkpoints_kept_over_master_restart: usize,
+    /// Wall time.
+    pub seconds: f64,
+}
+
+/// SplitMix64: the kill moments depend only on the seed.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// The allocation start records of the run folder (`allocations.jsonl` lines with a `pid`).
+fn starts(run_dir: &Path) -> Vec<Value> {
+    std::fs::read_to_string(run_dir.join(hr_proof::ALLOCATIONS_FILE))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|r| r.get("pid").is_some())
+        .collect()
+}
+
+/// A devmaster as its own process (`<binary> devmaster`), so that killing it is a real crash:
+/// its trial processes live on, as they would on a cluster node.
+fn spawn_master(binary: &str, output: &Path) -> Result<(Child, String), QualifyError> {
+    let state = output.join("devmaster");
+    let mut child = Command::new(binary)
+        .args(["devmaster", "--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(&state)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(QualifyError::io("start the devmaster", binary))?;
+    let stdout = child
+        .stdout
+        .take()
+        .ok_or_else(|| QualifyError::Failed("the devmaster has no stdout".into()))?;
+    let mut first = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut first)
+        .map_err(QualifyError::io("read the devmaster's address from", binary))?;
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .ok_or_else(|| QualifyError::Failed(format!("the devmaster printed {first:?}")))?
+        .to_owned();
+    Ok((child, url))
+}
+
+fn sigkill(pid: u32, what: &str) -> Result<(), QualifyError> {
+    let pid = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+        .ok_or_else(|| QualifyError::Failed(format!("{what}: no pid")))?;
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL)
+        .map_err(|e| QualifyError::Failed(format!("{what} ({pid:?}) was not running: {e}")))
+}
+
+async fn signed_in(url: &str) -> Result<Client, QualifyError> {
+    let mut client = Client::new(url)?;
+    client.sign_in_from_env().await?;
+    Ok(client)
+}
+
+async fn checkpoint_uuids(client: &Client, run: &Run) -> Result<Vec<String>, QualifyError> {
+    let list = client
+        .list_checkpoints(run.experiment, hr_det::wire::CheckpointSortBy::Uuid, false)
+        .await?;
+    Ok(list.checkpoints.into_iter().map(|c| c.uuid).collect())
+}
+
+/// Runs the soak; fails unless every kill hit a live worker, the master's restart kept what it
+/// had acknowledged, and the trial completed.
+pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
+    let started = Instant::now();
+    let storage = opts.output.join("checkpoints");
+    std::fs::create_dir_all(&storage).map_err(QualifyError::io("create", &storage))?;
+    let mut config = hr_config::training_experiment(
+        &profile_for(None, &opts.root),
+        "hessian-recipes kill soak".to_owned(),
+        opts.entrypoint.clone(),
+        false,
+        opts.steps,
+    );
+    config.checkpoint_storage = Some(
+        hr_config::CheckpointStorage::directory(storage.display().to_string())
+            .retaining_latest(u32::MAX),
+    );
+    // One restart per kill, and one for the allocation the master's restart replaces.
+    config.max_restarts = opts.kills + 2;
+    let yaml = {
+        use hr_config::YamlConfig;
+        config.to_yaml()?
+    };
+    let binary = opts
+        .entrypoint
+        .first()
+        .ok_or_else(|| QualifyError::Failed("an empty entrypoint".into()))?
+        .clone();
+    let (mut devmaster, url) = spawn_master(&binary, &opts.output)?;
+    let mut client = signed_in(&url).await?;
+    let run = start_run(&client, &yaml).await?;
+    let run_dir = storage.join(format!("hr-run-{}-{}", run.experiment, run.trial));
+    let mut rng = opts.seed;
+    let mut kept = 0;
+    // Start records already dealt with (killed, or replaced before the kill landed).
+    let mut seen = 0usize;
+    let mut kills = 0;
+    while kills < opts.kills {
+        // The newest allocation (its start record names its pid).
+        let waiting = format!("allocation {} to start", seen + 1);
+        let (index, record) = poll(&waiting, opts.timeout, || async {
+            let all = starts(&run_dir);
+            if all.len() > seen {
+                let last = all.len() - 1;
+                return Ok(Some((last, all[last].clone())));
+            }
+            let state = state_of(&client, &run).await?;
+            if state.is_terminal() {
+                return Err(QualifyError::Failed(format!(
+                    "the trial ended {} after {kills} of {} kills: give a longer plan",
+                    state.as_str(),
+                    opts.kills
+                )));
+            }
+            Ok(None)
+        })
+        .await?;
+        seen = index + 1;
+        let pid = record["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
+        // Somewhere in model loading, a step or a save: 50 ms to 1.5 s after its start.
+        let delay = 50 + next(&mut rng) % 1450;
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        // Gone already: the master's restart replaced it; wait for its successor.
+        if sigkill(pid.unwrap_or(0), &format!("allocation {seen}'s worker")).is_err() {
+            continue;
+        }
+        kills += 1;
+        if kills == opts.kills.div_ceil(2) {
+            // The master crashes too, then comes back from its state folder.
+            let before = checkpoint_uuids(&client, &run).await?;
+            sigkill(devmaster.id(), "the devmaster")?;
+            let _ = devmaster.wait();
+            let (restarted, url) = spawn_master(&binary, &opts.output)?;
+            devmaster = restarted;
+            client = signed_in(&url).await?;
+            let after = checkpoint_uuids(&client, &run).await?;
+            if let Some(lost) = before.iter().find(|u| !after.contains(u)) {
+                return Err(QualifyError::Failed(format!(
+                    "the restarted master lost checkpoint {lost} it had acknowledged"
+                )));
+            }
+            kept = before.len();
+        }
+    }
+    let end = wait_terminal(&client, &run, opts.timeout).await;
+    // SIGTERM: the devmaster stops its trial processes and exits.
+    if let Some(pid) =
+        i32::try_from(devmaster.id()).ok().and_then(rustix::process::Pid::from_raw)
+    {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+    let _ = devmaster.wait();
+    let end = end?;
+    if end != hr_det::wire::State::Completed {
+        return Err(QualifyError::Failed(format!(
+            "the trial ended {} after {} kills",
+            end.as_str(),
+            opts.kills
+        )));
+    }
+    Ok(SoakReport {
+        allocations: starts(&run_dir).len(),
+        run_dir,
+        kills,
+        checkpoints_kept_over_master_restart: kept,
+        seconds: started.elapsed().as_secs_f64(),
+    })
+}
