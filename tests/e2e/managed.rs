@@ -310,20 +310,32 @@ fn a_worker_killed_four_times_and_a_crashed_master_still_end_equal_to_the_native
     write_tiny_model(&s.path().join("model"), &TinySpec::default());
     s.write("plan.json", &crate::train::plan(100, 1).to_string());
     let out = s.run(&[
-        "qualify", "soak", "--plan", "plan.json", "--output", "soak", "--kills", "4", "--seed", "3",
-        "--timeout-seconds", "300",
+        "qualify",
+        "soak",
+        "--plan",
+        "plan.json",
+        "--output",
+        "soak",
+        "--kills",
+        "4",
+        "--seed",
+        "3",
+        "--timeout-seconds",
+        "300",
     ]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    let report: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(s.path().join("soak/soak.json")).expect("soak.json"),
-    )
-    .expect("json");
+    let report: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.path().join("soak/soak.json")).expect("soak.json"))
+            .expect("json");
     assert_eq!(report["evidence_equal"], true, "{report}");
     assert_eq!(report["kills"], 4);
     // The first allocation and one per kill (one more when the master's restart replaced an
     // allocation its predecessor had just started).
     let allocations = report["allocations"].as_u64().unwrap_or(0);
     assert!((5..=6).contains(&allocations), "{report}");
-    assert!(report["checkpoints_kept_over_master_restart"].as_u64() > Some(0), "{report}");
+    assert!(
+        report["checkpoints_kept_over_master_restart"].as_u64() > Some(0),
+        "{report}"
+    );
 }

@@ -110,18 +110,12 @@ def lifecycle(det, args, kind, entrypoint, storage="shared_fs"):
           out.returncode == 0 and len(uuids) == 6 and all(u in out.stdout for u in uuids), out.stdout)
 
 
-def training_lifecycle(det, args, case):
-    """`hessian-recipes managed-training` (tiny model, one backend) through the real CLI:
-    pause mid-run, activate, and the resumed run equals the native uninterrupted one."""
-    steps, backend = case["steps"], case["backend"]
-    kind = f"managed-training {backend}"
-    shared = args.work / f"shared-training-{backend}"
-    shared.mkdir(parents=True, exist_ok=True)
-    entrypoint = [args.hessian_recipes, "managed-training", "--plan", case["plan"],
-                  "--backend", backend, "--max-wall-seconds", "600", "--unqualified"]
-    config = args.work / f"training-{backend}.yaml"
+def create_training(det, args, name, entrypoint, steps, shared):
+    """Submits a `managed-training` experiment (its checkpoints kept through GC in `shared`);
+    returns its id, or None after recording the failure."""
+    config = args.work / f"{name}.yaml"
     config.write_text(
-        f"name: conformance-training-{backend}\n"
+        f"name: {name}\n"
         f"entrypoint: {json.dumps(entrypoint)}\n"
         f"searcher: {{name: single, metric: loss, max_length: {{batches: {steps}}}}}\n"
         "resources: {slots_per_trial: 0}\n"
@@ -131,7 +125,21 @@ def training_lifecycle(det, args, case):
     )
     out = det("experiment", "create", config)
     eid = created_id(out)
-    if not check(f"{kind}: create prints the experiment id", out.returncode == 0 and eid, out.stdout + out.stderr):
+    check(f"{name}: create prints the experiment id", out.returncode == 0 and eid, out.stdout + out.stderr)
+    return eid
+
+
+def training_lifecycle(det, args, case):
+    """`hessian-recipes managed-training` (tiny model, one backend) through the real CLI:
+    pause mid-run, activate, and the resumed run equals the native uninterrupted one."""
+    steps, backend = case["steps"], case["backend"]
+    kind = f"managed-training {backend}"
+    shared = args.work / f"shared-training-{backend}"
+    shared.mkdir(parents=True, exist_ok=True)
+    entrypoint = [args.hessian_recipes, "managed-training", "--plan", case["plan"],
+                  "--backend", backend, "--max-wall-seconds", "600", "--unqualified"]
+    eid = create_training(det, args, f"conformance-training-{backend}", entrypoint, steps, shared)
+    if not eid:
         return
     if not wait(lambda: "checkpoint step 1 ->" in trial_log(args.state_dir, eid), f"{kind} step 1"):
         check(f"{kind}: trial log", False, trial_log(args.state_dir, eid))
@@ -176,19 +184,8 @@ def main_run(det, args, case):
     shared.mkdir(parents=True, exist_ok=True)
     entrypoint = [args.hessian_recipes, "managed-training", "--plan", case["plan"], "--backend", "fixture",
                   "--max-wall-seconds", "3600", "--proofs", case["proofs"]]
-    config = args.work / "main-run.yaml"
-    config.write_text(
-        "name: conformance-main-run\n"
-        f"entrypoint: {json.dumps(entrypoint)}\n"
-        f"searcher: {{name: single, metric: loss, max_length: {{batches: {steps}}}}}\n"
-        "resources: {slots_per_trial: 0}\n"
-        "max_restarts: 0\n"
-        f"checkpoint_storage: {{type: shared_fs, host_path: {json.dumps(str(shared))}, storage_path: ckpts,"
-        f" save_experiment_best: 0, save_trial_best: 0, save_trial_latest: {steps}}}\n"
-    )
-    out = det("experiment", "create", config)
-    eid = created_id(out)
-    if not check(f"{kind}: create prints the experiment id", out.returncode == 0 and eid, out.stdout + out.stderr):
+    eid = create_training(det, args, "conformance-main-run", entrypoint, steps, shared)
+    if not eid:
         return
 
     def reached():

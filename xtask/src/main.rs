@@ -212,10 +212,15 @@ pub(crate) fn qualify_cpu_with(root: &Path, args: &[String], features: &[&str]) 
 /// binary (defaults: 20 kills, seed 1, 1000 steps, long enough that the last kill lands before
 /// the end).
 fn qualify_soak(root: &Path, args: &[String]) -> Result<()> {
-    let (mut kills, mut seed, mut steps, mut output) = ("20".to_owned(), "1".to_owned(), 1000u64, None);
+    let (mut kills, mut seed, mut steps, mut output) =
+        ("20".to_owned(), "1".to_owned(), 1000u64, None);
     let mut rest = args.iter();
     while let Some(a) = rest.next() {
-        let mut value = || rest.next().cloned().with_context(|| format!("{a} needs a value"));
+        let mut value = || {
+            rest.next()
+                .cloned()
+                .with_context(|| format!("{a} needs a value"))
+        };
         match a.as_str() {
             "--kills" => kills = value()?,
             "--seed" => seed = value()?,
@@ -228,7 +233,10 @@ fn qualify_soak(root: &Path, args: &[String]) -> Result<()> {
     }
     let output = root.join(output.unwrap_or_else(|| timestamped("runs/qualify-soak")));
     if output.exists() {
-        bail!("qualify soak: {} exists; give a fresh --output", output.display());
+        bail!(
+            "qualify soak: {} exists; give a fresh --output",
+            output.display()
+        );
     }
     std::fs::create_dir_all(&output)?;
     let environment = serde_json::json!({"backend": "fixture", "tasks": {"kind": "digits", "count": 8, "seed": 3}});

@@ -23,7 +23,10 @@ pub(crate) fn run(args: &QualifySoakArgs) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("locating this binary")?;
     let plan_path = std::path::absolute(&args.plan)?;
     let reference = out.join("reference");
-    eprintln!("qualify soak: the native uninterrupted run -> {}", reference.display());
+    eprintln!(
+        "qualify soak: the native uninterrupted run -> {}",
+        reference.display()
+    );
     let native = Command::new(&exe)
         .arg("train")
         .arg("--plan")

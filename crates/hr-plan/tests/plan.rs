@@ -128,23 +128,6 @@ fn an_evaluation_section_must_adopt_saved_steps_and_name_its_tasks() -> anyhow::
     Ok(())
 }
 
-/// Applies byte edits (flip, insert, remove, cut) to `text`.
-fn mutate(text: &str, edits: &[(u8, proptest::sample::Index, u8)]) -> String {
-    let mut bytes = text.as_bytes().to_vec();
-    for (op, at, byte) in edits {
-        let i = at.index(bytes.len().max(1));
-        match op {
-            0 if !bytes.is_empty() => bytes[i] ^= (*byte).max(1),
-            1 => bytes.insert(i, *byte),
-            2 if !bytes.is_empty() => {
-                bytes.remove(i);
-            }
-            _ => bytes.truncate(i),
-        }
-    }
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 proptest::proptest! {
     #![proptest_config(proptest::prelude::ProptestConfig::with_cases(3000))]
     /// A mutated plan parses or is refused with a field error; the parser never panics, and
@@ -152,11 +135,11 @@ proptest::proptest! {
     #[test]
     fn any_mutation_of_a_plan_parses_or_is_refused_cleanly(
         edits in proptest::collection::vec(
-            (0u8..4, proptest::prelude::any::<proptest::sample::Index>(), proptest::prelude::any::<u8>()),
+            proptest::prelude::any::<(u8, usize, u8)>(),
             1..6,
         )
     ) {
-        let text = mutate(&example().to_string(), &edits);
+        let text = hr_tests::mutate::mutate_text(&example().to_string(), &edits);
         if let Ok(plan) = Plan::parse(Path::new("plan.json"), &text) {
             let again = serde_json::to_string(&plan).expect("a plan serialises");
             proptest::prop_assert!(Plan::parse(Path::new("plan.json"), &again).is_ok());

@@ -89,7 +89,10 @@ fn spawn_master(binary: &str, output: &Path) -> Result<(Child, String), QualifyE
     let mut first = String::new();
     BufReader::new(stdout)
         .read_line(&mut first)
-        .map_err(QualifyError::io("read the devmaster's address from", binary))?;
+        .map_err(QualifyError::io(
+            "read the devmaster's address from",
+            binary,
+        ))?;
     let url = first
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
@@ -206,8 +209,9 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
     }
     let end = wait_terminal(&client, &run, opts.timeout).await;
     // SIGTERM: the devmaster stops its trial processes and exits.
-    if let Some(pid) =
-        i32::try_from(devmaster.id()).ok().and_then(rustix::process::Pid::from_raw)
+    if let Some(pid) = i32::try_from(devmaster.id())
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
     {
         let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
     }

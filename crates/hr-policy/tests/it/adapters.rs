@@ -122,21 +122,6 @@ fn a_wrong_shape_missing_tensor_or_unsupported_option_is_named() -> anyhow::Resu
     Ok(())
 }
 
-/// Applies byte edits (flip, insert, remove, cut).
-fn mutate(bytes: &mut Vec<u8>, edits: &[(u8, proptest::sample::Index, u8)]) {
-    for (op, at, byte) in edits {
-        let i = at.index(bytes.len().max(1));
-        match op {
-            0 if !bytes.is_empty() => bytes[i] ^= (*byte).max(1),
-            1 => bytes.insert(i, *byte),
-            2 if !bytes.is_empty() => {
-                bytes.remove(i);
-            }
-            _ => bytes.truncate(i),
-        }
-    }
-}
-
 #[test]
 fn mutated_adapter_files_load_or_fail_with_a_typed_error() -> anyhow::Result<()> {
     use proptest::prelude::*;
@@ -151,15 +136,15 @@ fn mutated_adapter_files_load_or_fail_with_a_typed_error() -> anyhow::Result<()>
         policy.device(),
     );
     let files = hr_policy::adapter_files(&adapters, "tiny")?;
-    let edits = prop::collection::vec((0u8..4, any::<prop::sample::Index>(), any::<u8>()), 1..6);
+    let edits = prop::collection::vec(any::<(u8, usize, u8)>(), 1..6);
     let mut runner = TestRunner::new(Config::with_cases(1500));
     runner
         .run(&(any::<bool>(), edits), |(in_config, edits)| {
             let mut broken = files.clone();
             if in_config {
-                mutate(&mut broken.config, &edits);
+                hr_tests::mutate::mutate(&mut broken.config, &edits);
             } else {
-                mutate(&mut broken.weights, &edits);
+                hr_tests::mutate::mutate(&mut broken.weights, &edits);
             }
             // Either outcome is fine; a panic fails the test.
             let _ = hr_policy::adapters_from_files::<Cpu>(
