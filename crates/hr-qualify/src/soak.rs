@@ -1,5 +1,6 @@
 //! The kill soak: a `managed-training` trial on a local devmaster whose worker is SIGKILLed again
-//! and again at seeded random moments (while loading, stepping or saving), and whose master is
+//! and again at seeded random moments (while loading and restoring, stepping or saving: 0 to 3
+//! steps after its restore, then 0 to 200 ms), and whose master is
 //! itself killed and restarted once in the middle. With `max_restarts` above the number of kills
 //! the trial must still complete; every restart restores the last sealed checkpoint (a save cut
 //! short is never adopted), and the master's restart loses no checkpoint or metric it had
@@ -110,6 +111,12 @@ fn sigkill(pid: u32, what: &str) -> Result<(), QualifyError> {
         .map_err(|e| QualifyError::Failed(format!("{what} ({pid:?}) was not running: {e}")))
 }
 
+/// Steps the run folder's evidence records so far.
+fn steps_done(run_dir: &Path) -> u64 {
+    std::fs::read_to_string(run_dir.join(hr_proof::EVIDENCE_FILE))
+        .map_or(0, |t| t.lines().count() as u64)
+}
+
 async fn signed_in(url: &str) -> Result<Client, QualifyError> {
     let mut client = Client::new(url)?;
     client.sign_in_from_env().await?;
@@ -182,9 +189,18 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
         .await?;
         seen = index + 1;
         let pid = record["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
-        // Somewhere in model loading, a step or a save: 50 ms to 1.5 s after its start.
-        let delay = 50 + next(&mut rng) % 1450;
-        tokio::time::sleep(Duration::from_millis(delay)).await;
+        // The moment, independent of how fast a step is: after 0 to 3 further steps of this
+        // allocation (0: while it loads and restores), then 0 to 200 ms into the next step or
+        // save.
+        let restored = record["restored_step"].as_u64().unwrap_or(0);
+        let target = restored + next(&mut rng) % 4;
+        poll(&format!("step {target}"), opts.timeout, || async {
+            let done = steps_done(&run_dir);
+            let replaced = starts(&run_dir).len() > seen;
+            Ok((done >= target || replaced).then_some(()))
+        })
+        .await?;
+        tokio::time::sleep(Duration::from_millis(next(&mut rng) % 200)).await;
         // Gone already: the master's restart replaced it; wait for its successor.
         if sigkill(pid.unwrap_or(0), &format!("allocation {seen}'s worker")).is_err() {
             continue;
