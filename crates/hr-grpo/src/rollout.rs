@@ -58,6 +58,9 @@ pub struct RolloutConfig {
     pub max_turns: usize,
     /// A system message before each task.
     pub system_prompt: Option<String>,
+    /// Wrap prompts and environment replies in the ChatML template; `false` feeds the task's text
+    /// as it is (base models; single-turn, no system prompt).
+    pub chat_template: bool,
     /// Most episodes open at once (a service's session limit); 0 means all of a step's.
     pub max_concurrent_episodes: usize,
 }
@@ -130,14 +133,20 @@ fn run_episodes<B: Backend>(
         let mut env = envs.create()?;
         let observation = env.reset(task, *seed).map_err(|e| env_err(&e));
         live.push(env);
-        let mut messages = Vec::new();
-        if let Some(system) = &config.system_prompt {
-            messages.push(Message::new("system", system));
-        }
-        messages.push(Message::new("user", &observation?.text));
+        let text = observation?.text;
+        let prompt = if config.chat_template {
+            let mut messages = Vec::new();
+            if let Some(system) = &config.system_prompt {
+                messages.push(Message::new("system", system));
+            }
+            messages.push(Message::new("user", &text));
+            tokenizer.encode_chat(&messages)
+        } else {
+            tokenizer.encode(&text)
+        };
         episodes.push(Episode {
             task_id: task.id.clone(),
-            prompt: tokenizer.encode_chat(&messages).map_err(|e| tok_err(&e))?,
+            prompt: prompt.map_err(|e| tok_err(&e))?,
             completion: Vec::new(),
             policy_mask: Vec::new(),
             reward: 0.0,

@@ -72,7 +72,9 @@ pub struct StepReport {
     /// One advantage per episode.
     pub advantages: Vec<f64>,
     /// `reward`, `reward_std`, `frac_reward_zero_std`, `kl`, `clip_ratio/*`, `entropy`,
-    /// `completions/*`, `learning_rate`, `grad_norm`, `loss`, `num_tokens`, `tokens_per_second`.
+    /// `completions/*`, `learning_rate`, `grad_norm`, `loss`, `num_tokens`, `tokens_per_second`,
+    /// and the wall-clock split of the step (`timing/*`, seconds; like `tokens_per_second` they
+    /// are the only values that differ between identical runs).
     pub metrics: BTreeMap<String, f64>,
 }
 
@@ -101,6 +103,14 @@ impl<B: AutodiffBackend> Trainer<B> {
             return Err(GrpoError::Config {
                 field: "num_generations",
                 message: format!("must be at least 2, got {}", config.rollout.num_generations),
+            });
+        }
+        let r = &config.rollout;
+        if !r.chat_template && (r.max_turns > 1 || r.system_prompt.is_some()) {
+            return Err(GrpoError::Config {
+                field: "chat_template",
+                message: "prompts without the chat template are single-turn with no system prompt"
+                    .to_owned(),
             });
         }
         if config.num_iterations == 0 {
@@ -165,6 +175,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         let lr = self.config.schedule.at(self.step);
         let inference = self.policy.valid();
         let frozen_adapters = self.adapters.valid();
+        let mut timing = Timing::default();
         let episodes = rollouts(
             &inference,
             Some(&frozen_adapters),
@@ -174,9 +185,11 @@ impl<B: AutodiffBackend> Trainer<B> {
             &self.config.rollout,
             &mut self.rng,
         )?;
+        timing.rollout = started.elapsed().as_secs_f64();
         let rewards: Vec<f64> = episodes.iter().map(|e| e.reward).collect();
         let adv = advantages(&rewards, g, &self.config.advantage)?;
-        let (loss_mean, grad_norm, mut metrics) = self.optimise(&episodes, &adv, lr)?;
+        let (loss_mean, grad_norm, mut metrics) =
+            self.optimise(&episodes, &adv, lr, &mut timing)?;
         let step = self.step;
         self.step += 1;
         let policy_tokens: Vec<usize> = episodes
@@ -224,6 +237,11 @@ impl<B: AutodiffBackend> Trainer<B> {
             "tokens_per_second".to_owned(),
             total_tokens as f64 / elapsed.max(1e-9),
         );
+        metrics.insert(
+            "completion_tokens".to_owned(),
+            policy_tokens.iter().sum::<usize>() as f64,
+        );
+        timing.record(elapsed, &mut metrics);
         Ok(StepReport {
             step,
             episodes,
@@ -242,6 +260,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         episodes: &[Episode],
         adv: &[f64],
         lr: f64,
+        timing: &mut Timing,
     ) -> Result<(f64, f64, BTreeMap<String, f64>), GrpoError> {
         let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
         let temperature = self.config.rollout.temperature;
@@ -353,14 +372,18 @@ impl<B: AutodiffBackend> Trainer<B> {
                         }
                     }
                 }
+                let clock = Instant::now();
                 accumulator.accumulate(
                     &self.adapters,
                     GradientsParams::from_grads(loss.backward(), &self.adapters),
                 );
+                timing.backward += clock.elapsed().as_secs_f64();
             }
+            let clock = Instant::now();
             let mut grads = accumulator.grads();
             grad_norm = clip_global_norm(&self.adapters, &mut grads, self.config.max_grad_norm);
             self.adapters = self.optimizer.step(lr, self.adapters.clone(), grads);
+            timing.optimizer += clock.elapsed().as_secs_f64();
         }
         metrics.insert("clip_ratio/low_mean".to_owned(), low);
         metrics.insert("clip_ratio/high_mean".to_owned(), high);
@@ -374,6 +397,35 @@ impl<B: AutodiffBackend> Trainer<B> {
             grad_norm,
             metrics,
         ))
+    }
+}
+
+/// Where a step's wall-clock time went, in seconds.
+#[derive(Debug, Default)]
+struct Timing {
+    /// Sampling the episodes (generation and the environments).
+    rollout: f64,
+    /// Back-propagation.
+    backward: f64,
+    /// Gradient clipping and AdamW.
+    optimizer: f64,
+}
+
+impl Timing {
+    fn record(&self, step: f64, metrics: &mut BTreeMap<String, f64>) {
+        for (key, value) in [
+            ("timing/step_s", step),
+            ("timing/rollout_s", self.rollout),
+            // The rest: scoring passes (reference and old policy included) and the loss.
+            (
+                "timing/forward_s",
+                step - self.rollout - self.backward - self.optimizer,
+            ),
+            ("timing/backward_s", self.backward),
+            ("timing/optimizer_s", self.optimizer),
+        ] {
+            metrics.insert(key.to_owned(), value);
+        }
     }
 }
 

@@ -26,6 +26,7 @@ fn config(max_turns: usize) -> GrpoConfig {
             max_turn_tokens: 8,
             max_turns,
             system_prompt: None,
+            chat_template: true,
             max_concurrent_episodes: 0,
         },
         advantage: AdvantageConfig::default(),

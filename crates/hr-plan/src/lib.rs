@@ -12,5 +12,5 @@ mod plan;
 pub use error::PlanError;
 pub use plan::{
     Checkpoints, Decay, Environment, Evaluation, FixtureTasks, Grpo, Lora, LossType, Model,
-    Optimizer, Plan, ScaleRewards, Seeds, TaskSet,
+    Optimizer, Plan, PromptFormat, ScaleRewards, Seeds, TaskSet,
 };

@@ -203,6 +203,25 @@ pub enum LossType {
     Dapo,
 }
 
+/// How a task's text becomes the prompt (TRL's conversational and standard dataset formats).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptFormat {
+    /// The ChatML chat template (system and user turns, an open assistant turn): instruct models.
+    #[default]
+    Chat,
+    /// The task's text as it is, tokenized without any template: base models. Single-turn only.
+    Plain,
+}
+
+impl PromptFormat {
+    /// Whether this is the default (left out of the serialised plan, so digests of plans written
+    /// before the field existed do not change).
+    pub fn is_chat(&self) -> bool {
+        *self == Self::Chat
+    }
+}
+
 /// LR decay after warm-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -233,6 +252,9 @@ pub struct Grpo {
     pub max_turns: usize,
     /// A system message before each task.
     pub system_prompt: Option<String>,
+    /// `chat` (default) or `plain`.
+    #[serde(skip_serializing_if = "PromptFormat::is_chat")]
+    pub prompt_format: PromptFormat,
     /// Reward scaling.
     pub scale_rewards: ScaleRewards,
     /// Leave-one-out baseline.
@@ -264,6 +286,7 @@ impl Default for Grpo {
             max_turn_tokens: 256,
             max_turns: 1,
             system_prompt: None,
+            prompt_format: PromptFormat::Chat,
             scale_rewards: ScaleRewards::Group,
             leave_one_out: false,
             advantage_epsilon: 1e-4,
@@ -546,6 +569,12 @@ impl Plan {
             g.max_turns >= 1,
             "grpo.max_turns",
             "must be at least 1".to_owned(),
+        )?;
+        check(
+            g.prompt_format.is_chat() || (g.max_turns == 1 && g.system_prompt.is_none()),
+            "grpo.prompt_format",
+            "`plain` prompts have no turns: use it with max_turns 1 and no system_prompt, or use `chat`"
+                .to_owned(),
         )?;
         check(
             g.advantage_epsilon.is_finite() && g.advantage_epsilon >= 0.0,

@@ -5,7 +5,7 @@
 use burn::module::{Module, Param};
 use burn::tensor::activation::{silu, softmax};
 use burn::tensor::backend::Backend;
-use burn::tensor::module::{embedding, linear};
+use burn::tensor::module::embedding;
 use burn::tensor::{Int, Tensor, TensorData};
 
 use crate::ModelConfig;
@@ -152,7 +152,25 @@ pub(crate) fn hidden_states<B: Backend>(
 
 /// Projects hidden states `[batch, t, hidden]` to vocabulary logits `[batch, t, vocab]`.
 pub(crate) fn lm_logits<B: Backend>(base: &BaseModel<B>, hidden: Tensor<B, 3>) -> Tensor<B, 3> {
-    linear(hidden, base.lm_head.val(), None)
+    dense(hidden, base.lm_head.val(), None)
+}
+
+/// `x·W + b` for `x` `[batch, t, in]` and `W` `[in, out]`, as one `[batch·t, in] × [in, out]`
+/// matrix product. (Burn's `linear` on a 3-d input runs `batch` separate products of `t` rows
+/// each, which reads the whole weight matrix once per row when decoding.)
+fn dense<B: Backend>(
+    x: Tensor<B, 3>,
+    weight: Tensor<B, 2>,
+    bias: Option<Tensor<B, 1>>,
+) -> Tensor<B, 3> {
+    let [batch, t, d_in] = x.dims();
+    let d_out = weight.dims()[1];
+    let y = x.reshape([batch * t, d_in]).matmul(weight);
+    let y = match bias {
+        Some(b) => y + b.unsqueeze::<2>(),
+        None => y,
+    };
+    y.reshape([batch, t, d_out])
 }
 
 fn rms_norm<B: Backend>(x: Tensor<B, 3>, weight: Tensor<B, 1>, eps: f64) -> Tensor<B, 3> {
@@ -173,10 +191,10 @@ fn project<B: Backend>(
     lora: Option<(&Adapters<B>, usize)>,
     target: Target,
 ) -> Tensor<B, 3> {
-    let y = linear(x.clone(), weight.val(), bias.map(Param::val));
+    let y = dense(x.clone(), weight.val(), bias.map(Param::val));
     match lora.and_then(|(a, layer)| a.pair(layer, target).map(|p| (p, a.scale()))) {
         Some((LoraPair { a, b }, scale)) => {
-            y + linear(linear(x, a.val(), None), b.val(), None).mul_scalar(scale)
+            y + dense(dense(x, a.val(), None), b.val(), None).mul_scalar(scale)
         }
         None => y,
     }

@@ -44,6 +44,7 @@ pub fn grpo_config(plan: &Plan) -> GrpoConfig {
             max_turn_tokens: g.max_turn_tokens,
             max_turns: g.max_turns,
             system_prompt: g.system_prompt.clone(),
+            chat_template: g.prompt_format.is_chat(),
             max_concurrent_episodes: match &plan.environment {
                 Environment::Openenv { max_sessions, .. } => *max_sessions,
                 _ => 0,
