@@ -6,6 +6,7 @@
 //! `templates` (regenerate `cluster/determined/` from `hr-config`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod bench_trl;
 mod ci;
 mod conformance;
 mod fetch_model;
@@ -65,6 +66,10 @@ Tasks:
               determinism across processes
   bench grpo [--tiny-only]
               GRPO step time and tokens/s on the CPU for the tiny model and SmolLM2-135M
+  bench grpo --vs-trl [--model tiny|smollm2] [--steps N] [--warmup N] [--rounds N] [--threads N]
+              our `train` and TRL's GRPOTrainer + PEFT (pinned, in a cached venv) on the same
+              weights and prompts, alternating: median s/step, completion tokens/s, the step's
+              split, peak RSS and the ratios; writes docs/bench/grpo-vs-trl-MODEL.md
 ";
 
 fn main() -> Result<()> {
@@ -75,7 +80,7 @@ fn main() -> Result<()> {
         Some("ci") => ci::run(&root),
         Some("tidy") => tidy::run(&root),
         Some("templates") => templates(&root),
-        Some("bench") => bench(&args[1..]),
+        Some("bench") => bench(&root, &args[1..]),
         Some("fetch-model") => fetch_model::run_task(&args[1..]),
         Some("python313") => {
             println!("{}", python::cpython313()?.display());
@@ -307,7 +312,7 @@ pub(crate) fn qualify_native(
 
 /// `cargo xtask bench seal [--size-mib N]` and `bench policy [--backend flex|ndarray]
 /// [--tiny-only]`: the benchmarks, in release mode.
-fn bench(args: &[String]) -> Result<()> {
+fn bench(root: &Path, args: &[String]) -> Result<()> {
     match args.first().map(String::as_str) {
         Some("seal") => {
             let mut cmd = cargo();
@@ -341,6 +346,14 @@ fn bench(args: &[String]) -> Result<()> {
                 cmd.env("HR_SMOLLM2_DIR", fetch_model::smollm2()?);
             }
             run(cmd)
+        }
+        Some("grpo") if args[1..].iter().any(|a| a == "--vs-trl") => {
+            let rest: Vec<String> = args[1..]
+                .iter()
+                .filter(|a| *a != "--vs-trl")
+                .cloned()
+                .collect();
+            bench_trl::run_task(root, &rest)
         }
         Some("grpo") => {
             let mut cmd = cargo();

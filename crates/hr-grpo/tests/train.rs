@@ -215,3 +215,26 @@ fn gradient_accumulation_gives_the_same_update_and_entropy_is_logged() -> anyhow
     assert!(worst < 1e-5, "largest difference {worst}");
     Ok(())
 }
+
+#[test]
+fn plain_prompts_are_the_task_text_without_the_chat_template() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let mut plain = config(1);
+    plain.rollout.chat_template = false;
+    let mut t = trainer(dir.path(), plain)?;
+    let tasks = fixture_tasks(FixtureKind::Arithmetic, 1, 2);
+    let report = t.step(&tasks, &mut fixture)?;
+    let tokenizer = ChatTokenizer::from_file(&dir.path().join("tokenizer.json"))?;
+    let question = tasks[0].payload["question"].as_str().unwrap_or_default();
+    for e in &report.episodes {
+        assert_eq!(e.prompt, tokenizer.encode(question)?);
+    }
+    // Plain prompts have no turns to format replies into.
+    let mut multi = config(2);
+    multi.rollout.chat_template = false;
+    match trainer(dir.path(), multi) {
+        Err(e) => assert!(e.to_string().contains("chat_template"), "{e}"),
+        Ok(_) => panic!("plain prompts with two turns were accepted"),
+    }
+    Ok(())
+}

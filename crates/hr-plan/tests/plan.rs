@@ -40,13 +40,21 @@ fn the_example_parses_with_trl_defaults_for_what_it_omits() -> anyhow::Result<()
     );
     assert_eq!(plan.optimizer.max_grad_norm, Some(1.0));
     assert_eq!(plan.checkpoints.every, 1);
+    assert_eq!(plan.grpo.prompt_format, hr_plan::PromptFormat::Chat);
+    // The default format is left out when the plan is written back, so a plan's digest does
+    // not change with the field's introduction; `plain` is written.
+    assert!(!serde_json::to_string(&plan)?.contains("prompt_format"));
+    let mut plain = example();
+    plain["grpo"]["prompt_format"] = json!("plain");
+    let plan = Plan::parse(Path::new("plan.json"), &plain.to_string())?;
+    assert!(serde_json::to_string(&plan)?.contains(r#""prompt_format":"plain""#));
     Ok(())
 }
 
 #[test]
 fn bad_values_are_refused_naming_the_field() {
     type Breaker = fn(&mut Value);
-    let cases: [(&str, Breaker); 7] = [
+    let cases: [(&str, Breaker); 9] = [
         ("grpo.beta", |p| p["grpo"]["beta"] = json!(-0.1)),
         ("grpo.num_generations", |p| {
             p["grpo"]["num_generations"] = json!(1)
@@ -62,6 +70,14 @@ fn bad_values_are_refused_naming_the_field() {
             p["environment"]["tasks"]["kind"] = json!("chess")
         }),
         ("steps", |p| p["steps"] = json!(0)),
+        ("grpo.prompt_format", |p| {
+            p["grpo"]["prompt_format"] = json!("plain");
+            p["grpo"]["max_turns"] = json!(2);
+        }),
+        ("grpo.prompt_format", |p| {
+            p["grpo"]["prompt_format"] = json!("plain");
+            p["grpo"]["system_prompt"] = json!("Be brief.");
+        }),
     ];
     for (field, break_it) in cases {
         let mut plan = example();

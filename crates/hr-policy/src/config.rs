@@ -99,6 +99,38 @@ impl ModelConfig {
                 "RoPE scaling is not supported; it must be null".to_owned(),
             ));
         }
+        // transformers 5 writes RoPE settings as `rope_parameters: {rope_type, rope_theta}`.
+        let rope_parameters = map.get("rope_parameters").filter(|v| !v.is_null());
+        let rope_theta_v5 = match rope_parameters {
+            None => None,
+            Some(Value::Object(p)) => {
+                match p.get("rope_type").and_then(Value::as_str) {
+                    None | Some("default") => {}
+                    Some(other) => {
+                        return Err(err(
+                            "rope_parameters.rope_type",
+                            format!("`{other}` is not supported; only `default` RoPE"),
+                        ));
+                    }
+                }
+                match p.get("rope_theta") {
+                    None => None,
+                    Some(v) => Some(v.as_f64().filter(|t| *t > 0.0).ok_or_else(|| {
+                        err(
+                            "rope_parameters.rope_theta",
+                            "must be a positive number".to_owned(),
+                        )
+                    })?),
+                }
+            }
+            Some(_) => {
+                return Err(err(
+                    "rope_parameters",
+                    "must be an object like {\"rope_type\": \"default\", \"rope_theta\": 10000.0}"
+                        .to_owned(),
+                ));
+            }
+        };
         if map.get("mlp_bias").is_some_and(|v| v == &Value::Bool(true)) {
             return Err(err(
                 "mlp_bias",
@@ -169,7 +201,10 @@ impl ModelConfig {
             num_kv_heads,
             head_dim,
             rms_norm_eps: reader.opt_f64("rms_norm_eps")?.unwrap_or(1e-6),
-            rope_theta: reader.opt_f64("rope_theta")?.unwrap_or(10_000.0),
+            rope_theta: match rope_theta_v5 {
+                Some(t) => t,
+                None => reader.opt_f64("rope_theta")?.unwrap_or(10_000.0),
+            },
             tie_word_embeddings: reader.opt_bool("tie_word_embeddings")?.unwrap_or(false),
             qkv_bias,
             o_bias,

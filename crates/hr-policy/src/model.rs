@@ -242,24 +242,22 @@ fn attention<B: Backend>(
         }
         *slot = Some((k.clone(), v.clone()));
     }
-    let total = k.dims()[2];
+    // Grouped-query attention without copying keys and values per query head: the `groups`
+    // query heads sharing a key/value head are stacked along the rows of one product.
     let groups = config.kv_groups();
-    let (k, v) = if groups > 1 {
-        let expand = |t: Tensor<B, 4>| {
-            t.unsqueeze_dim::<5>(2)
-                .repeat_dim(2, groups)
-                .reshape([batch, heads, total, hd])
-        };
-        (expand(k), expand(v))
+    let q = q.reshape([batch, kv_heads, groups * new, hd]);
+    let mask = if groups > 1 {
+        mask.clone().repeat_dim(2, groups)
     } else {
-        (k, v)
+        mask.clone()
     };
     let scores = q
         .matmul(k.swap_dims(2, 3))
         .mul_scalar(1.0 / (hd as f64).sqrt())
-        + mask.clone();
+        + mask;
     let out = softmax(scores, 3)
         .matmul(v)
+        .reshape([batch, heads, new, hd])
         .swap_dims(1, 2)
         .reshape([batch, new, heads * hd]);
     project(out, &attn.o, attn.o_bias.as_ref(), lora, Target::OProj)

@@ -119,7 +119,7 @@ fn sharded_weights_load_like_a_single_file() -> anyhow::Result<()> {
 }
 
 #[test]
-fn bad_configs_name_the_field() {
+fn bad_configs_name_the_field() -> anyhow::Result<()> {
     let base = serde_json::json!({
         "model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
         "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -136,14 +136,29 @@ fn bad_configs_name_the_field() {
         ),
         ("hidden_act", serde_json::json!("gelu")),
         ("eos_token_id", serde_json::json!(999)),
+        (
+            "rope_parameters.rope_type",
+            serde_json::json!({"rope_type": "yarn", "rope_theta": 10000.0}),
+        ),
+        (
+            "rope_parameters.rope_theta",
+            serde_json::json!({"rope_type": "default", "rope_theta": -1.0}),
+        ),
+        ("rope_parameters", serde_json::json!(5)),
     ] {
+        let key = field.split('.').next().unwrap_or(field);
         let mut bad = base.clone();
-        bad[field] = value;
+        bad[key] = value;
         match ModelConfig::from_json(path, &bad.to_string()) {
             Err(PolicyError::Config { field: named, .. }) => assert_eq!(named, field),
             other => panic!("{field}: expected a config error, got {other:?}"),
         }
     }
+    // transformers 5 writes RoPE's base as `rope_parameters.rope_theta`.
+    let mut v5 = base.clone();
+    v5["rope_parameters"] = serde_json::json!({"rope_type": "default", "rope_theta": 500000.0});
+    let config = ModelConfig::from_json(path, &v5.to_string())?;
+    assert_eq!(config.rope_theta, 500000.0);
     let mut missing = base;
     missing
         .as_object_mut()
@@ -154,6 +169,7 @@ fn bad_configs_name_the_field() {
         err.to_string().contains("`vocab_size`: is missing"),
         "{err}"
     );
+    Ok(())
 }
 
 #[test]

