@@ -234,6 +234,8 @@ def main():
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                    help="cuda: train on the first GPU (scripts/gpu-check.sh); --threads still sets CPU threads")
     ap.add_argument("--num-generations", type=int, default=8)
     ap.add_argument("--batch", type=int, default=32, help="per_device_train_batch_size (completions per step)")
     ap.add_argument("--max-completion-length", type=int, default=32)
@@ -312,7 +314,7 @@ def main():
         temperature=1.0,
         beta=0.0,
         learning_rate=1e-5,
-        use_cpu=True,
+        use_cpu=args.device == "cpu",
         bf16=False,
         fp16=False,
         logging_steps=1,
@@ -333,7 +335,7 @@ def main():
         notes.append(f"GRPOConfig has no max_prompt_length in trl {trl.__version__}; prompts are "
                      f"{min(prompt_lens)}-{max(prompt_lens)} tokens (<= {args.max_prompt_length}), never truncated")
     if "no_cuda" in fields:
-        cfg_kwargs["no_cuda"] = True
+        cfg_kwargs["no_cuda"] = args.device == "cpu"
     config = GRPOConfig(**cfg_kwargs)
 
     peft_config = None
@@ -490,6 +492,8 @@ def main():
         "waited_quiet_s": waited_s,
         "quiet_at_start": quiet,
         "peak_rss_mib": rss_mib(),
+        "device": args.device,
+        "peak_gpu_mib": (torch.cuda.max_memory_allocated() / 2**20) if args.device == "cuda" else None,
         "rss_after_load_mib": rss_after_load,
         "load_s": load_s,
         "train_s": train_s,

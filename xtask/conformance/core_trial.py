@@ -3,7 +3,8 @@
 Restores `state.json` from `info.latest_checkpoint`, then per step: reports a training metric,
 stores a checkpoint whose metadata holds steps_completed, reports progress, and exits 0 right
 after `should_preempt()` turns true (which acknowledges the preemption). Prints one line per
-event so the check can follow it.
+event so the check can follow it. With BENCH_REPORTS=N it instead times N metric reports and N
+checkpoints (`cargo xtask bench core`).
 """
 import json
 import os
@@ -20,6 +21,8 @@ def main() -> None:
     latest = info.latest_checkpoint
     step_seconds = float(os.environ.get("STEP_SECONDS", "0.5"))
     with core.init(tensorboard_mode=core.TensorboardMode.MANUAL) as ctx:
+        if os.environ.get("BENCH_REPORTS"):
+            return bench(ctx, int(os.environ["BENCH_REPORTS"]))
         step = 0
         if latest is not None:
             with ctx.checkpoint.restore_path(latest) as path:
@@ -39,6 +42,19 @@ def main() -> None:
                 time.sleep(step_seconds)
             op.report_completed(1.0 / step)
         print(f"completed at step {step}", flush=True)
+
+
+def bench(ctx, n: int) -> None:
+    """N training-metric reports, then N checkpoints of one small file, each timed as a whole."""
+    t0 = time.perf_counter()
+    for step in range(1, n + 1):
+        ctx.train.report_training_metrics(steps_completed=step, metrics={"loss": 1.0 / step})
+    print(f"bench metrics {n} {time.perf_counter() - t0:.6f}", flush=True)
+    t0 = time.perf_counter()
+    for step in range(1, n + 1):
+        with ctx.checkpoint.store_path({"steps_completed": step}) as (path, _uuid):
+            (path / "state.json").write_text(json.dumps({"step": step}))
+    print(f"bench checkpoints {n} {time.perf_counter() - t0:.6f}", flush=True)
 
 
 if __name__ == "__main__":

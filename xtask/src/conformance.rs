@@ -14,7 +14,7 @@ use anyhow::{Context, Result, bail};
 use crate::{cargo, describe, run};
 
 /// The pinned client.
-const DETERMINED: &str = "determined==0.35.0";
+pub(crate) const DETERMINED: &str = "determined==0.35.0";
 
 /// The cache folder: `HR_CACHE_DIR`, else `$XDG_CACHE_HOME/hessian-recipes`, else
 /// `~/.cache/hessian-recipes`.
@@ -74,7 +74,51 @@ pub(crate) fn venv_with(name: &str, python: &Path, packages: &[&str]) -> Result<
     Ok(dir)
 }
 
-struct Devmaster(Child);
+/// A devmaster process, stopped (SIGTERM) when dropped.
+pub(crate) struct Devmaster(Child);
+
+/// The path the real Python Core API reads cluster info from; the devmaster writes it.
+pub(crate) const INFO_DIR: &str = "/run/determined/info";
+
+/// Starts `hessian-recipes devmaster` on a free port with `state` and `info_dir`; returns it and
+/// the URL it printed.
+pub(crate) fn start_devmaster(
+    binary: &Path,
+    state: &Path,
+    info_dir: &Path,
+) -> Result<(Devmaster, String)> {
+    std::fs::create_dir_all(info_dir).with_context(|| {
+        format!(
+            "the real Python Core API reads {}; it must be writable (CI runs as root)",
+            info_dir.display()
+        )
+    })?;
+    let mut child = Command::new(binary)
+        .args([
+            "devmaster",
+            "--listen",
+            "127.0.0.1:0",
+            "--preemption-timeout-seconds",
+            "120",
+            "--state-dir",
+        ])
+        .arg(state)
+        .arg("--info-dir")
+        .arg(info_dir)
+        .stdout(Stdio::piped())
+        .spawn()
+        .context("starting the devmaster")?;
+    let stdout = child.stdout.take().context("devmaster stdout")?;
+    let guard = Devmaster(child);
+    let mut first = String::new();
+    BufReader::new(stdout).read_line(&mut first)?;
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .context("devmaster did not print its URL")?
+        .to_owned();
+    Ok((guard, url))
+}
 
 impl Drop for Devmaster {
     fn drop(&mut self) {
@@ -85,7 +129,7 @@ impl Drop for Devmaster {
     }
 }
 
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from)
 }
 
@@ -111,13 +155,7 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
         .join("conformance")
         .join(format!("det-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
-    let info_dir = Path::new("/run/determined/info");
-    std::fs::create_dir_all(info_dir).with_context(|| {
-        format!(
-            "the real Python Core API reads {}; it must be writable (CI runs as root)",
-            info_dir.display()
-        )
-    })?;
+    let info_dir = Path::new(INFO_DIR);
     let templates = work.join("templates");
     let mut render = Command::new(bin.join("hessian-recipes"));
     render
@@ -177,29 +215,7 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
     let main_file = main_run_case(root, &bin.join("hessian-recipes"), &work)?;
 
     let state = work.join("state");
-    let mut child = Command::new(bin.join("hessian-recipes"))
-        .args([
-            "devmaster",
-            "--listen",
-            "127.0.0.1:0",
-            "--preemption-timeout-seconds",
-            "120",
-            "--state-dir",
-        ])
-        .arg(&state)
-        .arg("--info-dir")
-        .arg(info_dir)
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("starting the devmaster")?;
-    let stdout = child.stdout.take().context("devmaster stdout")?;
-    let guard = Devmaster(child);
-    let mut first = String::new();
-    BufReader::new(stdout).read_line(&mut first)?;
-    let url = first
-        .split_whitespace()
-        .find(|w| w.starts_with("http://"))
-        .context("devmaster did not print its URL")?;
+    let (guard, url) = start_devmaster(&bin.join("hessian-recipes"), &state, info_dir)?;
     eprintln!(
         "conformance: devmaster at {url}, work in {}",
         work.display()
@@ -208,7 +224,7 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
     let mut driver = Command::new(venv.join("bin/python"));
     driver
         .arg(root.join("xtask/conformance/det_cli.py"))
-        .args(["--master", url])
+        .args(["--master", &url])
         .arg("--det")
         .arg(venv.join("bin/det"))
         .arg("--python")

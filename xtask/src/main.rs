@@ -6,6 +6,7 @@
 //! `templates` (regenerate `cluster/determined/` from `hr-config`).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
+mod bench_core;
 mod bench_trl;
 mod ci;
 mod conformance;
@@ -70,6 +71,10 @@ Tasks:
               our `train` and TRL's GRPOTrainer + PEFT (pinned, in a cached venv) on the same
               weights and prompts, alternating: median s/step, completion tokens/s, the step's
               split, peak RSS and the ratios; writes docs/bench/grpo-vs-trl-MODEL.md
+  bench core [--reports N] [--rounds N] [--pauses N]
+              Core API metric reports/s and checkpoints/s of hr-core and Python determined.core
+              0.35 against one devmaster, and `det experiment pause` -> acked and PAUSED
+              latency; writes docs/bench/core.md
 ";
 
 fn main() -> Result<()> {
@@ -347,6 +352,7 @@ fn bench(root: &Path, args: &[String]) -> Result<()> {
             }
             run(cmd)
         }
+        Some("core") => bench_core::run_task(root, &args[1..]),
         Some("grpo") if args[1..].iter().any(|a| a == "--vs-trl") => {
             let rest: Vec<String> = args[1..]
                 .iter()
@@ -363,7 +369,9 @@ fn bench(root: &Path, args: &[String]) -> Result<()> {
             }
             run(cmd)
         }
-        other => bail!("unknown benchmark {other:?}: available: seal, policy, grpo\n\n{HELP}"),
+        other => {
+            bail!("unknown benchmark {other:?}: available: seal, policy, grpo, core\n\n{HELP}")
+        }
     }
 }
 

@@ -96,6 +96,19 @@ impl<B: Backend> KvCache<B> {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// A cache whose row `i` is row `rows[i]` of this one.
+    pub(crate) fn select_rows(self, rows: &Tensor<B, 1, Int>) -> Self {
+        Self {
+            layers: self
+                .layers
+                .into_iter()
+                .map(|layer| {
+                    layer.map(|(k, v)| (k.select(0, rows.clone()), v.select(0, rows.clone())))
+                })
+                .collect(),
+        }
+    }
 }
 
 /// A batch laid out for the model: rows left-padded to a common length so that every row's last

@@ -135,16 +135,8 @@ impl<B: Backend> Policy<B> {
         };
         let mut cache = use_cache.then(|| KvCache::new(self.config.num_layers));
         let mut rows: Vec<Vec<u32>> = prompts.to_vec();
-        let mut feed = self.token_tensor(&rows, width, &layout.pad_left);
+        let mut hidden = self.prefill(adapters, prompts, &layout, cache.as_mut());
         for step in 0..sampling.max_new_tokens {
-            let hidden = hidden_states(
-                &self.config,
-                &self.base,
-                adapters,
-                feed,
-                &layout,
-                cache.as_mut(),
-            );
             let [_, t, d] = hidden.dims();
             let last = lm_logits(&self.base, hidden.slice([0..batch, t - 1..t, 0..d]));
             let logits = host_f32(last)?;
@@ -167,14 +159,79 @@ impl<B: Backend> Policy<B> {
             if out.stopped.iter().all(|s| *s) || step + 1 == sampling.max_new_tokens {
                 break;
             }
-            feed = if use_cache {
+            let feed = if use_cache {
                 let data: Vec<i64> = next.iter().map(|t| i64::from(*t)).collect();
                 Tensor::from_data(TensorData::new(data, [batch, 1]), &self.device)
             } else {
                 self.token_tensor(&rows, width + step + 1, &layout.pad_left)
             };
+            hidden = hidden_states(
+                &self.config,
+                &self.base,
+                adapters,
+                feed,
+                &layout,
+                cache.as_mut(),
+            );
         }
         Ok(out)
+    }
+
+    /// Runs the prompts (`[batch, width]` left-padded per `layout`) and returns their hidden
+    /// states. With a cache, identical prompts (GRPO samples each one G times) run once and their
+    /// keys, values and hidden states are copied to every row that repeats them.
+    fn prefill(
+        &self,
+        adapters: Option<&Adapters<B>>,
+        prompts: &[Vec<u32>],
+        layout: &Layout,
+        cache: Option<&mut KvCache<B>>,
+    ) -> Tensor<B, 3> {
+        match (cache, distinct_rows(prompts)) {
+            (Some(cache), Some((distinct, source))) => {
+                self.prefill_distinct(adapters, prompts, layout, &distinct, &source, cache)
+            }
+            (cache, _) => {
+                let width = prompts.iter().map(Vec::len).max().unwrap_or(0);
+                let tokens = self.token_tensor(prompts, width, &layout.pad_left);
+                hidden_states(&self.config, &self.base, adapters, tokens, layout, cache)
+            }
+        }
+    }
+
+    /// Runs the `distinct` prompts once and returns every row's hidden states `[batch, width, d]`
+    /// (row `i` is distinct prompt `source[i]`); `cache` becomes the rows' keys and values.
+    fn prefill_distinct(
+        &self,
+        adapters: Option<&Adapters<B>>,
+        prompts: &[Vec<u32>],
+        layout: &Layout,
+        distinct: &[usize],
+        source: &[i64],
+        cache: &mut KvCache<B>,
+    ) -> Tensor<B, 3> {
+        // The longest prompt is among the distinct ones, so every row keeps its columns.
+        let width = prompts.iter().map(Vec::len).max().unwrap_or(0);
+        let rows: Vec<Vec<u32>> = distinct.iter().map(|&i| prompts[i].clone()).collect();
+        let distinct_layout = Layout {
+            pad_left: distinct.iter().map(|&i| layout.pad_left[i]).collect(),
+        };
+        let tokens = self.token_tensor(&rows, width, &distinct_layout.pad_left);
+        let mut distinct_cache = KvCache::new(self.config.num_layers);
+        let hidden = hidden_states(
+            &self.config,
+            &self.base,
+            adapters,
+            tokens,
+            &distinct_layout,
+            Some(&mut distinct_cache),
+        );
+        let select: Tensor<B, 1, Int> = Tensor::from_data(
+            TensorData::new(source.to_vec(), [prompts.len()]),
+            &self.device,
+        );
+        *cache = distinct_cache.select_rows(&select);
+        hidden.select(0, select)
     }
 
     /// Log-probabilities `[batch, max_completion_len]` of each completion token given its prompt,
@@ -239,15 +296,50 @@ impl<B: Backend> Policy<B> {
         let layout = Layout {
             pad_left: prompts.iter().map(|x| p - x.len()).collect(),
         };
-        let rows: Vec<Vec<u32>> = prompts
-            .iter()
-            .zip(completions)
-            .map(|(a, b)| a.iter().chain(b).copied().collect())
-            .collect();
-        let tokens = self.token_tensor(&rows, p + c, &layout.pad_left);
-        let hidden = hidden_states(&self.config, &self.base, adapters, tokens, &layout, None);
         let d = self.config.hidden_size;
-        let logits = lm_logits(&self.base, hidden.slice([0..batch, p - 1..p - 1 + c, 0..d]));
+        let hidden =
+            match distinct_rows(prompts) {
+                Some((distinct, source)) => {
+                    // Each distinct prompt runs once (with gradients through the adapters); its keys
+                    // and values are shared by every completion of it, which then run on their own.
+                    let mut cache = KvCache::new(self.config.num_layers);
+                    let prompt_hidden = self.prefill_distinct(
+                        adapters, prompts, &layout, &distinct, &source, &mut cache,
+                    );
+                    let last = prompt_hidden.slice([0..batch, p - 1..p, 0..d]);
+                    if c == 1 {
+                        last
+                    } else {
+                        // Completion token j is predicted from column p - 1 + j: the prompt's last
+                        // column, then the completion's own first c - 1 tokens.
+                        let heads: Vec<Vec<u32>> = completions
+                            .iter()
+                            .map(|x| x[..x.len().min(c - 1)].to_vec())
+                            .collect();
+                        let tokens = self.token_tensor(&heads, c - 1, &vec![0; batch]);
+                        let rest = hidden_states(
+                            &self.config,
+                            &self.base,
+                            adapters,
+                            tokens,
+                            &layout,
+                            Some(&mut cache),
+                        );
+                        Tensor::cat(vec![last, rest], 1)
+                    }
+                }
+                None => {
+                    let rows: Vec<Vec<u32>> = prompts
+                        .iter()
+                        .zip(completions)
+                        .map(|(a, b)| a.iter().chain(b).copied().collect())
+                        .collect();
+                    let tokens = self.token_tensor(&rows, p + c, &layout.pad_left);
+                    hidden_states(&self.config, &self.base, adapters, tokens, &layout, None)
+                        .slice([0..batch, p - 1..p - 1 + c, 0..d])
+                }
+            };
+        let logits = lm_logits(&self.base, hidden);
         let logp = log_softmax(logits.div_scalar(temperature), 2);
         let mut targets = Vec::with_capacity(batch * c);
         let mut keep = Vec::with_capacity(batch * c);
@@ -281,6 +373,23 @@ impl<B: AutodiffBackend> Policy<B> {
             device: self.device.clone(),
         }
     }
+}
+
+/// When some prompts repeat (GRPO samples each one G times): the index of each distinct prompt's
+/// first row, and for every row the position of its prompt among them.
+fn distinct_rows(prompts: &[Vec<u32>]) -> Option<(Vec<usize>, Vec<i64>)> {
+    let mut distinct: Vec<usize> = Vec::new();
+    let mut source = Vec::with_capacity(prompts.len());
+    for (i, p) in prompts.iter().enumerate() {
+        match distinct.iter().position(|&u| &prompts[u] == p) {
+            Some(k) => source.push(k as i64),
+            None => {
+                source.push(distinct.len() as i64);
+                distinct.push(i);
+            }
+        }
+    }
+    (distinct.len() < prompts.len()).then_some((distinct, source))
 }
 
 /// Copies a float tensor to the host as f32.

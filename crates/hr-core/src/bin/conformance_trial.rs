@@ -1,6 +1,7 @@
 //! The Rust twin of `xtask/conformance/core_trial.py` for the devmaster conformance check: a
 //! trial on `hr-core` that restores `state.json` from the latest checkpoint, reports a metric and
-//! a checkpoint per step, and on preemption acknowledges and exits 0. Not a user tool.
+//! a checkpoint per step, and on preemption acknowledges and exits 0. With `BENCH_REPORTS=N` it
+//! instead times N metric reports and N checkpoints (`cargo xtask bench core`). Not a user tool.
 #![allow(clippy::print_stdout)]
 
 use std::{process::ExitCode, time::Duration};
@@ -29,6 +30,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         Some(dir) => CoreContext::local(std::path::Path::new(dir), 8)?,
         None => CoreContext::from_environment()?,
     };
+    if let Some(n) = std::env::var("BENCH_REPORTS")
+        .ok()
+        .and_then(|s| s.parse::<u64>().ok())
+    {
+        return bench(&ctx, n);
+    }
     let step_seconds: f64 = std::env::var("STEP_SECONDS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -65,5 +72,28 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         ctx.complete_operation(op, 1.0 / step as f64)?;
     }
     println!("completed at step {step}");
+    Ok(())
+}
+
+/// N training-metric reports, then N checkpoints of one small file, each timed as a whole.
+fn bench(ctx: &CoreContext, n: u64) -> Result<(), Box<dyn std::error::Error>> {
+    let started = std::time::Instant::now();
+    for step in 1..=n {
+        ctx.report_training_metrics(step, json!({"loss": 1.0 / step as f64}))?;
+    }
+    println!("bench metrics {n} {:.6}", started.elapsed().as_secs_f64());
+    let started = std::time::Instant::now();
+    for step in 1..=n {
+        let ck = ctx.store_path()?;
+        std::fs::write(
+            ck.path().join("state.json"),
+            json!({"step": step}).to_string(),
+        )?;
+        ctx.report_checkpoint(ck, step, json!({}))?;
+    }
+    println!(
+        "bench checkpoints {n} {:.6}",
+        started.elapsed().as_secs_f64()
+    );
     Ok(())
 }

@@ -1,7 +1,7 @@
 //! Sampling: cache-equivalence, explicit RNG, greedy, consistency with scoring, gradients.
 
 use burn::backend::Autodiff;
-use burn::module::Module;
+use burn::module::{AutodiffModule, Module};
 use hr_policy::{Adapters, LoraConfig, Policy, PolicyRng, SamplingConfig, Target, host_f32};
 use hr_tests::tiny_model::{EOS, TinySpec};
 
@@ -199,5 +199,97 @@ fn bad_requests_are_refused_with_the_reason() -> anyhow::Result<()> {
         err(policy.generate(None, &[vec![3]], &sampling(1.0, 0.0), &mut rng, true))
             .contains("top_p")
     );
+    Ok(())
+}
+
+#[test]
+fn repeated_prompts_run_once_with_the_same_samples_scores_and_gradients() -> anyhow::Result<()> {
+    type Train = Autodiff<Cpu>;
+    let dir = tempfile::tempdir()?;
+    hr_tests::tiny_model::write_tiny_model(dir.path(), &TinySpec::default());
+    let policy = Policy::<Train>::load(dir.path(), &Default::default())?;
+    let lora = LoraConfig::new(2, 4.0, vec![Target::QProj, Target::VProj])?;
+    let mut adapters = Adapters::<Train>::init(
+        policy.config(),
+        lora,
+        &mut PolicyRng::from_seed(3),
+        policy.device(),
+    );
+    // Non-zero B, so the adapters change every position the shared prompts compute.
+    for layer in &mut adapters.layers {
+        for pair in layer.slots.iter_mut().flatten() {
+            pair.b = pair
+                .b
+                .clone()
+                .map(|b| b.ones_like().mul_scalar(0.1).require_grad());
+        }
+    }
+    let (a, b) = (vec![1, 40, 41, 42, 7], vec![5, 6]);
+    let repeated = vec![a.clone(), b.clone(), a.clone(), a, b];
+    // Generation: the cached path runs each distinct prompt once, the uncached one every row.
+    let inference = policy.valid();
+    let frozen = adapters.valid();
+    let cfg = sampling(1.0, 1.0);
+    let cached = inference.generate(
+        Some(&frozen),
+        &repeated,
+        &cfg,
+        &mut PolicyRng::from_seed(9),
+        true,
+    )?;
+    let uncached = inference.generate(
+        Some(&frozen),
+        &repeated,
+        &cfg,
+        &mut PolicyRng::from_seed(9),
+        false,
+    )?;
+    assert_eq!(cached.tokens, uncached.tokens);
+    // Scoring: the batch shares prompts; one row at a time shares nothing.
+    let logp = policy.score(Some(&adapters), &repeated, &cached.tokens, 1.0)?;
+    let width = logp.dims()[1];
+    let batch = host_f32(logp.clone())?;
+    let grads = logp.sum().backward();
+    let shared = host_f32(
+        adapters.layers[0].slots[0]
+            .as_ref()
+            .expect("q")
+            .a
+            .grad(&grads)
+            .expect("grad"),
+    )?;
+    let mut separate = vec![0.0f32; shared.len()];
+    for (row, completion) in cached.tokens.iter().enumerate() {
+        let alone = policy.score(
+            Some(&adapters),
+            &[repeated[row].clone()],
+            &[completion.clone()],
+            1.0,
+        )?;
+        let values = host_f32(alone.clone())?;
+        for (j, v) in values.iter().enumerate() {
+            let x = batch[row * width + j];
+            assert!((x - v).abs() < 1e-4, "row {row} token {j}: {x} vs {v}");
+        }
+        let g = alone.sum().backward();
+        let part = host_f32(
+            adapters.layers[0].slots[0]
+                .as_ref()
+                .expect("q")
+                .a
+                .grad(&g)
+                .expect("grad"),
+        )?;
+        for (s, p) in separate.iter_mut().zip(part) {
+            *s += p;
+        }
+    }
+    for (x, y) in shared.iter().zip(&separate) {
+        assert!(
+            (x - y).abs() < 1e-3 * (1.0 + y.abs()),
+            "gradient {x} vs {y}"
+        );
+    }
+    assert!(shared.iter().any(|g| *g != 0.0));
     Ok(())
 }
