@@ -263,7 +263,7 @@ fn repeated_prompts_run_once_with_the_same_samples_scores_and_gradients() -> any
         let alone = policy.score(
             Some(&adapters),
             &[repeated[row].clone()],
-            &[completion.clone()],
+            std::slice::from_ref(completion),
             1.0,
         )?;
         let values = host_f32(alone.clone())?;
