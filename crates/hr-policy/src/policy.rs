@@ -296,49 +296,7 @@ impl<B: Backend> Policy<B> {
         let layout = Layout {
             pad_left: prompts.iter().map(|x| p - x.len()).collect(),
         };
-        let d = self.config.hidden_size;
-        let hidden =
-            match distinct_rows(prompts) {
-                Some((distinct, source)) => {
-                    // Each distinct prompt runs once (with gradients through the adapters); its keys
-                    // and values are shared by every completion of it, which then run on their own.
-                    let mut cache = KvCache::new(self.config.num_layers);
-                    let prompt_hidden = self.prefill_distinct(
-                        adapters, prompts, &layout, &distinct, &source, &mut cache,
-                    );
-                    let last = prompt_hidden.slice([0..batch, p - 1..p, 0..d]);
-                    if c == 1 {
-                        last
-                    } else {
-                        // Completion token j is predicted from column p - 1 + j: the prompt's last
-                        // column, then the completion's own first c - 1 tokens.
-                        let heads: Vec<Vec<u32>> = completions
-                            .iter()
-                            .map(|x| x[..x.len().min(c - 1)].to_vec())
-                            .collect();
-                        let tokens = self.token_tensor(&heads, c - 1, &vec![0; batch]);
-                        let rest = hidden_states(
-                            &self.config,
-                            &self.base,
-                            adapters,
-                            tokens,
-                            &layout,
-                            Some(&mut cache),
-                        );
-                        Tensor::cat(vec![last, rest], 1)
-                    }
-                }
-                None => {
-                    let rows: Vec<Vec<u32>> = prompts
-                        .iter()
-                        .zip(completions)
-                        .map(|(a, b)| a.iter().chain(b).copied().collect())
-                        .collect();
-                    let tokens = self.token_tensor(&rows, p + c, &layout.pad_left);
-                    hidden_states(&self.config, &self.base, adapters, tokens, &layout, None)
-                        .slice([0..batch, p - 1..p - 1 + c, 0..d])
-                }
-            };
+        let hidden = self.completion_hidden(adapters, prompts, completions, &layout, c);
         let logits = lm_logits(&self.base, hidden);
         let logp = log_softmax(logits.div_scalar(temperature), 2);
         let mut targets = Vec::with_capacity(batch * c);
@@ -361,6 +319,55 @@ impl<B: Backend> Policy<B> {
                 * keep.clone()
         });
         Ok((logp.gather(2, targets).reshape([batch, c]) * keep, entropy))
+    }
+
+    /// The final hidden states `[batch, c, d]` that predict each completion token: column
+    /// `p - 1 + j` for token `j`, where `p` is the prompts' width.
+    fn completion_hidden(
+        &self,
+        adapters: Option<&Adapters<B>>,
+        prompts: &[Vec<u32>],
+        completions: &[Vec<u32>],
+        layout: &Layout,
+        c: usize,
+    ) -> Tensor<B, 3> {
+        let batch = prompts.len();
+        let p = prompts.iter().map(Vec::len).max().unwrap_or(0);
+        let d = self.config.hidden_size;
+        let Some((distinct, source)) = distinct_rows(prompts) else {
+            let rows: Vec<Vec<u32>> = prompts
+                .iter()
+                .zip(completions)
+                .map(|(a, b)| a.iter().chain(b).copied().collect())
+                .collect();
+            let tokens = self.token_tensor(&rows, p + c, &layout.pad_left);
+            return hidden_states(&self.config, &self.base, adapters, tokens, layout, None)
+                .slice([0..batch, p - 1..p - 1 + c, 0..d]);
+        };
+        // Each distinct prompt runs once (with gradients through the adapters); its keys and
+        // values are shared by every completion of it, which then run on their own: the prompt's
+        // last column predicts token 0, the completion's first c - 1 tokens the rest.
+        let mut cache = KvCache::new(self.config.num_layers);
+        let prompt_hidden =
+            self.prefill_distinct(adapters, prompts, layout, &distinct, &source, &mut cache);
+        let last = prompt_hidden.slice([0..batch, p - 1..p, 0..d]);
+        if c == 1 {
+            return last;
+        }
+        let heads: Vec<Vec<u32>> = completions
+            .iter()
+            .map(|x| x[..x.len().min(c - 1)].to_vec())
+            .collect();
+        let tokens = self.token_tensor(&heads, c - 1, &vec![0; batch]);
+        let rest = hidden_states(
+            &self.config,
+            &self.base,
+            adapters,
+            tokens,
+            layout,
+            Some(&mut cache),
+        );
+        Tensor::cat(vec![last, rest], 1)
     }
 }
 
