@@ -32,7 +32,7 @@ fn measure(name: &str, dir: &Path, completion: usize, steps: usize) -> anyhow::R
             max_turn_tokens: completion,
             max_turns: 1,
             system_prompt: None,
-            chat_template: true,
+            prompt_format: hr_grpo::PromptFormat::Chat,
             max_concurrent_episodes: 0,
         },
         advantage: AdvantageConfig::default(),

@@ -2,19 +2,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::GrpoError;
-
-/// How rewards are scaled after centring (TRL's `scale_rewards`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ScaleRewards {
-    /// Divide by the group's standard deviation (TRL's default).
-    Group,
-    /// Divide by the standard deviation of the whole batch.
-    Batch,
-    /// Do not divide (Dr. GRPO).
-    None,
-}
+use crate::{GrpoError, ScaleRewards};
 
 /// How advantages are computed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -18,11 +18,13 @@ mod schedule;
 mod state;
 mod trainer;
 
-pub use advantage::{AdvantageConfig, ScaleRewards, advantages};
+pub use advantage::{AdvantageConfig, advantages};
 pub use data::{DataCursor, TaskSampler};
 pub use error::GrpoError;
-pub use loss::{LossConfig, LossOutput, LossType, grpo_loss};
+pub use loss::{LossConfig, LossOutput, grpo_loss};
 pub use rollout::{EnvironmentFactory, Episode, RolloutConfig, rollouts};
-pub use schedule::{Decay, LrSchedule};
+pub use schedule::LrSchedule;
+// The plan's vocabulary, defined once in `hr-plan`.
+pub use hr_plan::{Decay, LossType, PromptFormat, ScaleRewards};
 pub use state::{NativeState, OPTIMIZER_STATE, TRAINER_STATE};
 pub use trainer::{AdamWSettings, GrpoConfig, StepReport, Trainer};

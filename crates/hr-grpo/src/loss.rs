@@ -6,21 +6,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
-use crate::GrpoError;
-
-/// How per-token losses become one number (TRL's `loss_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LossType {
-    /// Mean over each sequence's tokens, then over sequences (length-biased; the paper's form).
-    Grpo,
-    /// Sum over all tokens ÷ active tokens of this batch.
-    Bnpo,
-    /// Sum over all tokens ÷ (sequences × max completion length).
-    DrGrpo,
-    /// Sum over all tokens ÷ active tokens of the whole accumulated batch (TRL's default).
-    Dapo,
-}
+use crate::{GrpoError, LossType};
 
 /// The loss hyper-parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use hr_policy::{
     Adapters, ChatTokenizer, IM_END, IM_START, Message, Policy, PolicyRng, SamplingConfig,
 };
 
-use crate::GrpoError;
+use crate::{GrpoError, PromptFormat};
 
 /// Makes one environment per episode (episodes of a step run side by side).
 pub trait EnvironmentFactory {
@@ -58,9 +58,9 @@ pub struct RolloutConfig {
     pub max_turns: usize,
     /// A system message before each task.
     pub system_prompt: Option<String>,
-    /// Wrap prompts and environment replies in the ChatML template; `false` feeds the task's text
-    /// as it is (base models; single-turn, no system prompt).
-    pub chat_template: bool,
+    /// `Chat` wraps prompts and environment replies in the ChatML template; `Plain` feeds the
+    /// task's text as it is (base models; single-turn, no system prompt).
+    pub prompt_format: PromptFormat,
     /// Most episodes open at once (a service's session limit); 0 means all of a step's.
     pub max_concurrent_episodes: usize,
 }
@@ -134,7 +134,7 @@ fn run_episodes<B: Backend>(
         let observation = env.reset(task, *seed).map_err(|e| env_err(&e));
         live.push(env);
         let text = observation?.text;
-        let prompt = if config.chat_template {
+        let prompt = if config.prompt_format.is_chat() {
             let mut messages = Vec::new();
             if let Some(system) = &config.system_prompt {
                 messages.push(Message::new("system", system));

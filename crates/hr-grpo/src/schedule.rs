@@ -3,15 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The decay after warm-up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Decay {
-    /// Keep the peak rate.
-    Constant,
-    /// Half a cosine from the peak to 0 at `total_steps`.
-    Cosine,
-}
+use crate::Decay;
 
 /// A warm-up + decay schedule.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

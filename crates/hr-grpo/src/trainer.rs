@@ -106,9 +106,9 @@ impl<B: AutodiffBackend> Trainer<B> {
             });
         }
         let r = &config.rollout;
-        if !r.chat_template && (r.max_turns > 1 || r.system_prompt.is_some()) {
+        if !r.prompt_format.is_chat() && (r.max_turns > 1 || r.system_prompt.is_some()) {
             return Err(GrpoError::Config {
-                field: "chat_template",
+                field: "prompt_format",
                 message: "prompts without the chat template are single-turn with no system prompt"
                     .to_owned(),
             });

@@ -22,7 +22,7 @@ fn config() -> GrpoConfig {
             max_turn_tokens: 8,
             max_turns: 1,
             system_prompt: None,
-            chat_template: true,
+            prompt_format: hr_grpo::PromptFormat::Chat,
             max_concurrent_episodes: 0,
         },
         advantage: AdvantageConfig::default(),

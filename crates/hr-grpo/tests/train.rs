@@ -26,7 +26,7 @@ fn config(max_turns: usize) -> GrpoConfig {
             max_turn_tokens: 8,
             max_turns,
             system_prompt: None,
-            chat_template: true,
+            prompt_format: hr_grpo::PromptFormat::Chat,
             max_concurrent_episodes: 0,
         },
         advantage: AdvantageConfig::default(),
@@ -220,7 +220,7 @@ fn gradient_accumulation_gives_the_same_update_and_entropy_is_logged() -> anyhow
 fn plain_prompts_are_the_task_text_without_the_chat_template() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut plain = config(1);
-    plain.rollout.chat_template = false;
+    plain.rollout.prompt_format = hr_grpo::PromptFormat::Plain;
     let mut t = trainer(dir.path(), plain)?;
     let tasks = fixture_tasks(FixtureKind::Arithmetic, 1, 2);
     let report = t.step(&tasks, &mut fixture)?;
@@ -231,9 +231,9 @@ fn plain_prompts_are_the_task_text_without_the_chat_template() -> anyhow::Result
     }
     // Plain prompts have no turns to format replies into.
     let mut multi = config(2);
-    multi.rollout.chat_template = false;
+    multi.rollout.prompt_format = hr_grpo::PromptFormat::Plain;
     match trainer(dir.path(), multi) {
-        Err(e) => assert!(e.to_string().contains("chat_template"), "{e}"),
+        Err(e) => assert!(e.to_string().contains("prompt_format"), "{e}"),
         Ok(_) => panic!("plain prompts with two turns were accepted"),
     }
     Ok(())

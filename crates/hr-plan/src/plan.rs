@@ -177,29 +177,29 @@ pub struct FixtureTasks {
     pub seed: u64,
 }
 
-/// Reward scaling (TRL's `scale_rewards`).
+/// How rewards are scaled after centring (TRL's `scale_rewards`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ScaleRewards {
-    /// Group std.
+    /// Divide by the group's standard deviation (TRL's default).
     Group,
-    /// Batch std.
+    /// Divide by the standard deviation of the whole batch.
     Batch,
-    /// No scaling (Dr. GRPO).
+    /// Do not divide (Dr. GRPO).
     None,
 }
 
-/// Loss aggregation (TRL's `loss_type`).
+/// How per-token losses become one number (TRL's `loss_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LossType {
-    /// Per-sequence mean.
+    /// Mean over each sequence's tokens, then over sequences (length-biased; the paper's form).
     Grpo,
-    /// Token mean over the batch.
+    /// Sum over all tokens ÷ active tokens of this batch.
     Bnpo,
-    /// ÷ (sequences × max completion length).
+    /// Sum over all tokens ÷ (sequences × max completion length).
     DrGrpo,
-    /// ÷ active tokens of the accumulated batch.
+    /// Sum over all tokens ÷ active tokens of the whole accumulated batch (TRL's default).
     Dapo,
 }
 
@@ -222,13 +222,13 @@ impl PromptFormat {
     }
 }
 
-/// LR decay after warm-up.
+/// The learning rate's decay after warm-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Decay {
-    /// Constant.
+    /// Keep the peak rate.
     Constant,
-    /// Cosine to 0 at the last step.
+    /// Half a cosine from the peak to 0 at the last step.
     Cosine,
 }
 

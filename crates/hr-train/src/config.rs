@@ -44,18 +44,14 @@ pub fn grpo_config(plan: &Plan) -> GrpoConfig {
             max_turn_tokens: g.max_turn_tokens,
             max_turns: g.max_turns,
             system_prompt: g.system_prompt.clone(),
-            chat_template: g.prompt_format.is_chat(),
+            prompt_format: g.prompt_format,
             max_concurrent_episodes: match &plan.environment {
                 Environment::Openenv { max_sessions, .. } => *max_sessions,
                 _ => 0,
             },
         },
         advantage: AdvantageConfig {
-            scale_rewards: match g.scale_rewards {
-                hr_plan::ScaleRewards::Group => hr_grpo::ScaleRewards::Group,
-                hr_plan::ScaleRewards::Batch => hr_grpo::ScaleRewards::Batch,
-                hr_plan::ScaleRewards::None => hr_grpo::ScaleRewards::None,
-            },
+            scale_rewards: g.scale_rewards,
             leave_one_out: g.leave_one_out,
             epsilon: g.advantage_epsilon,
         },
@@ -63,12 +59,7 @@ pub fn grpo_config(plan: &Plan) -> GrpoConfig {
             epsilon_low: g.epsilon_low,
             epsilon_high: g.epsilon_high,
             beta: g.beta,
-            loss_type: match g.loss_type {
-                hr_plan::LossType::Grpo => hr_grpo::LossType::Grpo,
-                hr_plan::LossType::Bnpo => hr_grpo::LossType::Bnpo,
-                hr_plan::LossType::DrGrpo => hr_grpo::LossType::DrGrpo,
-                hr_plan::LossType::Dapo => hr_grpo::LossType::Dapo,
-            },
+            loss_type: g.loss_type,
             max_completion_length: g.max_completion_length,
         },
         num_iterations: g.num_iterations,
@@ -81,10 +72,7 @@ pub fn grpo_config(plan: &Plan) -> GrpoConfig {
         schedule: LrSchedule {
             learning_rate: o.learning_rate,
             warmup_steps: o.warmup_steps,
-            decay: match o.decay {
-                hr_plan::Decay::Constant => hr_grpo::Decay::Constant,
-                hr_plan::Decay::Cosine => hr_grpo::Decay::Cosine,
-            },
+            decay: o.decay,
             total_steps: plan.steps,
         },
         max_grad_norm: o.max_grad_norm,
