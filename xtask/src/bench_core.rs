@@ -124,7 +124,16 @@ fn render(s: &Value) -> Result<String> {
          describe` says PAUSED (the trial steps every 0.2 s, so up to one step of waiting is in \
          it); median.\n",
         git(&["rev-parse", "--short", "HEAD"]),
-        if git(&["status", "--porcelain", "--untracked-files=no"]).is_empty() {
+        if git(&[
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            ":!*.md"
+        ])
+        .is_empty()
+        {
             ""
         } else {
             " plus uncommitted changes"

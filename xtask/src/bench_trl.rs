@@ -345,8 +345,18 @@ fn render(o: &Options, ours: &Side, trl: &Side, versions: &Value) -> Result<Stri
                 .map(|s| s.trim().to_owned())
         })
         .unwrap_or_default();
-    let dirty =
-        !command_output("git", &["status", "--porcelain", "--untracked-files=no"]).is_empty();
+    let dirty = !command_output(
+        "git",
+        &[
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            ":!*.md",
+        ],
+    )
+    .is_empty();
     let mut md = String::new();
     writeln!(
         md,
