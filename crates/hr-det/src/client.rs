@@ -145,6 +145,10 @@ impl Client {
         self.token = Some(token);
     }
 
+    pub(crate) fn clear_token(&mut self) {
+        self.token = None;
+    }
+
     /// Sends one request with retries and decodes the JSON response.
     pub(crate) async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
         &self,

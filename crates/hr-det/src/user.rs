@@ -84,6 +84,15 @@ impl Client {
         self.login(&user, &password).await.map(|_| ())
     }
 
+    /// Logs out: the master revokes the token, which the client then forgets.
+    pub async fn logout(&mut self) -> Result<(), DetError> {
+        let _: Value = self
+            .call(Method::POST, "api/v1/auth/logout", NO_BODY, true, None)
+            .await?;
+        self.clear_token();
+        Ok(())
+    }
+
     /// `GET /api/v1/me`.
     pub async fn me(&self) -> Result<User, DetError> {
         let resp: MeResponse = self

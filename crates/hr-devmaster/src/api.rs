@@ -19,7 +19,7 @@ use crate::{
     info::{now_rfc3339, random_hex},
     scheduler,
     server::Master,
-    state::{ExperimentRec, MasterState, MetricRec, TrialRec},
+    state::{ExperimentRec, LOGIN_LIFETIME_SECS, MasterState, MetricRec, TrialRec},
 };
 
 type M = AxState<Arc<Master>>;
@@ -154,18 +154,22 @@ fn parse<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
         .map_err(|e| ApiError::InvalidArgument(format!("invalid request body: {e}")))
 }
 
-/// The user of a request, from `Authorization: Bearer <token>` (or `x-user-token`).
-fn user(master: &Master, headers: &HeaderMap) -> ApiResult<String> {
-    let token = headers
+/// The token of a request, from `Authorization: Bearer <token>` (or `x-user-token`).
+fn token(headers: &HeaderMap) -> ApiResult<&str> {
+    headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
         .or_else(|| headers.get("x-user-token").and_then(|v| v.to_str().ok()))
-        .ok_or_else(|| ApiError::Unauthenticated("missing authorization token".into()))?;
+        .ok_or_else(|| ApiError::Unauthenticated("missing authorization token".into()))
+}
+
+/// The user of a request whose token is a live session.
+fn user(master: &Master, headers: &HeaderMap) -> ApiResult<String> {
     master
         .state()
-        .session_user(token)
-        .ok_or_else(|| ApiError::Unauthenticated("invalid credentials".into()))
+        .session_user(token(headers)?)
+        .ok_or_else(|| ApiError::Unauthenticated("invalid or expired credentials".into()))
 }
 
 fn pagination(total: usize) -> Value {
@@ -198,15 +202,19 @@ async fn login(AxState(m): M, body: Bytes) -> ApiResult<Json<Value>> {
     }
     let token = random_hex(24);
     let mut state = m.state();
-    state.add_session(&token, &req.username);
+    state.add_login(&token, &req.username, LOGIN_LIFETIME_SECS);
     m.persist(&state);
     Ok(Json(
         json!({"token": token, "user": user_json(&req.username)}),
     ))
 }
 
+/// Revokes the request's token: later requests with it are refused.
 async fn logout(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
     user(&m, &headers)?;
+    let mut state = m.state();
+    state.remove_session(token(&headers)?);
+    m.persist(&state);
     Ok(Json(json!({})))
 }
 

@@ -134,6 +134,18 @@ pub(crate) struct MasterState {
     pub(crate) commands: BTreeMap<String, CommandRec>,
     /// sha256 of a session token -> user name (tokens themselves are never stored).
     pub(crate) sessions: BTreeMap<String, String>,
+    /// sha256 of a login's token -> when it expires (unix seconds). Trial tokens have none.
+    #[serde(default)]
+    pub(crate) session_expiry: BTreeMap<String, u64>,
+}
+
+/// How long a login's token is valid.
+pub(crate) const LOGIN_LIFETIME_SECS: u64 = 7 * 24 * 3600;
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 fn token_key(token: &str) -> String {
@@ -145,14 +157,45 @@ fn token_key(token: &str) -> String {
 }
 
 impl MasterState {
-    /// Records a session for `user`.
+    /// Records a session for `user` (a trial's: valid while the master keeps it).
     pub(crate) fn add_session(&mut self, token: &str, user: &str) {
         self.sessions.insert(token_key(token), user.to_owned());
     }
 
-    /// The user of a session token.
+    /// Records a login's session for `user`, valid for `lifetime_secs` from now. Expired logins
+    /// are dropped.
+    pub(crate) fn add_login(&mut self, token: &str, user: &str, lifetime_secs: u64) {
+        let now = unix_now();
+        let expired: Vec<String> = self
+            .session_expiry
+            .iter()
+            .filter(|(_, at)| **at <= now)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in expired {
+            self.sessions.remove(&key);
+            self.session_expiry.remove(&key);
+        }
+        let key = token_key(token);
+        self.sessions.insert(key.clone(), user.to_owned());
+        self.session_expiry
+            .insert(key, now.saturating_add(lifetime_secs));
+    }
+
+    /// Ends the session of `token` (logout); whether there was one.
+    pub(crate) fn remove_session(&mut self, token: &str) -> bool {
+        let key = token_key(token);
+        self.session_expiry.remove(&key);
+        self.sessions.remove(&key).is_some()
+    }
+
+    /// The user of a session token that exists and has not expired.
     pub(crate) fn session_user(&self, token: &str) -> Option<String> {
-        self.sessions.get(&token_key(token)).cloned()
+        let key = token_key(token);
+        match self.session_expiry.get(&key) {
+            Some(at) if *at <= unix_now() => None,
+            _ => self.sessions.get(&key).cloned(),
+        }
     }
 
     /// Loads `state.json` from `dir`, or a fresh state.
@@ -200,5 +243,28 @@ impl MasterState {
                 };
                 key(a).cmp(&key(b))
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn logins_expire_and_logout_revokes() {
+        let mut state = MasterState::default();
+        state.add_login("old", "determined", 0);
+        assert_eq!(state.session_user("old"), None, "a login past its lifetime");
+        state.add_login("new", "admin", LOGIN_LIFETIME_SECS);
+        assert_eq!(state.session_user("new").as_deref(), Some("admin"));
+        assert!(
+            !state.sessions.contains_key(&token_key("old")),
+            "expired logins are dropped"
+        );
+        state.add_session("trial", "determined");
+        assert_eq!(state.session_user("trial").as_deref(), Some("determined"));
+        assert!(state.remove_session("new"));
+        assert_eq!(state.session_user("new"), None);
+        assert!(!state.remove_session("new"));
     }
 }

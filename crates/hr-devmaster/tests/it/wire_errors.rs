@@ -207,7 +207,9 @@ async fn session_tokens_are_never_written_to_the_state_folder() {
 }
 
 /// Sends one raw HTTP/1.1 request and returns the status code.
-async fn raw_status(addr: &str, head: &str, body: &str) -> u16 {
+/// Sends `head` (request line and headers, without Content-Length) and `body` on a fresh
+/// connection; returns the whole response.
+async fn raw_response(addr: &str, head: &str, body: &str) -> String {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
     let request = format!(
@@ -218,6 +220,11 @@ async fn raw_status(addr: &str, head: &str, body: &str) -> u16 {
     let mut response = String::new();
     stream.read_to_string(&mut response).await.expect("read");
     response
+}
+
+async fn raw_status(addr: &str, head: &str, body: &str) -> u16 {
+    raw_response(addr, head, body)
+        .await
         .split_whitespace()
         .nth(1)
         .and_then(|c| c.parse().ok())
@@ -281,4 +288,36 @@ async fn a_master_that_cannot_persist_its_state_answers_503_to_everything() {
         503,
         "every later request is refused"
     );
+}
+
+#[tokio::test]
+async fn logout_revokes_the_token_and_only_that_one() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, other) = start(tmp.path(), Duration::from_secs(3600)).await;
+    let mut login = Client::new(master.url()).expect("client");
+    login.login("determined", "").await.expect("login");
+    // The token as a user would copy it into DET_USER_TOKEN.
+    let addr = master.url().trim_start_matches("http://").to_owned();
+    let body = r#"{"username":"determined","password":"","isHashed":false}"#;
+    let head = format!(
+        "POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json"
+    );
+    let response = raw_response(&addr, &head, body).await;
+    let json_start = response.find("{\"token\"").expect("a login response");
+    let v: serde_json::Value = serde_json::from_str(&response[json_start..]).expect("json");
+    let token = v["token"].as_str().expect("token").to_owned();
+    let mut holder = Client::new(master.url())
+        .expect("client")
+        .with_token(token.clone());
+    let copy = Client::new(master.url()).expect("client").with_token(token);
+    copy.me().await.expect("the token works");
+    holder.logout().await.expect("logout");
+    assert!(
+        matches!(copy.me().await, Err(DetError::Unauthenticated(_))),
+        "a logged-out token is refused"
+    );
+    assert!(!holder.has_token(), "the client forgets its token");
+    other.me().await.expect("other sessions live on");
+    login.me().await.expect("other sessions live on");
+    master.shutdown();
 }
