@@ -11,8 +11,8 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use crate::conformance::{DETERMINED, INFO_DIR, start_devmaster, target_dir, venv};
-use crate::{cargo, run, timestamped};
+use crate::conformance::{DETERMINED, INFO_DIR, det_driver, start_devmaster, target_dir, venv};
+use crate::{cargo, release_binary, run, timestamped};
 
 /// `cargo xtask bench core [--reports N] [--rounds N] [--pauses N]`.
 pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
@@ -35,17 +35,20 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
         }
     }
     let venv = venv("venv-determined-0.35.0", &[DETERMINED])?;
+    let bin = release_binary(root, &[])?
+        .parent()
+        .context("the release folder")?
+        .to_owned();
     let mut build = cargo();
     build.args([
         "build",
         "--release",
         "--locked",
         "--package",
-        "hessian-recipes",
+        "hr-core",
+        "--bins",
     ]);
-    build.args(["--package", "hr-core", "--bins"]);
     run(build)?;
-    let bin = target_dir(root).join("release");
     let work = target_dir(root)
         .join("bench-core")
         .join(timestamped("core"));
@@ -53,18 +56,9 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
     std::fs::create_dir_all(&work)?;
     let (devmaster, url) =
         start_devmaster(&bin.join("hessian-recipes"), &state, Path::new(INFO_DIR))?;
-    let mut driver = Command::new(venv.join("bin/python"));
+    let script = root.join("xtask/conformance/bench_core.py");
+    let mut driver = det_driver(&venv, &script, &url, &bin, &state);
     driver
-        .arg(root.join("xtask/conformance/bench_core.py"))
-        .args(["--master", &url])
-        .arg("--det")
-        .arg(venv.join("bin/det"))
-        .arg("--python")
-        .arg(venv.join("bin/python"))
-        .arg("--rust-trial")
-        .arg(bin.join("hr-core-conformance-trial"))
-        .arg("--state-dir")
-        .arg(&state)
         .arg("--work")
         .arg(&work)
         .args(&driver_args)

@@ -74,6 +74,30 @@ pub(crate) fn venv_with(name: &str, python: &Path, packages: &[&str]) -> Result<
     Ok(dir)
 }
 
+/// `python script` with the arguments every det driver takes: the master, the real `det` and
+/// Python of `venv`, our Rust Core trial from `bin`, and the devmaster's state folder.
+pub(crate) fn det_driver(
+    venv: &Path,
+    script: &Path,
+    url: &str,
+    bin: &Path,
+    state: &Path,
+) -> Command {
+    let mut driver = Command::new(venv.join("bin/python"));
+    driver
+        .arg(script)
+        .args(["--master", url])
+        .arg("--det")
+        .arg(venv.join("bin/det"))
+        .arg("--python")
+        .arg(venv.join("bin/python"))
+        .arg("--rust-trial")
+        .arg(bin.join("hr-core-conformance-trial"))
+        .arg("--state-dir")
+        .arg(state);
+    driver
+}
+
 /// A devmaster process, stopped (SIGTERM) when dropped.
 pub(crate) struct Devmaster(Child);
 
@@ -221,20 +245,11 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
         work.display()
     );
 
-    let mut driver = Command::new(venv.join("bin/python"));
+    let script = root.join("xtask/conformance/det_cli.py");
+    let mut driver = det_driver(&venv, &script, &url, &bin, &state);
     driver
-        .arg(root.join("xtask/conformance/det_cli.py"))
-        .args(["--master", &url])
-        .arg("--det")
-        .arg(venv.join("bin/det"))
-        .arg("--python")
-        .arg(venv.join("bin/python"))
-        .arg("--rust-trial")
-        .arg(bin.join("hr-core-conformance-trial"))
         .arg("--local-config")
         .arg(templates.join("local-managed-cpu.yaml"))
-        .arg("--state-dir")
-        .arg(&state)
         .arg("--hessian-recipes")
         .arg(bin.join("hessian-recipes"))
         .arg("--training-cases")
