@@ -10,7 +10,7 @@ use hr_tests::tiny_model::{TinySpec, write_tiny_model};
 use hr_tests::{Scratch, text};
 use serde_json::json;
 
-const STEPS: usize = 40;
+const STEPS: usize = 60;
 
 /// The mean training reward of every step of a run (`run/` in the returned scratch folder) of
 /// the learnable plan at `learning_rate`.
@@ -29,7 +29,7 @@ fn rewards(learning_rate: f64) -> (Scratch, Vec<f64>) {
         "steps": STEPS,
         "checkpoints": {"every": 10},
         "seeds": {"sampling": 5, "adapter_init": 11, "task_order": 7},
-        "evaluation": {"checkpoints": [20, 40], "dev": {"count": 8, "seed": 1},
+        "evaluation": {"checkpoints": [30, 60], "dev": {"count": 8, "seed": 1},
                        "held_out": {"count": 8, "seed": 2}, "num_generations": 4,
                        "retention_max_new_tokens": 8}
     });
