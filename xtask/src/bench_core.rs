@@ -6,11 +6,12 @@
 use std::fmt::Write as _;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
+use crate::bench_trl::measured_commit;
 use crate::conformance::{DETERMINED, INFO_DIR, det_driver, start_devmaster, target_dir, venv};
 use crate::{cargo, release_binary, run, timestamped};
 
@@ -96,13 +97,6 @@ fn render(s: &Value) -> Result<String> {
             .as_f64()
             .with_context(|| format!("{kind}.{key} in the driver's summary"))
     };
-    let git = |args: &[&str]| {
-        Command::new("git")
-            .args(args)
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-            .unwrap_or_default()
-    };
     let mut md = String::new();
     writeln!(
         md,
@@ -110,28 +104,14 @@ fn render(s: &Value) -> Result<String> {
     )?;
     writeln!(
         md,
-        "Measured at commit {}{} with `cargo xtask bench core` ({} reports and {} checkpoints per \
+        "Measured at commit {} with `cargo xtask bench core` ({} reports and {} checkpoints per \
          trial, {} rounds alternating, {} pauses per kind) against one devmaster on this machine \
          ({} cores). Throughput: medians over the rounds of N synchronous calls timed as a whole \
          inside a trial. Pause: from the start of `det experiment pause` until the trial has \
          saved its step, acknowledged the preemption and printed so, and `det experiment \
          describe` says PAUSED (the trial steps every 0.2 s, so up to one step of waiting is in \
          it); median.\n",
-        git(&["rev-parse", "--short", "HEAD"]),
-        if git(&[
-            "status",
-            "--porcelain",
-            "--untracked-files=no",
-            "--",
-            ".",
-            ":!*.md"
-        ])
-        .is_empty()
-        {
-            ""
-        } else {
-            " plus uncommitted changes"
-        },
+        measured_commit(),
         s["reports"],
         s["reports"],
         s["rounds"],

@@ -325,6 +325,28 @@ fn trl_steps(results: &Path, warmup: usize) -> Result<(Vec<Step>, f64)> {
     Ok((steps, num(&run, "median_prompt_tokens")? / 32.0))
 }
 
+/// The short commit a benchmark measured, with " plus uncommitted changes" when tracked files
+/// other than Markdown differ from it.
+pub(crate) fn measured_commit() -> String {
+    let commit = command_output("git", &["rev-parse", "--short", "HEAD"]);
+    let changes = command_output(
+        "git",
+        &[
+            "status",
+            "--porcelain",
+            "--untracked-files=no",
+            "--",
+            ".",
+            ":!*.md",
+        ],
+    );
+    if changes.is_empty() {
+        commit
+    } else {
+        format!("{commit} plus uncommitted changes")
+    }
+}
+
 fn command_output(program: &str, args: &[&str]) -> String {
     Command::new(program)
         .args(args)
@@ -345,18 +367,6 @@ fn render(o: &Options, ours: &Side, trl: &Side, versions: &Value) -> Result<Stri
                 .map(|s| s.trim().to_owned())
         })
         .unwrap_or_default();
-    let dirty = !command_output(
-        "git",
-        &[
-            "status",
-            "--porcelain",
-            "--untracked-files=no",
-            "--",
-            ".",
-            ":!*.md",
-        ],
-    )
-    .is_empty();
     let mut md = String::new();
     writeln!(
         md,
@@ -365,16 +375,11 @@ fn render(o: &Options, ours: &Side, trl: &Side, versions: &Value) -> Result<Stri
     )?;
     writeln!(
         md,
-        "Measured {} at commit {}{} with `cargo xtask bench grpo --vs-trl --model {} --steps {} \
+        "Measured {} at commit {} with `cargo xtask bench grpo --vs-trl --model {} --steps {} \
          --warmup {} --rounds {} --threads {}` on {} ({} cores). TRL {} (torch {}, transformers \
          {}, peft {}).\n",
         command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
-        command_output("git", &["rev-parse", "--short", "HEAD"]),
-        if dirty {
-            " plus uncommitted changes"
-        } else {
-            ""
-        },
+        measured_commit(),
         o.model.name(),
         o.steps,
         o.warmup,
