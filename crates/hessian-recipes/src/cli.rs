@@ -195,8 +195,9 @@ pub(crate) struct QualifyManagedArgs {
     /// as for `det`). Sign-in: `DET_USER_TOKEN`, else `DET_USER`/`DET_PASS`.
     #[arg(long, env = "DET_MASTER")]
     pub(crate) master: Option<String>,
-    /// Pause once the training metric of this step is visible (the worker stops at the next
-    /// step boundary).
+    /// Pause once the training metric of this step is visible. The first allocation holds after
+    /// that step until the pause arrives (HR_FAULT_HOLD_AT), so it stops exactly there however
+    /// fast the steps are.
     #[arg(long, default_value_t = 1)]
     pub(crate) pause_after_step: u64,
     /// Limit for each wait and the trial's --max-wall-seconds, seconds.

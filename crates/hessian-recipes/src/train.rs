@@ -76,6 +76,7 @@ fn start(
         max_wall_seconds: args.max_wall_seconds,
         device_seconds_budget: None,
         kill_during_save: None,
+        hold_for_preemption: None,
         unqualified: false,
         signing_key,
         trust,
@@ -146,7 +147,8 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         control: None,
         max_wall_seconds: Some(args.max_wall_seconds),
         device_seconds_budget: Some(args.gpu_budget_seconds),
-        kill_during_save: fault_kill_at()?,
+        kill_during_save: fault_at("HR_FAULT_KILL_AT")?,
+        hold_for_preemption: fault_at("HR_FAULT_HOLD_AT")?,
         unqualified: args.unqualified,
         signing_key: args.signing.load()?,
         trust: args.trust.load()?,
@@ -154,13 +156,11 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
     dispatch(args.device, Job { opts, core })
 }
 
-/// `HR_FAULT_KILL_AT=RUN:STEP`: the recovery tests' fault injection (SIGKILL during the save of
-/// that step in that allocation run).
-fn fault_kill_at() -> anyhow::Result<Option<(i32, u64)>> {
-    let Some(v) = std::env::var("HR_FAULT_KILL_AT")
-        .ok()
-        .filter(|v| !v.is_empty())
-    else {
+/// The recovery tests' fault injection, `NAME=RUN:STEP` (an allocation run and a step):
+/// `HR_FAULT_KILL_AT` SIGKILLs the worker during the save of that step; `HR_FAULT_HOLD_AT`
+/// holds after that step's metrics until a stop is requested, so a pause lands there.
+fn fault_at(name: &str) -> anyhow::Result<Option<(i32, u64)>> {
+    let Some(v) = std::env::var(name).ok().filter(|v| !v.is_empty()) else {
         return Ok(None);
     };
     let parsed = v
@@ -168,7 +168,7 @@ fn fault_kill_at() -> anyhow::Result<Option<(i32, u64)>> {
         .and_then(|(run, step)| Some((run.parse().ok()?, step.parse().ok()?)));
     parsed
         .map(Some)
-        .ok_or_else(|| Refused(format!("HR_FAULT_KILL_AT={v}: use RUN:STEP, e.g. 1:3")).into())
+        .ok_or_else(|| Refused(format!("{name}={v}: use RUN:STEP, e.g. 1:3")).into())
 }
 
 /// Bad input exits 2, a refused checkpoint 3, anything else 1.

@@ -70,12 +70,15 @@ fn launch_config(opts: &ManagedOptions, storage: &Path) -> Result<String, Qualif
         hr_config::CheckpointStorage::directory(storage.display().to_string())
             .retaining_latest(u32::try_from(opts.steps).unwrap_or(u32::MAX)),
     );
-    if let Some(step) = opts.kill_during_save_at {
-        config
-            .environment
-            .environment_variables
-            .push(format!("HR_FAULT_KILL_AT=1:{step}"));
-        config.max_restarts = 1;
+    let variables = &mut config.environment.environment_variables;
+    match opts.kill_during_save_at {
+        Some(step) => {
+            variables.push(format!("HR_FAULT_KILL_AT=1:{step}"));
+            config.max_restarts = 1;
+        }
+        // The first allocation waits after the step the pause follows, so the pause lands
+        // there however fast the steps are (without it a 4-step tiny run can finish first).
+        None => variables.push(format!("HR_FAULT_HOLD_AT=1:{}", opts.pause_after_step)),
     }
     use hr_config::YamlConfig;
     Ok(config.to_yaml()?)
@@ -220,7 +223,20 @@ async fn pause(
     let receipt = poll(
         "the preempted_at_checkpoint receipt",
         opts.timeout,
-        || async { Ok(Receipt::read(run_dir)?) },
+        || async {
+            if let Some(receipt) = Receipt::read(run_dir)? {
+                return Ok(Some(receipt));
+            }
+            // A run that ended cannot write a receipt any more: say so now, not at the timeout.
+            let state = state_of(client, run).await?;
+            if state.is_terminal() {
+                return Err(QualifyError::Failed(format!(
+                    "the run ended {} without a preempted_at_checkpoint receipt: the pause did not land",
+                    state.as_str()
+                )));
+            }
+            Ok(None)
+        },
     )
     .await?;
     poll("the PAUSED state", opts.timeout, || async {

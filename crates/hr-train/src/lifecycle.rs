@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
@@ -49,6 +49,10 @@ pub struct RunOptions {
     /// Fault injection for recovery tests: SIGKILL this process in the middle of the periodic
     /// save of `(trial_run_id, step)`, after the payload and before the seal.
     pub kill_during_save: Option<(i32, u64)>,
+    /// Fault injection for pause tests: after the metrics of `(trial_run_id, step)` are
+    /// reported, wait (at most [`HOLD_LIMIT`]) until Core asks this allocation to stop, so a
+    /// pause requested on seeing that metric lands at that step however fast steps are.
+    pub hold_for_preemption: Option<(i32, u64)>,
     /// Runs without qualification proofs by explicit choice; recorded with every allocation.
     pub unqualified: bool,
     /// Signs every seal with this key; digest-only seals without one.
@@ -173,7 +177,19 @@ fn kill_self() {
     let _ = std::process::Command::new("kill")
         .args(["-KILL", &std::process::id().to_string()])
         .status();
-    std::thread::sleep(std::time::Duration::from_secs(60));
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+/// The longest `hold_for_preemption` waits before training goes on.
+const HOLD_LIMIT: Duration = Duration::from_secs(600);
+
+/// The hold of `hold_for_preemption`: returns when Core asks to stop or after [`HOLD_LIMIT`].
+fn hold_for_preemption(core: &CoreContext, step: u64) {
+    eprintln!("fault injection: holding after step {step} until a stop is requested");
+    let held = Instant::now();
+    while !core.should_preempt() && held.elapsed() < HOLD_LIMIT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// The loss of the last metrics row (the searcher's metric).
@@ -206,6 +222,7 @@ pub fn run<B: Backend>(
         max_wall_seconds,
         device_seconds_budget,
         kill_during_save,
+        hold_for_preemption: hold,
         unqualified,
         signing_key,
         trust,
@@ -348,6 +365,9 @@ pub fn run<B: Backend>(
                 .core()
                 .report_progress(step as f64 / plan.steps as f64)
         })?;
+        if hold == Some((info.trial_run_id, step)) {
+            hold_for_preemption(publisher.core(), step);
+        }
         reason = stop_reason(step, publisher.core());
         eprintln!(
             "[{:<20}] {step}/{}: reward {:.3}, loss {:.4}, grad_norm {:.3}, {:.1} s{}",
