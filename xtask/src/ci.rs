@@ -16,12 +16,30 @@ use anyhow::{Context, Result, bail};
 
 use crate::{cargo, describe};
 
+/// Prints how long the phase that just ended took (stderr, `ci: phase NAME: N s`), so a slow
+/// CI run says where its time went.
+struct Phases {
+    last: Instant,
+}
+
+impl Phases {
+    fn done(&mut self, name: &str) {
+        eprintln!(
+            "ci: phase {name}: {:.0} s",
+            self.last.elapsed().as_secs_f64()
+        );
+        self.last = Instant::now();
+    }
+}
+
 pub(crate) fn run_ci(root: &Path) -> Result<()> {
     let started = Instant::now();
+    let mut phases = Phases { last: started };
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
     crate::run(fmt)?;
     crate::tidy::run(root)?;
+    phases.done("fmt+tidy");
     let mut clippy = cargo();
     clippy.args([
         "clippy",
@@ -33,6 +51,7 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         "warnings",
     ]);
     crate::run(clippy)?;
+    phases.done("clippy");
     let mut build = cargo();
     build.args([
         "build",
@@ -43,18 +62,22 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         "hessian-recipes",
     ]);
     crate::run(build)?;
+    phases.done("build");
     let mut test = cargo();
     test.args(["test", "--workspace", "--locked"]);
     let (mut passed, mut failed) = run_tests(test)?;
+    phases.done("test");
     if failed == 0 {
         let (p, f) = crate::conformance::det(root)?;
         println!("conformance det: {p} passed, {f} failed");
+        phases.done("conformance det");
         passed += p;
         failed += f;
     }
     if failed == 0 {
         let (p, f) = crate::conformance::envs(root)?;
         println!("conformance envs: {p} passed, {f} failed");
+        phases.done("conformance envs");
         passed += p;
         failed += f;
     }
@@ -71,7 +94,9 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
             "--features",
             "cuda",
         ]);
-        match crate::run(cuda) {
+        let built = crate::run(cuda);
+        phases.done("release build --features cuda");
+        match built {
             Ok(()) => {
                 println!("build --release --features cuda: 1 passed, 0 failed");
                 passed += 1;
@@ -88,7 +113,9 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
             .join("target")
             .join(format!("qualify-cpu-ci-{}", std::process::id()));
         let rel = out.strip_prefix(root).unwrap_or(&out).display().to_string();
-        match crate::qualify_cpu_with(root, &["--output".to_owned(), rel], &["cuda"]) {
+        let verdict = crate::qualify_cpu_with(root, &["--output".to_owned(), rel], &["cuda"]);
+        phases.done("qualify cpu");
+        match verdict {
             Ok(()) => {
                 println!("qualify cpu: 1 passed, 0 failed");
                 passed += 1;
@@ -107,6 +134,7 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
     }
     if failed == 0 {
         let (p, f) = qualify_native_with_controls(root)?;
+        phases.done("qualify native with controls");
         passed += p;
         failed += f;
     }
@@ -116,12 +144,14 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
             break;
         }
         let out = format!("target/qualify-{backend}-ci-{}", std::process::id());
-        match crate::qualify_backend::qualify_backend(
+        let verdict = crate::qualify_backend::qualify_backend(
             root,
             backend,
             &["--output".to_owned(), out.clone()],
             &["cuda"],
-        ) {
+        );
+        phases.done(&format!("qualify {backend}"));
+        match verdict {
             Ok(dir) => {
                 println!("qualify {backend}: 1 passed, 0 failed");
                 passed += 1;
