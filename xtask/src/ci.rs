@@ -52,16 +52,7 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
     ]);
     crate::run(clippy)?;
     phases.done("clippy");
-    let mut build = cargo();
-    build.args([
-        "build",
-        "--locked",
-        "--package",
-        "hessian-recipes",
-        "--bin",
-        "hessian-recipes",
-    ]);
-    crate::run(build)?;
+    crate::debug_binaries(root)?;
     phases.done("build");
     let mut test = cargo();
     test.args(["test", "--workspace", "--locked"]);

@@ -11,7 +11,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::{cargo, describe, run};
+use crate::{describe, run};
 
 /// The pinned client.
 pub(crate) const DETERMINED: &str = "determined==0.35.0";
@@ -163,18 +163,7 @@ const TRAINING_STEPS: u64 = 12;
 /// Runs the det conformance; returns (passed, failed).
 pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
     let venv = venv("venv-determined-0.35.0", &[DETERMINED])?;
-    let mut build = cargo();
-    build.args([
-        "build",
-        "--locked",
-        "--package",
-        "hessian-recipes",
-        "--package",
-        "hr-core",
-        "--bins",
-    ]);
-    run(build)?;
-    let bin = target_dir(root).join("debug");
+    let bin = crate::debug_binaries(root)?;
     let work = target_dir(root)
         .join("conformance")
         .join(format!("det-{}", std::process::id()));
@@ -449,9 +438,7 @@ impl RealServers {
 /// (passed, failed).
 pub(crate) fn envs(root: &Path) -> Result<(u64, u64)> {
     let servers = RealServers::setup()?;
-    let mut build = cargo();
-    build.args(["build", "--locked", "--package", "hr-bridge", "--bins"]);
-    run(build)?;
+    crate::debug_binaries(root)?;
     let work = target_dir(root)
         .join("conformance")
         .join(format!("envs-{}", std::process::id()));

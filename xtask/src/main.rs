@@ -160,6 +160,18 @@ fn describe(cmd: &Command) -> String {
     words.join(" ")
 }
 
+/// Builds every debug binary and test of the workspace in one invocation and returns the folder
+/// of the binaries (`target/debug`). CI's build, its tests and the conformance drivers all
+/// build this same selection, so Cargo resolves features once (dev-dependencies included) and
+/// nothing is compiled twice: a narrower `cargo build -p ...` resolves other features (e.g.
+/// `fastrand`'s, through `tempfile`) and rebuilds the whole Burn stack.
+pub(crate) fn debug_binaries(root: &Path) -> Result<PathBuf> {
+    let mut build = cargo();
+    build.args(["build", "--locked", "--workspace", "--bins", "--tests"]);
+    run(build)?;
+    Ok(conformance::target_dir(root).join("debug"))
+}
+
 /// Builds the release binary (with `features`) and returns its path.
 fn release_binary(root: &Path, features: &[&str]) -> Result<PathBuf> {
     let mut build = cargo();
