@@ -203,7 +203,7 @@ async fn login(AxState(m): M, body: Bytes) -> ApiResult<Json<Value>> {
     let token = random_hex(24);
     let mut state = m.state();
     state.add_login(&token, &req.username, LOGIN_LIFETIME_SECS);
-    m.persist(&state);
+    m.persist(state);
     Ok(Json(
         json!({"token": token, "user": user_json(&req.username)}),
     ))
@@ -214,7 +214,7 @@ async fn logout(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
     user(&m, &headers)?;
     let mut state = m.state();
     state.remove_session(token(&headers)?);
-    m.persist(&state);
+    m.persist(state);
     Ok(Json(json!({})))
 }
 
@@ -340,10 +340,9 @@ async fn create_experiment(
         max_restarts,
     };
     state.experiments.insert(id, rec.clone());
-    m.persist(&state);
     let body =
         json!({"experiment": experiment_json(&state, &rec), "config": rec.config, "warnings": []});
-    drop(state);
+    m.persist(state);
     if req.activate {
         start_trial(&m, id);
     }
@@ -397,7 +396,7 @@ fn start_trial(m: &Arc<Master>, experiment: i32) {
         if let Some(t) = state.trials.get_mut(&trial_id) {
             t.state = State::Active;
         }
-        m.persist(&state);
+        m.persist(state);
         trial_id
     };
     if !m.allocs().contains_key(&trial_id) {
@@ -457,7 +456,7 @@ async fn experiment_action(
                 t.end_time = Some(now_rfc3339());
             }
         }
-        m.persist(&state);
+        m.persist(state);
     };
     let running = exp.trial_id.is_some_and(|t| m.allocs().contains_key(&t));
     match action.as_str() {
@@ -675,7 +674,7 @@ async fn report_checkpoint(
         experiment_id: trial.experiment_id,
         checkpoint: c,
     });
-    m.persist(&state);
+    m.persist(state);
     Ok(Json(json!({})))
 }
 
@@ -770,20 +769,8 @@ async fn report_metrics(
     }) {
         return Ok(Json(json!({})));
     }
-    // A restarted run archives what older runs reported beyond its restart point.
-    for old in state
-        .metrics
-        .iter_mut()
-        .filter(|r| r.trial_id == id && r.trial_run_id < trial.run_id && !r.archived)
-    {
-        if old.steps_completed > step || (old.group == req.group && old.steps_completed >= step) {
-            old.archived = true;
-        }
-    }
-    let metric_id = state.next_metric;
-    state.next_metric += 1;
-    state.metrics.push(MetricRec {
-        id: metric_id,
+    let rec = MetricRec {
+        id: state.next_metric,
         trial_id: id,
         trial_run_id: req.metrics.trial_run_id,
         group: req.group.clone(),
@@ -791,11 +778,11 @@ async fn report_metrics(
         report_time: req.metrics.report_time.clone().unwrap_or_else(now_rfc3339),
         metrics,
         archived: false,
-    });
-    if let Some(t) = state.trials.get_mut(&id) {
-        t.total_batches = t.total_batches.max(step);
-    }
-    m.persist(&state);
+    };
+    let ticket = m.stage_metric(&rec);
+    state.push_metric(rec);
+    drop(state);
+    m.commit(ticket);
     Ok(Json(json!({})))
 }
 
@@ -861,7 +848,7 @@ async fn completed_operation(
     if let Some(trial) = state.trials.get_mut(&id) {
         trial.searcher_completed = length >= e.max_length;
     }
-    m.persist(&state);
+    m.persist(state);
     Ok(Json(json!({})))
 }
 
@@ -878,7 +865,7 @@ async fn progress(
     if let Some(t) = state.trials.get_mut(&id) {
         t.progress = value;
     }
-    m.persist(&state);
+    m.persist(state);
     Ok(Json(json!({})))
 }
 

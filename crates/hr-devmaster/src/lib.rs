@@ -1,7 +1,8 @@
 //! A Determined-0.35-compatible master for local runs and tests, serving on loopback only: the
 //! endpoints the real `det` CLI and the real Python Core API use (and `hr-det`), with state kept
-//! durably in a state folder (an atomically rewritten `state.json`), so a restart loses no
-//! experiment, trial, checkpoint or metric.
+//! durably in a state folder (a `state.json` snapshot and a `metrics.jsonl` journal, written by
+//! group commit before a change is acknowledged), so a restart loses no acknowledged experiment,
+//! trial, checkpoint or metric.
 //!
 //! It schedules each experiment's single trial as a child process running the config's entrypoint
 //! (a string via `sh -c`, a list exec'd) in a fresh work folder with the real `DET_*` environment
@@ -20,6 +21,7 @@ mod error;
 mod gc;
 mod guard;
 mod info;
+mod persist;
 mod scheduler;
 mod server;
 mod state;

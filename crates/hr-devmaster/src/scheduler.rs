@@ -61,7 +61,7 @@ pub(crate) fn recover(master: &Arc<Master>) {
                 cmd.exit_status = Some("devmaster restarted".to_owned());
             }
         }
-        master.persist(&state);
+        master.persist(state);
         restart
     };
     for trial in to_start {
@@ -289,7 +289,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
     env.extend(user_env(&config));
     let Some(argv) = entrypoint(&config) else {
         fail_trial(&mut state, trial_id, "the config has no entrypoint", &log);
-        master.persist(&state);
+        master.persist(state);
         return;
     };
     if master.config.info_dir.is_none() && runs_python(&argv) {
@@ -305,7 +305,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
                 &format!("cannot start {argv:?}: {e}"),
                 &log,
             );
-            master.persist(&state);
+            master.persist(state);
             return;
         }
     };
@@ -314,7 +314,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
         t.allocated = true;
         t.process = child.id().and_then(crate::state::ProcessRef::of);
     }
-    master.persist(&state);
+    let ticket = master.stage(&state);
     let (preempt, _) = watch::channel(false);
     master.allocs().insert(
         trial_id,
@@ -328,6 +328,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
         },
     );
     drop(state);
+    master.commit(ticket);
     let master = master.clone();
     tokio::spawn(async move {
         let status = child.wait().await;
@@ -399,8 +400,7 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
         } else {
             Vec::new()
         };
-        master.persist(&state);
-        drop(state);
+        master.persist(state);
         for folder in collected {
             if let Err(e) = std::fs::remove_dir_all(&folder)
                 && e.kind() != std::io::ErrorKind::NotFound
@@ -509,8 +509,7 @@ pub(crate) fn start_command(
         log_path: log,
     };
     state.commands.insert(id.clone(), rec.clone());
-    master.persist(&state);
-    drop(state);
+    master.persist(state);
     if let Some(pid) = child.id() {
         master
             .command_pids
@@ -534,7 +533,7 @@ pub(crate) fn start_command(
                 None => "killed".to_owned(),
             });
         }
-        master.persist(&state);
+        master.persist(state);
     });
     Ok(rec)
 }

@@ -10,7 +10,8 @@ use std::{
 
 use tokio::{sync::watch, task::JoinHandle};
 
-use crate::state::MasterState;
+use crate::persist::{Persister, Ticket};
+use crate::state::{MasterState, MetricRec};
 
 /// How to run a devmaster.
 #[derive(Debug, Clone)]
@@ -49,6 +50,7 @@ pub(crate) struct Master {
     pub(crate) command_pids: Mutex<HashMap<String, u32>>,
     /// Why the master stopped serving (its state could not be persisted), once it has.
     failed: OnceLock<String>,
+    persister: Persister,
 }
 
 impl Master {
@@ -66,19 +68,47 @@ impl Master {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Persists the state (called with the lock held, after every change). When that fails
-    /// (the state folder is gone or full) the master fails closed: from then on every request,
-    /// the current one included, is answered 503, and `hessian-recipes devmaster` exits.
-    #[allow(clippy::print_stderr)] // the devmaster's operational log
-    pub(crate) fn persist(&self, state: &MasterState) {
-        if let Err(e) = state.save(&self.config.state_dir) {
-            let why = format!(
-                "cannot persist its state to {}: {e}",
-                self.config.state_dir.display()
-            );
-            eprintln!("devmaster: {why}; refusing every request from now on");
-            let _ = self.failed.set(why);
+    /// Stages the state after a change (call with the lock held); [`Master::commit`] the
+    /// ticket once the lock is released.
+    pub(crate) fn stage(&self, state: &MasterState) -> Option<Ticket> {
+        self.staged(self.persister.stage_state(state))
+    }
+
+    /// Stages a metrics record just pushed (call with the lock held).
+    pub(crate) fn stage_metric(&self, rec: &MetricRec) -> Option<Ticket> {
+        self.staged(self.persister.stage_metric(rec))
+    }
+
+    fn staged(&self, staged: std::io::Result<Ticket>) -> Option<Ticket> {
+        staged.map_err(|e| self.fail(&e)).ok()
+    }
+
+    /// Returns once a staged change is durable. When that fails (the state folder is gone or
+    /// full) the master fails closed: from then on every request, the current one included, is
+    /// answered 503, and `hessian-recipes devmaster` exits.
+    pub(crate) fn commit(&self, ticket: Option<Ticket>) {
+        if let Some(t) = ticket
+            && let Err(e) = self.persister.commit(&t)
+        {
+            self.fail(&e);
         }
+    }
+
+    /// Stages the state, releases the lock, and commits.
+    pub(crate) fn persist(&self, state: MutexGuard<'_, MasterState>) {
+        let ticket = self.stage(&state);
+        drop(state);
+        self.commit(ticket);
+    }
+
+    #[allow(clippy::print_stderr)] // the devmaster's operational log
+    fn fail(&self, e: &std::io::Error) {
+        let why = format!(
+            "cannot persist its state to {}: {e}",
+            self.config.state_dir.display()
+        );
+        eprintln!("devmaster: {why}; refusing every request from now on");
+        let _ = self.failed.set(why);
     }
 
     /// Why the master stopped serving, if it has.
@@ -116,7 +146,7 @@ impl Devmaster {
             ));
         }
         std::fs::create_dir_all(&config.state_dir)?;
-        let state = MasterState::load(&config.state_dir)?;
+        let (state, persister) = Persister::open(&config.state_dir)?;
         let listener = tokio::net::TcpListener::bind(config.listen).await?;
         let url = format!("http://{}", listener.local_addr()?);
         let master = Arc::new(Master {
@@ -126,6 +156,7 @@ impl Devmaster {
             allocs: Mutex::new(HashMap::new()),
             command_pids: Mutex::new(HashMap::new()),
             failed: OnceLock::new(),
+            persister,
         });
         crate::scheduler::recover(&master);
         let router = crate::api::router(master.clone());

@@ -1,9 +1,9 @@
-//! The durable state: experiments, trials, checkpoints, metrics, commands and sessions, kept in
-//! `state.json` and rewritten atomically (tmp, fsync, rename, folder fsync) after every change.
+//! The durable state: experiments, trials, checkpoints, metrics, commands and sessions. Metrics
+//! live in the `metrics.jsonl` journal, everything else in the `state.json` snapshot (see
+//! [`crate::persist`]).
 
 use std::{
     collections::BTreeMap,
-    io::Write,
     path::{Path, PathBuf},
 };
 
@@ -130,6 +130,9 @@ pub(crate) struct MasterState {
     pub(crate) experiments: BTreeMap<i32, ExperimentRec>,
     pub(crate) trials: BTreeMap<i32, TrialRec>,
     pub(crate) checkpoints: Vec<CheckpointRec>,
+    /// Kept in the metrics journal, never in the snapshot (read from an older snapshot only to
+    /// move them into the journal).
+    #[serde(default, skip_serializing)]
     pub(crate) metrics: Vec<MetricRec>,
     pub(crate) commands: BTreeMap<String, CommandRec>,
     /// sha256 of a session token -> user name (tokens themselves are never stored).
@@ -200,7 +203,7 @@ impl MasterState {
 
     /// Loads `state.json` from `dir`, or a fresh state.
     pub(crate) fn load(dir: &Path) -> std::io::Result<Self> {
-        match std::fs::read(dir.join("state.json")) {
+        match std::fs::read(dir.join(crate::persist::STATE_FILE)) {
             Ok(bytes) => serde_json::from_slice(&bytes).map_err(std::io::Error::other),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self {
                 cluster_id: format!("devmaster-{}", crate::info::random_hex(8)),
@@ -213,14 +216,31 @@ impl MasterState {
         }
     }
 
-    /// Writes `state.json` atomically and durably.
+    /// Writes `state.json` (without metrics) atomically and durably.
     pub(crate) fn save(&self, dir: &Path) -> std::io::Result<()> {
-        let tmp = dir.join("state.json.tmp");
-        let mut file = std::fs::File::create(&tmp)?;
-        file.write_all(&serde_json::to_vec(self).map_err(std::io::Error::other)?)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, dir.join("state.json"))?;
-        std::fs::File::open(dir)?.sync_all()
+        let bytes = serde_json::to_vec(self).map_err(std::io::Error::other)?;
+        crate::persist::write_atomically(dir, crate::persist::STATE_FILE, &bytes)
+    }
+
+    /// Adds a metrics report: a restarted run archives what older runs of the trial reported
+    /// beyond its restart point (later steps, or this group at this step or later); the trial's
+    /// `total_batches` and the next metric id follow. Replaying the journal through this
+    /// rebuilds the same state.
+    pub(crate) fn push_metric(&mut self, rec: MetricRec) {
+        for old in self.metrics.iter_mut().filter(|r| {
+            r.trial_id == rec.trial_id && r.trial_run_id < rec.trial_run_id && !r.archived
+        }) {
+            if old.steps_completed > rec.steps_completed
+                || (old.group == rec.group && old.steps_completed >= rec.steps_completed)
+            {
+                old.archived = true;
+            }
+        }
+        self.next_metric = self.next_metric.max(rec.id + 1);
+        if let Some(t) = self.trials.get_mut(&rec.trial_id) {
+            t.total_batches = t.total_batches.max(rec.steps_completed);
+        }
+        self.metrics.push(rec);
     }
 
     /// The checkpoint a new allocation of `trial` restores: COMPLETED, highest

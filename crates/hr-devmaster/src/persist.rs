@@ -1,0 +1,236 @@
+//! The devmaster's durable writes, by group commit. A change is *staged* while the state lock
+//! is held (which fixes its order) and *committed* after the lock is released: one committer at a
+//! time writes everything staged so far, so concurrent requests share one fsync and no request
+//! waits on the disk while holding the state. Metrics, the one record that grows with every
+//! report, are appended to the `metrics.jsonl` journal; the rest of the state (small) is written
+//! as a `state.json` snapshot, atomically (tmp, fsync, rename, folder fsync). A request is
+//! answered only once its change is durable.
+
+use std::{
+    fs::{File, OpenOptions},
+    io::{BufRead, Write},
+    path::{Path, PathBuf},
+    sync::{
+        Mutex,
+        atomic::{AtomicU64, Ordering},
+    },
+};
+
+use crate::state::{MasterState, MetricRec};
+
+/// The metrics journal: one [`MetricRec`] per line, in report order.
+pub(crate) const METRICS_JOURNAL: &str = "metrics.jsonl";
+/// The snapshot of everything else.
+pub(crate) const STATE_FILE: &str = "state.json";
+
+/// What a staged change waits for.
+#[must_use = "a staged change is durable only once committed"]
+pub(crate) struct Ticket(u64);
+
+#[derive(Default)]
+struct Pending {
+    seq: u64,
+    snapshot: Option<Vec<u8>>,
+    journal: Vec<u8>,
+}
+
+/// Staged changes and the one writer.
+pub(crate) struct Persister {
+    dir: PathBuf,
+    pending: Mutex<Pending>,
+    /// The journal, opened for appending; held by the committer.
+    writer: Mutex<Option<File>>,
+    durable: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl Persister {
+    /// Loads the state in `dir` (the snapshot, then the journal replayed onto it) and returns it
+    /// with its persister. A torn last journal line (a crash mid-append: never acknowledged) is
+    /// cut off; a corrupt line before it is an error. A `state.json` from before the journal
+    /// (metrics inside it) is moved into a new journal.
+    pub(crate) fn open(dir: &Path) -> std::io::Result<(MasterState, Self)> {
+        let mut state = MasterState::load(dir)?;
+        let journal_path = dir.join(METRICS_JOURNAL);
+        let embedded = std::mem::take(&mut state.metrics);
+        let persister = Self {
+            dir: dir.to_owned(),
+            pending: Mutex::new(Pending::default()),
+            writer: Mutex::new(None),
+            durable: AtomicU64::new(0),
+        };
+        if journal_path.exists() {
+            for rec in read_journal(&journal_path)? {
+                state.push_metric(rec);
+            }
+        } else {
+            let mut lines = Vec::new();
+            for rec in embedded {
+                lines.extend(journal_line(&rec)?);
+                state.push_metric(rec);
+            }
+            let mut file = File::create(&journal_path)?;
+            file.write_all(&lines)?;
+            file.sync_all()?;
+            File::open(dir)?.sync_all()?;
+            // The snapshot without metrics, so they are never counted twice.
+            state.save(dir)?;
+        }
+        Ok((state, persister))
+    }
+
+    /// Stages a snapshot of `state` (call with the state lock held).
+    pub(crate) fn stage_state(&self, state: &MasterState) -> std::io::Result<Ticket> {
+        let bytes = serde_json::to_vec(state).map_err(std::io::Error::other)?;
+        let mut p = lock(&self.pending);
+        p.seq += 1;
+        p.snapshot = Some(bytes);
+        Ok(Ticket(p.seq))
+    }
+
+    /// Stages one metrics record (call with the state lock held, in the order records were
+    /// pushed).
+    pub(crate) fn stage_metric(&self, rec: &MetricRec) -> std::io::Result<Ticket> {
+        let line = journal_line(rec)?;
+        let mut p = lock(&self.pending);
+        p.seq += 1;
+        p.journal.extend(line);
+        Ok(Ticket(p.seq))
+    }
+
+    /// Returns once `ticket`'s change is durable, writing everything staged so far if no other
+    /// committer already has.
+    pub(crate) fn commit(&self, ticket: &Ticket) -> std::io::Result<()> {
+        let mut writer = lock(&self.writer);
+        if self.durable.load(Ordering::Acquire) >= ticket.0 {
+            return Ok(());
+        }
+        let (seq, snapshot, journal) = {
+            let mut p = lock(&self.pending);
+            (p.seq, p.snapshot.take(), std::mem::take(&mut p.journal))
+        };
+        if !journal.is_empty() {
+            let file = match &mut *writer {
+                Some(f) => f,
+                None => writer.insert(
+                    OpenOptions::new()
+                        .append(true)
+                        .open(self.dir.join(METRICS_JOURNAL))?,
+                ),
+            };
+            file.write_all(&journal)?;
+            file.sync_data()?;
+        }
+        if let Some(bytes) = snapshot {
+            write_atomically(&self.dir, STATE_FILE, &bytes)?;
+        }
+        self.durable.store(seq, Ordering::Release);
+        Ok(())
+    }
+}
+
+fn journal_line(rec: &MetricRec) -> std::io::Result<Vec<u8>> {
+    let mut line = serde_json::to_vec(rec).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    Ok(line)
+}
+
+fn read_journal(path: &Path) -> std::io::Result<Vec<MetricRec>> {
+    let bytes = std::fs::read(path)?;
+    let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+    if complete < bytes.len() {
+        // Cut the torn tail so the next append starts on a line of its own.
+        let file = OpenOptions::new().write(true).open(path)?;
+        file.set_len(complete as u64)?;
+        file.sync_all()?;
+    }
+    let mut recs = Vec::new();
+    for (n, line) in bytes[..complete].lines().enumerate() {
+        let line = line?;
+        let rec = serde_json::from_str(&line).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("{} line {}: {e}", path.display(), n + 1),
+            )
+        })?;
+        recs.push(rec);
+    }
+    Ok(recs)
+}
+
+/// Writes `dir/name` atomically and durably: tmp, fsync, rename, folder fsync.
+pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
+    let tmp = dir.join(format!("{name}.tmp"));
+    let mut file = File::create(&tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    std::fs::rename(&tmp, dir.join(name))?;
+    File::open(dir)?.sync_all()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn metric(id: i64, run: i32, step: i32) -> MetricRec {
+        MetricRec {
+            id,
+            trial_id: 1,
+            trial_run_id: run,
+            group: "training".into(),
+            steps_completed: step,
+            report_time: "t".into(),
+            metrics: serde_json::json!({"loss": step}),
+            archived: false,
+        }
+    }
+
+    #[test]
+    fn metrics_survive_a_reopen_a_torn_tail_is_cut_and_restarts_archive_again() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let (mut state, p) = Persister::open(dir.path()).expect("open");
+        let mut tickets = Vec::new();
+        for (id, run, step) in [(1, 1, 1), (2, 1, 2), (3, 1, 3), (4, 2, 2)] {
+            let rec = metric(id, run, step);
+            tickets.push(p.stage_metric(&rec).expect("stage"));
+            state.push_metric(rec);
+        }
+        tickets.push(p.stage_state(&state).expect("stage"));
+        // One commit writes everything staged; the others find their change durable.
+        for t in tickets {
+            p.commit(&t).expect("commit");
+        }
+        let archived = |s: &MasterState| {
+            s.metrics
+                .iter()
+                .filter(|m| m.archived)
+                .map(|m| m.id)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(archived(&state), [2, 3], "run 2 restarted from step 2");
+        OpenOptions::new()
+            .append(true)
+            .open(dir.path().join(METRICS_JOURNAL))
+            .and_then(|mut f| f.write_all(b"{\"id\": 5, \"tri"))
+            .expect("tear");
+
+        let (again, p) = Persister::open(dir.path()).expect("reopen");
+        assert_eq!(again.metrics.len(), 4);
+        assert_eq!(archived(&again), [2, 3]);
+        assert_eq!(again.next_metric, 5);
+        let rec = metric(5, 2, 3);
+        let t = p.stage_metric(&rec).expect("stage");
+        p.commit(&t).expect("append after the cut");
+        let (last, _) = Persister::open(dir.path()).expect("reopen");
+        assert_eq!(last.metrics.len(), 5, "the append starts on its own line");
+
+        std::fs::write(dir.path().join(METRICS_JOURNAL), b"{}\n{\"id\": 1}\n").expect("corrupt");
+        let err = Persister::open(dir.path())
+            .err()
+            .expect("a corrupt line is refused");
+        assert!(err.to_string().contains("line 1"), "{err}");
+    }
+}
