@@ -19,6 +19,8 @@ pub(crate) enum ApiError {
     #[error("{0}")]
     Unauthenticated(String),
     #[error("{0}")]
+    PermissionDenied(String),
+    #[error("{0}")]
     Internal(String),
     /// A non-status error (e.g. a database constraint): grpc-gateway answers `Unknown` / 500.
     #[error("{0}")]
@@ -32,6 +34,7 @@ impl ApiError {
             Self::FailedPrecondition(_) => (StatusCode::BAD_REQUEST, 9, "FailedPrecondition"),
             Self::NotFound(_) => (StatusCode::NOT_FOUND, 5, "NotFound"),
             Self::Unauthenticated(_) => (StatusCode::UNAUTHORIZED, 16, "Unauthenticated"),
+            Self::PermissionDenied(_) => (StatusCode::FORBIDDEN, 7, "PermissionDenied"),
             Self::Internal(_) => (StatusCode::INTERNAL_SERVER_ERROR, 13, "Internal"),
             Self::Unknown(_) => (StatusCode::INTERNAL_SERVER_ERROR, 2, "Unknown"),
         }

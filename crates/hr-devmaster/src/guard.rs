@@ -15,7 +15,7 @@ use axum::{
 };
 use serde_json::json;
 
-use crate::server::Master;
+use crate::master::Master;
 
 fn refuse(status: StatusCode, message: &str) -> Response {
     (status, axum::Json(json!({"error": {"error": message}}))).into_response()

@@ -21,9 +21,11 @@ mod error;
 mod gc;
 mod guard;
 mod info;
+mod master;
 mod persist;
 mod scheduler;
 mod server;
 mod state;
 
-pub use server::{Devmaster, DevmasterConfig};
+pub use master::DevmasterConfig;
+pub use server::Devmaster;

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use crate::{
     info::{Allocation, now_rfc3339, random_hex},
-    server::{Alloc, Master},
+    master::{Alloc, Master},
     state::{CommandRec, MasterState},
 };
 
@@ -261,7 +261,14 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
         )
     });
     let user_token = random_hex(24);
-    state.add_session(&user_token, "determined");
+    state.add_trial_session(
+        &user_token,
+        "determined",
+        crate::state::TrialScope {
+            trial_id,
+            allocation_id: allocation_id.clone(),
+        },
+    );
     let config = trial_config(&exp.config);
     let alloc = Allocation {
         master_url: &master.url,

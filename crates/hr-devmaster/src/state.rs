@@ -140,6 +140,16 @@ pub(crate) struct MasterState {
     /// sha256 of a login's token -> when it expires (unix seconds). Trial tokens have none.
     #[serde(default)]
     pub(crate) session_expiry: BTreeMap<String, u64>,
+    /// sha256 of a trial's token -> the allocation it was issued to (it may act for no other).
+    #[serde(default)]
+    pub(crate) session_scope: BTreeMap<String, TrialScope>,
+}
+
+/// The allocation a trial's session token belongs to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct TrialScope {
+    pub(crate) trial_id: i32,
+    pub(crate) allocation_id: String,
 }
 
 /// How long a login's token is valid.
@@ -160,9 +170,12 @@ fn token_key(token: &str) -> String {
 }
 
 impl MasterState {
-    /// Records a session for `user` (a trial's: valid while the master keeps it).
-    pub(crate) fn add_session(&mut self, token: &str, user: &str) {
-        self.sessions.insert(token_key(token), user.to_owned());
+    /// Records the session of a trial's allocation, acting as `user` for that allocation only
+    /// (valid while the master keeps it).
+    pub(crate) fn add_trial_session(&mut self, token: &str, user: &str, scope: TrialScope) {
+        let key = token_key(token);
+        self.sessions.insert(key.clone(), user.to_owned());
+        self.session_scope.insert(key, scope);
     }
 
     /// Records a login's session for `user`, valid for `lifetime_secs` from now. Expired logins
@@ -189,15 +202,20 @@ impl MasterState {
     pub(crate) fn remove_session(&mut self, token: &str) -> bool {
         let key = token_key(token);
         self.session_expiry.remove(&key);
+        self.session_scope.remove(&key);
         self.sessions.remove(&key).is_some()
     }
 
-    /// The user of a session token that exists and has not expired.
-    pub(crate) fn session_user(&self, token: &str) -> Option<String> {
+    /// The user of a session token that exists and has not expired and, for a trial's token,
+    /// the allocation it belongs to.
+    pub(crate) fn session(&self, token: &str) -> Option<(String, Option<TrialScope>)> {
         let key = token_key(token);
         match self.session_expiry.get(&key) {
             Some(at) if *at <= unix_now() => None,
-            _ => self.sessions.get(&key).cloned(),
+            _ => Some((
+                self.sessions.get(&key)?.clone(),
+                self.session_scope.get(&key).cloned(),
+            )),
         }
     }
 
@@ -274,17 +292,24 @@ mod tests {
     fn logins_expire_and_logout_revokes() {
         let mut state = MasterState::default();
         state.add_login("old", "determined", 0);
-        assert_eq!(state.session_user("old"), None, "a login past its lifetime");
+        assert_eq!(state.session("old"), None, "a login past its lifetime");
         state.add_login("new", "admin", LOGIN_LIFETIME_SECS);
-        assert_eq!(state.session_user("new").as_deref(), Some("admin"));
+        assert_eq!(state.session("new"), Some(("admin".to_owned(), None)));
         assert!(
             !state.sessions.contains_key(&token_key("old")),
             "expired logins are dropped"
         );
-        state.add_session("trial", "determined");
-        assert_eq!(state.session_user("trial").as_deref(), Some("determined"));
+        let scope = TrialScope {
+            trial_id: 1,
+            allocation_id: "1.x.1".into(),
+        };
+        state.add_trial_session("trial", "determined", scope.clone());
+        assert_eq!(
+            state.session("trial"),
+            Some(("determined".to_owned(), Some(scope)))
+        );
         assert!(state.remove_session("new"));
-        assert_eq!(state.session_user("new"), None);
+        assert_eq!(state.session("new"), None);
         assert!(!state.remove_session("new"));
     }
 }

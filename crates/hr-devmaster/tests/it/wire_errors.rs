@@ -321,3 +321,60 @@ async fn logout_revokes_the_token_and_only_that_one() {
     login.me().await.expect("other sessions live on");
     master.shutdown();
 }
+
+#[tokio::test]
+async fn a_trials_token_acts_only_for_its_own_allocation() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    // Each trial writes its session token where the test can read it, then waits.
+    let script =
+        "printf %s \"$DET_SESSION_TOKEN\" > token.tmp && mv token.tmp token; exec sleep 60";
+    let mut trials = Vec::new();
+    for _ in 0..2 {
+        let exp = client
+            .create_experiment(&config(script, 0), None, true)
+            .await
+            .expect("create");
+        let trial = client
+            .list_trials(exp.experiment.id)
+            .await
+            .expect("trials")
+            .trials
+            .remove(0);
+        let allocation = format!("{}.1", trial.task_id.expect("task id"));
+        let file = tmp.path().join("work").join(&allocation).join("token");
+        crate::support::eventually("the trial wrote its token", || async { file.exists() }).await;
+        let token = std::fs::read_to_string(&file).expect("token");
+        trials.push((trial.id, allocation, token));
+    }
+    let (own_trial, own_allocation, token) = &trials[0];
+    let (other_trial, other_allocation, _) = &trials[1];
+    let as_trial = Client::new(master.url())
+        .expect("client")
+        .with_token(token.clone());
+    let forbidden = |r: Result<(), DetError>| match r {
+        Err(DetError::Forbidden(_)) => {}
+        other => panic!("expected 403 PermissionDenied, got {other:?}"),
+    };
+    forbidden(
+        as_trial
+            .report_metrics(*other_trial, 1, "training", 1, json!({"loss": 1.0}), None)
+            .await,
+    );
+    forbidden(as_trial.report_progress(*other_trial, 0.5).await);
+    forbidden(as_trial.ack_preemption(other_allocation).await);
+    // Its own trial and allocation are fine, and a user's login may act for any.
+    as_trial
+        .report_metrics(*own_trial, 1, "training", 1, json!({"loss": 1.0}), None)
+        .await
+        .expect("own trial");
+    as_trial
+        .ack_preemption(own_allocation)
+        .await
+        .expect("own allocation");
+    client
+        .report_progress(*other_trial, 0.5)
+        .await
+        .expect("a user's login");
+    master.shutdown();
+}

@@ -1,0 +1,63 @@
+//! Sign-in: `/info`, login, logout, `me`, and the endpoints answered with an empty body.
+
+use axum::{Json, body::Bytes, extract::State as AxState, http::HeaderMap};
+use serde_json::{Value, json};
+
+use super::{M, caller, parse, token};
+use crate::{
+    error::{ApiError, ApiResult},
+    info::{now_rfc3339, random_hex},
+    state::LOGIN_LIFETIME_SECS,
+};
+
+pub(super) async fn info(AxState(m): M) -> Json<Value> {
+    let cluster = m.state().cluster_id.clone();
+    Json(
+        json!({"version": "0.35.0", "clusterId": cluster, "masterId": cluster, "clusterName": "devmaster",
+        "telemetryEnabled": false, "branding": "determined", "rbacEnabled": false, "strictJobQueueControl": false}),
+    )
+}
+
+pub(super) fn user_json(name: &str) -> Value {
+    json!({"id": if name == "admin" { 1 } else { 2 }, "username": name, "admin": name == "admin", "active": true,
+        "displayName": "", "remote": false, "modifiedAt": now_rfc3339(), "agentUserGroup": null})
+}
+
+pub(super) async fn login(AxState(m): M, body: Bytes) -> ApiResult<Json<Value>> {
+    let req: hr_det::wire::LoginRequest = parse(&body)?;
+    // The default users of a fresh Determined master: `determined` and `admin`, empty passwords.
+    let expected = if req.is_hashed {
+        hr_det::hash_password("")
+    } else {
+        String::new()
+    };
+    if !matches!(req.username.as_str(), "determined" | "admin") || req.password != expected {
+        return Err(ApiError::Unauthenticated("invalid credentials".into()));
+    }
+    let token = random_hex(24);
+    let mut state = m.state();
+    state.add_login(&token, &req.username, LOGIN_LIFETIME_SECS);
+    m.persist(state);
+    Ok(Json(
+        json!({"token": token, "user": user_json(&req.username)}),
+    ))
+}
+
+/// Revokes the request's token: later requests with it are refused.
+pub(super) async fn logout(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    let mut state = m.state();
+    state.remove_session(token(&headers)?);
+    m.persist(state);
+    Ok(Json(json!({})))
+}
+
+pub(super) async fn me(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    let name = caller(&m, &headers)?.user;
+    Ok(Json(json!({"user": user_json(&name)})))
+}
+
+pub(super) async fn ok_body(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    Ok(Json(json!({})))
+}

@@ -1,0 +1,135 @@
+//! Checkpoints: list, read, and a trial's report of one (fenced to its current allocation).
+
+use std::collections::HashMap;
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::{Path, Query, State as AxState},
+    http::HeaderMap,
+};
+use hr_det::wire::Checkpoint;
+use serde_json::{Value, json};
+
+use super::{M, caller, find_experiment, find_trial, parse, trial_of_task};
+use crate::{
+    error::{ApiError, ApiResult},
+    info::now_rfc3339,
+};
+
+pub(super) async fn list_checkpoints(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path(id): Path<i32>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    let state = m.state();
+    find_experiment(&state, id)?;
+    let mut list: Vec<&Checkpoint> = state
+        .checkpoints
+        .iter()
+        .filter(|c| c.experiment_id == id)
+        .map(|c| &c.checkpoint)
+        .collect();
+    let by = q
+        .get("sortByAttr")
+        .map_or("SORT_BY_UNSPECIFIED", String::as_str);
+    let time = |c: &Checkpoint| c.report_time.clone().unwrap_or_default();
+    match by {
+        "SORT_BY_UUID" => list.sort_by(|a, b| a.uuid.cmp(&b.uuid)),
+        "SORT_BY_BATCH_NUMBER" => list.sort_by_key(|a| (a.steps_completed(), time(a))),
+        "SORT_BY_STATE" => list.sort_by_key(|c| c.state.as_str()),
+        _ => list.sort_by_key(|c| time(c)),
+    }
+    if q.get("orderBy").is_some_and(|o| o == "ORDER_BY_DESC") {
+        list.reverse();
+    }
+    let offset = q
+        .get("offset")
+        .and_then(|o| o.parse().ok())
+        .unwrap_or(0usize);
+    let limit = q
+        .get("limit")
+        .and_then(|o| o.parse().ok())
+        .filter(|l: &usize| *l > 0)
+        .unwrap_or(usize::MAX);
+    let total = list.len();
+    let page: Vec<&Checkpoint> = list.into_iter().skip(offset).take(limit).collect();
+    let end = offset + page.len();
+    Ok(Json(
+        json!({"checkpoints": page, "pagination": {"offset": offset, "limit": 0, "startIndex": offset, "endIndex": end, "total": total}}),
+    ))
+}
+
+pub(super) async fn get_checkpoint(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path(uuid): Path<String>,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    let state = m.state();
+    let c = state
+        .checkpoints
+        .iter()
+        .find(|c| c.checkpoint.uuid == uuid)
+        .ok_or_else(|| ApiError::NotFound(format!("checkpoint not found: {uuid}")))?;
+    Ok(Json(json!({"checkpoint": c.checkpoint})))
+}
+
+pub(super) async fn report_checkpoint(
+    AxState(m): M,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let caller = caller(&m, &headers)?;
+    let mut c: Checkpoint = parse(&body)?;
+    if c.steps_completed().is_none() {
+        return Err(ApiError::InvalidArgument(
+            "checkpoint metadata must contain an integer steps_completed".into(),
+        ));
+    }
+    let mut state = m.state();
+    if state
+        .checkpoints
+        .iter()
+        .any(|x| x.checkpoint.uuid == c.uuid)
+    {
+        return Err(ApiError::Unknown(format!(
+            "ERROR: duplicate key value violates unique constraint \"checkpoints_v2_uuid_key\" (SQLSTATE 23505): uuid {}",
+            c.uuid
+        )));
+    }
+    let key = c
+        .allocation_id
+        .clone()
+        .or_else(|| c.task_id.clone())
+        .unwrap_or_default();
+    let trial_id = trial_of_task(&state, &key)
+        .ok_or_else(|| ApiError::NotFound(format!("no trial for task or allocation {key:?}")))?;
+    match &c.allocation_id {
+        Some(alloc) => caller.may_act_for_allocation(alloc)?,
+        None => caller.may_act_for_trial(trial_id)?,
+    }
+    let trial = find_trial(&state, trial_id)?;
+    // Fencing: only the trial's current allocation may publish.
+    let current = format!("{}.{}", trial.task_id, trial.run_id);
+    if let Some(alloc) = c.allocation_id.as_ref().filter(|a| **a != current) {
+        return Err(ApiError::InvalidArgument(format!(
+            "checkpoint {} from allocation {alloc}, which is not the trial's current allocation {current}",
+            c.uuid
+        )));
+    }
+    if c.report_time.is_none() {
+        c.report_time = Some(now_rfc3339());
+    }
+    c.training.trial_id = Some(trial_id);
+    c.training.experiment_id = Some(trial.experiment_id);
+    state.checkpoints.push(crate::state::CheckpointRec {
+        trial_id,
+        experiment_id: trial.experiment_id,
+        checkpoint: c,
+    });
+    m.persist(state);
+    Ok(Json(json!({})))
+}

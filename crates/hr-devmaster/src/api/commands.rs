@@ -1,0 +1,105 @@
+//! Commands, the workspace list and task logs.
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::{Path, State as AxState},
+    http::HeaderMap,
+};
+use serde_json::{Value, json};
+
+use super::{M, caller, pagination, parse};
+use crate::{
+    error::{ApiError, ApiResult},
+    info::now_rfc3339,
+    scheduler,
+};
+
+pub(super) fn command_json(c: &crate::state::CommandRec) -> Value {
+    json!({"command": {"id": c.id, "description": c.description, "jobId": format!("job-{}", c.id),
+        "resourcePool": "default", "startTime": c.start_time, "state": c.state, "username": "determined",
+        "workspaceId": c.workspace_id, "exitStatus": c.exit_status, "container": null, "displayName": "",
+        "userId": 2}, "config": c.config})
+}
+
+pub(super) async fn create_command(
+    AxState(m): M,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    let req: hr_det::wire::CreateCommandRequest = parse(&body)?;
+    if !req.config.is_object() {
+        return Err(ApiError::InvalidArgument("config must be an object".into()));
+    }
+    let rec = scheduler::start_command(&m, req.config, req.workspace_id.unwrap_or(1))
+        .map_err(ApiError::InvalidArgument)?;
+    Ok(Json(command_json(&rec)))
+}
+
+pub(super) async fn list_commands(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    let state = m.state();
+    let commands: Vec<Value> = state
+        .commands
+        .values()
+        .map(|c| command_json(c)["command"].clone())
+        .collect();
+    Ok(Json(
+        json!({"commands": commands, "pagination": pagination(commands.len())}),
+    ))
+}
+
+/// The one workspace of a devmaster (`Uncategorized`, id 1), as `det` lists it.
+pub(super) async fn list_workspaces(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    let experiments = m.state().experiments.len();
+    let ws = json!({"id": 1, "name": "Uncategorized", "archived": false, "errorMessage": "", "immutable": true,
+        "numExperiments": experiments, "numProjects": 1, "pinned": false, "state": "WORKSPACE_STATE_UNSPECIFIED",
+        "userId": 1, "username": "admin"});
+    Ok(Json(
+        json!({"workspaces": [ws], "pagination": pagination(1)}),
+    ))
+}
+
+pub(super) async fn get_command(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    let state = m.state();
+    let c = state
+        .commands
+        .get(&id)
+        .ok_or_else(|| ApiError::NotFound(format!("command not found: {id}")))?;
+    Ok(Json(command_json(c)))
+}
+
+pub(super) async fn task_logs(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<String> {
+    caller(&m, &headers)?;
+    let path = {
+        let state = m.state();
+        match state.commands.get(&id) {
+            Some(c) => c.log_path.clone(),
+            None if state.trials.values().any(|t| t.task_id == id) => {
+                m.config.state_dir.join("logs").join(format!("{id}.log"))
+            }
+            None => return Err(ApiError::NotFound(format!("task not found: {id}"))),
+        }
+    };
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut out = String::new();
+    for (i, line) in text.lines().enumerate() {
+        let entry = json!({"result": {"id": i.to_string(), "taskId": id, "timestamp": now_rfc3339(), "level": "LOG_LEVEL_INFO",
+            "log": format!("{line}\n"), "message": line, "allocationId": null, "agentId": "devmaster",
+            "containerId": null, "rankId": 0, "source": "", "stdtype": "stdout"}});
+        out.push_str(&entry.to_string());
+        out.push('\n');
+    }
+    Ok(out)
+}

@@ -1,0 +1,332 @@
+//! Experiments and their trial: create, read, pause / activate / kill / cancel, list.
+
+use std::sync::Arc;
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::{Path, State as AxState},
+    http::HeaderMap,
+};
+use hr_det::wire::State;
+use serde_json::{Value, json};
+
+use super::{M, caller, find_experiment, find_trial, pagination, parse};
+use crate::{
+    error::{ApiError, ApiResult},
+    info::now_rfc3339,
+    master::Master,
+    scheduler,
+    state::{ExperimentRec, MasterState, TrialRec},
+};
+
+pub(super) fn experiment_json(state: &MasterState, e: &ExperimentRec) -> Value {
+    let num_trials = i32::from(e.trial_id.is_some());
+    let progress = e
+        .trial_id
+        .and_then(|t| state.trials.get(&t))
+        .map_or(0.0, |t| t.progress);
+    json!({
+        "id": e.id, "archived": false, "config": e.config, "jobId": format!("job-{}", e.id),
+        "name": e.name, "numTrials": num_trials, "originalConfig": e.original_config,
+        "projectId": e.project_id, "projectOwnerId": 1, "searcherType": "single",
+        "startTime": e.start_time, "endTime": e.end_time, "state": e.state, "username": "determined",
+        "description": e.config.get("description").cloned().unwrap_or(json!("")),
+        "labels": e.config.get("labels").cloned().unwrap_or(json!([])), "resourcePool": "default",
+        "progress": progress, "workspaceId": 1, "workspaceName": "Uncategorized",
+        "projectName": "Uncategorized", "notes": "", "forkedFrom": null, "parentArchived": false,
+        "hyperparameters": e.config.get("hyperparameters").cloned().unwrap_or(json!({})),
+        "trialIds": e.trial_id.into_iter().collect::<Vec<_>>(), "displayName": "", "userId": 2,
+        "checkpointCount": state.checkpoints.iter().filter(|c| c.experiment_id == e.id).count(),
+        "unmanaged": false, "externalExperimentId": null, "modelDefinitionSize": 0,
+    })
+}
+
+pub(super) fn trial_json(t: &TrialRec) -> Value {
+    json!({
+        "id": t.id, "experimentId": t.experiment_id, "hparams": {}, "restarts": t.restarts,
+        "startTime": t.start_time, "endTime": t.end_time, "state": t.state,
+        "totalBatchesProcessed": t.total_batches, "taskId": t.task_id, "taskIds": [t.task_id],
+        "runnerState": "", "wallClockTime": 0.0, "searcherMetricValue": null,
+        "totalCheckpointSize": "0", "checkpointCount": 0, "summaryMetrics": null,
+    })
+}
+
+pub(super) async fn create_experiment(
+    AxState(m): M,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    let req: hr_det::wire::CreateExperimentRequest = parse(&body)?;
+    let mut config = hr_config::parse_yaml(&req.config, "config")
+        .map_err(|e| ApiError::InvalidArgument(format!("invalid experiment config: {e}")))?;
+    if !config.is_object() {
+        return Err(ApiError::InvalidArgument(
+            "invalid experiment config: not a mapping".into(),
+        ));
+    }
+    let errors = hr_config::schema::SchemaSet::embedded()
+        .validate(
+            hr_config::schema::EXPERIMENT_SCHEMA,
+            &config,
+            hr_config::schema::Phase::Sanity,
+        )
+        .map_err(|e| ApiError::Internal(e.to_string()))?;
+    if !errors.is_empty() {
+        let list: Vec<String> = errors.iter().map(ToString::to_string).collect();
+        return Err(ApiError::InvalidArgument(format!(
+            "invalid experiment config: {}",
+            list.join("; ")
+        )));
+    }
+    let max_length = match config.pointer("/searcher/max_length") {
+        Some(Value::Number(n)) => n.as_i64(),
+        Some(v) => ["batches", "records", "epochs"]
+            .iter()
+            .find_map(|k| v.get(k).and_then(Value::as_i64)),
+        None => None,
+    }
+    .ok_or_else(|| {
+        ApiError::InvalidArgument("searcher.max_length is required for the single searcher".into())
+    })?;
+    if config.get("entrypoint").is_none() {
+        return Err(ApiError::InvalidArgument("entrypoint is required".into()));
+    }
+    if config.get("checkpoint_storage").is_none_or(Value::is_null) {
+        let dir = m.config.state_dir.join("checkpoints");
+        config["checkpoint_storage"] =
+            json!({"type": "directory", "container_path": dir.display().to_string()});
+    }
+    if req.validate_only {
+        return Ok(Json(json!({})));
+    }
+    let mut state = m.state();
+    let id = state.next_experiment;
+    state.next_experiment += 1;
+    let name = config
+        .get("name")
+        .and_then(Value::as_str)
+        .map_or_else(|| format!("Experiment ({id})"), str::to_owned);
+    config["name"] = json!(name);
+    let max_restarts = config
+        .get("max_restarts")
+        .and_then(Value::as_i64)
+        .and_then(|n| i32::try_from(n).ok())
+        .unwrap_or(5);
+    let rec = ExperimentRec {
+        id,
+        name,
+        original_config: req.config,
+        config,
+        state: if req.activate {
+            State::Active
+        } else {
+            State::Paused
+        },
+        project_id: req.project_id.unwrap_or(1),
+        start_time: now_rfc3339(),
+        end_time: None,
+        trial_id: None,
+        max_length,
+        max_restarts,
+    };
+    state.experiments.insert(id, rec.clone());
+    let body =
+        json!({"experiment": experiment_json(&state, &rec), "config": rec.config, "warnings": []});
+    m.persist(state);
+    if req.activate {
+        start_trial(&m, id);
+    }
+    Ok(Json(body))
+}
+
+/// Creates the experiment's trial on first activation, or allocates the existing one.
+pub(super) fn start_trial(m: &Arc<Master>, experiment: i32) {
+    let trial_id = {
+        let mut state = m.state();
+        let Some(exp) = state.experiments.get(&experiment).cloned() else {
+            return;
+        };
+        let trial_id = match exp.trial_id {
+            Some(t) => t,
+            None => {
+                let t = state.next_trial;
+                state.next_trial += 1;
+                let seed = exp
+                    .config
+                    .pointer("/reproducibility/experiment_seed")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0);
+                state.trials.insert(
+                    t,
+                    TrialRec {
+                        id: t,
+                        experiment_id: experiment,
+                        task_id: format!("{experiment}.{}", crate::info::uuid4()),
+                        state: State::Active,
+                        restarts: 0,
+                        run_id: 0,
+                        // Determined derives trial seeds from the experiment seed deterministically;
+                        // the single searcher's one trial gets the experiment seed itself here.
+                        seed: u32::try_from(seed).unwrap_or(0),
+                        start_time: now_rfc3339(),
+                        end_time: None,
+                        total_batches: 0,
+                        searcher_completed: false,
+                        progress: 0.0,
+                        allocated: false,
+                        process: None,
+                    },
+                );
+                if let Some(e) = state.experiments.get_mut(&experiment) {
+                    e.trial_id = Some(t);
+                }
+                t
+            }
+        };
+        if let Some(t) = state.trials.get_mut(&trial_id) {
+            t.state = State::Active;
+        }
+        m.persist(state);
+        trial_id
+    };
+    if !m.allocs().contains_key(&trial_id) {
+        scheduler::allocate(m, trial_id);
+    }
+}
+
+pub(super) async fn get_experiment(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path(id): Path<i32>,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    let state = m.state();
+    let e = find_experiment(&state, id)?;
+    Ok(Json(
+        json!({"experiment": experiment_json(&state, &e), "config": e.config, "jobSummary": null}),
+    ))
+}
+
+pub(super) async fn experiment_action(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path((id, action)): Path<(i32, String)>,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    let exp = find_experiment(&m.state(), id)?;
+    let incompatible = || {
+        ApiError::FailedPrecondition(format!(
+            "experiment in incompatible state {}",
+            exp.state.as_str()
+        ))
+    };
+    let set = |exp_state: State, trial_state: Option<State>| {
+        let mut state = m.state();
+        if let Some(e) = state.experiments.get_mut(&id) {
+            e.state = exp_state;
+            if exp_state.is_terminal() {
+                e.end_time = Some(now_rfc3339());
+            }
+        }
+        if let (Some(t), Some(ts)) = (
+            exp.trial_id.and_then(|t| state.trials.get_mut(&t)),
+            trial_state,
+        ) && !t.state.is_terminal()
+        {
+            t.state = ts;
+            if ts.is_terminal() {
+                t.end_time = Some(now_rfc3339());
+            }
+        }
+        m.persist(state);
+    };
+    let running = exp.trial_id.is_some_and(|t| m.allocs().contains_key(&t));
+    match action.as_str() {
+        "pause" => {
+            if exp.state.is_terminal() {
+                return Err(incompatible());
+            }
+            set(State::Paused, Some(State::Paused));
+            if let Some(t) = exp.trial_id {
+                scheduler::stop_allocation(&m, t, false);
+            }
+        }
+        "activate" => {
+            if exp.state.is_terminal()
+                || matches!(exp.state, State::StoppingKilled | State::StoppingCanceled)
+            {
+                return Err(incompatible());
+            }
+            set(State::Active, Some(State::Active));
+            start_trial(&m, id);
+        }
+        "kill" | "cancel" => {
+            if exp.state.is_terminal() {
+                return Ok(Json(json!({})));
+            }
+            let kill = action == "kill";
+            if running {
+                set(
+                    if kill {
+                        State::StoppingKilled
+                    } else {
+                        State::StoppingCanceled
+                    },
+                    None,
+                );
+                if let Some(t) = exp.trial_id {
+                    scheduler::stop_allocation(&m, t, kill);
+                }
+            } else {
+                set(State::Canceled, Some(State::Canceled));
+            }
+        }
+        other => {
+            return Err(ApiError::NotFound(format!(
+                "unknown experiment action {other:?}"
+            )));
+        }
+    }
+    Ok(Json(json!({})))
+}
+
+pub(super) async fn list_trials(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path(id): Path<i32>,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    let state = m.state();
+    let e = find_experiment(&state, id)?;
+    let trials: Vec<Value> = e
+        .trial_id
+        .and_then(|t| state.trials.get(&t))
+        .map(trial_json)
+        .into_iter()
+        .collect();
+    Ok(Json(
+        json!({"trials": trials, "pagination": pagination(trials.len())}),
+    ))
+}
+
+pub(super) async fn get_trial(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path(id): Path<i32>,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    let t = find_trial(&m.state(), id)?;
+    Ok(Json(json!({"trial": trial_json(&t)})))
+}
+
+pub(super) async fn workloads(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path(id): Path<i32>,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    find_trial(&m.state(), id)?;
+    Ok(Json(json!({"workloads": [], "pagination": pagination(0)})))
+}

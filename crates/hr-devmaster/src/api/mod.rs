@@ -1,0 +1,252 @@
+//! The REST surface: what `det`, the Python Core API and `hr-det` call, one file per resource.
+//! Bodies are parsed whether or not a Content-Type is sent (the Python client sends none).
+
+mod auth;
+mod checkpoints;
+mod commands;
+mod experiments;
+mod trials;
+
+use std::sync::Arc;
+
+use axum::{
+    Router,
+    extract::State as AxState,
+    http::HeaderMap,
+    routing::{get, post},
+};
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::{
+    error::{ApiError, ApiResult},
+    master::Master,
+    state::{ExperimentRec, MasterState, TrialRec, TrialScope},
+};
+
+pub(super) type M = AxState<Arc<Master>>;
+
+pub(crate) fn router(master: Arc<Master>) -> Router {
+    let record = master.config.record_requests.clone();
+    let router = routes(master.clone())
+        .layer(axum::middleware::from_fn(log_server_errors))
+        .layer(axum::middleware::from_fn_with_state(
+            master,
+            crate::guard::guard,
+        ));
+    match record {
+        Some(path) => router.layer(axum::middleware::from_fn(move |req, next| {
+            record_request(path.clone(), req, next)
+        })),
+        None => router,
+    }
+}
+
+/// Logs every 5xx answer (which clients retry) with its method, path and reason.
+#[allow(clippy::print_stderr)] // the devmaster's operational log
+async fn log_server_errors(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    let response = next.run(req).await;
+    if response.status().is_server_error() {
+        let (parts, body) = response.into_parts();
+        let bytes = axum::body::to_bytes(body, 1 << 20)
+            .await
+            .unwrap_or_default();
+        eprintln!(
+            "devmaster: {method} {path} -> {}: {}",
+            parts.status.as_u16(),
+            String::from_utf8_lossy(&bytes)
+        );
+        return axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
+    }
+    response
+}
+
+/// Appends `{"method", "path", "body"}` of a request to `path` (headers, and so tokens, are
+/// never written).
+async fn record_request(
+    path: std::path::PathBuf,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use std::io::Write;
+    let (parts, body) = req.into_parts();
+    let bytes = axum::body::to_bytes(body, 64 << 20)
+        .await
+        .unwrap_or_default();
+    let body_json = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)))
+    };
+    let line =
+        json!({"method": parts.method.as_str(), "path": parts.uri.to_string(), "body": body_json});
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+    {
+        let _ = writeln!(f, "{line}");
+    }
+    next.run(axum::extract::Request::from_parts(
+        parts,
+        axum::body::Body::from(bytes),
+    ))
+    .await
+}
+
+fn routes(master: Arc<Master>) -> Router {
+    Router::new()
+        .route("/info", get(auth::info))
+        .route("/api/v1/auth/login", post(auth::login))
+        .route("/api/v1/auth/logout", post(auth::logout))
+        .route("/api/v1/me", get(auth::me))
+        .route("/api/v1/experiments", post(experiments::create_experiment))
+        .route("/api/v1/experiments/{id}", get(experiments::get_experiment))
+        .route(
+            "/api/v1/experiments/{id}/{action}",
+            post(experiments::experiment_action),
+        )
+        .route(
+            "/api/v1/experiments/{id}/trials",
+            get(experiments::list_trials),
+        )
+        .route(
+            "/api/v1/experiments/{id}/checkpoints",
+            get(checkpoints::list_checkpoints),
+        )
+        .route("/api/v1/trials/{id}", get(experiments::get_trial))
+        .route("/api/v1/trials/{id}/workloads", get(experiments::workloads))
+        .route("/api/v1/trials/{id}/metrics", post(trials::report_metrics))
+        .route(
+            "/api/v1/trials/metrics/trial_metrics",
+            get(trials::read_metrics),
+        )
+        .route(
+            "/api/v1/trials/{id}/searcher/operation",
+            get(trials::searcher_operation),
+        )
+        .route(
+            "/api/v1/trials/{id}/searcher/completed_operation",
+            post(trials::completed_operation),
+        )
+        .route("/api/v1/trials/{id}/progress", post(trials::progress))
+        .route("/api/v1/trials/{id}/early_exit", post(auth::ok_body))
+        .route("/api/v1/trials/{id}/runner/metadata", post(auth::ok_body))
+        .route("/api/v1/runs/start", post(trials::runs_start))
+        .route("/api/v1/checkpoints", post(checkpoints::report_checkpoint))
+        .route(
+            "/api/v1/checkpoints/{uuid}",
+            get(checkpoints::get_checkpoint),
+        )
+        .route(
+            "/api/v1/allocations/{id}/signals/preemption",
+            get(trials::preemption),
+        )
+        .route(
+            "/api/v1/allocations/{id}/signals/ack_preemption",
+            post(trials::ack_preemption),
+        )
+        .route(
+            "/api/v1/commands",
+            post(commands::create_command).get(commands::list_commands),
+        )
+        .route("/api/v1/workspaces", get(commands::list_workspaces))
+        .route("/api/v1/commands/{id}", get(commands::get_command))
+        .route("/api/v1/tasks/{id}/logs", get(commands::task_logs))
+        .route("/api/v1/task/logs", post(auth::ok_body))
+        .with_state(master)
+}
+
+pub(super) fn parse<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
+    let body = if body.is_empty() {
+        b"{}".as_slice()
+    } else {
+        body
+    };
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::InvalidArgument(format!("invalid request body: {e}")))
+}
+
+/// The token of a request, from `Authorization: Bearer <token>` (or `x-user-token`).
+pub(super) fn token(headers: &HeaderMap) -> ApiResult<&str> {
+    headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .or_else(|| headers.get("x-user-token").and_then(|v| v.to_str().ok()))
+        .ok_or_else(|| ApiError::Unauthenticated("missing authorization token".into()))
+}
+
+/// Who sent a request: a user, and for a trial's own token the allocation it was issued to.
+pub(super) struct Caller {
+    pub(super) user: String,
+    scope: Option<TrialScope>,
+}
+
+impl Caller {
+    /// Refuses a trial's token acting for another trial.
+    pub(super) fn may_act_for_trial(&self, trial: i32) -> ApiResult<()> {
+        match &self.scope {
+            Some(s) if s.trial_id != trial => Err(ApiError::PermissionDenied(format!(
+                "the token of allocation {} may not act for trial {trial}",
+                s.allocation_id
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses a trial's token acting for another allocation (an earlier or later run of its
+    /// own trial included).
+    pub(super) fn may_act_for_allocation(&self, allocation: &str) -> ApiResult<()> {
+        match &self.scope {
+            Some(s) if s.allocation_id != allocation => Err(ApiError::PermissionDenied(format!(
+                "the token of allocation {} may not act for allocation {allocation}",
+                s.allocation_id
+            ))),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// The caller of a request whose token is a live session.
+pub(super) fn caller(master: &Master, headers: &HeaderMap) -> ApiResult<Caller> {
+    let (user, scope) = master
+        .state()
+        .session(token(headers)?)
+        .ok_or_else(|| ApiError::Unauthenticated("invalid or expired credentials".into()))?;
+    Ok(Caller { user, scope })
+}
+
+pub(super) fn pagination(total: usize) -> Value {
+    json!({"offset": 0, "limit": 0, "startIndex": 0, "endIndex": total, "total": total})
+}
+
+pub(super) fn find_experiment(state: &MasterState, id: i32) -> ApiResult<ExperimentRec> {
+    state
+        .experiments
+        .get(&id)
+        .cloned()
+        .ok_or_else(|| ApiError::NotFound(format!("experiment not found: {id}")))
+}
+
+pub(super) fn find_trial(state: &MasterState, id: i32) -> ApiResult<TrialRec> {
+    state
+        .trials
+        .get(&id)
+        .cloned()
+        .ok_or_else(|| ApiError::NotFound(format!("trial not found: {id}")))
+}
+
+pub(super) fn trial_of_task(state: &MasterState, task_or_alloc: &str) -> Option<i32> {
+    state
+        .trials
+        .values()
+        .find(|t| {
+            task_or_alloc == t.task_id || task_or_alloc.starts_with(&format!("{}.", t.task_id))
+        })
+        .map(|t| t.id)
+}

@@ -1,0 +1,216 @@
+//! What a running trial calls: run start, preemption signals and acks, metrics, searcher
+//! operations and progress.
+
+use std::{collections::HashMap, time::Duration};
+
+use axum::{
+    Json,
+    body::Bytes,
+    extract::{Path, Query, State as AxState},
+    http::HeaderMap,
+};
+use serde_json::{Value, json};
+
+use super::{M, caller, find_experiment, find_trial, parse};
+use crate::{
+    error::{ApiError, ApiResult},
+    info::now_rfc3339,
+    scheduler,
+    state::MetricRec,
+};
+
+pub(super) async fn runs_start(
+    AxState(m): M,
+    headers: HeaderMap,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    let caller = caller(&m, &headers)?;
+    let req: hr_det::wire::RunsStartRequest = parse(&body)?;
+    caller.may_act_for_trial(req.run_id)?;
+    let alloc = m
+        .allocs()
+        .iter()
+        .find(|(t, _)| **t == req.run_id)
+        .map(|(_, a)| a.allocation_id.clone());
+    let kind = req
+        .checkpoint_storage
+        .get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if !matches!(kind, "shared_fs" | "directory") {
+        return Err(ApiError::InvalidArgument(format!(
+            "checkpoint_storage type {kind:?} is not supported by the devmaster: use shared_fs \
+             (host_path, storage_path) or directory (container_path)"
+        )));
+    }
+    if let Some(a) = alloc {
+        scheduler::touch_allocation(&m, &a);
+    }
+    find_trial(&m.state(), req.run_id)?;
+    Ok(Json(json!({"storageId": 1})))
+}
+
+pub(super) async fn preemption(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?.may_act_for_allocation(&id)?;
+    let timeout = q
+        .get("timeout_seconds")
+        .and_then(|t| t.parse::<u64>().ok())
+        .unwrap_or(60)
+        .min(3600);
+    let (_, mut rx) = scheduler::touch_allocation(&m, &id)
+        .ok_or_else(|| ApiError::NotFound(format!("allocation not found: {id}")))?;
+    if !*rx.borrow_and_update() && timeout > 0 {
+        let _ = tokio::time::timeout(Duration::from_secs(timeout), rx.wait_for(|p| *p)).await;
+    }
+    let preempt = *rx.borrow();
+    Ok(Json(json!({"preempt": preempt})))
+}
+
+pub(super) async fn ack_preemption(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?.may_act_for_allocation(&id)?;
+    let mut allocs = m.allocs();
+    let alloc = allocs
+        .values_mut()
+        .find(|a| a.allocation_id == id)
+        .ok_or_else(|| ApiError::NotFound(format!("allocation not found: {id}")))?;
+    alloc.acked = true;
+    Ok(Json(json!({})))
+}
+
+pub(super) async fn report_metrics(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path(id): Path<i32>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?.may_act_for_trial(id)?;
+    let req: hr_det::wire::ReportMetricsRequest = parse(&body)?;
+    let mut state = m.state();
+    let trial = find_trial(&state, id)?;
+    if req.metrics.trial_run_id != trial.run_id {
+        return Err(ApiError::InvalidArgument(format!(
+            "invalid run id {} for trial {id} (current run is {})",
+            req.metrics.trial_run_id, trial.run_id
+        )));
+    }
+    let step = req.metrics.steps_completed;
+    let metrics = json!({"avg_metrics": req.metrics.metrics.avg_metrics, "batch_metrics": req.metrics.metrics.batch_metrics});
+    // A replayed report (the client retried after losing the answer) is recognised, not counted
+    // twice.
+    if state.metrics.iter().any(|r| {
+        r.trial_id == id
+            && r.trial_run_id == req.metrics.trial_run_id
+            && r.group == req.group
+            && r.steps_completed == step
+            && r.metrics == metrics
+    }) {
+        return Ok(Json(json!({})));
+    }
+    let rec = MetricRec {
+        id: state.next_metric,
+        trial_id: id,
+        trial_run_id: req.metrics.trial_run_id,
+        group: req.group.clone(),
+        steps_completed: step,
+        report_time: req.metrics.report_time.clone().unwrap_or_else(now_rfc3339),
+        metrics,
+        archived: false,
+    };
+    let ticket = m.stage_metric(&rec);
+    state.push_metric(rec);
+    drop(state);
+    m.commit(ticket);
+    Ok(Json(json!({})))
+}
+
+pub(super) async fn read_metrics(
+    AxState(m): M,
+    headers: HeaderMap,
+    Query(q): Query<Vec<(String, String)>>,
+) -> ApiResult<String> {
+    caller(&m, &headers)?;
+    let group = q
+        .iter()
+        .find(|(k, _)| k == "group")
+        .map(|(_, v)| v.clone())
+        .unwrap_or_default();
+    let trials: Vec<i32> = q
+        .iter()
+        .filter(|(k, _)| k == "trialIds")
+        .filter_map(|(_, v)| v.parse().ok())
+        .collect();
+    let state = m.state();
+    let reports: Vec<Value> = state
+        .metrics
+        .iter()
+        .filter(|r| trials.contains(&r.trial_id) && (group.is_empty() || r.group == group))
+        .map(|r| {
+            json!({"archived": r.archived, "endTime": r.report_time, "group": r.group, "id": r.id,
+                "metrics": r.metrics, "totalBatches": r.steps_completed, "trialId": r.trial_id,
+                "trialRunId": r.trial_run_id})
+        })
+        .collect();
+    Ok(format!("{}\n", json!({"result": {"metrics": reports}})))
+}
+
+pub(super) async fn searcher_operation(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path(id): Path<i32>,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    let state = m.state();
+    let t = find_trial(&state, id)?;
+    let e = find_experiment(&state, t.experiment_id)?;
+    if t.searcher_completed {
+        return Ok(Json(json!({"completed": true, "op": null})));
+    }
+    Ok(Json(
+        json!({"completed": false, "op": {"validateAfter": {"requestId": t.task_id, "length": e.max_length.to_string()}}}),
+    ))
+}
+
+pub(super) async fn completed_operation(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path(id): Path<i32>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?.may_act_for_trial(id)?;
+    let req: hr_det::wire::CompleteOperationRequest = parse(&body)?;
+    let mut state = m.state();
+    let t = find_trial(&state, id)?;
+    let e = find_experiment(&state, t.experiment_id)?;
+    let length = req.op.get("length").and_then(Value::as_i64).unwrap_or(0);
+    if let Some(trial) = state.trials.get_mut(&id) {
+        trial.searcher_completed = length >= e.max_length;
+    }
+    m.persist(state);
+    Ok(Json(json!({})))
+}
+
+pub(super) async fn progress(
+    AxState(m): M,
+    headers: HeaderMap,
+    Path(id): Path<i32>,
+    body: Bytes,
+) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?.may_act_for_trial(id)?;
+    let value: f64 = parse(&body)?;
+    let mut state = m.state();
+    find_trial(&state, id)?;
+    if let Some(t) = state.trials.get_mut(&id) {
+        t.progress = value;
+    }
+    m.persist(state);
+    Ok(Json(json!({})))
+}

@@ -1,0 +1,146 @@
+//! The master every handler shares: its configuration, the durable state behind its lock, the
+//! running allocations, and the group-commit persister.
+
+use std::{
+    collections::HashMap,
+    net::SocketAddr,
+    path::PathBuf,
+    sync::{Mutex, MutexGuard, OnceLock},
+    time::Duration,
+};
+
+use tokio::sync::watch;
+
+use crate::persist::{Persister, Ticket};
+use crate::state::{MasterState, MetricRec};
+
+/// How to run a devmaster.
+#[derive(Debug, Clone)]
+pub struct DevmasterConfig {
+    /// Listen address; must be a loopback address.
+    pub listen: SocketAddr,
+    /// Folder for `state.json`, work folders and default checkpoint storage.
+    pub state_dir: PathBuf,
+    /// Also write each trial's info files here (the real Python client reads only
+    /// `/run/determined/info`); `None` writes them only into the trial's work folder.
+    pub info_dir: Option<PathBuf>,
+    /// How long a preempted allocation may take to exit before it is killed (upstream: 1 h).
+    pub preemption_timeout: Duration,
+    /// Append every request (method, path, body; never headers or tokens) to this JSONL file:
+    /// how the wire tests' fixtures were captured from the real client.
+    pub record_requests: Option<PathBuf>,
+}
+
+/// A running allocation of a trial.
+pub(crate) struct Alloc {
+    pub(crate) allocation_id: String,
+    pub(crate) run_id: i32,
+    pub(crate) preempt: watch::Sender<bool>,
+    pub(crate) ready: bool,
+    pub(crate) acked: bool,
+    pub(crate) pid: Option<u32>,
+}
+
+/// The shared master.
+pub(crate) struct Master {
+    pub(crate) config: DevmasterConfig,
+    pub(crate) url: String,
+    state: Mutex<MasterState>,
+    pub(crate) allocs: Mutex<HashMap<i32, Alloc>>,
+    /// Running command processes: id -> pid (process group leader).
+    pub(crate) command_pids: Mutex<HashMap<String, u32>>,
+    /// Why the master stopped serving (its state could not be persisted), once it has.
+    failed: OnceLock<String>,
+    persister: Persister,
+}
+
+impl Master {
+    /// A master serving at `url` with the recovered `state`.
+    pub(crate) fn new(
+        config: DevmasterConfig,
+        url: String,
+        state: MasterState,
+        persister: Persister,
+    ) -> Self {
+        Self {
+            config,
+            url,
+            state: Mutex::new(state),
+            allocs: Mutex::new(HashMap::new()),
+            command_pids: Mutex::new(HashMap::new()),
+            failed: OnceLock::new(),
+            persister,
+        }
+    }
+
+    /// Locks the state.
+    pub(crate) fn state(&self) -> MutexGuard<'_, MasterState> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Locks the allocations.
+    pub(crate) fn allocs(&self) -> MutexGuard<'_, HashMap<i32, Alloc>> {
+        self.allocs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Stages the state after a change (call with the lock held); [`Master::commit`] the
+    /// ticket once the lock is released.
+    pub(crate) fn stage(&self, state: &MasterState) -> Option<Ticket> {
+        self.staged(self.persister.stage_state(state))
+    }
+
+    /// Stages a metrics record just pushed (call with the lock held).
+    pub(crate) fn stage_metric(&self, rec: &MetricRec) -> Option<Ticket> {
+        self.staged(self.persister.stage_metric(rec))
+    }
+
+    fn staged(&self, staged: std::io::Result<Ticket>) -> Option<Ticket> {
+        staged.map_err(|e| self.fail(&e)).ok()
+    }
+
+    /// Returns once a staged change is durable. When that fails (the state folder is gone or
+    /// full) the master fails closed: from then on every request, the current one included, is
+    /// answered 503, and `hessian-recipes devmaster` exits.
+    pub(crate) fn commit(&self, ticket: Option<Ticket>) {
+        if let Some(t) = ticket
+            && let Err(e) = self.persister.commit(&t)
+        {
+            self.fail(&e);
+        }
+    }
+
+    /// Stages the state, releases the lock, and commits.
+    pub(crate) fn persist(&self, state: MutexGuard<'_, MasterState>) {
+        let ticket = self.stage(&state);
+        drop(state);
+        self.commit(ticket);
+    }
+
+    #[allow(clippy::print_stderr)] // the devmaster's operational log
+    fn fail(&self, e: &std::io::Error) {
+        let why = format!(
+            "cannot persist its state to {}: {e}",
+            self.config.state_dir.display()
+        );
+        eprintln!("devmaster: {why}; refusing every request from now on");
+        let _ = self.failed.set(why);
+    }
+
+    /// Why the master stopped serving, if it has.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.failed.get().cloned()
+    }
+
+    /// The port it listens on.
+    pub(crate) fn port(&self) -> u16 {
+        self.url
+            .rsplit(':')
+            .next()
+            .and_then(|p| p.parse().ok())
+            .unwrap_or(0)
+    }
+}
