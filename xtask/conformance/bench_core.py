@@ -58,8 +58,10 @@ def throughput(det, args, kind, entrypoint, n, round_):
     metrics = float(re.search(r"bench metrics \d+ ([\d.]+)", log).group(1))
     checkpoints = float(re.search(r"bench checkpoints \d+ ([\d.]+)", log).group(1))
     queued = re.search(r"bench metrics-queued \d+ ([\d.]+)", log)
+    sync = re.search(r"bench metrics-sync \d+ ([\d.]+)", log)
     det("experiment", "kill", eid)
-    return n / metrics, n / checkpoints, n / float(queued.group(1)) if queued else n / metrics
+    return (n / metrics, n / checkpoints, n / float(queued.group(1)),
+            n / float(sync.group(1)) if sync else None)
 
 
 def pause_latencies(det, args, kind, entrypoint, pauses):
@@ -106,11 +108,15 @@ def main():
     kinds = {"python": [args.python, script], "rust": [args.rust_trial]}
     result = {k: {"metrics_per_s": [], "metrics_queued_per_s": [], "checkpoints_per_s": [], "pause_s": []}
               for k in kinds}
+    result["rust"]["metrics_sync_per_s"] = []
     for round_ in range(args.rounds):
         for kind, entrypoint in kinds.items():
-            m, c, q = throughput(det, args, kind, entrypoint, args.reports, round_)
+            m, c, q, sync = throughput(det, args, kind, entrypoint, args.reports, round_)
             print(f"bench-core: {kind} round {round_ + 1}: {m:.0f} metric reports/s delivered "
-                  f"({q:.0f}/s returned to the caller), {c:.0f} checkpoints/s", flush=True)
+                  f"({q:.0f}/s returned to the caller; synchronous: {sync}), {c:.0f} checkpoints/s",
+                  flush=True)
+            if sync is not None:
+                result[kind]["metrics_sync_per_s"].append(sync)
             result[kind]["metrics_per_s"].append(m)
             result[kind]["metrics_queued_per_s"].append(q)
             result[kind]["checkpoints_per_s"].append(c)

@@ -3,7 +3,7 @@
 use std::{
     path::{Path, PathBuf},
     sync::{
-        Arc,
+        Arc, Mutex,
         atomic::{AtomicBool, Ordering},
     },
     time::Duration,
@@ -19,6 +19,7 @@ use crate::{
     CoreError, StoredCheckpoint, TrialInfo,
     checkpoint::{copy_tree, resources, storage_base, uuid4, write_metadata},
     info::info_dir,
+    queue::MetricsQueue,
 };
 
 /// The current searcher operation: train until `length` steps.
@@ -40,6 +41,12 @@ pub struct CoreContext {
     storage: PathBuf,
     runtime: tokio::runtime::Runtime,
     preempt: Arc<AtomicBool>,
+    /// Queued metric reports not yet flushed.
+    queue: Mutex<Option<MetricsQueue>>,
+}
+
+fn steps_i32(steps: u64) -> Result<i32, CoreError> {
+    i32::try_from(steps).map_err(|_| CoreError::Environment("steps_completed exceeds int32".into()))
 }
 
 impl std::fmt::Debug for CoreContext {
@@ -100,6 +107,7 @@ impl CoreContext {
             storage,
             runtime,
             preempt,
+            queue: Mutex::new(None),
         })
     }
 
@@ -164,6 +172,7 @@ impl CoreContext {
             storage,
             runtime,
             preempt,
+            queue: Mutex::new(None),
         })
     }
 
@@ -244,44 +253,74 @@ impl CoreContext {
             .map_err(CoreError::io("write", &path))
     }
 
-    fn report(&self, group: &str, steps: u64, metrics: Value) -> Result<(), CoreError> {
+    fn report(&self, group: &'static str, steps: u64, metrics: Value) -> Result<(), CoreError> {
         match &self.mode {
-            Mode::Cluster { client } => {
-                let steps = i32::try_from(steps)
-                    .map_err(|_| CoreError::Environment("steps_completed exceeds int32".into()))?;
-                let send = |metrics: Value| {
-                    client.report_metrics(
-                        self.info.trial_id,
-                        self.info.trial_run_id,
-                        group,
-                        steps,
-                        metrics,
-                        None,
-                    )
-                };
-                match self.runtime.block_on(send(metrics.clone())) {
-                    // The answer was lost: the report counts if the master holds it.
-                    Err(hr_det::DetError::Unconfirmed { .. }) => {
-                        let held = self
-                            .runtime
-                            .block_on(client.trial_metrics(self.info.trial_id, group))?
-                            .iter()
-                            .any(|m| {
-                                m.trial_run_id == self.info.trial_run_id && m.total_batches == steps
-                            });
-                        if !held {
-                            self.runtime.block_on(send(metrics))?;
-                        }
-                        Ok(())
-                    }
-                    other => Ok(other?),
-                }
-            }
+            Mode::Cluster { client } => self.runtime.block_on(crate::queue::report(
+                client,
+                self.info.trial_id,
+                self.info.trial_run_id,
+                group,
+                steps_i32(steps)?,
+                metrics,
+            )),
             Mode::Local { run_dir, .. } => Self::append_local(
                 run_dir,
                 "metrics.jsonl",
                 &json!({"group": group, "trial_run_id": self.info.trial_run_id, "steps_completed": steps, "metrics": metrics}),
             ),
+        }
+    }
+
+    /// Queues training metrics at `steps_completed` and returns at once; a background task
+    /// delivers them, several at a time. [`CoreContext::flush_metrics`] waits until all are
+    /// delivered and returns the first failure: call it before acknowledging preemption,
+    /// completing the searcher operation or exiting (what is still queued when the context is
+    /// dropped is lost). Off-cluster the report is written at once.
+    pub fn queue_training_metrics(
+        &self,
+        steps_completed: u64,
+        metrics: Value,
+    ) -> Result<(), CoreError> {
+        let Mode::Cluster { client } = &self.mode else {
+            return self.report("training", steps_completed, metrics);
+        };
+        let report = ("training", steps_i32(steps_completed)?, metrics);
+        let mut queue = self
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let open = queue.get_or_insert_with(|| {
+            MetricsQueue::start(
+                &self.runtime,
+                client.clone(),
+                self.info.trial_id,
+                self.info.trial_run_id,
+            )
+        });
+        if open.push(report) {
+            return Ok(());
+        }
+        // The reporter stopped on a failure: report that one.
+        let stopped = queue.take().map(|q| self.runtime.block_on(q.close()));
+        match stopped {
+            Some(Err(e)) => Err(e),
+            _ => Err(CoreError::Environment(
+                "the metrics reporter stopped".into(),
+            )),
+        }
+    }
+
+    /// Waits until every queued report is delivered; returns how many were, or the first
+    /// failure.
+    pub fn flush_metrics(&self) -> Result<u64, CoreError> {
+        let open = self
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        match open {
+            Some(q) => self.runtime.block_on(q.close()),
+            None => Ok(0),
         }
     }
 

@@ -8,12 +8,14 @@
 //! On a cluster (or under the devmaster) it reads `DET_*` and the info files; off-cluster,
 //! [`CoreContext::local`] keeps the same API with metrics in JSONL and checkpoints under a run
 //! folder, and takes preemption from SIGTERM/SIGINT. TensorBoard is manual: nothing is written.
-//! The API is blocking; it runs its own small async runtime for HTTP and the long-poll.
+//! The API is blocking; it runs its own small async runtime for HTTP, the long-poll and queued
+//! metric reports (`queue_training_metrics` / `flush_metrics`: several in flight at once).
 
 mod checkpoint;
 mod context;
 mod error;
 mod info;
+mod queue;
 
 pub use checkpoint::StoredCheckpoint;
 pub use context::{CoreContext, SearcherOp, local_checkpoints};

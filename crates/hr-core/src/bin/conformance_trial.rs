@@ -1,7 +1,8 @@
 //! The Rust twin of `xtask/conformance/core_trial.py` for the devmaster conformance check: a
 //! trial on `hr-core` that restores `state.json` from the latest checkpoint, reports a metric and
 //! a checkpoint per step, and on preemption acknowledges and exits 0. With `BENCH_REPORTS=N` it
-//! instead times N metric reports and N checkpoints (`cargo xtask bench core`). Not a user tool.
+//! instead times N synchronous metric reports, N queued ones (delivered when flushed) and N
+//! checkpoints (`cargo xtask bench core`). Not a user tool.
 #![allow(clippy::print_stdout)]
 
 use std::{process::ExitCode, time::Duration};
@@ -77,10 +78,26 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
 /// N training-metric reports, then N checkpoints of one small file, each timed as a whole.
 fn bench(ctx: &CoreContext, n: u64) -> Result<(), Box<dyn std::error::Error>> {
+    let loss = |step: u64| json!({"loss": 1.0 / step as f64});
+    // Synchronous: each call returns once its report is delivered.
     let started = std::time::Instant::now();
     for step in 1..=n {
-        ctx.report_training_metrics(step, json!({"loss": 1.0 / step as f64}))?;
+        ctx.report_training_metrics(step, loss(step))?;
     }
+    println!(
+        "bench metrics-sync {n} {:.6}",
+        started.elapsed().as_secs_f64()
+    );
+    // Queued, as determined.core does, then flushed: every report delivered.
+    let started = std::time::Instant::now();
+    for step in n + 1..=2 * n {
+        ctx.queue_training_metrics(step, loss(step))?;
+    }
+    println!(
+        "bench metrics-queued {n} {:.6}",
+        started.elapsed().as_secs_f64()
+    );
+    ctx.flush_metrics()?;
     println!("bench metrics {n} {:.6}", started.elapsed().as_secs_f64());
     let started = std::time::Instant::now();
     for step in 1..=n {

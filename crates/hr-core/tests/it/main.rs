@@ -183,3 +183,51 @@ fn send_sigterm(pid: u32) -> bool {
         .status()
         .is_ok_and(|s| s.success())
 }
+
+#[tokio::test]
+async fn queued_reports_are_all_delivered_once_when_flushed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let state = tmp.path().join("state");
+    let config = DevmasterConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        state_dir: state.clone(),
+        info_dir: None,
+        preemption_timeout: Duration::from_secs(60),
+        record_requests: None,
+    };
+    let master = Devmaster::start(config).await.expect("start");
+    let mut client = hr_det::Client::new(master.url()).expect("client");
+    client.login("determined", "").await.expect("login");
+    // The bench mode: 30 synchronous reports (steps 1-30), then 30 queued and flushed (31-60).
+    let yaml = format!(
+        "name: rust-queue\nentrypoint: [{TRIAL:?}]\nsearcher: {{name: single, metric: loss, max_length: {{batches: 6}}}}\n\
+         resources: {{slots_per_trial: 0}}\nmax_restarts: 0\n\
+         environment: {{environment_variables: [BENCH_REPORTS=30]}}\n",
+    );
+    let exp = client
+        .create_experiment(&yaml, None, true)
+        .await
+        .expect("create");
+    wait_for("the flush", async || {
+        log_of(&state).contains("bench metrics 30")
+    })
+    .await;
+    let trial = client
+        .list_trials(exp.experiment.id)
+        .await
+        .expect("trials")
+        .trials
+        .remove(0);
+    let metrics = client
+        .trial_metrics(trial.id, "training")
+        .await
+        .expect("metrics");
+    let mut steps: Vec<i32> = metrics.iter().map(|m| m.total_batches).collect();
+    steps.sort_unstable();
+    assert_eq!(
+        steps,
+        (1..=60).collect::<Vec<_>>(),
+        "each report exactly once"
+    );
+    master.shutdown();
+}
