@@ -81,6 +81,20 @@ impl Store {
         }
     }
 
+    /// Holds the store's lock (an advisory `flock` on `HEAD.lock`, released when the returned
+    /// file is dropped or the process dies), so HEAD is read and moved by one writer at a time.
+    fn lock(&self) -> Result<std::fs::File, SealError> {
+        let path = self.root.join("HEAD.lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(SealError::io("open", &path))?;
+        file.lock().map_err(SealError::io("lock", &path))?;
+        Ok(file)
+    }
+
     fn write_head(&self, head: &Head) -> Result<(), SealError> {
         write_atomic(
             &self.root.join("HEAD"),
@@ -117,7 +131,9 @@ impl Store {
         Ok(writer)
     }
 
-    /// Commits a staged snapshot under its step and moves `HEAD` to it.
+    /// Commits a staged snapshot under its step and moves `HEAD` to it, unless another writer
+    /// already moved it to a higher step (HEAD never moves backwards by a publish; the returned
+    /// [`Head`] names this snapshot either way).
     pub fn publish(&self, staged: StagedSnapshot) -> Result<(CommitOutcome, Head), SealError> {
         let step = staged.manifest.step;
         let head = Head {
@@ -126,7 +142,10 @@ impl Store {
             manifest_sha256: staged.manifest_sha256.clone(),
         };
         let outcome = staged.commit(&self.snapshot_dir(step))?;
-        self.write_head(&head)?;
+        let _lock = self.lock()?;
+        if self.head()?.is_none_or(|h| h.step < step) {
+            self.write_head(&head)?;
+        }
         Ok((outcome, head))
     }
 
@@ -174,6 +193,7 @@ impl Store {
     /// An explicit rewind to `step`: every committed snapshot above it moves to `quarantine/`
     /// (none is deleted) and `HEAD` points at the verified snapshot of `step`.
     pub fn rewind(&self, step: u64, expect: &Expectations) -> Result<Vec<PathBuf>, SealError> {
+        let _lock = self.lock()?;
         let target = verify(
             &self.snapshot_dir(step),
             &Expectations {
@@ -219,6 +239,7 @@ impl Store {
         master: Option<&str>,
         expect: &Expectations,
     ) -> Result<Adoption, SealError> {
+        let _lock = self.lock()?;
         let expect = Expectations {
             step: None,
             ..expect.clone()

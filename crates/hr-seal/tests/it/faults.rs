@@ -434,3 +434,33 @@ fn unknown_schema_version_or_payload_type_is_unsupported() {
     assert!(Manifest::parse(b"{\"schema_version\": 2}").is_err());
     assert_last_good_intact(&store, &good);
 }
+
+#[test]
+fn head_never_moves_backwards_when_an_older_writer_publishes_last() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let store = Store::open(tmp.path()).expect("store");
+    let run = |writer: &str| RunIdentity {
+        run_id: "run-a".into(),
+        writer: writer.into(),
+    };
+    // Two writers start from the same (empty) head; step 6 publishes before step 5.
+    let mut five = store
+        .writer(run("w5"), 5, source(), "cfg-a".into())
+        .expect("writer 5");
+    let mut six = store
+        .writer(run("w6"), 6, source(), "cfg-a".into())
+        .expect("writer 6");
+    five.add_bytes("payload/a.json", "trainer", b"{}")
+        .expect("add");
+    six.add_bytes("payload/a.json", "trainer", b"{}")
+        .expect("add");
+    store
+        .publish(six.seal(Some(&key())).expect("seal"))
+        .expect("publish 6");
+    let (_, five_head) = store
+        .publish(five.seal(Some(&key())).expect("seal"))
+        .expect("publish 5");
+    assert_eq!(five_head.step, 5, "the returned head names the snapshot");
+    assert_eq!(store.head().expect("head").map(|h| h.step), Some(6));
+    assert!(store.snapshot_dir(5).exists(), "step 5 is still committed");
+}
