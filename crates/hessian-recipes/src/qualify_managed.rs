@@ -12,17 +12,14 @@ use anyhow::{Context, bail};
 use hr_plan::{Environment, Plan};
 use hr_proof::{CoreIdentity, MANAGED_PROOF_SCHEMA, ManagedProof, first_divergence};
 use hr_qualify::{ManagedOptions, managed_recovery, record_source};
-use serde_json::{Map, Value};
 
 use crate::Refused;
 use crate::backend::DeviceKind;
 use crate::cli::QualifyManagedArgs;
 use crate::output::create_fresh;
 
-fn evidence(path: &Path) -> anyhow::Result<Vec<Map<String, Value>>> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    text.lines().map(|l| Ok(serde_json::from_str(l)?)).collect()
+fn evidence(path: &Path) -> anyhow::Result<Vec<hr_proof::EvidenceLine>> {
+    Ok(hr_proof::read_evidence(path)?)
 }
 
 /// The environment server's package and version, read from the service's own Python.

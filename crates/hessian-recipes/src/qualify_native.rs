@@ -7,7 +7,6 @@ use std::process::{Command, ExitCode};
 use anyhow::{Context, bail};
 use hr_plan::Plan;
 use hr_proof::{NATIVE_PROOF_SCHEMA, NativeProof, first_divergence};
-use serde_json::{Map, Value};
 
 use crate::Refused;
 use crate::cli::QualifyNativeArgs;
@@ -35,10 +34,8 @@ fn train(args: &QualifyNativeArgs, out: &Path, extra: &[String]) -> anyhow::Resu
     Ok(())
 }
 
-fn evidence(run: &Path) -> anyhow::Result<Vec<Map<String, Value>>> {
-    let text = std::fs::read_to_string(run.join("evidence.jsonl"))
-        .with_context(|| format!("reading {}", run.join("evidence.jsonl").display()))?;
-    text.lines().map(|l| Ok(serde_json::from_str(l)?)).collect()
+fn evidence(run: &Path) -> anyhow::Result<Vec<hr_proof::EvidenceLine>> {
+    Ok(hr_proof::read_evidence(&run.join(hr_proof::EVIDENCE_FILE))?)
 }
 
 pub(crate) fn run(args: &QualifyNativeArgs) -> anyhow::Result<ExitCode> {

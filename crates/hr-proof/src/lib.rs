@@ -13,7 +13,9 @@ use std::path::{Path, PathBuf};
 
 pub use managed::{MANAGED_PROOF_SCHEMA, ManagedProof};
 pub use native::{Divergence, NATIVE_FIELDS, NATIVE_PROOF_SCHEMA, NativeProof, first_divergence};
-pub use run_folder::{ALLOCATIONS_FILE, EVIDENCE_FILE, METRICS_FILE};
+pub use run_folder::{
+    ALLOCATIONS_FILE, EVIDENCE_FILE, EvidenceLine, METRICS_FILE, parse_evidence, read_evidence,
+};
 
 use hr_seal::SourceBinding;
 use serde::{Deserialize, Serialize};
@@ -171,6 +173,16 @@ pub enum ProofError {
     Format {
         /// Where.
         path: PathBuf,
+        /// Why.
+        message: String,
+    },
+    /// A line of an evidence stream is not an evidence record.
+    #[error("{path} line {line}: {message}")]
+    Evidence {
+        /// The stream.
+        path: PathBuf,
+        /// Its 1-based line.
+        line: usize,
         /// Why.
         message: String,
     },

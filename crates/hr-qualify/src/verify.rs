@@ -37,12 +37,7 @@ fn read_proof<T: DeserializeOwned>(path: &Path, schema: &str) -> Result<T, Quali
 /// A run folder's evidence, which must hold exactly `steps` steps.
 fn evidence(run: &Path, steps: u64) -> Result<Vec<Map<String, Value>>, QualifyError> {
     let path = run.join(EVIDENCE_FILE);
-    let text = std::fs::read_to_string(&path).map_err(QualifyError::io("read", &path))?;
-    let lines: Vec<Map<String, Value>> = text
-        .lines()
-        .map(serde_json::from_str)
-        .collect::<Result<_, _>>()
-        .map_err(|e| failed(format!("{}: {e}", path.display())))?;
+    let lines = hr_proof::read_evidence(&path).map_err(|e| failed(e.to_string()))?;
     if lines.len() as u64 != steps {
         return Err(failed(format!(
             "{} holds {} steps, not {steps}",

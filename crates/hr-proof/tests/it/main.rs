@@ -1,0 +1,3 @@
+//! Integration tests of hr-proof.
+
+mod fuzz;
