@@ -41,3 +41,18 @@ where
     }
     panic!("timed out waiting for: {what}");
 }
+
+/// Sends `head` (request line and headers, without Content-Length) and `body` on a fresh
+/// connection; returns the whole response.
+pub(crate) async fn raw_response(addr: &str, head: &str, body: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let request = format!(
+        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    stream.write_all(request.as_bytes()).await.expect("write");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).await.expect("read");
+    response
+}

@@ -8,7 +8,7 @@ use hr_det::{
 };
 use serde_json::json;
 
-use crate::support::{config, start};
+use crate::support::{config, raw_response, start};
 
 #[tokio::test]
 async fn bad_inputs_get_the_upstream_status_and_envelope() {
@@ -207,21 +207,6 @@ async fn session_tokens_are_never_written_to_the_state_folder() {
 }
 
 /// Sends one raw HTTP/1.1 request and returns the status code.
-/// Sends `head` (request line and headers, without Content-Length) and `body` on a fresh
-/// connection; returns the whole response.
-async fn raw_response(addr: &str, head: &str, body: &str) -> String {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let request = format!(
-        "{head}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    );
-    stream.write_all(request.as_bytes()).await.expect("write");
-    let mut response = String::new();
-    stream.read_to_string(&mut response).await.expect("read");
-    response
-}
-
 async fn raw_status(addr: &str, head: &str, body: &str) -> u16 {
     raw_response(addr, head, body)
         .await
