@@ -88,7 +88,11 @@ async fn mutated_request_bodies_get_typed_answers_and_the_master_keeps_serving()
         assert!(typed, "{path} {body:?} -> {response}");
         *statuses.entry(status).or_insert(0) += 1;
     }
-    eprintln!("{CASES} mutated bodies: statuses {statuses:?}");
+    // Both paths ran: some mutations still parse and succeed, most are refused.
+    assert!(
+        statuses.contains_key(&200) && statuses.contains_key(&400),
+        "{statuses:?}"
+    );
     client.info().await.expect("still serving");
     master.shutdown();
 }
