@@ -220,6 +220,17 @@ impl NativeState {
 
     /// Reads the four files from `dir`.
     pub fn read(dir: &Path) -> Result<Self, GrpoError> {
+        Self::read_with(|name| {
+            std::fs::read(dir.join(name))
+                .map_err(|e| format!("reading {}: {e}", dir.join(name).display()))
+        })
+    }
+
+    /// Reads the four files through `read` (given each file's name), e.g. from a verified
+    /// snapshot.
+    pub fn read_with(
+        mut read: impl FnMut(&str) -> Result<Vec<u8>, String>,
+    ) -> Result<Self, GrpoError> {
         let mut files = BTreeMap::new();
         for name in [
             ADAPTER_WEIGHTS,
@@ -227,9 +238,7 @@ impl NativeState {
             OPTIMIZER_STATE,
             TRAINER_STATE,
         ] {
-            let bytes = std::fs::read(dir.join(name))
-                .map_err(|e| corrupt(format!("reading {}: {e}", dir.join(name).display())))?;
-            files.insert(name.to_owned(), bytes);
+            files.insert(name.to_owned(), read(name).map_err(corrupt)?);
         }
         Ok(Self { files })
     }

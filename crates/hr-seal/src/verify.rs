@@ -46,6 +46,44 @@ pub struct Verified {
     pub manifest_sha256: String,
 }
 
+impl Verified {
+    /// Reads a payload file of this snapshot (`rel` as in the manifest, e.g. `payload/x.json`)
+    /// and checks it is still the verified file: the size and sha256 the manifest seals. A
+    /// restore that loads through this loads what was verified, even if the folder changed
+    /// after [`verify`] returned.
+    pub fn read_file(&self, rel: &str) -> Result<Vec<u8>, SealError> {
+        let entry = self
+            .manifest
+            .files
+            .iter()
+            .find(|f| f.path == rel)
+            .ok_or_else(|| SealError::MissingFile {
+                path: rel.to_owned(),
+            })?;
+        let path = self.dir.join(rel);
+        let mut bytes = Vec::new();
+        File::open(&path)
+            .and_then(|f| f.take(entry.size + 1).read_to_end(&mut bytes))
+            .map_err(SealError::io("read", &path))?;
+        if bytes.len() as u64 != entry.size {
+            return Err(SealError::SizeMismatch {
+                path: rel.to_owned(),
+                expected: entry.size,
+                actual: bytes.len() as u64,
+            });
+        }
+        let digest = sha256_hex(&bytes);
+        if digest != entry.sha256 {
+            return Err(SealError::DigestMismatch {
+                path: rel.to_owned(),
+                expected: entry.sha256.clone(),
+                actual: digest,
+            });
+        }
+        Ok(bytes)
+    }
+}
+
 fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, SealError> {
     let file = File::open(path).map_err(SealError::io("open", path))?;
     let mut bytes = Vec::new();

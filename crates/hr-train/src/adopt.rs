@@ -23,6 +23,9 @@ pub struct Adopted {
     /// Its folder.
     #[serde(skip)]
     pub dir: PathBuf,
+    /// What was verified (files are read through it, so what is loaded is what was verified).
+    #[serde(skip)]
+    pub verified: hr_seal::Verified,
 }
 
 /// The plan's evaluation section, or why there is none.
@@ -134,11 +137,11 @@ pub fn adopt(run_dir: &Path, plan: &Plan, trust: &Trust) -> Result<Vec<Adopted>,
                 return Err(refuse(format!("its manifest seals no {file}")));
             }
         }
-        let sealed: crate::base::BaseModel =
-            std::fs::read(dir.join(crate::payload::BASE_MODEL_FILE))
-                .ok()
-                .and_then(|b| serde_json::from_slice(&b).ok())
-                .ok_or_else(|| refuse("its payload has no readable base_model.json".to_owned()))?;
+        let sealed: crate::base::BaseModel = verified
+            .read_file(crate::payload::BASE_MODEL_FILE)
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .ok_or_else(|| refuse("its payload has no readable base_model.json".to_owned()))?;
         if let Some(what) = sealed.difference(&base) {
             return Err(refuse(format!(
                 "it was trained on another base model than the plan's model.path: {what}"
@@ -148,8 +151,9 @@ pub fn adopt(run_dir: &Path, plan: &Plan, trust: &Trust) -> Result<Vec<Adopted>,
         adopted.push(Adopted {
             step,
             uuid: uuid.clone(),
-            manifest_sha256: verified.manifest_sha256,
+            manifest_sha256: verified.manifest_sha256.clone(),
             dir: dir.clone(),
+            verified,
         });
     }
     Ok(adopted)

@@ -13,9 +13,7 @@ use burn::tensor::backend::Backend;
 use hr_bridge::{FixtureKind, Split, Task, fixture_split_tasks};
 use hr_grpo::{Episode, RolloutConfig, rollouts};
 use hr_plan::{Environment as PlanEnvironment, Plan, TaskSet};
-use hr_policy::{
-    Adapters, ChatTokenizer, IM_END, Message, Policy, PolicyRng, SamplingConfig, load_adapters,
-};
+use hr_policy::{Adapters, ChatTokenizer, IM_END, Message, Policy, PolicyRng, SamplingConfig};
 use serde::Serialize;
 
 use crate::adopt::{Adopted, evaluation};
@@ -226,11 +224,21 @@ pub fn assess<B: Backend>(
     let mut scores = Vec::new();
     let mut best: Option<(usize, f64, Adapters<B>)> = None;
     for (i, checkpoint) in adopted.into_iter().enumerate() {
-        let adapters = load_adapters::<B>(
-            policy.config(),
-            &checkpoint.dir.join(crate::payload::NATIVE_DIR),
-            device,
-        )?;
+        let native = |file: &str| {
+            checkpoint
+                .verified
+                .read_file(&format!("{}/{file}", crate::payload::NATIVE_DIR))
+                .map_err(|e| TrainError::Checkpoint {
+                    step: checkpoint.step,
+                    reason: e.to_string(),
+                })
+        };
+        let files = hr_policy::AdapterFiles {
+            weights: native(hr_policy::ADAPTER_WEIGHTS)?,
+            config: native(hr_policy::ADAPTER_CONFIG)?,
+        };
+        let adapters =
+            hr_policy::adapters_from_files::<B>(policy.config(), &files, &checkpoint.dir, device)?;
         let dev_score = episodes(Some(&adapters), &dev)?;
         eprintln!(
             "dev: step {} mean reward {:.3}",

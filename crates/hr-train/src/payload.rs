@@ -77,9 +77,11 @@ pub(crate) fn read(
     snapshot: &Verified,
     base: &BaseModel,
 ) -> Result<(NativeState, Progress, Budget), TrainError> {
-    let dir = &snapshot.dir;
+    // Every file is read through the seal: what is loaded is what was verified.
     let bytes = |rel: &str| {
-        std::fs::read(dir.join(rel)).map_err(|e| restore_err(snapshot, format!("{rel}: {e}")))
+        snapshot
+            .read_file(rel)
+            .map_err(|e| restore_err(snapshot, e.to_string()))
     };
     let text = |rel: &str| {
         String::from_utf8(bytes(rel)?).map_err(|e| restore_err(snapshot, format!("{rel}: {e}")))
@@ -96,8 +98,12 @@ pub(crate) fn read(
             format!("it was trained on another base model than the plan's model.path: {what}"),
         ));
     }
-    let state = NativeState::read(&dir.join(NATIVE_DIR))
-        .map_err(|e| restore_err(snapshot, e.to_string()))?;
+    let state = NativeState::read_with(|name| {
+        snapshot
+            .read_file(&format!("{NATIVE_DIR}/{name}"))
+            .map_err(|e| e.to_string())
+    })
+    .map_err(|e| restore_err(snapshot, e.to_string()))?;
     let cursor: DataCursor = serde_json::from_value(parse(CURSOR_FILE)?)
         .map_err(|e| restore_err(snapshot, format!("{CURSOR_FILE}: {e}")))?;
     let recent: VecDeque<Value> = serde_json::from_value(parse(ROLLOUTS_PAYLOAD)?)

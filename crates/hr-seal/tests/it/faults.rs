@@ -464,3 +464,22 @@ fn head_never_moves_backwards_when_an_older_writer_publishes_last() {
     assert_eq!(store.head().expect("head").map(|h| h.step), Some(6));
     assert!(store.snapshot_dir(5).exists(), "step 5 is still committed");
 }
+
+#[test]
+fn a_file_changed_after_verification_is_refused_when_read_through_the_seal() {
+    let (_tmp, store, _good) = two_step_store();
+    let verified = verify(&step2(&store), &expect("run-a")).expect("verifies");
+    let rel = "payload/adapter/adapter_model.safetensors";
+    let sealed = verified.read_file(rel).expect("the verified bytes");
+    // Swapped between verification and loading (same size, other content).
+    let mut swapped = sealed.clone();
+    let last = swapped.len() - 1;
+    swapped[last] ^= 0xff;
+    fs::write(adapter(&store), &swapped).expect("swap");
+    let err = verified.read_file(rel).expect_err("changed after verify");
+    assert!(matches!(err, SealError::DigestMismatch { .. }), "{err}");
+    let err = verified
+        .read_file("payload/not-sealed.json")
+        .expect_err("not in the manifest");
+    assert!(matches!(err, SealError::MissingFile { .. }), "{err}");
+}
