@@ -52,6 +52,37 @@ fn check_accepts_the_committed_templates() {
 fn check_rejects_each_rule_naming_the_field() {
     let s = Scratch::new();
     assert_eq!(check(&s, "good.yaml", GOOD_COMMAND).0, Some(0));
+    // With --json: one object per file.
+    let bad = s.write(
+        "bad.yaml",
+        &GOOD_COMMAND.replace("slots: 0", "slots_per_trial: 0"),
+    );
+    let good = s.path().join("good.yaml");
+    let out = s.run(&[
+        "cluster",
+        "check",
+        "--json",
+        good.to_str().expect("utf-8"),
+        bad.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let lines: Vec<serde_json::Value> = text(&out)
+        .0
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON object per line"))
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert_eq!(
+        (lines[0]["ok"].as_bool(), lines[1]["ok"].as_bool()),
+        (Some(true), Some(false))
+    );
+    assert!(
+        lines[1]["problems"][0]
+            .as_str()
+            .is_some_and(|p| p.contains("resources.slots_per_trial")),
+        "{}",
+        lines[1]
+    );
 
     let cases = [
         (

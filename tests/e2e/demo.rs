@@ -82,6 +82,15 @@ fn demo_output_is_a_sealed_snapshot_that_verify_checks() {
         text(&unsigned)
     );
 
+    let json = s.run(&["snapshot", "verify", "d", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&text(&json).0).expect("one JSON object");
+    assert_eq!(json.status.code(), Some(0));
+    assert_eq!(
+        (v["valid"].as_bool(), v["run_id"].as_str()),
+        (Some(true), Some("demo:d"))
+    );
+    assert!(v["files"].as_array().is_some_and(|f| !f.is_empty()), "{v}");
+
     let other_run = s.run(&["snapshot", "verify", "d", "--run-id", "demo:other"]);
     assert_eq!(other_run.status.code(), Some(3));
     assert!(text(&other_run).0.contains("RunIdMismatch"));
@@ -99,6 +108,12 @@ fn demo_output_is_a_sealed_snapshot_that_verify_checks() {
         "{:?}",
         text(&bad)
     );
+
+    let bad_json = s.run(&["snapshot", "verify", "d", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&text(&bad_json).0).expect("one JSON object");
+    assert_eq!(bad_json.status.code(), Some(3));
+    assert_eq!(v["valid"], false);
+    assert_eq!(v["error"]["code"], "DigestMismatch", "{v}");
 
     let missing = s.run(&["snapshot", "verify", "nowhere"]);
     assert_eq!(missing.status.code(), Some(3));

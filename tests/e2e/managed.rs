@@ -59,6 +59,13 @@ fn a_paused_and_activated_trial_restores_the_receipts_checkpoint_and_equals_the_
     let (code, stdout) = verify("q/managed-proof.json");
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains("pause at step"), "{stdout}");
+    let json = s.run(&["proof", "verify", "q/managed-proof.json", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&text(&json).0).expect("one JSON object");
+    assert_eq!(
+        (v["holds"].as_bool(), v["equal"].as_bool()),
+        (Some(true), Some(true)),
+        "{v}"
+    );
     // ...and refuses it once one recorded reward of the managed run is changed,
     let run_dir = proof["run_dir"].as_str().expect("run_dir");
     let evidence = std::path::Path::new(run_dir).join("evidence.jsonl");
@@ -73,6 +80,16 @@ fn a_paused_and_activated_trial_restores_the_receipts_checkpoint_and_equals_the_
     let (code, stdout) = verify("q/managed-proof.json");
     assert_eq!(code, Some(3), "{stdout}");
     assert!(stdout.contains("holds 5 steps, not 6"), "{stdout}");
+    let json = s.run(&["proof", "verify", "q/managed-proof.json", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&text(&json).0).expect("one JSON object");
+    assert_eq!(json.status.code(), Some(3));
+    assert_eq!(v["holds"], false);
+    assert!(
+        v["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("holds 5 steps")),
+        "{v}"
+    );
 }
 
 #[test]

@@ -271,6 +271,9 @@ pub(crate) enum ProofCommand {
     Verify {
         /// The proof.json file.
         proof: PathBuf,
+        /// Print one JSON object (`holds`, `equal`, `what` or `error`) instead of a line.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -296,6 +299,10 @@ pub(crate) enum SnapshotCommand {
         /// Require this step.
         #[arg(long)]
         step: Option<u64>,
+        /// Print one JSON object (`valid`, the manifest summary or the typed `error`) instead
+        /// of text.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -492,6 +499,10 @@ pub(crate) enum ClusterCommand {
         /// The files to check.
         #[arg(required = true)]
         files: Vec<PathBuf>,
+        /// Print one JSON object per file (`file`, `kind`, `ok`, `problems` or `error`), one
+        /// per line, instead of text.
+        #[arg(long)]
+        json: bool,
     },
     /// Print the bounded `det command run` line that runs this binary on the cluster's CPU
     /// auxiliary capacity, e.g. `cluster cpu-command --output runs/jaif-cpu-fixture-01 -- demo`.

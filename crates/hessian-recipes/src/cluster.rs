@@ -17,7 +17,7 @@ pub(crate) fn run(command: ClusterCommand) -> anyhow::Result<ExitCode> {
             out_dir,
             root,
         } => render(profile, &out_dir, root.as_deref()),
-        ClusterCommand::Check { kind, files } => check(kind, &files),
+        ClusterCommand::Check { kind, files, json } => check(kind, &files, json),
         ClusterCommand::CpuCommand {
             output,
             timeout_seconds,
@@ -49,24 +49,35 @@ fn render(name: ProfileName, out_dir: &Path, root: Option<&Path>) -> anyhow::Res
 fn check(
     kind: Option<hr_config::ConfigKind>,
     files: &[std::path::PathBuf],
+    json: bool,
 ) -> anyhow::Result<ExitCode> {
     let mut failed = 0;
     for file in files {
-        match check_file(file, kind) {
+        let checked = check_file(file, kind);
+        if checked.as_ref().map_or(true, |(_, f)| !f.is_empty()) {
+            failed += 1;
+        }
+        if json {
+            let line = match &checked {
+                Ok((kind, findings)) => serde_json::json!({"file": file, "kind": kind.to_string(),
+                    "ok": findings.is_empty(),
+                    "problems": findings.iter().map(ToString::to_string).collect::<Vec<_>>()}),
+                Err(e) => serde_json::json!({"file": file, "ok": false, "error": e.to_string()}),
+            };
+            println!("{line}");
+            continue;
+        }
+        match checked {
             Ok((kind, findings)) if findings.is_empty() => {
                 println!("{}: ok ({kind})", file.display())
             }
             Ok((kind, findings)) => {
-                failed += 1;
                 println!("{}: {} problem(s) ({kind})", file.display(), findings.len());
                 for f in findings {
                     println!("  {f}");
                 }
             }
-            Err(e) => {
-                failed += 1;
-                println!("{}: {e}", file.display());
-            }
+            Err(e) => println!("{}: {e}", file.display()),
         }
     }
     Ok(if failed == 0 {

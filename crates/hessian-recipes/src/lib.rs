@@ -97,7 +97,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
             kind: cli::QualifyKind::Soak(args),
         } => qualify_soak::run(&args),
         cli::Command::Proof {
-            command: cli::ProofCommand::Verify { proof },
-        } => qualify::verify(&proof),
+            command: cli::ProofCommand::Verify { proof, json },
+        } => qualify::verify(&proof, json),
     }
 }

@@ -92,7 +92,7 @@ pub(crate) fn cpu(args: &QualifyCpuArgs) -> anyhow::Result<ExitCode> {
 }
 
 /// `proof verify`: re-checks a CPU lifecycle, native or managed proof by its schema.
-pub(crate) fn verify(path: &std::path::Path) -> anyhow::Result<ExitCode> {
+pub(crate) fn verify(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
     let schema = std::fs::read(path)
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
@@ -121,7 +121,14 @@ pub(crate) fn verify(path: &std::path::Path) -> anyhow::Result<ExitCode> {
     };
     match checked {
         Ok((what, equal)) => {
-            println!("proof holds: {what}; equal: {equal}");
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"proof": path, "holds": true, "equal": equal, "what": what})
+                );
+            } else {
+                println!("proof holds: {what}; equal: {equal}");
+            }
             Ok(if equal {
                 ExitCode::SUCCESS
             } else {
@@ -129,7 +136,14 @@ pub(crate) fn verify(path: &std::path::Path) -> anyhow::Result<ExitCode> {
             })
         }
         Err(e) => {
-            println!("proof does not hold: {e}");
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"proof": path, "holds": false, "error": e.to_string()})
+                );
+            } else {
+                println!("proof does not hold: {e}");
+            }
             Ok(ExitCode::from(3))
         }
     }

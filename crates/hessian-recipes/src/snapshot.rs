@@ -14,6 +14,7 @@ pub(crate) fn run(command: SnapshotCommand) -> anyhow::Result<ExitCode> {
             run_id,
             config_sha256,
             step,
+            json,
         } => {
             let keys = key
                 .iter()
@@ -40,8 +41,20 @@ pub(crate) fn run(command: SnapshotCommand) -> anyhow::Result<ExitCode> {
                     } else {
                         "digest checked; signatures not checked (no --key)".to_owned()
                     };
-                    print_summary(&v, &seal);
+                    if json {
+                        println!("{}", summary_json(&v, &seal));
+                    } else {
+                        print_summary(&v, &seal);
+                    }
                     Ok(ExitCode::SUCCESS)
+                }
+                Err(e) if json => {
+                    println!(
+                        "{}",
+                        serde_json::json!({"dir": dir, "valid": false,
+                            "error": {"code": e.code(), "message": e.to_string()}})
+                    );
+                    Ok(ExitCode::from(3))
                 }
                 Err(e) => {
                     println!("invalid: {}", dir.display());
@@ -60,6 +73,15 @@ fn load_key(arg: &str) -> anyhow::Result<VerifyingKey> {
         arg.to_owned()
     };
     parse_verifying_key(&text).map_err(|e| Refused(format!("--key {arg}: {e}")).into())
+}
+
+fn summary_json(v: &Verified, seal: &str) -> serde_json::Value {
+    let m = &v.manifest;
+    serde_json::json!({
+        "dir": v.dir, "valid": true, "run_id": m.run.run_id, "writer": m.run.writer,
+        "step": m.step, "parent": m.parent, "manifest_sha256": v.manifest_sha256, "seal": seal,
+        "source_commit": m.source.commit, "config_sha256": m.config_sha256, "files": m.files,
+    })
 }
 
 fn print_summary(v: &Verified, seal: &str) {
