@@ -45,6 +45,12 @@ pub struct CoreContext {
     queue: Mutex<Option<MetricsQueue>>,
 }
 
+#[allow(clippy::print_stderr)] // the only way left to say why the process ends
+fn abort_on_second_signal() -> ! {
+    eprintln!("second stop signal: exiting now without a final save (exit 130)");
+    std::process::exit(130)
+}
+
 fn steps_i32(steps: u64) -> Result<i32, CoreError> {
     i32::try_from(steps).map_err(|_| CoreError::Environment("steps_completed exceeds int32".into()))
 }
@@ -160,6 +166,14 @@ impl CoreContext {
                     _ = int.recv() => {}
                 }
                 flag.store(true, Ordering::SeqCst);
+                // A second signal while the stop is under way aborts at once (as a second Ctrl-C
+                // does elsewhere): no final save; the last sealed checkpoint stays the resume
+                // point, and a half-written one is never adopted.
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+                abort_on_second_signal();
             });
             Ok::<_, CoreError>(())
         })?;

@@ -178,10 +178,50 @@ fn local_mode_takes_preemption_from_sigterm_and_restores_the_latest_checkpoint()
 
 /// Sends SIGTERM with the `kill` command (no unsafe code, no extra crate).
 fn send_sigterm(pid: u32) -> bool {
+    send(pid, "-TERM")
+}
+
+fn send(pid: u32, signal: &str) -> bool {
     Command::new("kill")
-        .args(["-TERM", &pid.to_string()])
+        .args([signal, &pid.to_string()])
         .status()
         .is_ok_and(|s| s.success())
+}
+
+#[test]
+fn a_second_interrupt_aborts_at_once_and_the_run_resumes_from_its_last_checkpoint() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let run_dir = tmp.path().to_str().expect("utf-8");
+    // Steps of 30 s: after step 1 the trial sleeps, so only the second signal can end it soon.
+    let mut child = Command::new(TRIAL)
+        .args(["--local", run_dir])
+        .env("STEP_SECONDS", "30")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next().expect("a line").expect("utf-8");
+    assert!(first.starts_with("step 1 checkpoint"), "{first}");
+    let started = std::time::Instant::now();
+    assert!(send(child.id(), "-INT"));
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(send(child.id(), "-INT"));
+    let out = child.wait_with_output().expect("wait");
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "it did not wait for the step to end"
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("second stop signal"));
+    let again = Command::new(TRIAL)
+        .args(["--local", run_dir])
+        .env("STEP_SECONDS", "0")
+        .output()
+        .expect("rerun");
+    let out = String::from_utf8_lossy(&again.stdout);
+    assert!(out.contains("at step 1 run 2"), "{out}");
+    assert!(out.contains("completed at step 8"), "{out}");
 }
 
 #[tokio::test]
