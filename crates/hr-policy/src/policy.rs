@@ -11,12 +11,18 @@ use crate::model::{BaseModel, KvCache, Layout, hidden_states, lm_logits};
 use crate::sampling::sample;
 use crate::{Adapters, ModelConfig, PolicyError, PolicyRng, SamplingConfig};
 
+/// Logit elements (rows × completion positions × vocabulary) the scoring pass materialises at
+/// once (8 Mi floats = 32 MiB): whole batches of small models, a few rows of large vocabularies.
+const SCORE_CHUNK_ELEMENTS: usize = 8 << 20;
+
 /// The base model and its shape. Adapters are passed per call: `None` gives the reference policy.
 #[derive(Debug, Clone)]
 pub struct Policy<B: Backend> {
     config: ModelConfig,
     base: BaseModel<B>,
     device: B::Device,
+    /// Logit elements the scoring pass materialises at once.
+    score_chunk: usize,
 }
 
 /// Completions sampled for a batch of prompts.
@@ -42,7 +48,17 @@ impl<B: Backend> Policy<B> {
             config,
             base,
             device: device.clone(),
+            score_chunk: SCORE_CHUNK_ELEMENTS,
         })
+    }
+
+    /// Sets how many logit elements (rows × completion positions × vocabulary) the scoring pass
+    /// materialises at once (at least one row's). Every row's score and gradient is the same
+    /// whatever the chunk; smaller chunks lower peak memory. Default: 8 Mi (32 MiB).
+    #[must_use]
+    pub fn with_score_chunk_elements(mut self, elements: usize) -> Self {
+        self.score_chunk = elements;
+        self
     }
 
     /// The model's shape.
@@ -297,6 +313,38 @@ impl<B: Backend> Policy<B> {
             pad_left: prompts.iter().map(|x| p - x.len()).collect(),
         };
         let hidden = self.completion_hidden(adapters, prompts, completions, &layout, c);
+        // The vocabulary-wide part (LM head, log-softmax, gather) runs over a few rows at a time:
+        // each row's result is the same, but only one chunk's `[rows, c, vocab]` logits and
+        // their log-softmax temporaries exist at once (SmolLM2, 32 new tokens: 5 of 32 rows).
+        let rows = (self.score_chunk / (c * self.config.vocab_size).max(1)).clamp(1, batch);
+        let mut logps = Vec::new();
+        let mut entropies = Vec::new();
+        for start in (0..batch).step_by(rows) {
+            let end = (start + rows).min(batch);
+            let (logp, entropy) = self.score_rows(
+                hidden.clone().narrow(0, start, end - start),
+                &completions[start..end],
+                c,
+                temperature,
+                want_entropy,
+            );
+            logps.push(logp);
+            entropies.extend(entropy);
+        }
+        let entropy = want_entropy.then(|| Tensor::cat(entropies, 0));
+        Ok((Tensor::cat(logps, 0), entropy))
+    }
+
+    /// The scoring pass's vocabulary-wide part for some rows: `hidden` `[rows, c, d]`.
+    fn score_rows(
+        &self,
+        hidden: Tensor<B, 3>,
+        completions: &[Vec<u32>],
+        c: usize,
+        temperature: f64,
+        want_entropy: bool,
+    ) -> (Tensor<B, 2>, Option<Tensor<B, 2>>) {
+        let batch = completions.len();
         let logits = lm_logits(&self.base, hidden);
         let logp = log_softmax(logits.div_scalar(temperature), 2);
         let mut targets = Vec::with_capacity(batch * c);
@@ -318,7 +366,7 @@ impl<B: Backend> Policy<B> {
                 .neg()
                 * keep.clone()
         });
-        Ok((logp.gather(2, targets).reshape([batch, c]) * keep, entropy))
+        (logp.gather(2, targets).reshape([batch, c]) * keep, entropy)
     }
 
     /// The final hidden states `[batch, c, d]` that predict each completion token: column
@@ -378,6 +426,7 @@ impl<B: AutodiffBackend> Policy<B> {
             config: self.config.clone(),
             base: self.base.valid(),
             device: self.device.clone(),
+            score_chunk: self.score_chunk,
         }
     }
 }
