@@ -1,9 +1,10 @@
 //! `cargo xtask ci`: the single gate, cheapest checks first. Format, tidy, clippy with warnings
-//! denied, the whole test suite (the end-to-end tests drive the binary built just before), then
-//! the conformance of the devmaster with the real `determined==0.35.0` client and of the bridges
-//! with the real environment servers, the offline release build with `--features cuda`, and the
-//! CPU qualification of that binary. It ends with one
-//! summary line, `ci: N passed, M failed`, and fails when no test ran.
+//! denied (the `cuda` backend included), one debug build of every binary and test with
+//! `--features hessian-recipes/cuda` (the CUDA backend compiled and linked offline), the whole
+//! test suite (the end-to-end tests drive that binary), the conformance of the devmaster with the
+//! real `determined==0.35.0` client and of the bridges with the real environment servers, and
+//! the CPU qualifications of that same binary. It ends with one summary line,
+//! `ci: N passed, M failed`, and fails when no test ran.
 
 use std::{
     io::{BufRead, BufReader},
@@ -46,6 +47,8 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         "--workspace",
         "--all-targets",
         "--locked",
+        "--features",
+        "hessian-recipes/cuda",
         "--",
         "-D",
         "warnings",
@@ -55,7 +58,14 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
     crate::debug_binaries(root)?;
     phases.done("build");
     let mut test = cargo();
-    test.args(["test", "--workspace", "--locked"]);
+    // The same selection and features as the build above, so nothing is compiled again.
+    test.args([
+        "test",
+        "--workspace",
+        "--locked",
+        "--features",
+        "hessian-recipes/cuda",
+    ]);
     let (mut passed, mut failed) = run_tests(test)?;
     phases.done("test");
     if failed == 0 {
@@ -73,38 +83,14 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         failed += f;
     }
     if failed == 0 {
-        // The CUDA build must link offline (burn 0.21's cubecl 0.10 needs no LLVM download);
-        // there is no GPU here, so the binary is then qualified on the CPU.
-        let mut cuda = cargo();
-        cuda.args([
-            "build",
-            "--release",
-            "--locked",
-            "--package",
-            "hessian-recipes",
-            "--features",
-            "cuda",
-        ]);
-        let built = crate::run(cuda);
-        phases.done("release build --features cuda");
-        match built {
-            Ok(()) => {
-                println!("build --release --features cuda: 1 passed, 0 failed");
-                passed += 1;
-            }
-            Err(e) => {
-                println!("build --release --features cuda: 0 passed, 1 failed ({e})");
-                failed += 1;
-            }
-        }
-    }
-    if failed == 0 {
-        // The managed CPU lifecycle, cold, against the devmaster (the release build above).
+        // The managed CPU lifecycle, cold, against the devmaster (the debug build above, whose
+        // CUDA backend was compiled and linked offline; there is no GPU, so it runs on the CPU).
         let out = root
             .join("target")
             .join(format!("qualify-cpu-ci-{}", std::process::id()));
         let rel = out.strip_prefix(root).unwrap_or(&out).display().to_string();
-        let verdict = crate::qualify_cpu_with(root, &["--output".to_owned(), rel], &["cuda"]);
+        let verdict =
+            crate::qualify_cpu_with(root, &["--output".to_owned(), rel], crate::Binary::Ci);
         phases.done("qualify cpu");
         match verdict {
             Ok(()) => {
@@ -129,7 +115,7 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         passed += p;
         failed += f;
     }
-    // Each backend's qualification against its real server, with the same release binary.
+    // Each backend's qualification against its real server, with the same binary.
     for backend in ["openenv", "nemo"] {
         if failed > 0 {
             break;
@@ -139,7 +125,7 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
             root,
             backend,
             &["--output".to_owned(), out.clone()],
-            &["cuda"],
+            crate::Binary::Ci,
         );
         phases.done(&format!("qualify {backend}"));
         match verdict {
@@ -209,7 +195,7 @@ fn count(summary: &str, label: &str) -> u64 {
 /// restarts AdamW silently): `qualify native` fails naming the tensor without optimizer state.
 fn drop_optimizer_is_refused_at_load(root: &Path, out: &Path) -> Result<()> {
     let rel = out.strip_prefix(root).unwrap_or(out).display().to_string();
-    let mut cmd = std::process::Command::new(crate::release_binary(root, &["cuda"])?);
+    let mut cmd = std::process::Command::new(crate::Binary::Ci.path(root, false)?);
     cmd.current_dir(root).args([
         "qualify",
         "native",
@@ -257,7 +243,7 @@ fn qualify_native_with_controls(root: &Path) -> Result<(u64, u64)> {
             if control == Some("drop-optimizer") {
                 drop_optimizer_is_refused_at_load(root, &out)
             } else {
-                crate::qualify_native(root, &args, &["cuda"]).and_then(|(proof, equal)| {
+                crate::qualify_native(root, &args, crate::Binary::Ci).and_then(|(proof, equal)| {
             let text = std::fs::read_to_string(&proof)?;
             let json: serde_json::Value = serde_json::from_str(&text)?;
             let divergence = &json["first_divergence"];

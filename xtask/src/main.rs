@@ -93,9 +93,10 @@ fn main() -> Result<()> {
         }
         Some("qualify") => match args.get(1).map(String::as_str) {
             Some("cpu") => qualify_cpu(&root, &args[2..]),
-            Some("native") => qualify_native(&root, &args[2..], &[]).map(|_| ()),
+            Some("native") => qualify_native(&root, &args[2..], Binary::Release(&[])).map(|_| ()),
             Some(backend @ ("openenv" | "nemo")) => {
-                qualify_backend::qualify_backend(&root, backend, &args[2..], &[]).map(|_| ())
+                qualify_backend::qualify_backend(&root, backend, &args[2..], Binary::Release(&[]))
+                    .map(|_| ())
             }
             Some("soak") => qualify_soak(&root, &args[2..]),
             other => bail!(
@@ -160,14 +161,24 @@ fn describe(cmd: &Command) -> String {
     words.join(" ")
 }
 
-/// Builds every debug binary and test of the workspace in one invocation and returns the folder
-/// of the binaries (`target/debug`). CI's build, its tests and the conformance drivers all
-/// build this same selection, so Cargo resolves features once (dev-dependencies included) and
-/// nothing is compiled twice: a narrower `cargo build -p ...` resolves other features (e.g.
-/// `fastrand`'s, through `tempfile`) and rebuilds the whole Burn stack.
+/// Builds every debug binary and test of the workspace in one invocation, `hessian-recipes`
+/// with its `cuda` feature (so the CUDA backend is compiled and linked offline, then runs on
+/// the CPU), and returns the folder of the binaries (`target/debug`). CI's build, its tests,
+/// the conformance drivers and its qualifications all use this same selection, so Cargo
+/// resolves features once (dev-dependencies included) and nothing is compiled twice: a narrower
+/// `cargo build -p ...` resolves other features (e.g. `fastrand`'s, through `tempfile`) and
+/// rebuilds the whole Burn stack.
 pub(crate) fn debug_binaries(root: &Path) -> Result<PathBuf> {
     let mut build = cargo();
-    build.args(["build", "--locked", "--workspace", "--bins", "--tests"]);
+    build.args([
+        "build",
+        "--locked",
+        "--workspace",
+        "--bins",
+        "--tests",
+        "--features",
+        "hessian-recipes/cuda",
+    ]);
     run(build)?;
     Ok(conformance::target_dir(root).join("debug"))
 }
@@ -191,6 +202,31 @@ fn release_binary(root: &Path, features: &[&str]) -> Result<PathBuf> {
     Ok(target.join("release/hessian-recipes"))
 }
 
+/// Which `hessian-recipes` binary a qualification runs.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Binary<'a> {
+    /// The release build with these features (what users qualify).
+    Release(&'a [&'a str]),
+    /// CI's one debug build ([`debug_binaries`], with `cuda`): the binary its tests drove.
+    Ci,
+}
+
+impl Binary<'_> {
+    /// Builds it (if needed) and returns its path; `cuda` adds that feature to a release build.
+    pub(crate) fn path(self, root: &Path, cuda: bool) -> Result<PathBuf> {
+        match self {
+            Binary::Release(features) => {
+                let mut features = features.to_vec();
+                if cuda && !features.contains(&"cuda") {
+                    features.push("cuda");
+                }
+                release_binary(root, &features)
+            }
+            Binary::Ci => Ok(debug_binaries(root)?.join("hessian-recipes")),
+        }
+    }
+}
+
 /// `PREFIX-<unix seconds>`, a default output folder name.
 fn timestamped(prefix: &str) -> String {
     let secs = std::time::SystemTime::now()
@@ -202,12 +238,11 @@ fn timestamped(prefix: &str) -> String {
 /// `cargo xtask qualify cpu [--master URL] [--output runs/NAME]`: release build, then the
 /// binary's own `qualify cpu` (which copies itself into the output folder and runs from there).
 pub(crate) fn qualify_cpu(root: &Path, args: &[String]) -> Result<()> {
-    qualify_cpu_with(root, args, &[])
+    qualify_cpu_with(root, args, Binary::Release(&[]))
 }
 
-/// [`qualify_cpu`] with the release binary built with `features` (CI builds `cuda` once and
-/// qualifies that same binary on the CPU).
-pub(crate) fn qualify_cpu_with(root: &Path, args: &[String], features: &[&str]) -> Result<()> {
+/// [`qualify_cpu`] with `binary` (CI qualifies the one debug build, with `cuda`, on the CPU).
+pub(crate) fn qualify_cpu_with(root: &Path, args: &[String], binary: Binary<'_>) -> Result<()> {
     let mut output = None;
     let mut master = None;
     let mut rest = args.iter();
@@ -221,7 +256,7 @@ pub(crate) fn qualify_cpu_with(root: &Path, args: &[String], features: &[&str]) 
         }
     }
     let output = output.unwrap_or_else(|| timestamped("runs/qualify-cpu"));
-    let mut cmd = Command::new(release_binary(root, features)?);
+    let mut cmd = Command::new(binary.path(root, false)?);
     cmd.args(["qualify", "cpu", "--output", &output]);
     if let Some(m) = master {
         cmd.args(["--master", &m]);
@@ -276,12 +311,12 @@ fn qualify_soak(root: &Path, args: &[String]) -> Result<()> {
 }
 
 /// `cargo xtask qualify native --plan FILE [--output runs/NAME] [--control C]`: writes the tiny
-/// test model the example plan uses (when absent), builds the release binary (with `features`)
-/// and runs its `qualify native`. Returns the proof's path and whether it said equal.
+/// test model the example plan uses (when absent), builds `binary` and runs its `qualify
+/// native`. Returns the proof's path and whether it said equal.
 pub(crate) fn qualify_native(
     root: &Path,
     args: &[String],
-    features: &[&str],
+    binary: Binary<'_>,
 ) -> Result<(PathBuf, bool)> {
     let mut plan = None;
     let mut output = None;
@@ -303,7 +338,7 @@ pub(crate) fn qualify_native(
     if !tiny.join("config.json").is_file() {
         hr_tests::tiny_model::write_tiny_model(&tiny, &hr_tests::tiny_model::TinySpec::default());
     }
-    let mut cmd = Command::new(release_binary(root, features)?);
+    let mut cmd = Command::new(binary.path(root, false)?);
     cmd.current_dir(root)
         .args(["qualify", "native", "--plan", &plan, "--output", &output]);
     if let Some(c) = &control {

@@ -8,20 +8,20 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 
 use crate::conformance::{RealServers, training_plan};
-use crate::{describe, release_binary, timestamped};
+use crate::{Binary, describe, timestamped};
 
 /// The plan's steps: the seed's four-step qualification.
 const STEPS: u64 = 4;
 
 /// Runs `qualify native` then `qualify managed` of the backend's plan in a fresh `--output`
 /// (default `runs/qualify-<backend>-<time>`); `--model DIR` replaces the tiny test model,
-/// `--master URL` a real master for the devmaster, `--device cuda` the CPU (the release binary
-/// must then be built with the `cuda` feature). Returns the output folder.
+/// `--master URL` a real master for the devmaster, `--device cuda` the CPU (a release binary is
+/// then built with the `cuda` feature). Returns the output folder.
 pub(crate) fn qualify_backend(
     root: &Path,
     backend: &str,
     args: &[String],
-    features: &[&str],
+    binary: Binary<'_>,
 ) -> Result<PathBuf> {
     let (mut output, mut model, mut master, mut device) = (None, None, None, None);
     let mut rest = args.iter();
@@ -59,11 +59,7 @@ pub(crate) fn qualify_backend(
         value["model"]["path"] = serde_json::json!(std::path::absolute(model)?);
         std::fs::write(&plan, serde_json::to_vec_pretty(&value)?)?;
     }
-    let mut features = features.to_vec();
-    if device.as_deref() == Some("cuda") && !features.contains(&"cuda") {
-        features.push("cuda");
-    }
-    let binary = release_binary(root, &features)?;
+    let binary = binary.path(root, device.as_deref() == Some("cuda"))?;
     let stage = |name: &str, extra: &[&str]| -> Result<f64> {
         let started = Instant::now();
         let mut cmd = Command::new(&binary);
