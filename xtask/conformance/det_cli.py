@@ -110,10 +110,14 @@ def lifecycle(det, args, kind, entrypoint, storage="shared_fs"):
           out.returncode == 0 and len(uuids) == 6 and all(u in out.stdout for u in uuids), out.stdout)
 
 
-def create_training(det, args, name, entrypoint, steps, shared):
+def create_training(det, args, name, entrypoint, steps, shared, hold_after=None):
     """Submits a `managed-training` experiment (its checkpoints kept through GC in `shared`);
-    returns its id, or None after recording the failure."""
+    returns its id, or None after recording the failure. With `hold_after`, the first allocation
+    waits after that step until a stop is requested (HR_FAULT_HOLD_AT), so a pause sent once
+    that step is visible lands there however fast the steps are."""
     config = args.work / f"{name}.yaml"
+    hold = (f"environment: {{environment_variables: [HR_FAULT_HOLD_AT=1:{hold_after}]}}\n"
+            if hold_after else "")
     config.write_text(
         f"name: {name}\n"
         f"entrypoint: {json.dumps(entrypoint)}\n"
@@ -122,6 +126,7 @@ def create_training(det, args, name, entrypoint, steps, shared):
         "max_restarts: 0\n"
         f"checkpoint_storage: {{type: shared_fs, host_path: {json.dumps(str(shared))}, storage_path: ckpts,"
         f" save_experiment_best: 0, save_trial_best: 0, save_trial_latest: {steps}}}\n"
+        + hold
     )
     out = det("experiment", "create", config)
     eid = created_id(out)
@@ -138,10 +143,12 @@ def training_lifecycle(det, args, case):
     shared.mkdir(parents=True, exist_ok=True)
     entrypoint = [args.hessian_recipes, "managed-training", "--plan", case["plan"],
                   "--backend", backend, "--max-wall-seconds", "600", "--unqualified"]
-    eid = create_training(det, args, f"conformance-training-{backend}", entrypoint, steps, shared)
+    eid = create_training(det, args, f"conformance-training-{backend}", entrypoint, steps, shared,
+                          hold_after=1)
     if not eid:
         return
-    if not wait(lambda: "checkpoint step 1 ->" in trial_log(args.state_dir, eid), f"{kind} step 1"):
+    # The worker holds after step 1 (its metrics reported) until the pause arrives.
+    if not wait(lambda: "holding after step 1" in trial_log(args.state_dir, eid), f"{kind} step 1"):
         check(f"{kind}: trial log", False, trial_log(args.state_dir, eid))
         return
     out = det("experiment", "pause", eid)
