@@ -12,7 +12,7 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         Mutex,
-        atomic::{AtomicU64, Ordering},
+        atomic::{AtomicBool, AtomicU64, Ordering},
     },
 };
 
@@ -41,6 +41,9 @@ pub(crate) struct Persister {
     /// The journal, opened for appending; held by the committer.
     writer: Mutex<Option<File>>,
     durable: AtomicU64,
+    /// Set by a failed write: what was staged with it is lost, so nothing later is written
+    /// either (the master fails closed).
+    broken: AtomicBool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -61,6 +64,7 @@ impl Persister {
             pending: Mutex::new(Pending::default()),
             writer: Mutex::new(None),
             durable: AtomicU64::new(0),
+            broken: AtomicBool::new(false),
         };
         if journal_path.exists() {
             for rec in read_journal(&journal_path)? {
@@ -108,12 +112,23 @@ impl Persister {
         if self.durable.load(Ordering::Acquire) >= ticket.0 {
             return Ok(());
         }
+        if self.broken.load(Ordering::Acquire) {
+            return Err(std::io::Error::other("an earlier write failed"));
+        }
+        let written = self.write_pending(&mut writer);
+        if written.is_err() {
+            self.broken.store(true, Ordering::Release);
+        }
+        written
+    }
+
+    fn write_pending(&self, writer: &mut Option<File>) -> std::io::Result<()> {
         let (seq, snapshot, journal) = {
             let mut p = lock(&self.pending);
             (p.seq, p.snapshot.take(), std::mem::take(&mut p.journal))
         };
         if !journal.is_empty() {
-            let file = match &mut *writer {
+            let file = match writer {
                 Some(f) => f,
                 None => writer.insert(
                     OpenOptions::new()
@@ -226,6 +241,18 @@ mod tests {
         p.commit(&t).expect("append after the cut");
         let (last, _) = Persister::open(dir.path()).expect("reopen");
         assert_eq!(last.metrics.len(), 5, "the append starts on its own line");
+
+        // A failed write loses what was staged with it, so nothing staged later is written
+        // either, even once the folder is writable again.
+        let state_dir = dir.path().join("s");
+        std::fs::create_dir(&state_dir).expect("mkdir");
+        let (st, p) = Persister::open(&state_dir).expect("open");
+        std::fs::rename(&state_dir, dir.path().join("gone")).expect("move away");
+        let t = p.stage_state(&st).expect("stage");
+        assert!(p.commit(&t).is_err(), "the folder is gone");
+        std::fs::rename(dir.path().join("gone"), &state_dir).expect("move back");
+        let t = p.stage_state(&st).expect("stage");
+        assert!(p.commit(&t).is_err(), "broken stays broken");
 
         std::fs::write(dir.path().join(METRICS_JOURNAL), b"{}\n{\"id\": 1}\n").expect("corrupt");
         let err = Persister::open(dir.path())

@@ -34,15 +34,11 @@ fn log_of(dir: &std::path::Path) -> String {
         .unwrap_or_default()
 }
 
-#[tokio::test]
-async fn a_rust_trial_runs_pauses_acks_and_restores_under_the_devmaster() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let state = tmp.path().join("state");
-    let shared = tmp.path().join("shared");
-    std::fs::create_dir_all(&shared).expect("shared");
+/// A devmaster in `state` and a logged-in client.
+async fn start_master(state: &std::path::Path) -> (Devmaster, hr_det::Client) {
     let config = DevmasterConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
-        state_dir: state.clone(),
+        state_dir: state.to_owned(),
         info_dir: None,
         preemption_timeout: Duration::from_secs(60),
         record_requests: None,
@@ -50,6 +46,38 @@ async fn a_rust_trial_runs_pauses_acks_and_restores_under_the_devmaster() {
     let master = Devmaster::start(config).await.expect("start");
     let mut client = hr_det::Client::new(master.url()).expect("client");
     client.login("determined", "").await.expect("login");
+    (master, client)
+}
+
+/// The conformance trial in local mode in `run_dir` with steps of `step_seconds`; returns it and
+/// its stdout lines once it has printed its first step.
+fn local_trial(
+    run_dir: &str,
+    step_seconds: &str,
+) -> (
+    std::process::Child,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+) {
+    let mut child = Command::new(TRIAL)
+        .args(["--local", run_dir])
+        .env("STEP_SECONDS", step_seconds)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let first = lines.next().expect("a line").expect("utf-8");
+    assert!(first.starts_with("step 1 checkpoint"), "{first}");
+    (child, lines)
+}
+
+#[tokio::test]
+async fn a_rust_trial_runs_pauses_acks_and_restores_under_the_devmaster() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let state = tmp.path().join("state");
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir_all(&shared).expect("shared");
+    let (master, client) = start_master(&state).await;
     let yaml = format!(
         "name: rust-trial\nentrypoint: [{TRIAL:?}]\nsearcher: {{name: single, metric: loss, max_length: {{batches: 6}}}}\n\
          resources: {{slots_per_trial: 0}}\nmax_restarts: 0\n\
@@ -145,15 +173,7 @@ async fn a_rust_trial_runs_pauses_acks_and_restores_under_the_devmaster() {
 fn local_mode_takes_preemption_from_sigterm_and_restores_the_latest_checkpoint() {
     let tmp = tempfile::tempdir().expect("tmp");
     let run_dir = tmp.path().to_str().expect("utf-8");
-    let mut child = Command::new(TRIAL)
-        .args(["--local", run_dir])
-        .env("STEP_SECONDS", "0.2")
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let first = lines.next().expect("a line").expect("utf-8");
-    assert!(first.starts_with("step 1 checkpoint"), "{first}");
+    let (mut child, lines) = local_trial(run_dir, "0.2");
     assert!(send_sigterm(child.id()));
     let rest: Vec<String> = lines.map_while(Result::ok).collect();
     assert!(child.wait().expect("wait").success());
@@ -193,16 +213,7 @@ fn a_second_interrupt_aborts_at_once_and_the_run_resumes_from_its_last_checkpoin
     let tmp = tempfile::tempdir().expect("tmp");
     let run_dir = tmp.path().to_str().expect("utf-8");
     // Steps of 30 s: after step 1 the trial sleeps, so only the second signal can end it soon.
-    let mut child = Command::new(TRIAL)
-        .args(["--local", run_dir])
-        .env("STEP_SECONDS", "30")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
-    let first = lines.next().expect("a line").expect("utf-8");
-    assert!(first.starts_with("step 1 checkpoint"), "{first}");
+    let (child, _lines) = local_trial(run_dir, "30");
     let started = std::time::Instant::now();
     assert!(send(child.id(), "-INT"));
     std::thread::sleep(Duration::from_millis(300));
@@ -228,16 +239,7 @@ fn a_second_interrupt_aborts_at_once_and_the_run_resumes_from_its_last_checkpoin
 async fn queued_reports_are_all_delivered_once_when_flushed() {
     let tmp = tempfile::tempdir().expect("tmp");
     let state = tmp.path().join("state");
-    let config = DevmasterConfig {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        state_dir: state.clone(),
-        info_dir: None,
-        preemption_timeout: Duration::from_secs(60),
-        record_requests: None,
-    };
-    let master = Devmaster::start(config).await.expect("start");
-    let mut client = hr_det::Client::new(master.url()).expect("client");
-    client.login("determined", "").await.expect("login");
+    let (master, client) = start_master(&state).await;
     // The bench mode: 30 synchronous reports (steps 1-30), then 30 queued and flushed (31-60).
     let yaml = format!(
         "name: rust-queue\nentrypoint: [{TRIAL:?}]\nsearcher: {{name: single, metric: loss, max_length: {{batches: 6}}}}\n\

@@ -14,7 +14,7 @@ use proptest::{
 };
 use serde_json::Value;
 
-use crate::support::{config, eventually, raw_response, start};
+use crate::support::{config, create_trial, eventually, raw_response, start};
 
 const CAPTURED: &str = include_str!("../../../hr-det/test_data/captured-determined-0.35.0.jsonl");
 const CASES: usize = 1500;
@@ -24,16 +24,7 @@ async fn mutated_request_bodies_get_typed_answers_and_the_master_keeps_serving()
     let tmp = tempfile::tempdir().expect("tmp");
     let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
     // A live trial (id 1, allocation `<task>.1`), so valid-looking bodies reach the handlers.
-    let exp = client
-        .create_experiment(&config("exec sleep 60", 0), None, true)
-        .await
-        .expect("create");
-    let trial = client
-        .list_trials(exp.experiment.id)
-        .await
-        .expect("trials")
-        .trials
-        .remove(0);
+    let trial = create_trial(&client, &config("exec sleep 60", 0)).await;
     let allocation = format!("{}.1", trial.task_id.clone().expect("task"));
     eventually("the trial's work folder", || async {
         tmp.path().join("work").join(&allocation).exists()

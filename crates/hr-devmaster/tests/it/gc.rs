@@ -18,16 +18,7 @@ async fn gc_run(retention: &str) -> (Vec<(u64, bool, CheckpointState)>, tempfile
          checkpoint_storage: {{type: directory, container_path: {:?}{retention}}}\n",
         storage.display().to_string()
     );
-    let exp = client
-        .create_experiment(&config, None, true)
-        .await
-        .expect("create");
-    let trial = client
-        .list_trials(exp.experiment.id)
-        .await
-        .expect("trials")
-        .trials[0]
-        .clone();
+    let trial = crate::support::create_trial(&client, &config).await;
     let task = trial.task_id.clone().expect("task id");
     for step in 1..=6u64 {
         let uuid = format!("00000000-0000-4000-a000-00000000000{step}");
@@ -49,18 +40,18 @@ async fn gc_run(retention: &str) -> (Vec<(u64, bool, CheckpointState)>, tempfile
             .expect("report");
     }
     client
-        .experiment_action(exp.experiment.id, ExperimentAction::Kill)
+        .experiment_action(trial.experiment_id, ExperimentAction::Kill)
         .await
         .expect("kill");
     eventually("the experiment ends", || async {
         client
-            .get_experiment(exp.experiment.id)
+            .get_experiment(trial.experiment_id)
             .await
             .is_ok_and(|e| e.experiment.state == State::Canceled)
     })
     .await;
     let listed = client
-        .list_checkpoints(exp.experiment.id, CheckpointSortBy::BatchNumber, false)
+        .list_checkpoints(trial.experiment_id, CheckpointSortBy::BatchNumber, false)
         .await
         .expect("list");
     let out = listed

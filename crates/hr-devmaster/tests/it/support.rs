@@ -19,6 +19,20 @@ pub(crate) async fn start(state_dir: &Path, preemption_timeout: Duration) -> (De
     (master, client)
 }
 
+/// Creates and activates an experiment from `yaml`; returns its one trial.
+pub(crate) async fn create_trial(client: &Client, yaml: &str) -> hr_det::wire::Trial {
+    let exp = client
+        .create_experiment(yaml, None, true)
+        .await
+        .expect("create");
+    client
+        .list_trials(exp.experiment.id)
+        .await
+        .expect("trials")
+        .trials
+        .remove(0)
+}
+
 /// An experiment config whose trial runs `script` with `sh -c`.
 pub(crate) fn config(script: &str, max_restarts: u32) -> String {
     format!(

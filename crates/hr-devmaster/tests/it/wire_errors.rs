@@ -316,16 +316,7 @@ async fn a_trials_token_acts_only_for_its_own_allocation() {
         "printf %s \"$DET_SESSION_TOKEN\" > token.tmp && mv token.tmp token; exec sleep 60";
     let mut trials = Vec::new();
     for _ in 0..2 {
-        let exp = client
-            .create_experiment(&config(script, 0), None, true)
-            .await
-            .expect("create");
-        let trial = client
-            .list_trials(exp.experiment.id)
-            .await
-            .expect("trials")
-            .trials
-            .remove(0);
+        let trial = crate::support::create_trial(&client, &config(script, 0)).await;
         let allocation = format!("{}.1", trial.task_id.expect("task id"));
         let file = tmp.path().join("work").join(&allocation).join("token");
         crate::support::eventually("the trial wrote its token", || async { file.exists() }).await;
