@@ -49,6 +49,23 @@ async fn start_master(state: &std::path::Path) -> (Devmaster, hr_det::Client) {
     (master, client)
 }
 
+/// The training metrics the master holds for the experiment's trial.
+async fn training_metrics(
+    client: &hr_det::Client,
+    experiment: i32,
+) -> Vec<hr_det::wire::MetricsReport> {
+    let trial = client
+        .list_trials(experiment)
+        .await
+        .expect("trials")
+        .trials
+        .remove(0);
+    client
+        .trial_metrics(trial.id, "training")
+        .await
+        .expect("metrics")
+}
+
 /// The conformance trial in local mode in `run_dir` with steps of `step_seconds`; returns it and
 /// its stdout lines once it has printed its first step.
 fn local_trial(
@@ -154,16 +171,7 @@ async fn a_rust_trial_runs_pauses_acks_and_restores_under_the_devmaster() {
     assert!(ckpts.checkpoints.iter().all(
         |c| c.resources.contains_key("metadata.json") && c.resources.contains_key("state.json")
     ));
-    let trial = client
-        .list_trials(id)
-        .await
-        .expect("trials")
-        .trials
-        .remove(0);
-    let metrics = client
-        .trial_metrics(trial.id, "training")
-        .await
-        .expect("metrics");
+    let metrics = training_metrics(&client, id).await;
     let runs: std::collections::BTreeSet<i32> = metrics.iter().map(|m| m.trial_run_id).collect();
     assert_eq!(runs.into_iter().collect::<Vec<_>>(), [1, 2]);
     master.shutdown();
@@ -254,16 +262,7 @@ async fn queued_reports_are_all_delivered_once_when_flushed() {
         log_of(&state).contains("bench metrics 30")
     })
     .await;
-    let trial = client
-        .list_trials(exp.experiment.id)
-        .await
-        .expect("trials")
-        .trials
-        .remove(0);
-    let metrics = client
-        .trial_metrics(trial.id, "training")
-        .await
-        .expect("metrics");
+    let metrics = training_metrics(&client, exp.experiment.id).await;
     let mut steps: Vec<i32> = metrics.iter().map(|m| m.total_batches).collect();
     steps.sort_unstable();
     assert_eq!(
