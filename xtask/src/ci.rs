@@ -3,8 +3,8 @@
 //! `--features hessian-recipes/cuda` (the CUDA backend compiled and linked offline), the whole
 //! test suite (the end-to-end tests drive that binary), the conformance of the devmaster with the
 //! real `determined==0.35.0` client and of the bridges with the real environment servers, and
-//! the CPU qualifications of that same binary. It ends with one summary line,
-//! `ci: N passed, M failed`, and fails when no test ran.
+//! the CPU qualifications of that same binary (the kill soak among them). It ends with one
+//! summary line, `ci: N passed, M failed`, and fails when no test ran.
 
 use std::{
     io::{BufRead, BufReader},
@@ -114,6 +114,28 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         phases.done("qualify native with controls");
         passed += p;
         failed += f;
+    }
+    if failed == 0 {
+        // The kill soak: 20 seeded SIGKILLs of the worker and one devmaster crash; the run must
+        // end equal to the uninterrupted one with no acknowledged checkpoint lost.
+        let out = format!("target/qualify-soak-ci-{}", std::process::id());
+        let verdict = crate::qualify_soak(
+            root,
+            &["--output".to_owned(), out.clone()],
+            crate::Binary::Ci,
+        );
+        phases.done("qualify soak");
+        match verdict {
+            Ok(()) => {
+                println!("qualify soak: 1 passed, 0 failed");
+                passed += 1;
+                std::fs::remove_dir_all(root.join(&out))?;
+            }
+            Err(e) => {
+                println!("qualify soak: 0 passed, 1 failed ({e}); see {out}");
+                failed += 1;
+            }
+        }
     }
     // Each backend's qualification against its real server, with the same binary.
     for backend in ["openenv", "nemo"] {

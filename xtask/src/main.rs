@@ -98,7 +98,7 @@ fn main() -> Result<()> {
                 qualify_backend::qualify_backend(&root, backend, &args[2..], Binary::Release(&[]))
                     .map(|_| ())
             }
-            Some("soak") => qualify_soak(&root, &args[2..]),
+            Some("soak") => qualify_soak(&root, &args[2..], Binary::Release(&[])),
             other => bail!(
                 "unknown qualification {other:?}: available: cpu, native, openenv, nemo, soak\n\n{HELP}"
             ),
@@ -265,10 +265,10 @@ pub(crate) fn qualify_cpu_with(root: &Path, args: &[String], binary: Binary<'_>)
 }
 
 /// `cargo xtask qualify soak [--kills N] [--seed S] [--steps N] [--output runs/NAME]`: the kill
-/// soak of a fixture plan (one checkpoint per step) on the tiny test model with the release
-/// binary (defaults: 20 kills, seed 1, 300 steps; a kill lands at most 3 steps after each
-/// restore, so the plan outlasts the kills).
-fn qualify_soak(root: &Path, args: &[String]) -> Result<()> {
+/// soak of a fixture plan (one checkpoint per step) on the tiny test model with `binary` (the
+/// release build; CI's debug build in `ci`) (defaults: 20 kills, seed 1, 300 steps; a kill
+/// lands at most 3 steps after each restore, so the plan outlasts the kills).
+pub(crate) fn qualify_soak(root: &Path, args: &[String], binary: Binary<'_>) -> Result<()> {
     let (mut kills, mut seed, mut steps, mut output) =
         ("20".to_owned(), "1".to_owned(), 300u64, None);
     let mut rest = args.iter();
@@ -300,7 +300,7 @@ fn qualify_soak(root: &Path, args: &[String]) -> Result<()> {
     let grpo = serde_json::json!({"tasks_per_step": 2, "num_generations": 4,
         "max_completion_length": 8, "max_turn_tokens": 8});
     let plan = conformance::training_plan(root, &output, "soak", &environment, &grpo, steps)?;
-    let mut cmd = Command::new(release_binary(root, &[])?);
+    let mut cmd = Command::new(binary.path(root, false)?);
     cmd.current_dir(root)
         .args(["qualify", "soak", "--plan"])
         .arg(&plan)
