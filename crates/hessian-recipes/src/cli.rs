@@ -308,9 +308,16 @@ pub(crate) enum SnapshotCommand {
 
 #[derive(Debug, Args)]
 pub(crate) struct DevmasterArgs {
-    /// Loopback address to listen on, e.g. 127.0.0.1:8080 (port 0 picks a free port).
+    /// Address to listen on, e.g. 127.0.0.1:8080 (port 0 picks a free port). Loopback unless a
+    /// --password-file is given.
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub(crate) listen: std::net::SocketAddr,
+    /// A file holding the password both users (`determined`, `admin`) then sign in with
+    /// (trailing newline ignored). Without it they have a fresh Determined master's empty
+    /// passwords and only a loopback --listen is allowed. Requests travel as plain HTTP: use
+    /// another address only on a network you trust.
+    #[arg(long)]
+    pub(crate) password_file: Option<PathBuf>,
     /// Folder for the master's state, trial work folders and default checkpoint storage.
     #[arg(long)]
     pub(crate) state_dir: PathBuf,
@@ -327,6 +334,22 @@ pub(crate) struct DevmasterArgs {
     /// file, e.g. to capture what a real client sends.
     #[arg(long)]
     pub(crate) record_requests: Option<PathBuf>,
+}
+
+impl DevmasterArgs {
+    /// The password of --password-file, if given.
+    pub(crate) fn password(&self) -> anyhow::Result<Option<String>> {
+        self.password_file
+            .as_ref()
+            .map(|path| {
+                std::fs::read_to_string(path)
+                    .map(|text| text.trim_end_matches(['\r', '\n']).to_owned())
+                    .map_err(|e| {
+                        crate::Refused(format!("--password-file {}: {e}", path.display())).into()
+                    })
+            })
+            .transpose()
+    }
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,7 @@ pub(crate) fn run(args: &DevmasterArgs) -> anyhow::Result<ExitCode> {
             info_dir: args.info_dir.clone(),
             preemption_timeout: Duration::from_secs(args.preemption_timeout_seconds),
             record_requests: args.record_requests.clone(),
+            password: args.password()?,
         };
         let master = Devmaster::start(config)
             .await

@@ -30,9 +30,10 @@ fn stopped(master: &Master) -> Option<Response> {
     })
 }
 
-/// Whether `host` (a `Host` header value) names this master: a loopback name, with this port
-/// when it gives one.
-fn host_is_ours(host: &str, port: u16) -> bool {
+/// Whether `host` (a `Host` header value) names this master, with this port when it gives one:
+/// `localhost` or a loopback IP, and any IP literal when it listens beyond loopback (with a
+/// password). Never another name: a DNS-rebinding page reaches the port under its own name.
+fn host_is_ours(host: &str, port: u16, listen: std::net::IpAddr) -> bool {
     let (name, given) = match host.strip_prefix('[') {
         // `[::1]` or `[::1]:8080`
         Some(rest) => match rest.split_once(']') {
@@ -45,7 +46,10 @@ fn host_is_ours(host: &str, port: u16) -> bool {
         },
     };
     given.is_none_or(|p| p.parse::<u16>() == Ok(port))
-        && matches!(name, "127.0.0.1" | "localhost" | "::1")
+        && (name == "localhost"
+            || name
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback() || !listen.is_loopback()))
 }
 
 /// The guard layer.
@@ -58,7 +62,7 @@ pub(crate) async fn guard(State(master): State<Arc<Master>>, req: Request, next:
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or("");
-    if !host_is_ours(host, master.port()) {
+    if !host_is_ours(host, master.port(), master.config.listen.ip()) {
         return refuse(
             StatusCode::MISDIRECTED_REQUEST,
             &format!("Host `{host}` is not this loopback master"),
@@ -85,6 +89,22 @@ pub(crate) async fn guard(State(master): State<Arc<Master>>, req: Request, next:
 mod tests {
     use super::host_is_ours;
 
+    const LOOPBACK: std::net::IpAddr = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+
+    #[test]
+    fn a_master_beyond_loopback_answers_to_ip_literals_but_never_to_names() {
+        for listen in ["10.1.2.3", "0.0.0.0"] {
+            let listen: std::net::IpAddr = listen.parse().expect("ip");
+            assert!(host_is_ours("10.1.2.3:8080", 8080, listen));
+            assert!(host_is_ours("[fd00::1]:8080", 8080, listen));
+            assert!(host_is_ours("127.0.0.1:8080", 8080, listen));
+            assert!(!host_is_ours("10.1.2.3:9090", 8080, listen));
+            assert!(!host_is_ours("evil.example:8080", 8080, listen));
+        }
+        // A loopback master refuses other addresses.
+        assert!(!host_is_ours("10.1.2.3:8080", 8080, LOOPBACK));
+    }
+
     #[test]
     fn only_loopback_names_with_our_port_are_ours() {
         for ok in [
@@ -95,7 +115,7 @@ mod tests {
             "127.0.0.1",
             "localhost",
         ] {
-            assert!(host_is_ours(ok, 8080), "{ok}");
+            assert!(host_is_ours(ok, 8080, LOOPBACK), "{ok}");
         }
         for bad in [
             "evil.example:8080",
@@ -104,7 +124,7 @@ mod tests {
             "127.0.0.1.evil.example:8080",
             "[::1",
         ] {
-            assert!(!host_is_ours(bad, 8080), "{bad}");
+            assert!(!host_is_ours(bad, 8080, LOOPBACK), "{bad}");
         }
     }
 }

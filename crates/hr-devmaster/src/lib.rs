@@ -1,4 +1,5 @@
-//! A Determined-0.35-compatible master for local runs and tests, serving on loopback only: the
+//! A Determined-0.35-compatible master for local runs and tests, serving on loopback (or, with a
+//! configured password, on another address): the
 //! endpoints the real `det` CLI and the real Python Core API use (and `hr-det`), with state kept
 //! durably in a state folder (a `state.json` snapshot and a `metrics.jsonl` journal, written by
 //! group commit before a change is acknowledged), so a restart loses no acknowledged experiment,

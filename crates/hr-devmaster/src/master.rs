@@ -17,7 +17,7 @@ use crate::state::{MasterState, MetricRec};
 /// How to run a devmaster.
 #[derive(Debug, Clone)]
 pub struct DevmasterConfig {
-    /// Listen address; must be a loopback address.
+    /// Listen address: loopback, or any address when a [`DevmasterConfig::password`] is set.
     pub listen: SocketAddr,
     /// Folder for `state.json`, work folders and default checkpoint storage.
     pub state_dir: PathBuf,
@@ -29,6 +29,10 @@ pub struct DevmasterConfig {
     /// Append every request (method, path, body; never headers or tokens) to this JSONL file:
     /// how the wire tests' fixtures were captured from the real client.
     pub record_requests: Option<PathBuf>,
+    /// The password both users (`determined`, `admin`) sign in with. `None` keeps a fresh
+    /// Determined master's empty passwords, which only a loopback master may use; a master on
+    /// any other address needs one.
+    pub password: Option<String>,
 }
 
 /// A running allocation of a trial.

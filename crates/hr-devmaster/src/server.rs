@@ -17,13 +17,20 @@ impl Devmaster {
     /// Binds, recovers the state in `state_dir`, restarts allocations of active trials, and
     /// serves in the background.
     pub async fn start(config: DevmasterConfig) -> std::io::Result<Self> {
-        if !config.listen.ip().is_loopback() {
+        if !config.listen.ip().is_loopback() && config.password.is_none() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
                 format!(
-                    "--listen {}: the devmaster serves on loopback only (127.0.0.1 or ::1)",
+                    "--listen {}: without a password the devmaster serves on loopback only \
+                     (127.0.0.1 or ::1); give --password-file FILE to serve on another address",
                     config.listen
                 ),
+            ));
+        }
+        if config.password.as_deref() == Some("") {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "--password-file: the password is empty; write one into the file",
             ));
         }
         std::fs::create_dir_all(&config.state_dir)?;

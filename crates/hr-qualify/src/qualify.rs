@@ -259,6 +259,7 @@ pub(crate) async fn start_master(
         info_dir: None,
         preemption_timeout: Duration::from_secs(600),
         record_requests: None,
+        password: None,
     };
     let m = hr_devmaster::Devmaster::start(config)
         .await

@@ -42,6 +42,7 @@ async fn start_master(state: &std::path::Path) -> (Devmaster, hr_det::Client) {
         info_dir: None,
         preemption_timeout: Duration::from_secs(60),
         record_requests: None,
+        password: None,
     };
     let master = Devmaster::start(config).await.expect("start");
     let mut client = hr_det::Client::new(master.url()).expect("client");

@@ -25,11 +25,13 @@ pub(super) fn user_json(name: &str) -> Value {
 
 pub(super) async fn login(AxState(m): M, body: Bytes) -> ApiResult<Json<Value>> {
     let req: hr_det::wire::LoginRequest = parse(&body)?;
-    // The default users of a fresh Determined master: `determined` and `admin`, empty passwords.
+    // The users of a fresh Determined master, `determined` and `admin`, with empty passwords
+    // (loopback only) or the configured one.
+    let password = m.config.password.as_deref().unwrap_or("");
     let expected = if req.is_hashed {
-        hr_det::hash_password("")
+        hr_det::hash_password(password)
     } else {
-        String::new()
+        password.to_owned()
     };
     if !matches!(req.username.as_str(), "determined" | "admin") || req.password != expected {
         return Err(ApiError::Unauthenticated("invalid credentials".into()));

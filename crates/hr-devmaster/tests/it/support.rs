@@ -12,6 +12,7 @@ pub(crate) async fn start(state_dir: &Path, preemption_timeout: Duration) -> (De
         info_dir: None,
         preemption_timeout,
         record_requests: None,
+        password: None,
     };
     let master = Devmaster::start(config).await.expect("devmaster starts");
     let mut client = Client::new(master.url()).expect("client");

@@ -354,3 +354,39 @@ async fn a_trials_token_acts_only_for_its_own_allocation() {
         .expect("a user's login");
     master.shutdown();
 }
+
+#[tokio::test]
+async fn another_address_needs_a_password_and_then_every_login_needs_it() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let config = |listen: &str, password: Option<&str>| hr_devmaster::DevmasterConfig {
+        listen: listen.parse().expect("addr"),
+        state_dir: tmp.path().join("state"),
+        info_dir: None,
+        preemption_timeout: Duration::from_secs(60),
+        record_requests: None,
+        password: password.map(str::to_owned),
+    };
+    let refused = hr_devmaster::Devmaster::start(config("0.0.0.0:0", None))
+        .await
+        .err()
+        .expect("no password, not loopback");
+    assert!(refused.to_string().contains("--password-file"), "{refused}");
+    let wide = hr_devmaster::Devmaster::start(config("0.0.0.0:0", Some("s3cret")))
+        .await
+        .expect("with a password any address may serve");
+    wide.shutdown();
+    let master = hr_devmaster::Devmaster::start(config("127.0.0.1:0", Some("s3cret")))
+        .await
+        .expect("start");
+    let mut client = Client::new(master.url()).expect("client");
+    let empty = client.login("determined", "").await;
+    assert!(
+        matches!(empty, Err(DetError::Unauthenticated(_))),
+        "{empty:?}"
+    );
+    client
+        .login("admin", "s3cret")
+        .await
+        .expect("the configured password");
+    master.shutdown();
+}
