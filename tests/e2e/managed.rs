@@ -355,4 +355,8 @@ fn a_worker_killed_four_times_and_a_crashed_master_still_end_equal_to_the_native
         report["checkpoints_kept_over_master_restart"].as_u64() > Some(0),
         "{report}"
     );
+    assert!(
+        report["metrics_kept_over_master_restart"].as_u64() > Some(0),
+        "{report}"
+    );
 }

@@ -74,16 +74,18 @@ pub(crate) fn run(args: &QualifySoakArgs) -> anyhow::Result<ExitCode> {
         "plan": plan.name, "steps": plan.steps, "kills": report.kills, "seed": args.seed,
         "master_restarts": 1, "allocations": report.allocations,
         "checkpoints_kept_over_master_restart": report.checkpoints_kept_over_master_restart,
+        "metrics_kept_over_master_restart": report.metrics_kept_over_master_restart,
         "seconds": report.seconds, "evidence_equal": equal,
         "run_dir": report.run_dir,
     });
     std::fs::write(out.join("soak.json"), serde_json::to_vec_pretty(&summary)?)?;
     println!(
-        "kill soak: {} kills, {} allocations, master restarted keeping {} checkpoints, {:.1} s; \
-         evidence {} the native run",
+        "kill soak: {} kills, {} allocations, master restarted keeping {} checkpoints and {} \
+         metric reports, {:.1} s; evidence {} the native run",
         report.kills,
         report.allocations,
         report.checkpoints_kept_over_master_restart,
+        report.metrics_kept_over_master_restart,
         report.seconds,
         if equal { "equals" } else { "DIFFERS from" }
     );

@@ -49,6 +49,8 @@ pub struct SoakReport {
     pub allocations: usize,
     /// Checkpoints the master listed before it was killed, all still listed after its restart.
     pub checkpoints_kept_over_master_restart: usize,
+    /// Training-metric reports the master held before it was killed, all still held after.
+    pub metrics_kept_over_master_restart: usize,
     /// Wall time.
     pub seconds: f64,
 }
@@ -123,6 +125,16 @@ async fn signed_in(url: &str) -> Result<Client, QualifyError> {
     Ok(client)
 }
 
+/// The training metrics the master holds for the trial: (allocation run, step) pairs.
+async fn metric_keys(client: &Client, run: &Run) -> Result<Vec<(i32, i32)>, QualifyError> {
+    Ok(client
+        .trial_metrics(run.trial, "training")
+        .await?
+        .iter()
+        .map(|m| (m.trial_run_id, m.total_batches))
+        .collect())
+}
+
 async fn checkpoint_uuids(client: &Client, run: &Run) -> Result<Vec<String>, QualifyError> {
     let list = client
         .list_checkpoints(run.experiment, hr_det::wire::CheckpointSortBy::Uuid, false)
@@ -163,7 +175,7 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
     let run = start_run(&client, &yaml).await?;
     let run_dir = storage.join(format!("hr-run-{}-{}", run.experiment, run.trial));
     let mut rng = opts.seed;
-    let mut kept = 0;
+    let (mut kept, mut kept_metrics) = (0, 0);
     // Start records already dealt with (killed, or replaced before the kill landed).
     let mut seen = 0usize;
     let mut kills = 0;
@@ -209,6 +221,7 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
         if kills == opts.kills.div_ceil(2) {
             // The master crashes too, then comes back from its state folder.
             let before = checkpoint_uuids(&client, &run).await?;
+            let metrics_before = metric_keys(&client, &run).await?;
             sigkill(devmaster.id(), "the devmaster")?;
             let _ = devmaster.wait();
             let (restarted, url) = spawn_master(&binary, &opts.output)?;
@@ -220,7 +233,16 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
                     "the restarted master lost checkpoint {lost} it had acknowledged"
                 )));
             }
+            let metrics_after = metric_keys(&client, &run).await?;
+            if let Some((run_id, step)) = metrics_before.iter().find(|k| !metrics_after.contains(k))
+            {
+                return Err(QualifyError::Failed(format!(
+                    "the restarted master lost the step-{step} metrics of run {run_id} it had \
+                     acknowledged"
+                )));
+            }
             kept = before.len();
+            kept_metrics = metrics_before.len();
         }
     }
     let end = wait_terminal(&client, &run, opts.timeout).await;
@@ -245,6 +267,7 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
         run_dir,
         kills,
         checkpoints_kept_over_master_restart: kept,
+        metrics_kept_over_master_restart: kept_metrics,
         seconds: started.elapsed().as_secs_f64(),
     })
 }
