@@ -130,7 +130,7 @@ fn check_rejects_each_rule_naming_the_field() {
 #[test]
 fn render_reproduces_the_committed_templates_and_refuses_reuse() {
     let s = Scratch::new();
-    let out = s.run(&["cluster", "render", "--profile", "jaif", "--out-dir", "t"]);
+    let out = s.run(&["cluster", "render", "--profile", "jaif", "--output", "t"]);
     assert!(out.status.success(), "{:?}", text(&out));
     let committed: Vec<_> = snapshot(&repo_root().join("cluster/determined"))
         .into_iter()
@@ -140,6 +140,7 @@ fn render_reproduces_the_committed_templates_and_refuses_reuse() {
     assert_eq!(rendered, committed);
 
     let before = snapshot(s.path());
+    // `--out-dir`, the older name of `--output`, still works.
     let again = s.run(&["cluster", "render", "--profile", "local", "--out-dir", "t"]);
     assert_eq!(again.status.code(), Some(2));
     assert_eq!(snapshot(s.path()), before);

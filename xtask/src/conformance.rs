@@ -172,7 +172,7 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
     let templates = work.join("templates");
     let mut render = Command::new(bin.join("hessian-recipes"));
     render
-        .args(["cluster", "render", "--profile", "local", "--out-dir"])
+        .args(["cluster", "render", "--profile", "local", "--output"])
         .arg(&templates)
         .arg("--root")
         .arg(root);

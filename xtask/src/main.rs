@@ -438,7 +438,7 @@ fn templates(root: &Path) -> Result<()> {
         "cluster",
         "render",
     ]);
-    cmd.args(["--profile", "jaif", "--out-dir"]).arg(&staging);
+    cmd.args(["--profile", "jaif", "--output"]).arg(&staging);
     run(cmd)?;
     let dest = root.join("cluster/determined");
     std::fs::create_dir_all(&dest)?;

@@ -506,9 +506,9 @@ pub(crate) enum ClusterCommand {
         /// `jaif` (the shared cluster) or `local` (this machine, paths under <root>/runs).
         #[arg(long)]
         profile: hr_config::ProfileName,
-        /// Output folder; must not exist or be empty.
-        #[arg(long)]
-        out_dir: PathBuf,
+        /// Output folder; must not exist or be empty (`--out-dir` is the older name).
+        #[arg(long, alias = "out-dir")]
+        output: PathBuf,
         /// The checkout the `local` profile points at (default: the current folder).
         #[arg(long)]
         root: Option<PathBuf>,

@@ -14,9 +14,9 @@ pub(crate) fn run(command: ClusterCommand) -> anyhow::Result<ExitCode> {
     match command {
         ClusterCommand::Render {
             profile,
-            out_dir,
+            output,
             root,
-        } => render(profile, &out_dir, root.as_deref()),
+        } => render(profile, &output, root.as_deref()),
         ClusterCommand::Check { kind, files, json } => check(kind, &files, json),
         ClusterCommand::CpuCommand {
             output,
