@@ -67,6 +67,17 @@ async fn training_metrics(
         .expect("metrics")
 }
 
+/// Runs the conformance trial in local mode again in `run_dir` (no step delay) to its end;
+/// returns its stdout.
+fn rerun_local(run_dir: &str) -> String {
+    let again = Command::new(TRIAL)
+        .args(["--local", run_dir])
+        .env("STEP_SECONDS", "0")
+        .output()
+        .expect("rerun");
+    String::from_utf8_lossy(&again.stdout).into_owned()
+}
+
 /// The conformance trial in local mode in `run_dir` with steps of `step_seconds`; returns it and
 /// its stdout lines once it has printed its first step.
 fn local_trial(
@@ -193,12 +204,7 @@ fn local_mode_takes_preemption_from_sigterm_and_restores_the_latest_checkpoint()
         .unwrap_or_else(|| panic!("no preemption line in {rest:?}"));
     let events = std::fs::read_to_string(tmp.path().join("events.jsonl")).expect("events");
     assert!(events.contains("preemption-acknowledged"));
-    let again = Command::new(TRIAL)
-        .args(["--local", run_dir])
-        .env("STEP_SECONDS", "0")
-        .output()
-        .expect("rerun");
-    let out = String::from_utf8_lossy(&again.stdout);
+    let out = rerun_local(run_dir);
     assert!(out.contains(&format!("at step {stopped} run 2")), "{out}");
     assert!(out.contains("completed at step 8"), "{out}");
     let metrics = std::fs::read_to_string(tmp.path().join("metrics.jsonl")).expect("metrics");
@@ -234,12 +240,7 @@ fn a_second_interrupt_aborts_at_once_and_the_run_resumes_from_its_last_checkpoin
         "it did not wait for the step to end"
     );
     assert!(String::from_utf8_lossy(&out.stderr).contains("second stop signal"));
-    let again = Command::new(TRIAL)
-        .args(["--local", run_dir])
-        .env("STEP_SECONDS", "0")
-        .output()
-        .expect("rerun");
-    let out = String::from_utf8_lossy(&again.stdout);
+    let out = rerun_local(run_dir);
     assert!(out.contains("at step 1 run 2"), "{out}");
     assert!(out.contains("completed at step 8"), "{out}");
 }
