@@ -28,6 +28,7 @@ cargo xtask <task>
 Tasks:
   ci          the full gate, cheapest checks first: fmt, tidy, clippy, tests (what .ci/run runs)
   tidy        every .rs under crates/ opens with //!, only tensor crates depend on burn,
+              tensor libraries never reach tokio/reqwest/axum,
               no ignored tests or stubs, folder name = package name
   templates   regenerate cluster/determined/*.yaml from crates/hr-config (jaif profile)
   conformance det

@@ -1,7 +1,8 @@
 //! Tidy: the code rules no compiler checks. Every `.rs` under `crates/` opens with a `//!` doc
 //! paragraph; no test is marked ignored and no stub (`todo!`, `unimplemented!`) is left; each crate's
-//! folder name is its package name; only the tensor crates depend on burn and no layer-0 crate on
-//! tokio or reqwest (checked with `cargo tree -i`, the layering invariants of ARCHITECTURE.md).
+//! folder name is its package name; only the tensor crates depend on burn, and neither the layer-0
+//! crates nor the tensor libraries reach tokio, reqwest or axum (checked with `cargo tree -i`, the
+//! layering invariants of ARCHITECTURE.md).
 
 use std::path::{Path, PathBuf};
 
@@ -10,8 +11,19 @@ use anyhow::{Context, Result, bail};
 /// Crates allowed to depend on burn: the tensor crates and the binary that picks the backend.
 const TENSOR_CRATES: &[&str] = &["hr-policy", "hr-grpo", "hr-train", "hessian-recipes"];
 
-/// Layer-0 crates: pure and synchronous, so no async runtime and no HTTP client.
-const LAYER0_CRATES: &[&str] = &["hr-config", "hr-seal", "hr-proof", "hr-gguf", "hr-plan"];
+/// Crates that never reach an async runtime, an HTTP client or server: the layer-0 crates (pure
+/// and synchronous) and the tensor libraries with the environment vocabulary they train through.
+const NETWORK_FREE_CRATES: &[&str] = &[
+    "hr-config",
+    "hr-seal",
+    "hr-proof",
+    "hr-gguf",
+    "hr-plan",
+    "hr-eval",
+    "hr-env",
+    "hr-policy",
+    "hr-grpo",
+];
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
@@ -56,10 +68,12 @@ pub(crate) fn run(root: &Path) -> Result<()> {
                 "{name} depends on burn; only {TENSOR_CRATES:?} may"
             ));
         }
-        if LAYER0_CRATES.contains(&name.as_str()) {
-            for io in ["tokio", "reqwest"] {
+        if NETWORK_FREE_CRATES.contains(&name.as_str()) {
+            for io in ["tokio", "reqwest", "axum"] {
                 if depends_on(&name, io)? {
-                    problems.push(format!("{name} is a layer-0 crate but depends on {io}"));
+                    problems.push(format!(
+                        "{name} must stay free of networking but reaches {io}"
+                    ));
                 }
             }
         }

@@ -87,12 +87,12 @@ fn dechunk(body: &str) -> String {
 /// A single-threaded runtime for a blocking client of `service`.
 pub(crate) fn runtime(
     service: &str,
-) -> Result<std::sync::Arc<tokio::runtime::Runtime>, crate::BridgeError> {
+) -> Result<std::sync::Arc<tokio::runtime::Runtime>, hr_env::EnvError> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map(std::sync::Arc::new)
-        .map_err(|source| crate::BridgeError::Io {
+        .map_err(|source| hr_env::EnvError::Io {
             op: "start runtime for",
             path: service.into(),
             source,

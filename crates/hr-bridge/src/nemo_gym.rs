@@ -9,7 +9,7 @@ use std::{collections::BTreeMap, sync::Arc, time::Duration};
 use serde_json::{Value, json};
 use tokio::runtime::Runtime;
 
-use crate::{BridgeError, Environment, Observation, StepOutcome, Task};
+use hr_env::{EnvError, Environment, Observation, StepOutcome, Task};
 
 /// A client of one resources server.
 #[derive(Debug, Clone)]
@@ -43,12 +43,12 @@ pub struct Rollout {
 
 impl NemoGymClient {
     /// A client of the resources server at `base_url`.
-    pub fn new(name: &str, base_url: &str) -> Result<Self, BridgeError> {
+    pub fn new(name: &str, base_url: &str) -> Result<Self, EnvError> {
         let runtime = crate::http::runtime(name)?;
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(2))
             .build()
-            .map_err(|e| BridgeError::Transport {
+            .map_err(|e| EnvError::Transport {
                 service: name.to_owned(),
                 message: e.to_string(),
             })?;
@@ -76,7 +76,7 @@ impl Rollout {
         path: &str,
         body: &Value,
         timeout: Duration,
-    ) -> Result<(u16, Value), BridgeError> {
+    ) -> Result<(u16, Value), EnvError> {
         let c = &self.client;
         let cookie = self
             .cookies
@@ -91,7 +91,7 @@ impl Rollout {
             if !cookie.is_empty() {
                 req = req.header(reqwest::header::COOKIE, cookie);
             }
-            let resp = req.send().await.map_err(|e| BridgeError::Transport {
+            let resp = req.send().await.map_err(|e| EnvError::Transport {
                 service: name.clone(),
                 message: format!("POST {path}: {e}"),
             })?;
@@ -102,11 +102,11 @@ impl Rollout {
                 .iter()
                 .filter_map(|v| v.to_str().ok().map(str::to_owned))
                 .collect();
-            let bytes = resp.bytes().await.map_err(|e| BridgeError::Transport {
+            let bytes = resp.bytes().await.map_err(|e| EnvError::Transport {
                 service: name.clone(),
                 message: format!("POST {path}: {e}"),
             })?;
-            Ok::<_, BridgeError>((status, set, bytes))
+            Ok::<_, EnvError>((status, set, bytes))
         })?;
         for header in set_cookies {
             if let Some((k, v)) = header.split(';').next().and_then(|kv| kv.split_once('=')) {
@@ -122,18 +122,18 @@ impl Rollout {
             Ok(value) => Ok((status, value)),
             // An error status keeps its (non-JSON) text; a success must be JSON.
             Err(_) if !(200..300).contains(&status) => Ok((status, Value::String(text))),
-            Err(e) => Err(BridgeError::Malformed {
+            Err(e) => Err(EnvError::Malformed {
                 service: c.name.clone(),
                 message: format!("POST {path} answered {status} with non-JSON ({e}): {text}"),
             }),
         }
     }
 
-    fn ok(&mut self, path: &str, body: &Value, timeout: Duration) -> Result<Value, BridgeError> {
+    fn ok(&mut self, path: &str, body: &Value, timeout: Duration) -> Result<Value, EnvError> {
         let (status, value) = self.post(path, body, timeout)?;
         match status {
             200..=299 => Ok(value),
-            _ => Err(BridgeError::Service {
+            _ => Err(EnvError::Service {
                 service: self.client.name.clone(),
                 code: status.to_string(),
                 message: match &value {
@@ -147,7 +147,7 @@ impl Rollout {
     }
 
     /// Seeds the session with a dataset row (the legacy body every version accepts).
-    pub fn seed(&mut self, row: &Value) -> Result<Value, BridgeError> {
+    pub fn seed(&mut self, row: &Value) -> Result<Value, EnvError> {
         self.ok("seed_session", row, Duration::from_secs(60))
     }
 
@@ -159,7 +159,7 @@ impl Rollout {
         taskset: &str,
         task_id: &str,
         task_data: &Value,
-    ) -> Result<Value, BridgeError> {
+    ) -> Result<Value, EnvError> {
         let episode = json!({"rollout_id": rollout_id, "attempt": 0});
         let body = json!({"resources_session_id": session_id, "episode_id": episode,
             "task_id": {"taskset": taskset, "task_id": task_id}, "task_data": task_data});
@@ -169,12 +169,12 @@ impl Rollout {
     }
 
     /// Calls a tool with its JSON arguments.
-    pub fn call_tool(&mut self, name: &str, arguments: &Value) -> Result<Value, BridgeError> {
+    pub fn call_tool(&mut self, name: &str, arguments: &Value) -> Result<Value, EnvError> {
         self.ok(name, arguments, Duration::from_secs(60))
     }
 
     /// Verifies a trajectory: `row` plus a `NeMoGymResponse` whose output holds every item.
-    pub fn verify(&mut self, row: &Value, output: &[Value]) -> Result<Verdict, BridgeError> {
+    pub fn verify(&mut self, row: &Value, output: &[Value]) -> Result<Verdict, EnvError> {
         let mut body = match row {
             Value::Object(m) => Value::Object(m.clone()),
             _ => json!({}),
@@ -185,7 +185,7 @@ impl Rollout {
             value
                 .get("reward")
                 .and_then(Value::as_f64)
-                .ok_or_else(|| BridgeError::Malformed {
+                .ok_or_else(|| EnvError::Malformed {
                     service: self.client.name.clone(),
                     message: format!(
                         "/verify answered without a numeric reward: {}",
@@ -207,7 +207,7 @@ impl Rollout {
     }
 
     /// Closes the 0.7 session (404 from an older server is a no-op).
-    pub fn close(&mut self) -> Result<(), BridgeError> {
+    pub fn close(&mut self) -> Result<(), EnvError> {
         let Some((id, episode)) = self.session.take() else {
             return Ok(());
         };
@@ -218,7 +218,7 @@ impl Rollout {
         )?;
         match status {
             200..=299 | 404 => Ok(()),
-            _ => Err(BridgeError::Service {
+            _ => Err(EnvError::Service {
                 service: self.client.name.clone(),
                 code: status.to_string(),
                 message: value.to_string(),
@@ -271,7 +271,7 @@ impl NemoGymEnvironment {
 }
 
 impl Environment for NemoGymEnvironment {
-    fn reset(&mut self, task: &Task, _seed: u64) -> Result<Observation, BridgeError> {
+    fn reset(&mut self, task: &Task, _seed: u64) -> Result<Observation, EnvError> {
         self.close()?;
         let mut rollout = self.client.rollout();
         rollout.seed(&task.payload)?;
@@ -293,14 +293,11 @@ impl Environment for NemoGymEnvironment {
         Ok(Observation { text, raw: prompt })
     }
 
-    fn step(&mut self, action: &str) -> Result<StepOutcome, BridgeError> {
-        let (rollout, row, output) =
-            self.rollout
-                .as_mut()
-                .ok_or_else(|| BridgeError::Transport {
-                    service: self.client.name.clone(),
-                    message: "step before reset".into(),
-                })?;
+    fn step(&mut self, action: &str) -> Result<StepOutcome, EnvError> {
+        let (rollout, row, output) = self.rollout.as_mut().ok_or_else(|| EnvError::Transport {
+            service: self.client.name.clone(),
+            message: "step before reset".into(),
+        })?;
         let item = output_item(action, output.len());
         output.push(item.clone());
         if item["type"] == "function_call" {
@@ -329,7 +326,7 @@ impl Environment for NemoGymEnvironment {
         })
     }
 
-    fn close(&mut self) -> Result<(), BridgeError> {
+    fn close(&mut self) -> Result<(), EnvError> {
         match self.rollout.take() {
             Some((mut r, _, _)) => r.close(),
             None => Ok(()),

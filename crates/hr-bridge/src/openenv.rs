@@ -1,7 +1,7 @@
 //! The OpenEnv client: `/health` and `/schema` over HTTP, and one WebSocket session (`/ws`) per
 //! episode (`reset`, `step`, `state`, `close`), since OpenEnv's HTTP `/reset` and `/step` are
 //! stateless. Errors come back as `{"type":"error","data":{"message","code"}}` and become
-//! [`BridgeError::Service`] (`CAPACITY_REACHED`, `VALIDATION_ERROR`, ...). Unknown fields are
+//! [`EnvError::Service`] (`CAPACITY_REACHED`, `VALIDATION_ERROR`, ...). Unknown fields are
 //! tolerated (0.10 repeats `metadata` at the top level).
 
 use std::{sync::Arc, time::Duration};
@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use tokio::{net::TcpStream, runtime::Runtime};
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream, tungstenite::Message};
 
-use crate::{BridgeError, Environment, Observation, StepOutcome, Task};
+use hr_env::{EnvError, Environment, Observation, StepOutcome, Task};
 
 /// Per-message timeout, as the official `EnvClient` uses.
 const MESSAGE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -35,8 +35,8 @@ pub struct OpenEnvClient {
     runtime: Arc<Runtime>,
 }
 
-fn malformed(service: &str, message: impl Into<String>) -> BridgeError {
-    BridgeError::Malformed {
+fn malformed(service: &str, message: impl Into<String>) -> EnvError {
+    EnvError::Malformed {
         service: service.to_owned(),
         message: message.into(),
     }
@@ -44,7 +44,7 @@ fn malformed(service: &str, message: impl Into<String>) -> BridgeError {
 
 impl OpenEnvClient {
     /// A client of the server at `base_url` (`http://127.0.0.1:PORT`); `name` names it in errors.
-    pub fn new(name: &str, base_url: &str) -> Result<Self, BridgeError> {
+    pub fn new(name: &str, base_url: &str) -> Result<Self, EnvError> {
         let runtime = crate::http::runtime(name)?;
         Ok(Self {
             name: name.to_owned(),
@@ -53,22 +53,22 @@ impl OpenEnvClient {
         })
     }
 
-    fn port(&self) -> Result<u16, BridgeError> {
+    fn port(&self) -> Result<u16, EnvError> {
         self.base
             .rsplit(':')
             .next()
             .and_then(|p| p.parse().ok())
-            .ok_or_else(|| BridgeError::Transport {
+            .ok_or_else(|| EnvError::Transport {
                 service: self.name.clone(),
                 message: format!("bad base URL {}", self.base),
             })
     }
 
     /// `GET /health` must say `{"status":"healthy"}`.
-    pub fn health(&self) -> Result<(), BridgeError> {
+    pub fn health(&self) -> Result<(), EnvError> {
         let (status, body) =
             crate::http::get_json(self.port()?, "/health", Duration::from_secs(10)).map_err(
-                |message| BridgeError::Transport {
+                |message| EnvError::Transport {
                     service: self.name.clone(),
                     message,
                 },
@@ -84,10 +84,10 @@ impl OpenEnvClient {
     }
 
     /// `GET /schema`: the action, observation and state JSON schemas.
-    pub fn schema(&self) -> Result<Value, BridgeError> {
+    pub fn schema(&self) -> Result<Value, EnvError> {
         let (status, body) =
             crate::http::get_json(self.port()?, "/schema", Duration::from_secs(10)).map_err(
-                |message| BridgeError::Transport {
+                |message| EnvError::Transport {
                     service: self.name.clone(),
                     message,
                 },
@@ -102,18 +102,18 @@ impl OpenEnvClient {
     }
 
     /// Opens a WebSocket session (one environment instance).
-    pub fn session(&self) -> Result<OpenEnvSession, BridgeError> {
+    pub fn session(&self) -> Result<OpenEnvSession, EnvError> {
         let url = format!("{}/ws", self.base.replacen("http", "ws", 1));
         let ws = self
             .runtime
             .block_on(async {
                 tokio::time::timeout(MESSAGE_TIMEOUT, tokio_tungstenite::connect_async(&url)).await
             })
-            .map_err(|_| BridgeError::Transport {
+            .map_err(|_| EnvError::Transport {
                 service: self.name.clone(),
                 message: "WebSocket connect timed out".into(),
             })?
-            .map_err(|e| BridgeError::Transport {
+            .map_err(|e| EnvError::Transport {
                 service: self.name.clone(),
                 message: format!("WebSocket connect: {e}"),
             })?
@@ -135,9 +135,9 @@ pub struct OpenEnvSession {
 }
 
 impl OpenEnvSession {
-    fn exchange(&mut self, message: &Value) -> Result<Value, BridgeError> {
+    fn exchange(&mut self, message: &Value) -> Result<Value, EnvError> {
         let name = self.name.clone();
-        let transport = |m: String| BridgeError::Transport {
+        let transport = |m: String| EnvError::Transport {
             service: name.clone(),
             message: m,
         };
@@ -171,7 +171,7 @@ impl OpenEnvSession {
         match value.get("type").and_then(Value::as_str) {
             Some("error") => {
                 let data = value.get("data").cloned().unwrap_or_default();
-                Err(BridgeError::Service {
+                Err(EnvError::Service {
                     service: self.name.clone(),
                     code: data
                         .get("code")
@@ -190,7 +190,7 @@ impl OpenEnvSession {
         }
     }
 
-    fn reply(&self, value: &Value) -> Result<EnvReply, BridgeError> {
+    fn reply(&self, value: &Value) -> Result<EnvReply, EnvError> {
         if value.get("type").and_then(Value::as_str) != Some("observation") {
             return Err(malformed(
                 &self.name,
@@ -214,19 +214,19 @@ impl OpenEnvSession {
     }
 
     /// Starts the episode (`data` holds `seed`, `episode_id` and the env's own kwargs).
-    pub fn reset(&mut self, data: &Value) -> Result<EnvReply, BridgeError> {
+    pub fn reset(&mut self, data: &Value) -> Result<EnvReply, EnvError> {
         let v = self.exchange(&json!({"type": "reset", "data": data}))?;
         self.reply(&v)
     }
 
     /// One action.
-    pub fn step(&mut self, action: &Value) -> Result<EnvReply, BridgeError> {
+    pub fn step(&mut self, action: &Value) -> Result<EnvReply, EnvError> {
         let v = self.exchange(&json!({"type": "step", "data": action}))?;
         self.reply(&v)
     }
 
     /// The environment's state (`episode_id`, `step_count`, ...).
-    pub fn state(&mut self) -> Result<Value, BridgeError> {
+    pub fn state(&mut self) -> Result<Value, EnvError> {
         let v = self.exchange(&json!({"type": "state"}))?;
         if v.get("type").and_then(Value::as_str) != Some("state") {
             return Err(malformed(&self.name, format!("expected a state, got {v}")));
@@ -235,7 +235,7 @@ impl OpenEnvSession {
     }
 
     /// Closes the session (the server frees the environment).
-    pub fn close(&mut self) -> Result<(), BridgeError> {
+    pub fn close(&mut self) -> Result<(), EnvError> {
         let Some(mut ws) = self.ws.take() else {
             return Ok(());
         };
@@ -245,7 +245,7 @@ impl OpenEnvSession {
                 .send(Message::text(json!({"type": "close"}).to_string()))
                 .await;
             let _ = tokio::time::timeout(Duration::from_secs(5), ws.close(None)).await;
-            Ok::<_, BridgeError>(())
+            Ok::<_, EnvError>(())
         })?;
         let _ = name;
         Ok(())
@@ -286,7 +286,7 @@ fn observation(reply: &EnvReply) -> Observation {
 }
 
 impl Environment for OpenEnvEnvironment {
-    fn reset(&mut self, task: &Task, seed: u64) -> Result<Observation, BridgeError> {
+    fn reset(&mut self, task: &Task, seed: u64) -> Result<Observation, EnvError> {
         self.close()?;
         let mut session = self.client.session()?;
         let mut data = match &task.payload {
@@ -300,14 +300,11 @@ impl Environment for OpenEnvEnvironment {
         Ok(observation(&reply))
     }
 
-    fn step(&mut self, action: &str) -> Result<StepOutcome, BridgeError> {
-        let session = self
-            .session
-            .as_mut()
-            .ok_or_else(|| BridgeError::Transport {
-                service: self.client.name.clone(),
-                message: "step before reset".into(),
-            })?;
+    fn step(&mut self, action: &str) -> Result<StepOutcome, EnvError> {
+        let session = self.session.as_mut().ok_or_else(|| EnvError::Transport {
+            service: self.client.name.clone(),
+            message: "step before reset".into(),
+        })?;
         let reply = session.step(&json!({ self.action_field.clone(): action }))?;
         Ok(StepOutcome {
             observation: observation(&reply),
@@ -316,7 +313,7 @@ impl Environment for OpenEnvEnvironment {
         })
     }
 
-    fn close(&mut self) -> Result<(), BridgeError> {
+    fn close(&mut self) -> Result<(), EnvError> {
         match self.session.take() {
             Some(mut s) => s.close(),
             None => Ok(()),

@@ -11,7 +11,9 @@ use std::{
 
 use rustix::process::{Pid, Signal, kill_process_group};
 
-use crate::{BridgeError, http::get_status};
+use hr_env::EnvError;
+
+use crate::http::get_status;
 
 /// How to run a service.
 #[derive(Debug, Clone)]
@@ -83,9 +85,9 @@ fn signal_group(child: &Child, signal: Signal) {
 
 impl OwnedService {
     /// Starts the service and waits until it is ready.
-    pub fn start(spec: &ServiceSpec) -> Result<Self, BridgeError> {
+    pub fn start(spec: &ServiceSpec) -> Result<Self, EnvError> {
         if let Some(dir) = spec.log_path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| BridgeError::Io {
+            std::fs::create_dir_all(dir).map_err(|source| EnvError::Io {
                 op: "create",
                 path: dir.to_owned(),
                 source,
@@ -95,7 +97,7 @@ impl OwnedService {
         for attempt in 1..=spec.attempts.max(1) {
             let port = match (attempt, spec.first_port) {
                 (1, Some(p)) => p,
-                _ => free_port().map_err(|source| BridgeError::Io {
+                _ => free_port().map_err(|source| EnvError::Io {
                     op: "pick a port on",
                     path: "127.0.0.1".into(),
                     source,
@@ -107,7 +109,7 @@ impl OwnedService {
                 Some(status) => last_exit = status,
             }
         }
-        Err(BridgeError::EarlyExit {
+        Err(EnvError::EarlyExit {
             service: spec.name.clone(),
             status: last_exit,
             attempts: spec.attempts.max(1),
@@ -115,10 +117,10 @@ impl OwnedService {
         })
     }
 
-    fn spawn(spec: &ServiceSpec, port: u16) -> Result<Self, BridgeError> {
+    fn spawn(spec: &ServiceSpec, port: u16) -> Result<Self, EnvError> {
         let io = |op| {
             let path = spec.log_path.clone();
-            move |source| BridgeError::Io { op, path, source }
+            move |source| EnvError::Io { op, path, source }
         };
         let log = std::fs::OpenOptions::new()
             .create(true)
@@ -136,7 +138,7 @@ impl OwnedService {
             .stderr(Stdio::from(err))
             .process_group(0)
             .spawn()
-            .map_err(|source| BridgeError::Spawn {
+            .map_err(|source| EnvError::Spawn {
                 service: spec.name.clone(),
                 program: spec.program.clone(),
                 source,
@@ -151,7 +153,7 @@ impl OwnedService {
     }
 
     /// Polls readiness; `Ok(None)` when ready, `Ok(Some(status))` when the child exited first.
-    fn wait_ready(&mut self, spec: &ServiceSpec) -> Result<Option<String>, BridgeError> {
+    fn wait_ready(&mut self, spec: &ServiceSpec) -> Result<Option<String>, EnvError> {
         let start = Instant::now();
         loop {
             if let Some(child) = self.child.as_mut()
@@ -169,7 +171,7 @@ impl OwnedService {
             }
             if start.elapsed() >= spec.ready_timeout {
                 self.kill_now();
-                return Err(BridgeError::NotReady {
+                return Err(EnvError::NotReady {
                     service: spec.name.clone(),
                     waited_s: start.elapsed().as_secs(),
                     log_tail: log_tail(&self.log_path, 30),
@@ -199,10 +201,10 @@ impl OwnedService {
         self.child.as_ref().map(Child::id)
     }
 
-    /// Fails with [`BridgeError::Died`] (and the log tail) if the service has exited.
-    pub fn check_alive(&mut self) -> Result<(), BridgeError> {
+    /// Fails with [`EnvError::Died`] (and the log tail) if the service has exited.
+    pub fn check_alive(&mut self) -> Result<(), EnvError> {
         let Some(child) = self.child.as_mut() else {
-            return Err(BridgeError::Died {
+            return Err(EnvError::Died {
                 service: self.name.clone(),
                 status: "already stopped".into(),
                 log_tail: String::new(),
@@ -212,7 +214,7 @@ impl OwnedService {
             Ok(Some(status)) => {
                 signal_group(child, Signal::KILL);
                 self.child = None;
-                Err(BridgeError::Died {
+                Err(EnvError::Died {
                     service: self.name.clone(),
                     status: describe(status),
                     log_tail: log_tail(&self.log_path, 30),
@@ -236,7 +238,7 @@ impl OwnedService {
 
     /// Stops the service: TERM to its process group, the grace period, KILL, reap. An exit by
     /// our own signal (TERM, or 143/130 from a server that re-raises it) is a clean stop.
-    pub fn shutdown(mut self) -> Result<(), BridgeError> {
+    pub fn shutdown(mut self) -> Result<(), EnvError> {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
@@ -247,7 +249,7 @@ impl OwnedService {
                 Ok(Some(status)) => break status,
                 _ if Instant::now() >= deadline => {
                     signal_group(&child, Signal::KILL);
-                    break child.wait().map_err(|source| BridgeError::Io {
+                    break child.wait().map_err(|source| EnvError::Io {
                         op: "reap",
                         path: self.log_path.clone(),
                         source,
@@ -264,7 +266,7 @@ impl OwnedService {
         if clean {
             Ok(())
         } else {
-            Err(BridgeError::Died {
+            Err(EnvError::Died {
                 service: self.name.clone(),
                 status: describe(status),
                 log_tail: log_tail(&self.log_path, 30),

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use burn::backend::{Autodiff, Flex};
-use hr_bridge::{Environment, FixtureEnvironment, FixtureKind, fixture_tasks};
+use hr_env::{Environment, FixtureEnvironment, FixtureKind, fixture_tasks};
 use hr_grpo::{
     AdamWSettings, AdvantageConfig, Decay, GrpoConfig, GrpoError, LossConfig, LrSchedule,
     RolloutConfig, Trainer,

@@ -3,7 +3,7 @@
 //! (epoch, position) is all a resumed run needs; a cursor at the end of an epoch rolls over to
 //! the next one (the epoch-boundary resume that made verl's loader yield nothing).
 
-use hr_bridge::Task;
+use hr_env::Task;
 use hr_policy::PolicyRng;
 use serde::{Deserialize, Serialize};
 

@@ -3,7 +3,7 @@
 //! reply formatted as a ChatML user turn (masked out of the loss).
 
 use burn::tensor::backend::Backend;
-use hr_bridge::{Environment, Task};
+use hr_env::{Environment, Task};
 use hr_policy::{
     Adapters, ChatTokenizer, IM_END, IM_START, Message, Policy, PolicyRng, SamplingConfig,
 };
@@ -65,7 +65,7 @@ pub struct RolloutConfig {
     pub max_concurrent_episodes: usize,
 }
 
-fn env_err(e: &hr_bridge::BridgeError) -> GrpoError {
+fn env_err(e: &hr_env::EnvError) -> GrpoError {
     GrpoError::Environment(e.to_string())
 }
 

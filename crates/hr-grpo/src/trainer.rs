@@ -10,7 +10,7 @@ use burn::optim::adaptor::OptimizerAdaptor;
 use burn::optim::{AdamW, AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
 use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
-use hr_bridge::Task;
+use hr_env::Task;
 use hr_policy::{Adapters, ChatTokenizer, Policy, PolicyRng};
 
 use crate::rollout::{EnvironmentFactory, Episode, RolloutConfig, rollouts};

@@ -2,7 +2,7 @@
 //! read back from files) continues bit for bit; dropping the RNG or optimizer state does not.
 
 use burn::backend::{Autodiff, Flex};
-use hr_bridge::{Environment, FixtureEnvironment, FixtureKind, Task, fixture_tasks};
+use hr_env::{Environment, FixtureEnvironment, FixtureKind, Task, fixture_tasks};
 use hr_grpo::{
     AdamWSettings, AdvantageConfig, Decay, GrpoConfig, GrpoError, LossConfig, LrSchedule,
     NativeState, RolloutConfig, TRAINER_STATE, Trainer,

@@ -3,8 +3,8 @@
 #![allow(clippy::print_stderr)]
 
 use burn::backend::{Autodiff, Flex};
-use hr_bridge::{
-    BridgeError, Environment, FixtureEnvironment, FixtureKind, Observation, StepOutcome, Task,
+use hr_env::{
+    EnvError, Environment, FixtureEnvironment, FixtureKind, Observation, StepOutcome, Task,
     fixture_tasks,
 };
 use hr_grpo::{
@@ -105,14 +105,14 @@ fn the_same_seeds_give_the_same_steps_and_adapters() -> anyhow::Result<()> {
 struct TwoTurns(usize);
 
 impl Environment for TwoTurns {
-    fn reset(&mut self, _task: &Task, _seed: u64) -> Result<Observation, BridgeError> {
+    fn reset(&mut self, _task: &Task, _seed: u64) -> Result<Observation, EnvError> {
         self.0 = 0;
         Ok(Observation {
             text: "start".into(),
             raw: serde_json::Value::Null,
         })
     }
-    fn step(&mut self, _action: &str) -> Result<StepOutcome, BridgeError> {
+    fn step(&mut self, _action: &str) -> Result<StepOutcome, EnvError> {
         self.0 += 1;
         let text = if self.0 == 1 {
             "tool says 7".to_owned()
@@ -128,7 +128,7 @@ impl Environment for TwoTurns {
             done: self.0 == 2,
         })
     }
-    fn close(&mut self) -> Result<(), BridgeError> {
+    fn close(&mut self) -> Result<(), EnvError> {
         Ok(())
     }
 }

@@ -8,9 +8,12 @@
 
 mod error;
 mod plan;
+mod validate;
+mod vocabulary;
 
 pub use error::PlanError;
 pub use plan::{
-    Checkpoints, Decay, Environment, Evaluation, FixtureTasks, Grpo, Lora, LossType, Model,
-    Optimizer, Plan, PromptFormat, ScaleRewards, Seeds, TaskSet,
+    Checkpoints, Environment, Evaluation, FixtureTasks, Grpo, Lora, Model, Optimizer, Plan, Seeds,
+    TaskSet,
 };
+pub use vocabulary::{Decay, FixtureKind, LossType, PromptFormat, ScaleRewards};

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use burn::tensor::backend::Backend;
-use hr_bridge::{FixtureKind, Split, Task, fixture_split_tasks};
+use hr_env::{Split, Task, fixture_split_tasks};
 use hr_grpo::{Episode, RolloutConfig, rollouts};
 use hr_plan::{Environment as PlanEnvironment, Plan, TaskSet};
 use hr_policy::{Adapters, ChatTokenizer, IM_END, Message, Policy, PolicyRng, SamplingConfig};
@@ -58,10 +58,7 @@ fn task_set(plan: &Plan, set: &TaskSet, split: Split) -> Result<Vec<Task>, Train
             })
             .collect(),
         (TaskSet::Drawn { count, seed }, PlanEnvironment::Fixture { tasks }) => {
-            let kind = FixtureKind::from_name(&tasks.kind).ok_or_else(|| {
-                TrainError::Refused(format!("unknown fixture kind `{}`", tasks.kind))
-            })?;
-            fixture_split_tasks(kind, split, *count, *seed)
+            fixture_split_tasks(tasks.kind, split, *count, *seed)
         }
         (TaskSet::Drawn { .. }, _) => {
             return Err(TrainError::Refused(

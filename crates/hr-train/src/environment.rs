@@ -4,9 +4,9 @@
 use std::path::Path;
 
 use hr_bridge::{
-    Environment, FixtureEnvironment, FixtureKind, NemoGymClient, NemoGymEnvironment, OpenEnvClient,
-    OpenEnvEnvironment, OwnedService, Task, fixture_tasks, presets,
+    NemoGymClient, NemoGymEnvironment, OpenEnvClient, OpenEnvEnvironment, OwnedService, presets,
 };
+use hr_env::{Environment, FixtureEnvironment, Task, fixture_tasks};
 use hr_grpo::{EnvironmentFactory, GrpoError};
 use hr_plan::{Environment as PlanEnvironment, Plan};
 
@@ -14,14 +14,6 @@ use crate::TrainError;
 
 /// One environment per episode.
 pub(crate) type Factory = Box<dyn EnvironmentFactory>;
-
-fn fixture_kind(name: &str) -> Result<FixtureKind, TrainError> {
-    FixtureKind::from_name(name).ok_or_else(|| {
-        TrainError::Refused(format!(
-            "environment.tasks.kind: unknown fixture task kind `{name}`"
-        ))
-    })
-}
 
 pub(crate) fn numbered(payloads: &[serde_json::Value]) -> Vec<Task> {
     payloads
@@ -41,7 +33,7 @@ pub(crate) fn environment(
 ) -> Result<(Vec<Task>, Option<OwnedService>, Factory), TrainError> {
     Ok(match &plan.environment {
         PlanEnvironment::Fixture { tasks } => {
-            let list = fixture_tasks(fixture_kind(&tasks.kind)?, tasks.count, tasks.seed);
+            let list = fixture_tasks(tasks.kind, tasks.count, tasks.seed);
             let factory = || -> Result<Box<dyn Environment>, GrpoError> {
                 Ok(Box::new(FixtureEnvironment::new()))
             };

@@ -43,9 +43,9 @@ pub enum TrainError {
     /// The policy failed to load or run.
     #[error(transparent)]
     Policy(#[from] hr_policy::PolicyError),
-    /// The environment service failed.
+    /// The environment or its service failed.
     #[error(transparent)]
-    Bridge(#[from] hr_bridge::BridgeError),
+    Environment(#[from] hr_env::EnvError),
     /// A local file operation failed.
     #[error("{op} {path}: {source}")]
     Io {

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
-use hr_bridge::Task;
+use hr_env::Task;
 use hr_grpo::{DataCursor, NativeState, TaskSampler, Trainer};
 use hr_plan::Plan;
 use hr_policy::{Adapters, ChatTokenizer, LoraConfig, Policy, PolicyRng, Target};

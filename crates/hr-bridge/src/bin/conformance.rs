@@ -16,9 +16,9 @@ use std::{
 };
 
 use hr_bridge::{
-    BridgeError, Environment, NemoGymClient, NemoGymEnvironment, OpenEnvClient, OpenEnvEnvironment,
-    OwnedService, Task, presets,
+    NemoGymClient, NemoGymEnvironment, OpenEnvClient, OpenEnvEnvironment, OwnedService, presets,
 };
+use hr_env::{EnvError, Environment, Task};
 use serde_json::json;
 
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -192,7 +192,7 @@ fn openenv(python: &str, env_root: &str, log_dir: &str) -> Checks {
             let second = client.session().and_then(|mut s| s.reset(&json!({})));
             c.check(
                 "a second concurrent session gets CAPACITY_REACHED",
-                matches!(second, Err(BridgeError::Service { ref code, .. }) if code == "CAPACITY_REACHED"),
+                matches!(second, Err(EnvError::Service { ref code, .. }) if code == "CAPACITY_REACHED"),
                 &format!("{second:?}"),
             );
             let state = first.state();
@@ -312,7 +312,7 @@ fn nemo(python: &str, server_dir: &str, log_dir: &str) -> Checks {
     let bad = r.call_tool("get_weather", &json!({"town": "x"}));
     c.check(
         "bad tool arguments are a typed 422",
-        matches!(bad, Err(BridgeError::Service { ref code, .. }) if code == "422"),
+        matches!(bad, Err(EnvError::Service { ref code, .. }) if code == "422"),
         &format!("{bad:?}"),
     );
     let stopped = service.shutdown();

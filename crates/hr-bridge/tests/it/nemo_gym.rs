@@ -1,9 +1,9 @@
 //! The NeMo Gym client against the Rust `example_single_tool_call` fixture.
 
-use hr_bridge::{
-    BridgeError, Environment, NemoGymClient, NemoGymEnvironment, Task,
-    fixture::nemo_gym_single_tool_call, output_item,
-};
+use hr_bridge::{NemoGymClient, NemoGymEnvironment, output_item};
+use hr_env::{EnvError, Environment, Task};
+
+use crate::servers::nemo_gym_single_tool_call;
 use serde_json::{Value, json};
 
 fn row() -> Value {
@@ -91,7 +91,7 @@ fn errors_are_typed_422_detail_and_500_bare_string() {
         .call_tool("get_weather", &json!({"town": "x"}))
         .expect_err("422");
     assert!(
-        matches!(err, BridgeError::Service { ref code, ref message, .. } if code == "422" && message.contains("city")),
+        matches!(err, EnvError::Service { ref code, ref message, .. } if code == "422" && message.contains("city")),
         "{err}"
     );
     r.seed_session("rs-1", "ro-1", "weather", "task-1", &json!({}))
@@ -102,12 +102,12 @@ fn errors_are_typed_422_detail_and_500_bare_string() {
         .seed_session("rs-1", "ro-1", "weather", "task-1", &json!({}))
         .expect_err("seed after close");
     assert!(
-        matches!(err, BridgeError::Service { ref code, ref message, .. } if code == "500" && message.contains("already closed")),
+        matches!(err, EnvError::Service { ref code, ref message, .. } if code == "500" && message.contains("already closed")),
         "{err}"
     );
     let unknown = r.call_tool("no_such_tool", &json!({}));
     assert!(
-        matches!(unknown, Err(BridgeError::Service { ref code, .. }) if code == "404"),
+        matches!(unknown, Err(EnvError::Service { ref code, .. }) if code == "404"),
         "{unknown:?}"
     );
 }

@@ -1,9 +1,9 @@
 //! The OpenEnv client against the Rust echo-env fixture.
 
-use hr_bridge::{
-    BridgeError, Environment, OpenEnvClient, OpenEnvEnvironment, Task,
-    fixture::{FixtureMode, openenv_echo},
-};
+use hr_bridge::{OpenEnvClient, OpenEnvEnvironment};
+use hr_env::{EnvError, Environment, Task};
+
+use crate::servers::{FixtureMode, openenv_echo};
 use serde_json::json;
 
 #[test]
@@ -27,7 +27,7 @@ fn an_episode_over_a_websocket_session_gets_the_echo_rewards() {
     );
     let err = session.step(&json!({"bad": 1})).expect_err("validation");
     assert!(
-        matches!(err, BridgeError::Service { ref code, .. } if code == "VALIDATION_ERROR"),
+        matches!(err, EnvError::Service { ref code, .. } if code == "VALIDATION_ERROR"),
         "{err}"
     );
     session.close().expect("close");
@@ -45,7 +45,7 @@ fn a_second_session_over_capacity_is_a_typed_error() {
     let mut second = client.session().expect("connects");
     let err = second.reset(&json!({})).expect_err("over capacity");
     assert!(
-        matches!(err, BridgeError::Service { ref code, ref service, .. } if code == "CAPACITY_REACHED" && service == "openenv"),
+        matches!(err, EnvError::Service { ref code, ref service, .. } if code == "CAPACITY_REACHED" && service == "openenv"),
         "{err}"
     );
 }
@@ -59,7 +59,7 @@ fn a_malformed_reply_is_a_typed_error_not_a_panic() {
     let err = session
         .step(&json!({"message": "x"}))
         .expect_err("malformed");
-    assert!(matches!(err, BridgeError::Malformed { .. }), "{err}");
+    assert!(matches!(err, EnvError::Malformed { .. }), "{err}");
 }
 
 #[test]
@@ -82,7 +82,7 @@ fn the_environment_trait_runs_episodes_and_closes_sessions() {
     }
     env.close().expect("close");
     assert!(
-        matches!(env.step("late"), Err(BridgeError::Transport { .. })),
+        matches!(env.step("late"), Err(EnvError::Transport { .. })),
         "no step after close"
     );
 }
@@ -98,7 +98,7 @@ fn a_dead_server_mid_episode_is_a_transport_error() {
         .step(&json!({"message": "x"}))
         .expect_err("server gone");
     assert!(
-        matches!(err, BridgeError::Transport { ref service, .. } if service == "openenv"),
+        matches!(err, EnvError::Transport { ref service, .. } if service == "openenv"),
         "{err}"
     );
 }

@@ -4,7 +4,8 @@
 
 use std::{path::PathBuf, time::Duration};
 
-use hr_bridge::{BridgeError, OwnedService, ServiceSpec};
+use hr_bridge::{OwnedService, ServiceSpec};
+use hr_env::EnvError;
 
 fn spec(dir: &std::path::Path, mode: &str) -> ServiceSpec {
     ServiceSpec {
@@ -88,7 +89,7 @@ fn a_port_already_taken_is_retried_on_a_fresh_port() {
 fn a_service_that_keeps_exiting_early_reports_its_log_tail() {
     let tmp = tempfile::tempdir().expect("tmp");
     let err = OwnedService::start(&spec(tmp.path(), "exit-early")).expect_err("never starts");
-    let BridgeError::EarlyExit {
+    let EnvError::EarlyExit {
         service,
         status,
         attempts,
@@ -111,7 +112,7 @@ fn a_service_that_never_becomes_ready_times_out_with_its_log_and_is_killed() {
     s.ready_timeout = Duration::from_secs(2);
     let err = OwnedService::start(&s).expect_err("times out");
     assert!(
-        matches!(err, BridgeError::NotReady { ref log_tail, .. } if log_tail.contains("service starting: never-ready")),
+        matches!(err, EnvError::NotReady { ref log_tail, .. } if log_tail.contains("service starting: never-ready")),
         "{err}"
     );
     // Nothing of it is left: no python process runs service.py never-ready.
@@ -148,7 +149,7 @@ fn a_service_that_dies_in_use_is_reported_with_its_log_tail() {
     }
     let err = died.expect("the death is noticed");
     assert!(
-        matches!(err, BridgeError::Died { ref status, ref log_tail, .. } if status == "exit code 7" && log_tail.contains("exiting on request")),
+        matches!(err, EnvError::Died { ref status, ref log_tail, .. } if status == "exit code 7" && log_tail.contains("exiting on request")),
         "{err}"
     );
     assert!(err.to_string().starts_with("stand-in-ok: died"));

@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::BridgeError;
+use crate::EnvError;
 
 /// A task to run an episode on.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -40,11 +40,11 @@ pub struct StepOutcome {
 /// An environment that runs episodes.
 pub trait Environment {
     /// Starts an episode on `task` with `seed`; returns the first observation.
-    fn reset(&mut self, task: &Task, seed: u64) -> Result<Observation, BridgeError>;
+    fn reset(&mut self, task: &Task, seed: u64) -> Result<Observation, EnvError>;
 
     /// Applies the policy's output for this turn.
-    fn step(&mut self, action: &str) -> Result<StepOutcome, BridgeError>;
+    fn step(&mut self, action: &str) -> Result<StepOutcome, EnvError>;
 
     /// Ends the episode and releases its session (a no-op when none is open).
-    fn close(&mut self) -> Result<(), BridgeError>;
+    fn close(&mut self) -> Result<(), EnvError>;
 }

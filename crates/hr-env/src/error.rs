@@ -1,11 +1,11 @@
-//! The crate's error type: every failure names the service and, where the service is at fault,
-//! carries the tail of its log.
+//! The error every environment reports: each failure names the service (`fixture` for the
+//! built-in tasks) and, where a service is at fault, carries the tail of its log.
 
 use std::path::PathBuf;
 
 /// A service or protocol failure.
 #[derive(Debug, thiserror::Error)]
-pub enum BridgeError {
+pub enum EnvError {
     /// The program could not be started.
     #[error("{service}: cannot start {program}: {source}")]
     Spawn {

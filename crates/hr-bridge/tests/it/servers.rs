@@ -19,7 +19,7 @@ use serde_json::{Value, json};
 
 /// How the fixture behaves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FixtureMode {
+pub(crate) enum FixtureMode {
     /// As the real echo env.
     Faithful,
     /// Steps are answered with text that is not JSON.
@@ -28,7 +28,7 @@ pub enum FixtureMode {
 
 /// A fixture server running on its own thread; stopped on drop.
 #[derive(Debug)]
-pub struct FixtureServer {
+pub(crate) struct FixtureServer {
     url: String,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     thread: Option<std::thread::JoinHandle<()>>,
@@ -36,7 +36,7 @@ pub struct FixtureServer {
 
 impl FixtureServer {
     /// `http://127.0.0.1:PORT`.
-    pub fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.url
     }
 }
@@ -59,7 +59,10 @@ struct Echo {
 }
 
 /// Starts an OpenEnv echo-env fixture allowing `max_sessions` concurrent sessions.
-pub fn openenv_echo(mode: FixtureMode, max_sessions: usize) -> std::io::Result<FixtureServer> {
+pub(crate) fn openenv_echo(
+    mode: FixtureMode,
+    max_sessions: usize,
+) -> std::io::Result<FixtureServer> {
     let state = Arc::new(Echo {
         mode,
         max_sessions,
@@ -194,7 +197,7 @@ async fn session(echo: Arc<Echo>, mut socket: WebSocket) {
 /// when the output calls `get_weather`, else 0.0. The echo of `/verify` also carries
 /// `tool_calls_in_session` (an extra key, which clients must ignore) so tests can see that a
 /// rollout kept its own cookie.
-pub fn nemo_gym_single_tool_call() -> std::io::Result<FixtureServer> {
+pub(crate) fn nemo_gym_single_tool_call() -> std::io::Result<FixtureServer> {
     use axum::{
         body::Bytes,
         http::{HeaderMap, StatusCode, header},

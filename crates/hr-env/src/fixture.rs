@@ -13,20 +13,9 @@
 use hr_eval::{CallMatch, call_matches, number_matches, parse_tool_call};
 use serde_json::{Value, json};
 
-use crate::{BridgeError, Environment, Observation, StepOutcome, Task};
+use hr_plan::FixtureKind;
 
-/// Which fixture tasks to draw.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FixtureKind {
-    /// `a + b` with small operands, answered directly.
-    Arithmetic,
-    /// A weather request to answer with one tool call.
-    ToolCall,
-    /// `a + b` with an `add` tool available (two turns).
-    Calculator,
-    /// "Answer with digits only": rewarded by the share of digit characters.
-    Digits,
-}
+use crate::{EnvError, Environment, Observation, StepOutcome, Task};
 
 const CITIES: [&str; 20] = [
     "Paris", "Tokyo", "Lima", "Oslo", "Cairo", "Quito", "Seoul", "Perth", "Accra", "Dakar",
@@ -136,38 +125,11 @@ pub fn fixture_split_tasks(kind: FixtureKind, split: Split, count: usize, seed: 
         .collect()
 }
 
-impl FixtureKind {
-    /// Every kind.
-    pub const ALL: [Self; 4] = [
-        Self::Arithmetic,
-        Self::ToolCall,
-        Self::Calculator,
-        Self::Digits,
-    ];
-
-    /// The kind a plan names, if any.
-    pub fn from_name(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.name() == name)
-    }
-
-    /// The kind's name in plans and task ids.
-    pub fn name(self) -> &'static str {
-        match self {
-            Self::Arithmetic => "arithmetic",
-            Self::ToolCall => "tool_call",
-            Self::Calculator => "calculator",
-            Self::Digits => "digits",
-        }
-    }
-}
-
-fn field<'a>(task: &'a Task, name: &str) -> Result<&'a Value, BridgeError> {
-    task.payload
-        .get(name)
-        .ok_or_else(|| BridgeError::Malformed {
-            service: "fixture".to_owned(),
-            message: format!("task {}: payload has no `{name}`", task.id),
-        })
+fn field<'a>(task: &'a Task, name: &str) -> Result<&'a Value, EnvError> {
+    task.payload.get(name).ok_or_else(|| EnvError::Malformed {
+        service: "fixture".to_owned(),
+        message: format!("task {}: payload has no `{name}`", task.id),
+    })
 }
 
 /// The fixture environment (one episode at a time).
@@ -195,7 +157,7 @@ fn outcome(reward: f64, done: bool, text: String) -> StepOutcome {
 }
 
 impl Environment for FixtureEnvironment {
-    fn reset(&mut self, task: &Task, _seed: u64) -> Result<Observation, BridgeError> {
+    fn reset(&mut self, task: &Task, _seed: u64) -> Result<Observation, EnvError> {
         let question = field(task, "question")?
             .as_str()
             .unwrap_or_default()
@@ -207,9 +169,9 @@ impl Environment for FixtureEnvironment {
         })
     }
 
-    fn step(&mut self, action: &str) -> Result<StepOutcome, BridgeError> {
+    fn step(&mut self, action: &str) -> Result<StepOutcome, EnvError> {
         let Some((task, turns)) = self.episode.as_mut() else {
-            return Err(BridgeError::Malformed {
+            return Err(EnvError::Malformed {
                 service: "fixture".to_owned(),
                 message: "step before reset".to_owned(),
             });
@@ -270,7 +232,7 @@ impl Environment for FixtureEnvironment {
                 }
             }
             other => {
-                return Err(BridgeError::Malformed {
+                return Err(EnvError::Malformed {
                     service: "fixture".to_owned(),
                     message: format!(
                         "task {}: unknown kind `{other}` (arithmetic, tool_call, calculator, digits)",
@@ -281,7 +243,7 @@ impl Environment for FixtureEnvironment {
         })
     }
 
-    fn close(&mut self) -> Result<(), BridgeError> {
+    fn close(&mut self) -> Result<(), EnvError> {
         self.episode = None;
         Ok(())
     }
@@ -337,7 +299,7 @@ mod tests {
     }
 
     #[test]
-    fn rewards_come_from_exact_checks() -> Result<(), BridgeError> {
+    fn rewards_come_from_exact_checks() -> Result<(), EnvError> {
         let mut env = FixtureEnvironment::new();
         let task = Task {
             id: "t".into(),

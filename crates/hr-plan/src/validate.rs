@@ -1,0 +1,264 @@
+//! The plan's range and consistency checks, run after parsing: each failure names the field by
+//! its path and says what to write instead.
+
+use std::path::Path;
+
+use crate::{Environment, Plan, PlanError, TaskSet};
+
+const TARGETS: [&str; 7] = [
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+];
+
+pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
+    let check = |ok: bool, field: &str, message: String| {
+        if ok {
+            Ok(())
+        } else {
+            Err(PlanError::Field {
+                path: path.to_owned(),
+                field: field.to_owned(),
+                message,
+            })
+        }
+    };
+    let g = &plan.grpo;
+    let o = &plan.optimizer;
+    check(
+        plan.schema_version == 1,
+        "schema_version",
+        format!("{} is not supported; use 1", plan.schema_version),
+    )?;
+    check(
+        !plan.name.is_empty()
+            && plan
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)),
+        "name",
+        "must be non-empty and use only letters, digits, '-', '_' and '.'".to_owned(),
+    )?;
+    check(
+        !plan.model.path.as_os_str().is_empty(),
+        "model.path",
+        "must name an HF model folder".to_owned(),
+    )?;
+    check(
+        plan.model.lora.rank >= 1,
+        "model.lora.rank",
+        "must be at least 1".to_owned(),
+    )?;
+    check(
+        plan.model.lora.alpha.is_finite() && plan.model.lora.alpha > 0.0,
+        "model.lora.alpha",
+        "must be > 0".to_owned(),
+    )?;
+    check(
+        !plan.model.lora.targets.is_empty(),
+        "model.lora.targets",
+        format!("name at least one of {TARGETS:?}"),
+    )?;
+    for t in &plan.model.lora.targets {
+        check(
+            TARGETS.contains(&t.as_str()),
+            "model.lora.targets",
+            format!("`{t}` is not one of {TARGETS:?}"),
+        )?;
+    }
+    match &plan.environment {
+        Environment::Openenv {
+            tasks,
+            max_sessions,
+            ..
+        } => {
+            check(
+                !tasks.is_empty(),
+                "environment.tasks",
+                "list at least one reset payload".to_owned(),
+            )?;
+            check(
+                *max_sessions >= 1,
+                "environment.max_sessions",
+                "must be at least 1".to_owned(),
+            )?;
+        }
+        Environment::Nemo { tasks, .. } => {
+            check(
+                !tasks.is_empty(),
+                "environment.tasks",
+                "list at least one dataset row".to_owned(),
+            )?;
+        }
+        Environment::Fixture { tasks } => {
+            check(
+                tasks.count >= 1,
+                "environment.tasks.count",
+                "must be at least 1".to_owned(),
+            )?;
+        }
+    }
+    check(
+        g.tasks_per_step >= 1,
+        "grpo.tasks_per_step",
+        "must be at least 1".to_owned(),
+    )?;
+    check(
+        g.num_generations >= 2,
+        "grpo.num_generations",
+        format!(
+            "G = {} gives no group to compare; use at least 2",
+            g.num_generations
+        ),
+    )?;
+    check(
+        g.temperature.is_finite() && g.temperature > 0.0,
+        "grpo.temperature",
+        format!("{} must be > 0", g.temperature),
+    )?;
+    check(
+        g.top_p > 0.0 && g.top_p <= 1.0,
+        "grpo.top_p",
+        format!("{} must be in (0, 1]", g.top_p),
+    )?;
+    check(
+        g.max_completion_length >= 1,
+        "grpo.max_completion_length",
+        "must be at least 1".to_owned(),
+    )?;
+    check(
+        g.max_turn_tokens >= 1,
+        "grpo.max_turn_tokens",
+        "must be at least 1".to_owned(),
+    )?;
+    check(
+        g.max_turns >= 1,
+        "grpo.max_turns",
+        "must be at least 1".to_owned(),
+    )?;
+    check(
+        g.prompt_format.is_chat() || (g.max_turns == 1 && g.system_prompt.is_none()),
+        "grpo.prompt_format",
+        "`plain` prompts have no turns: use it with max_turns 1 and no system_prompt, or use `chat`"
+            .to_owned(),
+    )?;
+    check(
+        g.advantage_epsilon.is_finite() && g.advantage_epsilon >= 0.0,
+        "grpo.advantage_epsilon",
+        "must be ≥ 0".to_owned(),
+    )?;
+    check(
+        g.epsilon_low > 0.0 && g.epsilon_low < 1.0,
+        "grpo.epsilon_low",
+        format!("{} must be in (0, 1)", g.epsilon_low),
+    )?;
+    check(
+        g.epsilon_high.is_finite() && g.epsilon_high > 0.0,
+        "grpo.epsilon_high",
+        format!("{} must be > 0", g.epsilon_high),
+    )?;
+    check(
+        g.beta.is_finite() && g.beta >= 0.0,
+        "grpo.beta",
+        format!("{} must be ≥ 0 (0 disables the KL term)", g.beta),
+    )?;
+    check(
+        g.num_iterations >= 1,
+        "grpo.num_iterations",
+        "must be at least 1".to_owned(),
+    )?;
+    check(
+        o.learning_rate.is_finite() && o.learning_rate > 0.0,
+        "optimizer.learning_rate",
+        "must be > 0".to_owned(),
+    )?;
+    check(
+        o.weight_decay.is_finite() && o.weight_decay >= 0.0,
+        "optimizer.weight_decay",
+        "must be ≥ 0".to_owned(),
+    )?;
+    check(
+        o.adam_epsilon.is_finite() && o.adam_epsilon > 0.0,
+        "optimizer.adam_epsilon",
+        "must be > 0".to_owned(),
+    )?;
+    check(
+        (0.0..1.0).contains(&o.beta1),
+        "optimizer.beta1",
+        "must be in [0, 1)".to_owned(),
+    )?;
+    check(
+        (0.0..1.0).contains(&o.beta2),
+        "optimizer.beta2",
+        "must be in [0, 1)".to_owned(),
+    )?;
+    check(
+        o.max_grad_norm.is_none_or(|m| m.is_finite() && m > 0.0),
+        "optimizer.max_grad_norm",
+        "must be > 0 or null".to_owned(),
+    )?;
+    check(plan.steps >= 1, "steps", "must be at least 1".to_owned())?;
+    check(
+        plan.checkpoints.every >= 1,
+        "checkpoints.every",
+        "must be at least 1".to_owned(),
+    )?;
+    if let Some(e) = &plan.evaluation {
+        check(
+            !e.checkpoints.is_empty() && e.checkpoints.windows(2).all(|w| w[0] < w[1]),
+            "evaluation.checkpoints",
+            "list at least one step, ascending, e.g. [64, 128, 256]".to_owned(),
+        )?;
+        for step in &e.checkpoints {
+            check(
+                (1..=plan.steps).contains(step)
+                    && (step % plan.checkpoints.every == 0 || *step == plan.steps),
+                "evaluation.checkpoints",
+                format!(
+                    "step {step} is not saved by this run: use multiples of checkpoints.every \
+                     ({}) up to steps ({}), or the last step",
+                    plan.checkpoints.every, plan.steps
+                ),
+            )?;
+        }
+        for (field, set) in [
+            ("evaluation.dev", &e.dev),
+            ("evaluation.held_out", &e.held_out),
+        ] {
+            match set {
+                TaskSet::Drawn { count, .. } => {
+                    check(
+                        matches!(plan.environment, Environment::Fixture { .. }),
+                        field,
+                        "drawn tasks ({count, seed}) exist only for the fixture backend; \
+                         list them as {\"tasks\": [...]}"
+                            .to_owned(),
+                    )?;
+                    check(*count >= 1, field, "count must be at least 1".to_owned())?;
+                }
+                TaskSet::Listed { tasks } => {
+                    check(
+                        !tasks.is_empty(),
+                        field,
+                        "list at least one task".to_owned(),
+                    )?;
+                }
+            }
+        }
+        check(
+            e.num_generations >= 1,
+            "evaluation.num_generations",
+            "must be at least 1".to_owned(),
+        )?;
+        check(
+            e.retention_max_new_tokens >= 1,
+            "evaluation.retention_max_new_tokens",
+            "must be at least 1".to_owned(),
+        )?;
+    }
+    Ok(())
+}

@@ -1,0 +1,115 @@
+//! The words plans, the trainer and the environments share: one definition each, imported
+//! everywhere (no crate keeps its own copy to translate).
+
+use serde::{Deserialize, Serialize};
+
+/// How rewards are scaled after centring (TRL's `scale_rewards`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScaleRewards {
+    /// Divide by the group's standard deviation (TRL's default).
+    Group,
+    /// Divide by the standard deviation of the whole batch.
+    Batch,
+    /// Do not divide (Dr. GRPO).
+    None,
+}
+
+/// How per-token losses become one number (TRL's `loss_type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LossType {
+    /// Mean over each sequence's tokens, then over sequences (length-biased; the paper's form).
+    Grpo,
+    /// Sum over all tokens ÷ active tokens of this batch.
+    Bnpo,
+    /// Sum over all tokens ÷ (sequences × max completion length).
+    DrGrpo,
+    /// Sum over all tokens ÷ active tokens of the whole accumulated batch (TRL's default).
+    Dapo,
+}
+
+/// How a task's text becomes the prompt (TRL's conversational and standard dataset formats).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PromptFormat {
+    /// The ChatML chat template (system and user turns, an open assistant turn): instruct models.
+    #[default]
+    Chat,
+    /// The task's text as it is, tokenized without any template: base models. Single-turn only.
+    Plain,
+}
+
+impl PromptFormat {
+    /// Whether this is the default (left out of the serialised plan, so digests of plans written
+    /// before the field existed do not change).
+    pub fn is_chat(&self) -> bool {
+        *self == Self::Chat
+    }
+}
+
+/// The learning rate's decay after warm-up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Decay {
+    /// Keep the peak rate.
+    Constant,
+    /// Half a cosine from the peak to 0 at the last step.
+    Cosine,
+}
+
+/// A family of built-in fixture tasks (the fixture backend of `hr-env`).
+///
+/// Read from its name with an error that names the `kind` field and the accepted names (serde's
+/// own message would lose the field inside the internally tagged `environment`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", try_from = "String")]
+pub enum FixtureKind {
+    /// `a + b` with small operands, answered directly.
+    Arithmetic,
+    /// A weather request to answer with one tool call.
+    ToolCall,
+    /// `a + b` with an `add` tool available (two turns).
+    Calculator,
+    /// "Answer with digits only": rewarded by the share of digit characters.
+    Digits,
+}
+
+impl FixtureKind {
+    /// Every kind.
+    pub const ALL: [Self; 4] = [
+        Self::Arithmetic,
+        Self::ToolCall,
+        Self::Calculator,
+        Self::Digits,
+    ];
+
+    /// The kind a plan names, if any.
+    pub fn from_name(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+
+    /// The kind's name in plans and task ids.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Arithmetic => "arithmetic",
+            Self::ToolCall => "tool_call",
+            Self::Calculator => "calculator",
+            Self::Digits => "digits",
+        }
+    }
+}
+
+impl TryFrom<String> for FixtureKind {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        Self::from_name(&name).ok_or_else(|| {
+            let names: Vec<&str> = Self::ALL.iter().map(|k| k.name()).collect();
+            format!(
+                "fixture task `kind` `{name}` is unknown: use one of {}",
+                names.join(", ")
+            )
+        })
+    }
+}
