@@ -158,16 +158,11 @@ fn stop_and_resume_in_new_processes_matches_the_uninterrupted_run() -> Result<()
     assert_eq!(last("runs/rest")?, last("runs/full")?);
     // The finished adapter outside the snapshots, as PEFT loads it: the same weights, and
     // `base_model_name_or_path` naming the model folder; `generate --adapter` loads it.
-    let exported = |run: &str| {
-        std::fs::read(
-            s.path()
-                .join(run)
-                .join("final_adapter/adapter_model.safetensors"),
-        )
-    };
+    let exported =
+        |run: &str| std::fs::read(s.path().join(run).join("adapter/adapter_model.safetensors"));
     assert_eq!(exported("runs/rest")?, last("runs/full")?);
     let config: serde_json::Value =
-        serde_json::from_str(&read(&s, "runs/full/final_adapter/adapter_config.json"))?;
+        serde_json::from_str(&read(&s, "runs/full/adapter/adapter_config.json"))?;
     assert_eq!(
         config["base_model_name_or_path"],
         s.path().join("model").to_string_lossy().as_ref()
@@ -179,7 +174,7 @@ fn stop_and_resume_in_new_processes_matches_the_uninterrupted_run() -> Result<()
             "--model",
             "model",
             "--adapter",
-            "runs/full/final_adapter",
+            "runs/full/adapter",
             "--prompt",
             "hi",
             "--max-new-tokens",
@@ -187,7 +182,7 @@ fn stop_and_resume_in_new_processes_matches_the_uninterrupted_run() -> Result<()
         ],
     );
     assert!(
-        !s.path().join("runs/part/final_adapter").exists(),
+        !s.path().join("runs/part/adapter").exists(),
         "only a finished run exports its adapter"
     );
     // The raw rollouts of the last two steps (the default window) travel with each snapshot.

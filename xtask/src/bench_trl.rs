@@ -18,8 +18,9 @@ use serde_json::{Value, json};
 use crate::conformance::{cache_dir, venv};
 use crate::{fetch_model, release_binary, run, timestamped};
 
-const VENV: &str = "venv-trl-bench-1.16.0";
-const PACKAGES: &[&str] = &[
+/// The Hugging Face stack TRL runs on; the PEFT conformance loads adapters with the same venv.
+pub(crate) const HF_VENV: &str = "venv-trl-bench-1.16.0";
+pub(crate) const HF_PACKAGES: &[&str] = &[
     "torch==2.15.0",
     "transformers==5.24.0",
     "trl==1.16.0",
@@ -150,7 +151,7 @@ impl Side {
 /// `cargo xtask bench grpo --vs-trl [...]`.
 pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
     let o = parse(args)?;
-    let python = venv(VENV, PACKAGES)?.join("bin/python");
+    let python = venv(HF_VENV, HF_PACKAGES)?.join("bin/python");
     let binary = release_binary(root, &[])?;
     let script = root.join("scripts/trl_grpo_cpu.py");
     let models = cache_dir()?.join("trl-bench");

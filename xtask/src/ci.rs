@@ -83,6 +83,13 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         failed += f;
     }
     if failed == 0 {
+        let (p, f) = crate::conformance_peft::peft(root)?;
+        println!("conformance peft: {p} passed, {f} failed");
+        phases.done("conformance peft");
+        passed += p;
+        failed += f;
+    }
+    if failed == 0 {
         // The managed CPU lifecycle, cold, against the devmaster (the debug build above, whose
         // CUDA backend was compiled and linked offline; there is no GPU, so it runs on the CPU).
         let out = root

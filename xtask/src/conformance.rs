@@ -318,7 +318,7 @@ fn main_run_case(root: &Path, binary: &Path, work: &Path) -> Result<PathBuf> {
 
 /// Runs a conformance driver, echoing its output, and returns the `(passed, failed)` of its
 /// summary line `<prefix>: N passed, M failed`.
-fn run_driver(mut driver: Command, prefix: &str) -> Result<(u64, u64)> {
+pub(crate) fn run_driver(mut driver: Command, prefix: &str) -> Result<(u64, u64)> {
     eprintln!("$ {}", describe(&driver));
     let mut child = driver
         .stdout(Stdio::piped())

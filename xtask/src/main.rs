@@ -10,6 +10,7 @@ mod bench_core;
 mod bench_trl;
 mod ci;
 mod conformance;
+mod conformance_peft;
 mod fetch_model;
 mod python;
 mod qualify_backend;
@@ -39,6 +40,9 @@ Tasks:
               echo_env template) and the real NeMo Gym example_single_tool_call server
               (nemo-gym 0.7.0 on CPython 3.13 built from Debian source); all cached outside
               the repo
+  conformance peft
+              a trained run's RUN/adapter/ loaded by the real peft + transformers (the TRL
+              bench's venv, cached outside the repo): log-probabilities equal ours within 1e-4
   qualify cpu [--master URL] [--output runs/NAME]
               build the release binary and run the managed CPU lifecycle qualification
               (a local devmaster unless --master); writes runs/NAME/proof.json
@@ -121,7 +125,17 @@ fn main() -> Result<()> {
                 }
                 Ok(())
             }
-            other => bail!("unknown conformance suite {other:?}: available: det, envs\n\n{HELP}"),
+            Some("peft") => {
+                let (passed, failed) = conformance_peft::peft(&root)?;
+                println!("conformance peft: {passed} passed, {failed} failed");
+                if failed > 0 || passed == 0 {
+                    bail!("peft conformance failed");
+                }
+                Ok(())
+            }
+            other => {
+                bail!("unknown conformance suite {other:?}: available: det, envs, peft\n\n{HELP}")
+            }
         },
         Some("-h" | "--help" | "help") | None => {
             print!("{HELP}");

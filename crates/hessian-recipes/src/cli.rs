@@ -402,7 +402,8 @@ pub(crate) struct GenerateArgs {
     /// Backend.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub(crate) device: crate::backend::DeviceKind,
-    /// Print one JSON object per prompt: prompt, completion, tokens, logprobs, stopped.
+    /// Print one JSON object per prompt: prompt, prompt_tokens, completion, tokens (the
+    /// completion's ids), logprobs (of each completion token), stopped.
     #[arg(long)]
     pub(crate) json: bool,
 }

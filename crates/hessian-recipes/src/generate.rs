@@ -68,6 +68,7 @@ impl OnBackend for Job {
             if args.json {
                 let line = serde_json::json!({
                     "prompt": prompt,
+                    "prompt_tokens": prompts[i],
                     "completion": text,
                     "tokens": out.tokens[i],
                     "logprobs": out.logprobs[i],

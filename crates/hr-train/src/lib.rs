@@ -35,6 +35,6 @@ pub use error::TrainError;
 pub use evidence::evidence_prefix;
 pub use hr_proof::{ALLOCATIONS_FILE, EVIDENCE_FILE, METRICS_FILE};
 pub use lifecycle::{
-    FINAL_ADAPTER_DIR, Outcome, PLAN_FILE, RunOptions, managed_run_dir_name, managed_run_id, run,
+    ADAPTER_DIR, Outcome, PLAN_FILE, RunOptions, managed_run_dir_name, managed_run_id, run,
 };
 pub use payload::{BUDGET_FILE, import_checkpoint};

@@ -64,7 +64,7 @@ pub struct RunOptions {
 /// The run folder's copy of the plan.
 pub const PLAN_FILE: &str = "plan.json";
 /// The finished run's PEFT adapter, in the run folder.
-pub const FINAL_ADAPTER_DIR: &str = "final_adapter";
+pub const ADAPTER_DIR: &str = "adapter";
 
 /// The run folder of a Determined trial's run, inside its checkpoint storage.
 pub fn managed_run_dir_name(experiment: i32, trial: i32) -> String {
@@ -425,7 +425,7 @@ pub fn run<B: Backend>(
         }
     })?;
     if reason == Stop::Done {
-        export_final_adapter(&run_dir, &plan, trainer.adapters())?;
+        export_adapter(&run_dir, &plan, trainer.adapters())?;
         with_rng_preserved(&mut TrainerRng(trainer.rng_mut()), |_| {
             publisher
                 .core()
@@ -456,18 +456,18 @@ pub fn run<B: Backend>(
     })
 }
 
-/// The finished run's adapter outside the snapshots: `<run>/final_adapter/`, PEFT's two files
+/// The finished run's adapter outside the snapshots: `<run>/adapter/`, PEFT's two files
 /// with `base_model_name_or_path` naming the plan's model folder, so `PeftModel.from_pretrained`
 /// and `AutoPeftModel` load it as they load any adapter. (Snapshots keep the placeholder `base`,
 /// so their bytes do not depend on where the model lives.)
-fn export_final_adapter<B: burn::tensor::backend::AutodiffBackend>(
+fn export_adapter<B: burn::tensor::backend::AutodiffBackend>(
     run_dir: &Path,
     plan: &Plan,
     adapters: &hr_policy::Adapters<B>,
 ) -> Result<(), TrainError> {
     let files = hr_policy::adapter_files(adapters, &plan.model.path.to_string_lossy())?;
-    let staging = run_dir.join(".final_adapter.partial");
-    let dir = run_dir.join(FINAL_ADAPTER_DIR);
+    let staging = run_dir.join(".adapter.partial");
+    let dir = run_dir.join(ADAPTER_DIR);
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).map_err(TrainError::io("create", &staging))?;
     for (name, bytes) in [
