@@ -5,6 +5,7 @@ mod demo;
 mod evaluate;
 mod generate;
 mod learning;
+mod logging;
 mod managed;
 mod qualify;
 mod signing;

@@ -16,6 +16,7 @@ mod evaluate;
 mod gate;
 mod generate;
 mod keys;
+mod logging;
 mod output;
 mod prepare;
 mod qualify;
@@ -35,6 +36,7 @@ pub use output::Refused;
 /// Runs the command line and returns the process exit code.
 pub fn main() -> ExitCode {
     let cli = cli::Cli::parse();
+    logging::init();
     match run(cli) {
         Ok(code) => code,
         Err(err) => {

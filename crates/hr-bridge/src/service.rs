@@ -104,9 +104,16 @@ impl OwnedService {
                 })?,
             };
             let mut service = Self::spawn(spec, port)?;
+            tracing::debug!(service = %spec.name, port, attempt, "started; waiting until ready");
             match service.wait_ready(spec)? {
-                None => return Ok(service),
-                Some(status) => last_exit = status,
+                None => {
+                    tracing::debug!(service = %spec.name, port, "service ready");
+                    return Ok(service);
+                }
+                Some(status) => {
+                    tracing::debug!(service = %spec.name, port, %status, "exited before ready");
+                    last_exit = status;
+                }
             }
         }
         Err(EnvError::EarlyExit {
@@ -242,6 +249,7 @@ impl OwnedService {
         let Some(mut child) = self.child.take() else {
             return Ok(());
         };
+        tracing::debug!(service = %self.name, "stopping: TERM to the process group");
         signal_group(&child, Signal::TERM);
         let deadline = Instant::now() + self.grace;
         let status = loop {

@@ -206,6 +206,7 @@ impl Client {
                 Ok(resp) => {
                     let status = resp.status();
                     let bytes = resp.bytes().await.map(|b| b.to_vec()).unwrap_or_default();
+                    tracing::debug!(%method, path, status = status.as_u16(), attempt, "master answered");
                     if status.is_success() {
                         return Ok(bytes);
                     }

@@ -124,13 +124,12 @@ impl Master {
         self.commit(ticket);
     }
 
-    #[allow(clippy::print_stderr)] // the devmaster's operational log
     fn fail(&self, e: &std::io::Error) {
         let why = format!(
             "cannot persist its state to {}: {e}",
             self.config.state_dir.display()
         );
-        eprintln!("devmaster: {why}; refusing every request from now on");
+        tracing::error!("devmaster: {why}; refusing every request from now on");
         let _ = self.failed.set(why);
     }
 

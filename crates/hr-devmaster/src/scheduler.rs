@@ -3,7 +3,6 @@
 //! preemption protocol.
 // The devmaster's operational log (stale allocations stopped, GC failures, foreign info files)
 // goes to its stderr, like a master's log.
-#![allow(clippy::print_stderr)]
 
 use std::{
     path::{Path, PathBuf},
@@ -41,9 +40,10 @@ pub(crate) fn recover(master: &Arc<Master>) {
             // Fencing: an allocation of the crashed devmaster that still runs is stopped before
             // a new one starts (it could no longer publish anyway: its run is stale).
             if let Some(p) = trial.process.take().filter(crate::state::ProcessRef::alive) {
-                eprintln!(
+                tracing::warn!(
                     "devmaster: stopping trial {}'s allocation of the previous devmaster (process group {})",
-                    trial.id, p.pid
+                    trial.id,
+                    p.pid
                 );
                 kill_group(p.pid);
             }
@@ -214,7 +214,7 @@ fn warn_if_foreign_info(info_dir: &Path, url: &str, log: &Path) {
          --info-dir {PYTHON_INFO_DIR} to run Python trials.\n",
         path.display()
     );
-    eprint!("{line}");
+    tracing::warn!("{}", line.trim_end());
     let _ = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -412,7 +412,7 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
             if let Err(e) = std::fs::remove_dir_all(&folder)
                 && e.kind() != std::io::ErrorKind::NotFound
             {
-                eprintln!(
+                tracing::warn!(
                     "devmaster: checkpoint GC could not delete {}: {e}",
                     folder.display()
                 );

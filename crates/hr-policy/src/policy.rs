@@ -42,8 +42,11 @@ const PAD: u32 = 0;
 impl<B: Backend> Policy<B> {
     /// Loads `config.json` and the safetensors weights of an HF model folder.
     pub fn load(dir: &Path, device: &B::Device) -> Result<Self, PolicyError> {
+        let started = std::time::Instant::now();
         let config = ModelConfig::from_file(&dir.join("config.json"))?;
+        tracing::debug!(model = %dir.display(), layers = config.num_layers, vocab = config.vocab_size, "loading the base weights");
         let base = crate::weights::load_base(dir, &config, device)?;
+        tracing::debug!(model = %dir.display(), seconds = started.elapsed().as_secs_f64(), "model loaded");
         Ok(Self {
             config,
             base,

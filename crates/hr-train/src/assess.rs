@@ -237,9 +237,10 @@ pub fn assess<B: Backend>(
         let adapters =
             hr_policy::adapters_from_files::<B>(policy.config(), &files, &checkpoint.dir, device)?;
         let dev_score = episodes(Some(&adapters), &dev)?;
-        eprintln!(
+        tracing::info!(
             "dev: step {} mean reward {:.3}",
-            checkpoint.step, dev_score.mean_reward
+            checkpoint.step,
+            dev_score.mean_reward
         );
         if best
             .as_ref()
@@ -257,9 +258,10 @@ pub fn assess<B: Backend>(
     let selected_step = scores[selected].checkpoint.step;
     let held_out_base = episodes(None, &held_out)?;
     let held_out_selected = episodes(Some(&adapters), &held_out)?;
-    eprintln!(
+    tracing::info!(
         "held-out: base {:.3}, step {selected_step} {:.3}",
-        held_out_base.mean_reward, held_out_selected.mean_reward
+        held_out_base.mean_reward,
+        held_out_selected.mean_reward
     );
     if let Some(s) = service.take() {
         s.shutdown()?;

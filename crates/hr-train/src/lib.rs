@@ -11,7 +11,6 @@
 //! over the Burn backend; choosing one, parsing flags and drawing plots belong to the binary.
 // A run reports its progress (one line per step, checkpoints, the stop) on stderr, as the
 // trainers it stands beside do; stdout stays for the binary.
-#![allow(clippy::print_stderr)]
 
 mod adopt;
 mod assess;
@@ -35,6 +34,7 @@ pub use error::TrainError;
 pub use evidence::evidence_prefix;
 pub use hr_proof::{ALLOCATIONS_FILE, EVIDENCE_FILE, METRICS_FILE};
 pub use lifecycle::{
-    ADAPTER_DIR, Outcome, PLAN_FILE, RunOptions, managed_run_dir_name, managed_run_id, run,
+    ADAPTER_DIR, Outcome, PLAN_FILE, PROGRESS_TARGET, RunOptions, managed_run_dir_name,
+    managed_run_id, run,
 };
 pub use payload::{BUDGET_FILE, import_checkpoint};

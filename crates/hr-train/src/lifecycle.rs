@@ -63,6 +63,10 @@ pub struct RunOptions {
 
 /// The run folder's copy of the plan.
 pub const PLAN_FILE: &str = "plan.json";
+/// The `tracing` target of the one event per training step (fields `step`, `steps` and `last`,
+/// true when the run stops after this step; message `step N/M: <summary>`): a binary may render
+/// these as a progress bar instead of lines.
+pub const PROGRESS_TARGET: &str = "hr_train::progress";
 /// The finished run's PEFT adapter, in the run folder.
 pub const ADAPTER_DIR: &str = "adapter";
 
@@ -173,7 +177,7 @@ fn sync(paths: &[PathBuf]) -> Result<(), String> {
 /// The fault of `kill_during_save`: the process dies with a save half written, never sealed
 /// or reported.
 fn kill_self() {
-    eprintln!("fault injection: SIGKILL during the save");
+    tracing::warn!("fault injection: SIGKILL during the save");
     let _ = std::process::Command::new("kill")
         .args(["-KILL", &std::process::id().to_string()])
         .status();
@@ -185,7 +189,7 @@ const HOLD_LIMIT: Duration = Duration::from_secs(600);
 
 /// The hold of `hold_for_preemption`: returns when Core asks to stop or after [`HOLD_LIMIT`].
 fn hold_for_preemption(core: &CoreContext, step: u64) {
-    eprintln!("fault injection: holding after step {step} until a stop is requested");
+    tracing::warn!("fault injection: holding after step {step} until a stop is requested");
     let held = Instant::now();
     while !core.should_preempt() && held.elapsed() < HOLD_LIMIT {
         std::thread::sleep(Duration::from_millis(20));
@@ -369,15 +373,21 @@ pub fn run<B: Backend>(
             hold_for_preemption(publisher.core(), step);
         }
         reason = stop_reason(step, publisher.core());
-        eprintln!(
-            "[{:<20}] {step}/{}: reward {:.3}, loss {:.4}, grad_norm {:.3}, {:.1} s{}",
-            "#".repeat((step * 20 / plan.steps.max(1)) as usize),
-            plan.steps,
+        let summary = format!(
+            "reward {:.3}, loss {:.4}, grad_norm {:.3}, {:.1} s{}",
             report.metrics["reward"],
             report.metrics["loss"],
             report.metrics["grad_norm"],
             step_started.elapsed().as_secs_f64(),
             reason.map_or(String::new(), |r| format!(" ({})", r.name())),
+        );
+        tracing::info!(
+            target: PROGRESS_TARGET,
+            step,
+            steps = plan.steps,
+            last = reason.is_some(),
+            "step {step}/{}: {summary}",
+            plan.steps
         );
         if reason.is_none() && step % plan.checkpoints.every == 0 {
             let b = charged(started);
@@ -391,7 +401,7 @@ pub fn run<B: Backend>(
                     Ok(())
                 })
             })?;
-            eprintln!("{label}: checkpoint step {step} -> {}", published.uuid);
+            tracing::info!("{label}: checkpoint step {step} -> {}", published.uuid);
         }
     }
     let reason = reason.unwrap_or(Stop::Done);
@@ -437,7 +447,7 @@ pub fn run<B: Backend>(
         &json!({"allocation": info.allocation_id, "ended": reason.name(), "step": step,
                 "uuid": published.uuid, "device_seconds_used": budget_now.gpu_seconds_used}),
     )?;
-    eprintln!(
+    tracing::info!(
         "{label}: {} at step {step}, checkpoint {}",
         reason.name(),
         published.uuid

@@ -34,7 +34,7 @@ pub(crate) fn resume<B: Backend>(
 ) -> Result<Started<B>, TrainError> {
     let (mut state, mut progress, budget) = payload::read(&r.snapshot, base)?;
     if let Some(control) = control {
-        eprintln!("control: {} applied at resume", control.name());
+        tracing::info!("control: {} applied at resume", control.name());
         apply_control(control, &mut state, &mut progress.cursor, plan)?;
     }
     // Partial native state (a tensor without optimizer moments, a missing file) refuses the
@@ -59,9 +59,10 @@ pub(crate) fn resume<B: Backend>(
         )));
     }
     let sampler = TaskSampler::at(tasks, plan.seeds.task_order, progress.cursor)?;
-    eprintln!(
+    tracing::info!(
         "{label}: restored step {} from checkpoint {}",
-        r.snapshot.manifest.step, r.uuid
+        r.snapshot.manifest.step,
+        r.uuid
     );
     Ok((trainer, sampler, progress, budget))
 }

@@ -43,7 +43,6 @@ pub(crate) fn router(master: Arc<Master>) -> Router {
 }
 
 /// Logs every 5xx answer (which clients retry) with its method, path and reason.
-#[allow(clippy::print_stderr)] // the devmaster's operational log
 async fn log_server_errors(
     req: axum::extract::Request,
     next: axum::middleware::Next,
@@ -55,7 +54,7 @@ async fn log_server_errors(
         let bytes = axum::body::to_bytes(body, 1 << 20)
             .await
             .unwrap_or_default();
-        eprintln!(
+        tracing::error!(
             "devmaster: {method} {path} -> {}: {}",
             parts.status.as_u16(),
             String::from_utf8_lossy(&bytes)

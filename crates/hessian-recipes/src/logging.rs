@@ -1,0 +1,206 @@
+//! Where the libraries' logs go: one `tracing` subscriber writing to stderr. Without `RUST_LOG`,
+//! `info` and above, as the bare lines the commands have always printed (warnings and errors
+//! keep their level); with `RUST_LOG` (`debug`, `hr_det=debug,hr_train=info`, ...), what it
+//! selects, each line with time, level and target. The training loop's step events
+//! (`hr_train::PROGRESS_TARGET`) become a progress bar with ETA when stderr is a terminal; piped
+//! or logged output keeps them as one plain line per step.
+
+use std::{
+    io::{IsTerminal, Write},
+    sync::{Arc, Mutex, PoisonError},
+    time::Duration,
+};
+
+use indicatif::{ProgressBar, ProgressStyle};
+use tracing::{Level, Subscriber, field::Visit};
+use tracing_subscriber::{
+    EnvFilter, Layer,
+    filter::{LevelFilter, filter_fn},
+    fmt::MakeWriter,
+    layer::{Context, SubscriberExt},
+    util::SubscriberInitExt,
+};
+
+/// The progress bar of the run, once a step event has made one.
+type Bar = Arc<Mutex<Option<ProgressBar>>>;
+
+/// Installs the subscriber; a second call (tests in one process) leaves the first in place.
+pub(crate) fn init() {
+    let terminal = std::io::stderr().is_terminal();
+    let bar: Bar = Arc::default();
+    let writer = BarWriter(bar.clone());
+    let not_progress =
+        move |m: &tracing::Metadata<'_>| !(terminal && m.target() == hr_train::PROGRESS_TARGET);
+    let progress = terminal.then(|| ProgressLayer(bar.clone()));
+    let result = match EnvFilter::try_from_default_env() {
+        Ok(filter) => tracing_subscriber::registry()
+            .with(progress)
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(writer)
+                    .with_ansi(terminal)
+                    .with_filter(filter_fn(not_progress))
+                    .with_filter(filter),
+            )
+            .try_init(),
+        Err(_) => tracing_subscriber::registry()
+            .with(progress.with_filter(LevelFilter::INFO))
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(writer.clone())
+                    .without_time()
+                    .with_level(false)
+                    .with_target(false)
+                    .with_ansi(false)
+                    .fmt_fields(message_only())
+                    .with_filter(filter_fn(move |m| {
+                        *m.level() == Level::INFO && not_progress(m)
+                    })),
+            )
+            .with(
+                tracing_subscriber::fmt::layer()
+                    .with_writer(writer)
+                    .without_time()
+                    .with_target(false)
+                    .with_ansi(terminal)
+                    .with_filter(LevelFilter::WARN),
+            )
+            .try_init(),
+    };
+    // Already installed: keep the first.
+    drop(result);
+}
+
+/// Draws step events as a bar: `[elapsed] [####    ] step/steps ETA eta  summary`.
+struct ProgressLayer(Bar);
+
+#[derive(Default)]
+struct StepFields {
+    step: Option<u64>,
+    steps: Option<u64>,
+    last: bool,
+    summary: String,
+}
+
+impl Visit for StepFields {
+    fn record_u64(&mut self, field: &tracing::field::Field, value: u64) {
+        match field.name() {
+            "step" => self.step = Some(value),
+            "steps" => self.steps = Some(value),
+            _ => {}
+        }
+    }
+
+    fn record_bool(&mut self, field: &tracing::field::Field, value: bool) {
+        if field.name() == "last" {
+            self.last = value;
+        }
+    }
+
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            let message = format!("{value:?}");
+            // `step N/M: <summary>`: the bar shows N/M itself.
+            self.summary = message
+                .split_once(": ")
+                .map_or(message.clone(), |(_, s)| s.to_owned());
+        }
+    }
+}
+
+impl<S: Subscriber> Layer<S> for ProgressLayer {
+    fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
+        if event.metadata().target() != hr_train::PROGRESS_TARGET {
+            return;
+        }
+        let mut fields = StepFields::default();
+        event.record(&mut fields);
+        let (Some(step), Some(steps)) = (fields.step, fields.steps) else {
+            return;
+        };
+        let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let bar = slot.get_or_insert_with(|| {
+            let bar = ProgressBar::new(steps);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "[{elapsed_precise}] [{bar:30}] {pos}/{len} ETA {eta}  {msg}",
+                )
+                .unwrap_or_else(|_| ProgressStyle::default_bar())
+                .progress_chars("#>-"),
+            );
+            bar.enable_steady_tick(Duration::from_secs(1));
+            // A resumed run starts part-way: the ETA counts only the steps made here.
+            bar.set_position(step.saturating_sub(1));
+            bar.reset_eta();
+            bar
+        });
+        bar.set_message(fields.summary);
+        bar.set_position(step);
+        if fields.last {
+            // Leave the bar where the run stopped, on its own line; later output starts below.
+            bar.abandon();
+            let _ = writeln!(std::io::stderr());
+        }
+    }
+}
+
+/// Writes each log line to stderr above the progress bar (if one is drawn), so lines and bar
+/// never overwrite each other.
+#[derive(Clone)]
+struct BarWriter(Bar);
+
+/// One log line, written when tracing drops it.
+struct BarLine {
+    bar: Bar,
+    buf: Vec<u8>,
+}
+
+impl<'a> MakeWriter<'a> for BarWriter {
+    type Writer = BarLine;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        BarLine {
+            bar: self.0.clone(),
+            buf: Vec::new(),
+        }
+    }
+}
+
+impl Write for BarLine {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.buf.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Drop for BarLine {
+    fn drop(&mut self) {
+        let bar = self
+            .bar
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        let write = || {
+            let _ = std::io::stderr().lock().write_all(&self.buf);
+        };
+        match bar {
+            Some(bar) if !bar.is_finished() => bar.suspend(write),
+            _ => write(),
+        }
+    }
+}
+
+/// Formats an event's message alone (its structured fields are for `RUST_LOG` readers).
+fn message_only() -> impl for<'w> tracing_subscriber::fmt::FormatFields<'w> + 'static {
+    tracing_subscriber::fmt::format::debug_fn(|writer, field, value| {
+        if field.name() == "message" {
+            write!(writer, "{value:?}")
+        } else {
+            Ok(())
+        }
+    })
+}
