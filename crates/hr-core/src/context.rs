@@ -29,26 +29,20 @@ pub struct SearcherOp {
     pub length: u64,
 }
 
-enum Mode {
+pub(crate) enum Mode {
     Cluster { client: Client },
     Local { run_dir: PathBuf, max_length: u64 },
 }
 
 /// The Core API of one trial allocation.
 pub struct CoreContext {
-    info: TrialInfo,
-    mode: Mode,
-    storage: PathBuf,
-    runtime: tokio::runtime::Runtime,
-    preempt: Arc<AtomicBool>,
+    pub(crate) info: TrialInfo,
+    pub(crate) mode: Mode,
+    pub(crate) storage: PathBuf,
+    pub(crate) runtime: tokio::runtime::Runtime,
+    pub(crate) preempt: Arc<AtomicBool>,
     /// Queued metric reports not yet flushed.
-    queue: Mutex<Option<MetricsQueue>>,
-}
-
-#[allow(clippy::print_stderr)] // the only way left to say why the process ends
-fn abort_on_second_signal() -> ! {
-    eprintln!("second stop signal: exiting now without a final save (exit 130)");
-    std::process::exit(130)
+    pub(crate) queue: Mutex<Option<MetricsQueue>>,
 }
 
 fn steps_i32(steps: u64) -> Result<i32, CoreError> {
@@ -117,119 +111,6 @@ impl CoreContext {
         })
     }
 
-    /// Off-cluster: metrics to `run_dir/metrics.jsonl`, checkpoints under `run_dir/checkpoints/`,
-    /// preemption on SIGTERM or SIGINT, a single searcher operation of `max_length` steps. Each
-    /// call is a new "allocation" (`trial_run_id` counts up) restoring the latest checkpoint by
-    /// the master's rule.
-    pub fn local(run_dir: &Path, max_length: u64) -> Result<Self, CoreError> {
-        let storage = run_dir.join("checkpoints");
-        std::fs::create_dir_all(&storage).map_err(CoreError::io("create", &storage))?;
-        let runs_path = run_dir.join("local-runs");
-        let run_id = std::fs::read_to_string(&runs_path)
-            .ok()
-            .and_then(|s| s.trim().parse::<i32>().ok())
-            .unwrap_or(0)
-            + 1;
-        std::fs::write(&runs_path, run_id.to_string())
-            .map_err(CoreError::io("write", &runs_path))?;
-        let latest = local_latest(run_dir)?;
-        let info = TrialInfo {
-            master_url: String::new(),
-            task_id: "local".into(),
-            allocation_id: format!("local.{run_id}"),
-            trial_id: 0,
-            experiment_id: 0,
-            trial_run_id: run_id,
-            trial_seed: 0,
-            steps_completed: latest.as_ref().map_or(0, |l| l.1),
-            latest_checkpoint: latest.map(|l| l.0),
-            config: json!({"checkpoint_storage": {"type": "directory", "container_path": storage}}),
-            hparams: json!({}),
-            user_token: None,
-        };
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .map_err(CoreError::io("start runtime in", "."))?;
-        let preempt = Arc::new(AtomicBool::new(false));
-        let flag = preempt.clone();
-        runtime.block_on(async {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .map_err(CoreError::io("install SIGTERM handler in", "."))?;
-            let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-                .map_err(CoreError::io("install SIGINT handler in", "."))?;
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-                flag.store(true, Ordering::SeqCst);
-                // A second signal while the stop is under way aborts at once (as a second Ctrl-C
-                // does elsewhere): no final save; the last sealed checkpoint stays the resume
-                // point, and a half-written one is never adopted.
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-                abort_on_second_signal();
-            });
-            Ok::<_, CoreError>(())
-        })?;
-        Ok(Self {
-            info,
-            mode: Mode::Local {
-                run_dir: run_dir.to_owned(),
-                max_length,
-            },
-            storage,
-            runtime,
-            preempt,
-            queue: Mutex::new(None),
-        })
-    }
-
-    /// Continues a local run from a checkpoint written elsewhere (like a Determined experiment
-    /// started from a source checkpoint): `src` is a checkpoint folder (with the `metadata.json`
-    /// that reporting wrote) or a local run folder (its latest checkpoint by the master's rule).
-    /// The folder is copied into `run_dir`'s storage under its UUID and recorded as reported, so
-    /// the next [`CoreContext::local`] selects and restores it like any other checkpoint. Returns
-    /// the UUID and its `steps_completed`.
-    pub fn local_import(run_dir: &Path, src: &Path) -> Result<(String, u64), CoreError> {
-        let not = |why: &str| CoreError::NotACheckpoint {
-            path: src.to_owned(),
-            why: why.to_owned(),
-        };
-        let dir = if src.join("checkpoints.jsonl").is_file() {
-            let (uuid, _) = local_latest(src)?.ok_or_else(|| not("its run has no checkpoint"))?;
-            src.join("checkpoints").join(uuid)
-        } else {
-            src.to_owned()
-        };
-        let meta_path = dir.join("metadata.json");
-        let meta: Value = std::fs::read(&meta_path)
-            .ok()
-            .and_then(|b| serde_json::from_slice(&b).ok())
-            .ok_or_else(|| not("no readable metadata.json (give a checkpoint or a run folder)"))?;
-        let steps = meta["steps_completed"]
-            .as_u64()
-            .ok_or_else(|| not("metadata.json has no steps_completed"))?;
-        let uuid = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| not("no folder name"))?;
-        let storage = run_dir.join("checkpoints");
-        copy_tree(&dir, &storage.join(&uuid))?;
-        Self::append_local(
-            run_dir,
-            "checkpoints.jsonl",
-            &json!({"uuid": uuid, "steps_completed": steps, "trial_run_id": 0,
-                "imported": true, "metadata": meta}),
-        )?;
-        Ok((uuid, steps))
-    }
-
     /// The trial's info.
     pub fn info(&self) -> &TrialInfo {
         &self.info
@@ -238,33 +119,6 @@ impl CoreContext {
     /// The checkpoint storage base folder.
     pub fn storage_dir(&self) -> &Path {
         &self.storage
-    }
-
-    fn append_local(run_dir: &Path, file: &str, value: &Value) -> Result<(), CoreError> {
-        use std::io::Write;
-        let path = run_dir.join(file);
-        // A torn last line (a crash mid-append) is cut off first, so the new line starts clean.
-        if let Ok(text) = std::fs::read(&path)
-            && !text.is_empty()
-            && !text.ends_with(b"\n")
-        {
-            let keep = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-            let f = std::fs::OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map_err(CoreError::io("open", &path))?;
-            f.set_len(keep as u64)
-                .and_then(|()| f.sync_all())
-                .map_err(CoreError::io("truncate", &path))?;
-        }
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(CoreError::io("open", &path))?;
-        writeln!(f, "{value}")
-            .and_then(|()| f.sync_all())
-            .map_err(CoreError::io("write", &path))
     }
 
     fn report(&self, group: &'static str, steps: u64, metrics: Value) -> Result<(), CoreError> {
@@ -277,7 +131,7 @@ impl CoreContext {
                 steps_i32(steps)?,
                 metrics,
             )),
-            Mode::Local { run_dir, .. } => Self::append_local(
+            Mode::Local { run_dir, .. } => crate::local::append_local(
                 run_dir,
                 "metrics.jsonl",
                 &json!({"group": group, "trial_run_id": self.info.trial_run_id, "steps_completed": steps, "metrics": metrics}),
@@ -426,7 +280,7 @@ impl CoreContext {
                     other => other?,
                 }
             }
-            Mode::Local { run_dir, .. } => Self::append_local(
+            Mode::Local { run_dir, .. } => crate::local::append_local(
                 run_dir,
                 "checkpoints.jsonl",
                 &json!({"uuid": ck.uuid, "steps_completed": steps_completed, "trial_run_id": self.info.trial_run_id,
@@ -472,7 +326,7 @@ impl CoreContext {
             Mode::Cluster { client } => Ok(self
                 .runtime
                 .block_on(client.ack_preemption(&self.info.allocation_id))?),
-            Mode::Local { run_dir, .. } => Self::append_local(
+            Mode::Local { run_dir, .. } => crate::local::append_local(
                 run_dir,
                 "events.jsonl",
                 &json!({"event": "preemption-acknowledged", "trial_run_id": self.info.trial_run_id}),
@@ -530,93 +384,11 @@ impl CoreContext {
                     metric,
                 ))?)
             }
-            Mode::Local { run_dir, .. } => Self::append_local(
+            Mode::Local { run_dir, .. } => crate::local::append_local(
                 run_dir,
                 "events.jsonl",
                 &json!({"event": "searcher-completed", "length": op.length, "metric": metric}),
             ),
         }
-    }
-}
-
-/// The checkpoints a local run reported, as `(uuid, steps_completed)` in report order (its
-/// `checkpoints.jsonl`); empty when it reported none. A torn or unreadable line is an error.
-pub fn local_checkpoints(run_dir: &Path) -> Result<Vec<(String, u64)>, CoreError> {
-    let path = run_dir.join("checkpoints.jsonl");
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(CoreError::io("read", path)(e)),
-    };
-    // A crash in the middle of an append leaves a last line without its newline: that report
-    // never completed, so it is not a checkpoint (any other bad line is an error).
-    let complete = match text.rfind('\n') {
-        Some(end) if !text.ends_with('\n') => &text[..=end],
-        None if !text.is_empty() => "",
-        _ => text.as_str(),
-    };
-    let mut out = Vec::new();
-    for line in complete.lines().filter(|l| !l.trim().is_empty()) {
-        let v: Value = serde_json::from_str(line).map_err(|e| CoreError::Io {
-            op: "parse",
-            path: path.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-        })?;
-        if let (Some(uuid), Some(steps)) = (v["uuid"].as_str(), v["steps_completed"].as_u64()) {
-            out.push((uuid.to_owned(), steps));
-        }
-    }
-    Ok(out)
-}
-
-/// The latest local checkpoint by the master's rule: highest steps, then the latest report.
-fn local_latest(run_dir: &Path) -> Result<Option<(String, u64)>, CoreError> {
-    let mut best: Option<(String, u64)> = None;
-    // Later lines are later reports, so `>=` keeps the latest of equal steps.
-    for (uuid, steps) in local_checkpoints(run_dir)? {
-        if best.as_ref().is_none_or(|b| steps >= b.1) {
-            best = Some((uuid, steps));
-        }
-    }
-    Ok(best)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_torn_last_report_is_not_a_checkpoint_but_a_bad_middle_line_is_an_error() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let file = dir.path().join("checkpoints.jsonl");
-        let good = r#"{"uuid": "a", "steps_completed": 1}"#;
-        std::fs::write(&file, format!("{good}\n{{\"uuid\": \"b\", \"steps_")).expect("write");
-        assert_eq!(
-            local_checkpoints(dir.path()).expect("torn tail ignored"),
-            [("a".to_owned(), 1)]
-        );
-        assert_eq!(
-            local_latest(dir.path()).expect("latest"),
-            Some(("a".to_owned(), 1))
-        );
-        std::fs::write(&file, format!("{{\"uuid\": \"b\", \"st\n{good}\n")).expect("write");
-        assert!(
-            local_checkpoints(dir.path()).is_err(),
-            "a bad complete line is corruption"
-        );
-        std::fs::write(&file, "{\"uuid\": \"b\"").expect("write");
-        assert_eq!(local_checkpoints(dir.path()).expect("only a torn line"), []);
-        // The next report cuts the torn line off and starts clean.
-        std::fs::write(&file, format!("{good}\n{{\"uuid\": \"b\", \"steps_")).expect("write");
-        CoreContext::append_local(
-            dir.path(),
-            "checkpoints.jsonl",
-            &serde_json::json!({"uuid": "c", "steps_completed": 2}),
-        )
-        .expect("append");
-        assert_eq!(
-            local_checkpoints(dir.path()).expect("clean"),
-            [("a".to_owned(), 1), ("c".to_owned(), 2)]
-        );
     }
 }

@@ -15,9 +15,11 @@ mod checkpoint;
 mod context;
 mod error;
 mod info;
+mod local;
 mod queue;
 
 pub use checkpoint::StoredCheckpoint;
-pub use context::{CoreContext, SearcherOp, local_checkpoints};
+pub use context::{CoreContext, SearcherOp};
 pub use error::CoreError;
 pub use info::TrialInfo;
+pub use local::local_checkpoints;

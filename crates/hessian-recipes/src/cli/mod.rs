@@ -4,6 +4,10 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod qualify;
+
+pub(crate) use qualify::*;
+
 /// GRPO fine-tuning of LM agents on Determined 0.35, with checkpoints that survive pause,
 /// preemption and restart exactly.
 #[derive(Debug, Parser)]
@@ -136,129 +140,6 @@ pub(crate) enum ManagedTrialKind {
     /// The deterministic eight-step CPU fixture: one training metric and one sealed checkpoint
     /// per step, preemption honoured (publish, receipt, ack, exit 0), exact restore. No GPU.
     Cpu,
-}
-
-#[derive(Debug, Subcommand)]
-pub(crate) enum QualifyKind {
-    /// The managed CPU lifecycle: the fixture uninterrupted and paused after the step-3 metric,
-    /// restored exactly in the next allocation; writes OUTPUT/proof.json and exits non-zero
-    /// when anything differs. Starts a local devmaster unless --master is given.
-    Cpu(QualifyCpuArgs),
-    /// Native resume: the plan uninterrupted, then stopped after --stop-after-step and resumed in
-    /// a new process; compares tasks, sampled tokens, rewards, advantages, adapter, optimizer,
-    /// trainer state (step, RNG) and data cursor at every step and writes OUTPUT/proof.json
-    /// (equal, or the first divergent step and field). Exit 0 when equal, 1 when not.
-    Native(QualifyNativeArgs),
-    /// Managed recovery: the plan natively and uninterrupted, then as a Determined trial
-    /// (`managed-training`) paused once the metric of --pause-after-step is visible, acknowledged,
-    /// activated, and restored from exactly the checkpoint in its preempted_at_checkpoint
-    /// receipt; every step's evidence must equal the native run's. Both runs use one immutable
-    /// copy of this binary (OUTPUT/source/). Starts a local devmaster unless --master is given.
-    /// Writes OUTPUT/managed-proof.json; exit 0 when equal, 1 when not.
-    Managed(QualifyManagedArgs),
-    /// The kill soak: the plan natively, then as a `managed-training` trial on a local devmaster
-    /// (its own process) whose worker is SIGKILLed --kills times at seeded random moments and
-    /// whose master is SIGKILLed and restarted once midway. The trial must complete, the master
-    /// must keep every checkpoint it had acknowledged, and the evidence must equal the native
-    /// run's at every step. Writes OUTPUT/soak.json; exit 0 when all hold.
-    Soak(QualifySoakArgs),
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct QualifySoakArgs {
-    /// The plan (one that checkpoints often; a fixture plan needs no service).
-    #[arg(long)]
-    pub(crate) plan: PathBuf,
-    /// Fresh output folder (reference/, checkpoints/, devmaster/, soak.json).
-    #[arg(long)]
-    pub(crate) output: PathBuf,
-    /// Worker kills to deliver.
-    #[arg(long, default_value_t = 20)]
-    pub(crate) kills: u32,
-    /// Seed of the kill moments.
-    #[arg(long, default_value_t = 1)]
-    pub(crate) seed: u64,
-    /// Limit for the soak, seconds.
-    #[arg(long, default_value_t = 1800)]
-    pub(crate) timeout_seconds: u64,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct QualifyManagedArgs {
-    /// The plan.
-    #[arg(long)]
-    pub(crate) plan: PathBuf,
-    /// Fresh output folder (source/, reference/, managed/, managed-proof.json).
-    #[arg(long)]
-    pub(crate) output: PathBuf,
-    /// A Determined master to use instead of a local devmaster (http://HOST:PORT; `DET_MASTER`
-    /// as for `det`). Sign-in: `DET_USER_TOKEN`, else `DET_USER`/`DET_PASS`.
-    #[arg(long, env = "DET_MASTER")]
-    pub(crate) master: Option<String>,
-    /// Pause once the training metric of this step is visible. The first allocation holds after
-    /// that step until the pause arrives (HR_FAULT_HOLD_AT), so it stops exactly there however
-    /// fast the steps are.
-    #[arg(long, default_value_t = 1)]
-    pub(crate) pause_after_step: u64,
-    /// Limit for each wait and the trial's --max-wall-seconds, seconds.
-    #[arg(long, default_value_t = 2400)]
-    pub(crate) timeout_seconds: u64,
-    /// Instead of pausing, SIGKILL the worker in the middle of the save of this step (a plan
-    /// that saves every step); with `max_restarts: 1` the restart must restore the step before
-    /// it (the last sealed checkpoint) and still equal the native run.
-    #[arg(long)]
-    pub(crate) kill_during_save_at: Option<u64>,
-    /// Backend of the native run and of the trial's `managed-training`.
-    #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
-    pub(crate) device: crate::backend::DeviceKind,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct QualifyNativeArgs {
-    /// The plan.
-    #[arg(long)]
-    pub(crate) plan: PathBuf,
-    /// Fresh output folder (reference/, interrupted/, resumed/, proof.json).
-    #[arg(long)]
-    pub(crate) output: PathBuf,
-    /// Where the interrupted run stops.
-    #[arg(long, default_value_t = 2)]
-    pub(crate) stop_after_step: u64,
-    /// A negative control applied at resume, which the proof must catch: skip-rng (re-seed the
-    /// sampling RNG), drop-optimizer (optimizer moments removed: refused at load),
-    /// cursor-off-by-one.
-    #[arg(long, value_parser = hr_train::Control::parse)]
-    pub(crate) control: Option<hr_train::Control>,
-    /// Backend of the three runs (CUDA runs are not promised to be bit-exact).
-    #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
-    pub(crate) device: crate::backend::DeviceKind,
-}
-
-#[derive(Debug, Args)]
-pub(crate) struct QualifyCpuArgs {
-    /// Fresh output folder (the binary is copied into OUTPUT/source/ and run from there).
-    #[arg(long)]
-    pub(crate) output: PathBuf,
-    /// A Determined master to use instead of a local devmaster (http://HOST:PORT; `DET_MASTER`
-    /// as for `det`). Sign-in: `DET_USER_TOKEN`, else `DET_USER`/`DET_PASS`.
-    #[arg(long, env = "DET_MASTER")]
-    pub(crate) master: Option<String>,
-    /// Pause once the training metric of this step is visible.
-    #[arg(long, default_value_t = 3)]
-    pub(crate) pause_after_step: u64,
-    /// Wait this long after that metric before pausing.
-    #[arg(long, default_value_t = 0)]
-    pub(crate) pause_delay_ms: u64,
-    /// Seconds per fixture step (a finite number ≥ 0).
-    #[arg(long, default_value_t = 0.5, value_parser = seconds)]
-    pub(crate) step_seconds: f64,
-    /// Limit for each run, seconds.
-    #[arg(long, default_value_t = 600)]
-    pub(crate) timeout_seconds: u64,
-    /// A negative control that the qualification must catch: skip-rng-restore (proof must say
-    /// equal: false), stale-uuid (must fail), kill-during-save (must recover and stay equal).
-    #[arg(long)]
-    pub(crate) control: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -542,16 +423,6 @@ pub(crate) enum ClusterCommand {
         #[arg(last = true, required = true)]
         args: Vec<String>,
     },
-}
-
-/// A duration in seconds: a finite number ≥ 0.
-fn seconds(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
-        _ => Err(format!(
-            "`{text}` is not a number of seconds ≥ 0 (e.g. 0.5)"
-        )),
-    }
 }
 
 #[cfg(test)]
