@@ -92,9 +92,5 @@ pub(crate) fn runtime(
         .enable_all()
         .build()
         .map(std::sync::Arc::new)
-        .map_err(|source| hr_env::EnvError::Io {
-            op: "start runtime for",
-            path: service.into(),
-            source,
-        })
+        .map_err(|source| hr_files::IoError::new("start runtime for", service, source).into())
 }

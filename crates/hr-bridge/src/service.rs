@@ -1,5 +1,6 @@
 //! [`OwnedService`]: one service process group, from spawn to reaped.
 
+use hr_files::IoResultExt;
 use std::{
     io::{Read, Seek, SeekFrom},
     net::TcpListener,
@@ -87,21 +88,13 @@ impl OwnedService {
     /// Starts the service and waits until it is ready.
     pub fn start(spec: &ServiceSpec) -> Result<Self, EnvError> {
         if let Some(dir) = spec.log_path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| EnvError::Io {
-                op: "create",
-                path: dir.to_owned(),
-                source,
-            })?;
+            std::fs::create_dir_all(dir).at("create", dir)?;
         }
         let mut last_exit = String::new();
         for attempt in 1..=spec.attempts.max(1) {
             let port = match (attempt, spec.first_port) {
                 (1, Some(p)) => p,
-                _ => free_port().map_err(|source| EnvError::Io {
-                    op: "pick a port on",
-                    path: "127.0.0.1".into(),
-                    source,
-                })?,
+                _ => free_port().at("pick a port on", "127.0.0.1")?,
             };
             let mut service = Self::spawn(spec, port)?;
             tracing::debug!(service = %spec.name, port, attempt, "started; waiting until ready");
@@ -125,16 +118,12 @@ impl OwnedService {
     }
 
     fn spawn(spec: &ServiceSpec, port: u16) -> Result<Self, EnvError> {
-        let io = |op| {
-            let path = spec.log_path.clone();
-            move |source| EnvError::Io { op, path, source }
-        };
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&spec.log_path)
-            .map_err(io("open"))?;
-        let err = log.try_clone().map_err(io("open"))?;
+            .at("open", &spec.log_path)?;
+        let err = log.try_clone().at("open", &spec.log_path)?;
         let fill = |s: &str| s.replace("{port}", &port.to_string());
         let child = Command::new(&spec.program)
             .args(spec.args.iter().map(|a| fill(a)))
@@ -257,11 +246,7 @@ impl OwnedService {
                 Ok(Some(status)) => break status,
                 _ if Instant::now() >= deadline => {
                     signal_group(&child, Signal::KILL);
-                    break child.wait().map_err(|source| EnvError::Io {
-                        op: "reap",
-                        path: self.log_path.clone(),
-                        source,
-                    })?;
+                    break child.wait().at("reap", &self.log_path)?;
                 }
                 _ => std::thread::sleep(Duration::from_millis(50)),
             }

@@ -2,6 +2,7 @@
 //! and `metadata.json` (indent 2), with `resources` mapping every relative path to its size
 //! (folders as `"sub/": 0`).
 
+use hr_files::IoResultExt;
 use std::{
     collections::BTreeMap,
     path::{Path, PathBuf},
@@ -68,15 +69,15 @@ pub(crate) fn resources(dir: &Path) -> Result<BTreeMap<String, i64>, CoreError> 
     let mut out = BTreeMap::new();
     let mut stack = vec![dir.to_owned()];
     while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).map_err(CoreError::io("read", &d))? {
-            let entry = entry.map_err(CoreError::io("read", &d))?;
+        for entry in std::fs::read_dir(&d).at("read", &d)? {
+            let entry = entry.at("read", &d)?;
             let path = entry.path();
             let rel = path
                 .strip_prefix(dir)
                 .unwrap_or(&path)
                 .to_string_lossy()
                 .into_owned();
-            let meta = entry.metadata().map_err(CoreError::io("stat", &path))?;
+            let meta = entry.metadata().at("stat", &path)?;
             if meta.is_dir() {
                 out.insert(format!("{rel}/"), 0);
                 stack.push(path);
@@ -92,23 +93,21 @@ pub(crate) fn resources(dir: &Path) -> Result<BTreeMap<String, i64>, CoreError> 
 pub(crate) fn write_metadata(dir: &Path, metadata: &Value) -> Result<(), CoreError> {
     let path = dir.join("metadata.json");
     let text = serde_json::to_string_pretty(metadata).expect("metadata serialises");
-    std::fs::write(&path, text).map_err(CoreError::io("write", &path))
+    std::fs::write(&path, text)
+        .at("write", &path)
+        .map_err(Into::into)
 }
 
 /// Copies a folder tree.
 pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<(), CoreError> {
-    std::fs::create_dir_all(to).map_err(CoreError::io("create", to))?;
-    for entry in std::fs::read_dir(from).map_err(CoreError::io("read", from))? {
-        let entry = entry.map_err(CoreError::io("read", from))?;
+    std::fs::create_dir_all(to).at("create", to)?;
+    for entry in std::fs::read_dir(from).at("read", from)? {
+        let entry = entry.at("read", from)?;
         let target = to.join(entry.file_name());
-        if entry
-            .file_type()
-            .map_err(CoreError::io("stat", entry.path()))?
-            .is_dir()
-        {
+        if entry.file_type().at("stat", entry.path())?.is_dir() {
             copy_tree(&entry.path(), &target)?;
         } else {
-            std::fs::copy(entry.path(), &target).map_err(CoreError::io("copy", &target))?;
+            std::fs::copy(entry.path(), &target).at("copy", &target)?;
         }
     }
     Ok(())

@@ -1,5 +1,6 @@
 //! [`CoreContext`]: the blocking Core API, on a cluster or locally.
 
+use hr_files::IoResultExt;
 use std::{
     path::{Path, PathBuf},
     sync::{
@@ -83,7 +84,7 @@ impl CoreContext {
             .worker_threads(1)
             .enable_all()
             .build()
-            .map_err(CoreError::io("start runtime in", "."))?;
+            .at("start runtime in", ".")?;
         runtime.block_on(client.runs_start(info.trial_id, storage_cfg))?;
         let preempt = Arc::new(AtomicBool::new(false));
         let (poll_client, flag, alloc) =
@@ -214,7 +215,7 @@ impl CoreContext {
     pub fn store_path(&self) -> Result<StoredCheckpoint, CoreError> {
         let uuid = uuid4();
         let path = self.storage.join(&uuid);
-        std::fs::create_dir_all(&path).map_err(CoreError::io("create", &path))?;
+        std::fs::create_dir_all(&path).at("create", &path)?;
         Ok(StoredCheckpoint { uuid, path })
     }
 

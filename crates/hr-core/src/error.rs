@@ -30,24 +30,7 @@ pub enum CoreError {
     /// Unsupported checkpoint storage.
     #[error("unsupported checkpoint_storage {0}: use shared_fs or directory")]
     Storage(String),
-    /// A file operation failed.
-    #[error("{op} {path}: {source}")]
-    Io {
-        /// What was being done.
-        op: &'static str,
-        /// On which path.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-}
-
-impl CoreError {
-    pub(crate) fn io(
-        op: &'static str,
-        path: impl Into<PathBuf>,
-    ) -> impl FnOnce(std::io::Error) -> Self {
-        let path = path.into();
-        move |source| Self::Io { op, path, source }
-    }
+    /// A filesystem operation failed.
+    #[error(transparent)]
+    Io(#[from] hr_files::IoError),
 }

@@ -2,6 +2,7 @@
 //! checkpoints under it, preemption from SIGTERM/SIGINT (a second signal aborts at once), and
 //! the import of a checkpoint written elsewhere.
 
+use hr_files::IoResultExt;
 use std::{
     path::Path,
     sync::{
@@ -27,15 +28,14 @@ impl CoreContext {
     /// the master's rule.
     pub fn local(run_dir: &Path, max_length: u64) -> Result<Self, CoreError> {
         let storage = run_dir.join("checkpoints");
-        std::fs::create_dir_all(&storage).map_err(CoreError::io("create", &storage))?;
+        std::fs::create_dir_all(&storage).at("create", &storage)?;
         let runs_path = run_dir.join("local-runs");
         let run_id = std::fs::read_to_string(&runs_path)
             .ok()
             .and_then(|s| s.trim().parse::<i32>().ok())
             .unwrap_or(0)
             + 1;
-        std::fs::write(&runs_path, run_id.to_string())
-            .map_err(CoreError::io("write", &runs_path))?;
+        std::fs::write(&runs_path, run_id.to_string()).at("write", &runs_path)?;
         let latest = local_latest(run_dir)?;
         let info = TrialInfo {
             master_url: String::new(),
@@ -55,15 +55,15 @@ impl CoreContext {
             .worker_threads(1)
             .enable_all()
             .build()
-            .map_err(CoreError::io("start runtime in", "."))?;
+            .at("start runtime in", ".")?;
         let preempt = Arc::new(AtomicBool::new(false));
         let flag = preempt.clone();
         runtime.block_on(async {
             let mut term =
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .map_err(CoreError::io("install SIGTERM handler in", "."))?;
+                    .at("install SIGTERM handler in", ".")?;
             let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-                .map_err(CoreError::io("install SIGINT handler in", "."))?;
+                .at("install SIGINT handler in", ".")?;
             tokio::spawn(async move {
                 tokio::select! {
                     _ = term.recv() => {}
@@ -148,19 +148,20 @@ pub(crate) fn append_local(run_dir: &Path, file: &str, value: &Value) -> Result<
         let f = std::fs::OpenOptions::new()
             .write(true)
             .open(&path)
-            .map_err(CoreError::io("open", &path))?;
+            .at("open", &path)?;
         f.set_len(keep as u64)
             .and_then(|()| f.sync_all())
-            .map_err(CoreError::io("truncate", &path))?;
+            .at("truncate", &path)?;
     }
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(&path)
-        .map_err(CoreError::io("open", &path))?;
+        .at("open", &path)?;
     writeln!(f, "{value}")
         .and_then(|()| f.sync_all())
-        .map_err(CoreError::io("write", &path))
+        .at("write", &path)
+        .map_err(Into::into)
 }
 
 /// The checkpoints a local run reported, as `(uuid, steps_completed)` in report order (its
@@ -170,7 +171,7 @@ pub fn local_checkpoints(run_dir: &Path) -> Result<Vec<(String, u64)>, CoreError
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(CoreError::io("read", path)(e)),
+        Err(e) => return Err(hr_files::IoError::new("read", path, e).into()),
     };
     // A crash in the middle of an append leaves a last line without its newline: that report
     // never completed, so it is not a checkpoint (any other bad line is an error).
@@ -181,10 +182,12 @@ pub fn local_checkpoints(run_dir: &Path) -> Result<Vec<(String, u64)>, CoreError
     };
     let mut out = Vec::new();
     for line in complete.lines().filter(|l| !l.trim().is_empty()) {
-        let v: Value = serde_json::from_str(line).map_err(|e| CoreError::Io {
-            op: "parse",
-            path: path.clone(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+        let v: Value = serde_json::from_str(line).map_err(|e| {
+            hr_files::IoError::new(
+                "parse",
+                &path,
+                std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+            )
         })?;
         if let (Some(uuid), Some(steps)) = (v["uuid"].as_str(), v["steps_completed"].as_u64()) {
             out.push((uuid.to_owned(), steps));

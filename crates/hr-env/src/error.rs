@@ -77,13 +77,6 @@ pub enum EnvError {
         message: String,
     },
     /// A local file operation failed.
-    #[error("{op} {path}: {source}")]
-    Io {
-        /// What.
-        op: &'static str,
-        /// Where.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] hr_files::IoError),
 }

@@ -21,27 +21,10 @@ pub enum QualifyError {
     /// Proof failure.
     #[error(transparent)]
     Proof(#[from] hr_proof::ProofError),
-    /// A file operation failed.
-    #[error("{op} {path}: {source}")]
-    Io {
-        /// What.
-        op: &'static str,
-        /// Where.
-        path: std::path::PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    /// A filesystem operation failed.
+    #[error(transparent)]
+    Io(#[from] hr_files::IoError),
     /// The qualification found a difference or an unexpected event.
     #[error("qualification failed: {0}")]
     Failed(String),
-}
-
-impl QualifyError {
-    pub(crate) fn io(
-        op: &'static str,
-        path: impl Into<std::path::PathBuf>,
-    ) -> impl FnOnce(std::io::Error) -> Self {
-        let path = path.into();
-        move |source| Self::Io { op, path, source }
-    }
 }

@@ -3,6 +3,7 @@
 //! and run id, and that it restored exactly the receipt's checkpoint; verifies every published
 //! snapshot and compares each step's state digest; writes `proof.json`.
 
+use hr_files::IoResultExt;
 use std::{
     future::Future,
     path::{Path, PathBuf},
@@ -213,8 +214,7 @@ async fn evidence(
                 c.uuid
             )));
         }
-        let bytes = std::fs::read(v.dir.join("payload/fixture/state.json"))
-            .map_err(QualifyError::io("read", &v.dir))?;
+        let bytes = std::fs::read(v.dir.join("payload/fixture/state.json")).at("read", &v.dir)?;
         let state: FixtureState = serde_json::from_slice(&bytes)
             .map_err(|e| QualifyError::Failed(format!("{}: {e}", c.uuid)))?;
         if !allocations.contains(&v.manifest.run.writer) {
@@ -263,7 +263,7 @@ pub(crate) async fn start_master(
     };
     let m = hr_devmaster::Devmaster::start(config)
         .await
-        .map_err(QualifyError::io("start devmaster in", output))?;
+        .at("start devmaster in", output)?;
     let url = m.url().to_owned();
     Ok((Some(m), url))
 }
@@ -275,7 +275,7 @@ pub async fn qualify_cpu(
     record: &SourceRecord,
 ) -> Result<Proof, QualifyError> {
     let storage = opts.output.join("checkpoints");
-    std::fs::create_dir_all(&storage).map_err(QualifyError::io("create", &storage))?;
+    std::fs::create_dir_all(&storage).at("create", &storage)?;
     let (master, url) = start_master(&opts.output, opts.master.as_deref()).await?;
     let result = run_both(opts, record, &storage, &url).await;
     if let Some(m) = master {
@@ -311,7 +311,7 @@ async fn run_both(
         ("reference-config.yaml", &reference_yaml),
     ] {
         let path = opts.output.join(name);
-        std::fs::write(&path, yaml).map_err(QualifyError::io("write", &path))?;
+        std::fs::write(&path, yaml).at("write", &path)?;
     }
 
     // The uninterrupted reference.
@@ -506,14 +506,14 @@ async fn inject_checkpoint(
 }
 
 fn copy_dir(from: &Path, to: &Path) -> Result<(), QualifyError> {
-    std::fs::create_dir_all(to).map_err(QualifyError::io("create", to))?;
-    for entry in std::fs::read_dir(from).map_err(QualifyError::io("read", from))? {
-        let entry = entry.map_err(QualifyError::io("read", from))?;
+    std::fs::create_dir_all(to).at("create", to)?;
+    for entry in std::fs::read_dir(from).at("read", from)? {
+        let entry = entry.at("read", from)?;
         let target = to.join(entry.file_name());
         if entry.path().is_dir() {
             copy_dir(&entry.path(), &target)?;
         } else {
-            std::fs::copy(entry.path(), &target).map_err(QualifyError::io("copy", &target))?;
+            std::fs::copy(entry.path(), &target).at("copy", &target)?;
         }
     }
     Ok(())
@@ -538,8 +538,8 @@ pub fn verify_proof(path: &Path) -> Result<Proof, QualifyError> {
                     s.checkpoint_uuid
                 )));
             }
-            let bytes = std::fs::read(v.dir.join("payload/fixture/state.json"))
-                .map_err(QualifyError::io("read", &v.dir))?;
+            let bytes =
+                std::fs::read(v.dir.join("payload/fixture/state.json")).at("read", &v.dir)?;
             let state: FixtureState =
                 serde_json::from_slice(&bytes).map_err(|e| QualifyError::Failed(e.to_string()))?;
             if state.digest() != s.state_sha256 {

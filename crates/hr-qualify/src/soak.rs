@@ -6,6 +6,7 @@
 //! short is never adopted), and the master's restart loses no checkpoint or metric it had
 //! acknowledged. Comparing the run's evidence with a native run is the caller's.
 
+use hr_files::IoResultExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -84,7 +85,7 @@ fn spawn_master(binary: &str, output: &Path) -> Result<(Child, String), QualifyE
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
-        .map_err(QualifyError::io("start the devmaster", binary))?;
+        .at("start the devmaster", binary)?;
     let stdout = child
         .stdout
         .take()
@@ -92,10 +93,7 @@ fn spawn_master(binary: &str, output: &Path) -> Result<(Child, String), QualifyE
     let mut first = String::new();
     BufReader::new(stdout)
         .read_line(&mut first)
-        .map_err(QualifyError::io(
-            "read the devmaster's address from",
-            binary,
-        ))?;
+        .at("read the devmaster's address from", binary)?;
     let url = first
         .split_whitespace()
         .find(|w| w.starts_with("http://"))
@@ -147,7 +145,7 @@ async fn checkpoint_uuids(client: &Client, run: &Run) -> Result<Vec<String>, Qua
 pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
     let started = Instant::now();
     let storage = opts.output.join("checkpoints");
-    std::fs::create_dir_all(&storage).map_err(QualifyError::io("create", &storage))?;
+    std::fs::create_dir_all(&storage).at("create", &storage)?;
     let mut config = hr_config::training_experiment(
         &profile_for(None, &opts.root),
         "hessian-recipes kill soak".to_owned(),

@@ -1,6 +1,7 @@
 //! The source binding of a qualification: git commit, tree digest, Cargo.lock digest and the
 //! binary's sha256, recorded next to an immutable copy of the binary.
 
+use hr_files::IoResultExt;
 use std::{path::Path, process::Command};
 
 use hr_seal::{SourceBinding, hash_file, sha256_hex};
@@ -36,9 +37,9 @@ pub fn record_source(
     output: &Path,
 ) -> Result<SourceRecord, QualifyError> {
     let dir = output.join("source");
-    std::fs::create_dir_all(&dir).map_err(QualifyError::io("create", &dir))?;
+    std::fs::create_dir_all(&dir).at("create", &dir)?;
     let copy = dir.join("hessian-recipes");
-    std::fs::copy(binary, &copy).map_err(QualifyError::io("copy the binary to", &copy))?;
+    std::fs::copy(binary, &copy).at("copy the binary to", &copy)?;
     let (_, binary_sha256) = hash_file(&copy)?;
     // The tree digest covers every tracked file's mode, object id and path (`git ls-files -s`).
     let tree_sha256 = git(root, &["ls-files", "-s"]).map(|s| sha256_hex(s.as_bytes()));
@@ -57,6 +58,6 @@ pub fn record_source(
         &path,
         serde_json::to_vec_pretty(&record).expect("record serialises"),
     )
-    .map_err(QualifyError::io("write", &path))?;
+    .at("write", &path)?;
     Ok(record)
 }

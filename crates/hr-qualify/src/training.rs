@@ -4,6 +4,7 @@
 //! experiment is PAUSED; it is activated again; the next allocation must restore exactly the
 //! receipt's checkpoint and finish. Comparing the evidence with a native run is the caller's.
 
+use hr_files::IoResultExt;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -96,10 +97,10 @@ fn allocation_records(run_dir: &Path) -> Vec<Value> {
 /// in the trial's second allocation, and completed.
 pub async fn managed_recovery(opts: &ManagedOptions) -> Result<ManagedRecovery, QualifyError> {
     let storage = opts.output.join("checkpoints");
-    std::fs::create_dir_all(&storage).map_err(QualifyError::io("create", &storage))?;
+    std::fs::create_dir_all(&storage).at("create", &storage)?;
     let yaml = launch_config(opts, &storage)?;
     let path = opts.output.join("launch-config.yaml");
-    std::fs::write(&path, &yaml).map_err(QualifyError::io("write", &path))?;
+    std::fs::write(&path, &yaml).at("write", &path)?;
     let (master, url) = start_master(&opts.output, opts.master.as_deref()).await?;
     let result = drive(opts, &url, &yaml, &storage).await;
     if let Some(m) = master {

@@ -3,6 +3,7 @@
 //! and publish a sealed snapshot; on preemption the step's save is the terminal one (publish,
 //! receipt, ack, exit 0); step 8 is the final save.
 
+use hr_files::IoResultExt;
 use std::{io::Write, path::PathBuf, time::Duration};
 
 use hr_core::CoreContext;
@@ -51,10 +52,11 @@ fn append(path: &std::path::Path, value: &serde_json::Value) -> Result<(), Quali
         .create(true)
         .append(true)
         .open(path)
-        .map_err(QualifyError::io("open", path))?;
+        .at("open", path)?;
     writeln!(f, "{value}")
         .and_then(|()| f.sync_all())
-        .map_err(QualifyError::io("write", path))
+        .at("write", path)
+        .map_err(Into::into)
 }
 
 fn payload(
@@ -88,7 +90,7 @@ pub fn managed_trial_cpu(
     let ctx = CoreContext::from_environment()?;
     let info = ctx.info().clone();
     let run = run_dir(ctx.storage_dir(), info.experiment_id, info.trial_id);
-    std::fs::create_dir_all(&run).map_err(QualifyError::io("create", &run))?;
+    std::fs::create_dir_all(&run).at("create", &run)?;
     let binding = Binding {
         run_id: format!("det:{}/{}", info.experiment_id, info.trial_id),
         writer: info.allocation_id.clone(),
@@ -111,7 +113,7 @@ pub fn managed_trial_cpu(
     let mut state = FixtureState::new(info.trial_seed);
     if let Some(r) = &restored {
         let bytes = std::fs::read(r.snapshot.dir.join("payload/fixture/state.json"))
-            .map_err(QualifyError::io("read", &r.snapshot.dir))?;
+            .at("read", &r.snapshot.dir)?;
         let restored_state: FixtureState = serde_json::from_slice(&bytes)
             .map_err(|e| QualifyError::Failed(format!("restored state.json: {e}")))?;
         let rng = if controls.skip_rng_restore {

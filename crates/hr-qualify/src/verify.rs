@@ -4,6 +4,7 @@
 //! that resumed restored that step, and for a pause exactly the receipt's checkpoint), and the
 //! checkpoints verify with the proof's source binding.
 
+use hr_files::IoResultExt;
 use std::path::Path;
 
 use hr_proof::{
@@ -21,7 +22,7 @@ fn failed(why: impl Into<String>) -> QualifyError {
 }
 
 fn read_proof<T: DeserializeOwned>(path: &Path, schema: &str) -> Result<T, QualifyError> {
-    let bytes = std::fs::read(path).map_err(QualifyError::io("read", path))?;
+    let bytes = std::fs::read(path).at("read", path)?;
     let value: Value =
         serde_json::from_slice(&bytes).map_err(|e| failed(format!("{}: {e}", path.display())))?;
     if value["schema"] != schema {
@@ -117,8 +118,7 @@ pub fn verify_native_proof(path: &Path) -> Result<NativeProof, QualifyError> {
     // The source: every checkpoint of both interrupted runs was written by the proof's binary.
     for run in [&p.interrupted, &p.resumed] {
         let core = run.join("core");
-        let listed = std::fs::read_to_string(core.join("checkpoints.jsonl"))
-            .map_err(QualifyError::io("read", &core))?;
+        let listed = std::fs::read_to_string(core.join("checkpoints.jsonl")).at("read", &core)?;
         for line in listed.lines() {
             let c: Value = serde_json::from_str(line).map_err(|e| failed(e.to_string()))?;
             let (uuid, step) = (

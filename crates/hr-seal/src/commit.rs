@@ -2,6 +2,7 @@
 //! staging folder onto its final name (or `link` of the seal inside a folder written in place),
 //! then an fsync of the parent so the new name is durable.
 
+use hr_files::IoResultExt;
 use std::{fs::File, io, path::Path};
 
 use rustix::fs::{CWD, RenameFlags, renameat_with};
@@ -29,7 +30,8 @@ pub(crate) fn parent_dir(path: &Path) -> &Path {
 pub fn fsync_dir(dir: &Path) -> Result<(), SealError> {
     File::open(dir)
         .and_then(|d| d.sync_all())
-        .map_err(SealError::io("fsync", dir))
+        .at("fsync", dir)
+        .map_err(Into::into)
 }
 
 /// Renames `from` to `to` only if `to` does not exist. Returns `Ok(false)` when it exists.
@@ -46,10 +48,10 @@ pub(crate) fn rename_noreplace(from: &Path, to: &Path) -> Result<bool, SealError
             match std::fs::rename(from, to) {
                 Ok(()) => Ok(true),
                 Err(e) if e.kind() == io::ErrorKind::DirectoryNotEmpty => Ok(false),
-                Err(e) => Err(SealError::io("rename", to)(e)),
+                Err(e) => Err(hr_files::IoError::new("rename", to, e).into()),
             }
         }
-        Err(e) => Err(SealError::io("rename", to)(e.into())),
+        Err(e) => Err(hr_files::IoError::new("rename", to, e.into()).into()),
     }
 }
 
@@ -58,6 +60,6 @@ pub(crate) fn link_noreplace(from: &Path, to: &Path) -> Result<bool, SealError> 
     match std::fs::hard_link(from, to) {
         Ok(()) => Ok(true),
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-        Err(e) => Err(SealError::io("link", to)(e)),
+        Err(e) => Err(hr_files::IoError::new("link", to, e).into()),
     }
 }

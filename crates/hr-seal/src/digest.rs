@@ -1,5 +1,6 @@
 //! Streaming sha256 (constant memory), in parallel across files.
 
+use hr_files::IoResultExt;
 use std::{
     fs::File,
     io::Read,
@@ -33,12 +34,12 @@ pub(crate) fn hex(bytes: &[u8]) -> String {
 
 /// Streams a file through sha256; returns (size, hex digest).
 pub fn hash_file(path: &Path) -> Result<(u64, String), SealError> {
-    let mut file = File::open(path).map_err(SealError::io("open", path))?;
+    let mut file = File::open(path).at("open", path)?;
     let mut hasher = Sha256::new();
     let mut buf = vec![0u8; BUFFER];
     let mut size = 0u64;
     loop {
-        let n = file.read(&mut buf).map_err(SealError::io("read", path))?;
+        let n = file.read(&mut buf).at("read", path)?;
         if n == 0 {
             break;
         }

@@ -147,15 +147,8 @@ pub enum SealError {
         path: PathBuf,
     },
     /// A filesystem operation failed.
-    #[error("{op} {path}: {source}")]
-    Io {
-        /// What was being done.
-        op: &'static str,
-        /// On which path.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] hr_files::IoError),
 }
 
 impl SealError {
@@ -185,14 +178,5 @@ impl SealError {
             Self::AlreadySealed { .. } => "AlreadySealed",
             Self::Io { .. } => "Io",
         }
-    }
-
-    /// Wraps an I/O error with the operation and path.
-    pub(crate) fn io(
-        op: &'static str,
-        path: impl Into<PathBuf>,
-    ) -> impl FnOnce(std::io::Error) -> Self {
-        let path = path.into();
-        move |source| Self::Io { op, path, source }
     }
 }

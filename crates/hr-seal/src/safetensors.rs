@@ -3,6 +3,7 @@
 //! within the file), a JSON object header, each tensor's `data_offsets` inside the data section,
 //! not overlapping, and consistent with its dtype and shape.
 
+use hr_files::IoResultExt;
 use std::{fs::File, io::Read, path::Path};
 
 use serde_json::Value;
@@ -27,8 +28,8 @@ pub(crate) fn check(path: &Path, rel: &str) -> Result<(), SealError> {
         path: rel.to_owned(),
         reason,
     };
-    let mut file = File::open(path).map_err(SealError::io("open", path))?;
-    let file_size = file.metadata().map_err(SealError::io("stat", path))?.len();
+    let mut file = File::open(path).at("open", path)?;
+    let file_size = file.metadata().at("stat", path)?.len();
     let mut len_bytes = [0u8; 8];
     file.read_exact(&mut len_bytes)
         .map_err(|_| bad("shorter than the 8-byte header length".into()))?;
@@ -40,8 +41,7 @@ pub(crate) fn check(path: &Path, rel: &str) -> Result<(), SealError> {
     }
     let mut header =
         vec![0u8; usize::try_from(header_len).map_err(|_| bad("header too large".into()))?];
-    file.read_exact(&mut header)
-        .map_err(SealError::io("read", path))?;
+    file.read_exact(&mut header).at("read", path)?;
     let header: Value =
         serde_json::from_slice(&header).map_err(|e| bad(format!("header is not JSON: {e}")))?;
     let Value::Object(entries) = header else {

@@ -2,6 +2,7 @@
 //! progress, `quarantine/` for snapshots that may not be adopted (never deleted), and `HEAD`, a
 //! hint naming the latest committed step. Ordering is by manifest step, never by names or times.
 
+use hr_files::IoResultExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -41,11 +42,11 @@ pub struct Store {
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SealError> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, bytes).map_err(SealError::io("write", &tmp))?;
+    std::fs::write(&tmp, bytes).at("write", &tmp)?;
     std::fs::File::open(&tmp)
         .and_then(|f| f.sync_all())
-        .map_err(SealError::io("fsync", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(SealError::io("rename", path))?;
+        .at("fsync", &tmp)?;
+    std::fs::rename(&tmp, path).at("rename", path)?;
     fsync_dir(parent_dir(path))
 }
 
@@ -53,7 +54,7 @@ impl Store {
     /// Opens (creating if needed) a store at `root`.
     pub fn open(root: &Path) -> Result<Self, SealError> {
         let snapshots = root.join("snapshots");
-        std::fs::create_dir_all(&snapshots).map_err(SealError::io("create", &snapshots))?;
+        std::fs::create_dir_all(&snapshots).at("create", &snapshots)?;
         Ok(Self {
             root: root.to_owned(),
         })
@@ -77,7 +78,7 @@ impl Store {
                 .map(Some)
                 .map_err(|e| SealError::MalformedManifest(format!("HEAD: {e}"))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(SealError::io("read", &path)(e)),
+            Err(e) => Err(hr_files::IoError::new("read", &path, e).into()),
         }
     }
 
@@ -90,8 +91,8 @@ impl Store {
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(SealError::io("open", &path))?;
-        file.lock().map_err(SealError::io("lock", &path))?;
+            .at("open", &path)?;
+        file.lock().at("lock", &path)?;
         Ok(file)
     }
 
@@ -153,8 +154,8 @@ impl Store {
     fn committed(&self) -> Result<Vec<(u64, PathBuf)>, SealError> {
         let dir = self.root.join("snapshots");
         let mut out = Vec::new();
-        for entry in std::fs::read_dir(&dir).map_err(SealError::io("read", &dir))? {
-            let entry = entry.map_err(SealError::io("read", &dir))?;
+        for entry in std::fs::read_dir(&dir).at("read", &dir)? {
+            let entry = entry.at("read", &dir)?;
             if let Some(step) = entry
                 .file_name()
                 .to_str()
@@ -170,7 +171,7 @@ impl Store {
     /// Moves a snapshot folder to `quarantine/` (never deletes it); returns the new path.
     pub fn quarantine(&self, dir: &Path) -> Result<PathBuf, SealError> {
         let qdir = self.root.join("quarantine");
-        std::fs::create_dir_all(&qdir).map_err(SealError::io("create", &qdir))?;
+        std::fs::create_dir_all(&qdir).at("create", &qdir)?;
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -223,8 +224,8 @@ impl Store {
         };
         let mut removed = 0;
         for entry in entries {
-            let path = entry.map_err(SealError::io("read", &dir))?.path();
-            std::fs::remove_dir_all(&path).map_err(SealError::io("remove", &path))?;
+            let path = entry.at("read", &dir)?.path();
+            std::fs::remove_dir_all(&path).at("remove", &path)?;
             removed += 1;
         }
         Ok(removed)

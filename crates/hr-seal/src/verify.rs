@@ -3,6 +3,7 @@
 //! schema, identity (run, config, source), step, file set (no symlinks, no stray or missing
 //! files), sizes, digests, then safetensors structure.
 
+use hr_files::IoResultExt;
 use std::{
     collections::BTreeSet,
     fs::File,
@@ -64,7 +65,7 @@ impl Verified {
         let mut bytes = Vec::new();
         File::open(&path)
             .and_then(|f| f.take(entry.size + 1).read_to_end(&mut bytes))
-            .map_err(SealError::io("read", &path))?;
+            .at("read", &path)?;
         if bytes.len() as u64 != entry.size {
             return Err(SealError::SizeMismatch {
                 path: rel.to_owned(),
@@ -85,11 +86,11 @@ impl Verified {
 }
 
 fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, SealError> {
-    let file = File::open(path).map_err(SealError::io("open", path))?;
+    let file = File::open(path).at("open", path)?;
     let mut bytes = Vec::new();
     file.take(cap + 1)
         .read_to_end(&mut bytes)
-        .map_err(SealError::io("read", path))?;
+        .at("read", path)?;
     if bytes.len() as u64 > cap {
         return Err(SealError::MalformedSeal(format!(
             "{} is larger than {cap} bytes",
@@ -152,9 +153,7 @@ pub fn verify(dir: &Path, expect: &Expectations) -> Result<Verified, SealError> 
     // 7. Sizes by stat, then streaming digests.
     for f in &manifest.files {
         let path = dir.join(&f.path);
-        let size = std::fs::metadata(&path)
-            .map_err(SealError::io("stat", &path))?
-            .len();
+        let size = std::fs::metadata(&path).at("stat", &path)?.len();
         if size != f.size {
             return Err(SealError::SizeMismatch {
                 path: f.path.clone(),
@@ -230,12 +229,10 @@ fn check_identity(manifest: &Manifest, expect: &Expectations) -> Result<(), Seal
 /// level other than the payload, the manifest, the seal and Determined's `metadata.json`.
 fn list_payload(dir: &Path) -> Result<BTreeSet<String>, SealError> {
     let mut files = BTreeSet::new();
-    for entry in std::fs::read_dir(dir).map_err(SealError::io("read", dir))? {
-        let entry = entry.map_err(SealError::io("read", dir))?;
+    for entry in std::fs::read_dir(dir).at("read", dir)? {
+        let entry = entry.at("read", dir)?;
         let name = entry.file_name().to_string_lossy().into_owned();
-        let kind = entry
-            .file_type()
-            .map_err(SealError::io("stat", entry.path()))?;
+        let kind = entry.file_type().at("stat", entry.path())?;
         if kind.is_symlink() {
             return Err(SealError::SymlinkRejected { path: name });
         }
@@ -249,12 +246,10 @@ fn list_payload(dir: &Path) -> Result<BTreeSet<String>, SealError> {
 }
 
 fn walk(dir: &Path, rel: &str, files: &mut BTreeSet<String>) -> Result<(), SealError> {
-    for entry in std::fs::read_dir(dir).map_err(SealError::io("read", dir))? {
-        let entry = entry.map_err(SealError::io("read", dir))?;
+    for entry in std::fs::read_dir(dir).at("read", dir)? {
+        let entry = entry.at("read", dir)?;
         let path = format!("{rel}/{}", entry.file_name().to_string_lossy());
-        let kind = entry
-            .file_type()
-            .map_err(SealError::io("stat", entry.path()))?;
+        let kind = entry.file_type().at("stat", entry.path())?;
         if kind.is_symlink() {
             return Err(SealError::SymlinkRejected { path });
         } else if kind.is_dir() {

@@ -2,6 +2,7 @@
 //! manifest, then the seal (as `SEAL.tmp`), and last the create-only commit. Each stage calls the
 //! writer's hook first, which is how the fault-injection tests kill a writer at that point.
 
+use hr_files::IoResultExt;
 use std::{
     collections::BTreeMap,
     fs::{File, OpenOptions},
@@ -119,10 +120,9 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), SealError> {
         .write(true)
         .create_new(true)
         .open(path)
-        .map_err(SealError::io("create", path))?;
-    file.write_all(bytes)
-        .map_err(SealError::io("write", path))?;
-    file.sync_all().map_err(SealError::io("fsync", path))
+        .at("create", path)?;
+    file.write_all(bytes).at("write", path)?;
+    file.sync_all().at("fsync", path).map_err(Into::into)
 }
 
 impl SnapshotWriter {
@@ -222,7 +222,7 @@ impl SnapshotWriter {
         if !self.created {
             (self.hook)(Stage::BeforeStaging);
             let payload = self.dir().join(PAYLOAD_DIR);
-            std::fs::create_dir_all(&payload).map_err(SealError::io("create", &payload))?;
+            std::fs::create_dir_all(&payload).at("create", &payload)?;
             self.created = true;
         }
         Ok(())
@@ -239,7 +239,7 @@ impl SnapshotWriter {
         self.ensure_created()?;
         let full = self.dir().join(path);
         if let Some(parent) = full.parent() {
-            std::fs::create_dir_all(parent).map_err(SealError::io("create", parent))?;
+            std::fs::create_dir_all(parent).at("create", parent)?;
         }
         Ok(full)
     }
@@ -257,14 +257,12 @@ impl SnapshotWriter {
             .write(true)
             .create_new(true)
             .open(&full)
-            .map_err(SealError::io("create", &full))?;
+            .at("create", &full)?;
         let mut hasher = Sha256::new();
         let mut buf = vec![0u8; 1 << 20];
         let mut size = 0u64;
         loop {
-            let n = reader
-                .read(&mut buf)
-                .map_err(SealError::io("read source for", &full))?;
+            let n = reader.read(&mut buf).at("read source for", &full)?;
             if n == 0 {
                 break;
             }
@@ -272,18 +270,15 @@ impl SnapshotWriter {
             // The fault point "mid-payload": half of the first chunk of the first file is on disk.
             if first && size == 0 {
                 let half = n / 2;
-                file.write_all(&buf[..half])
-                    .map_err(SealError::io("write", &full))?;
+                file.write_all(&buf[..half]).at("write", &full)?;
                 (self.hook)(Stage::MidPayload);
-                file.write_all(&buf[half..n])
-                    .map_err(SealError::io("write", &full))?;
+                file.write_all(&buf[half..n]).at("write", &full)?;
             } else {
-                file.write_all(&buf[..n])
-                    .map_err(SealError::io("write", &full))?;
+                file.write_all(&buf[..n]).at("write", &full)?;
             }
             size += n as u64;
         }
-        file.sync_all().map_err(SealError::io("fsync", &full))?;
+        file.sync_all().at("fsync", &full)?;
         self.manifest.files.push(FileEntry {
             path: path.to_owned(),
             size,
@@ -300,7 +295,7 @@ impl SnapshotWriter {
 
     /// Adds a payload file by copying `source`.
     pub fn add_file(&mut self, path: &str, role: &str, source: &Path) -> Result<(), SealError> {
-        let file = File::open(source).map_err(SealError::io("open", source))?;
+        let file = File::open(source).at("open", source)?;
         self.add_reader(path, role, file)
     }
 
@@ -335,8 +330,8 @@ impl SnapshotWriter {
 }
 
 fn fsync_tree(dir: &Path) -> Result<(), SealError> {
-    for entry in std::fs::read_dir(dir).map_err(SealError::io("read", dir))? {
-        let path = entry.map_err(SealError::io("read", dir))?.path();
+    for entry in std::fs::read_dir(dir).at("read", dir)? {
+        let path = entry.at("read", dir)?.path();
         if path.is_dir() {
             fsync_tree(&path)?;
         }
@@ -362,11 +357,10 @@ impl StagedSnapshot {
         let won = match &self.layout {
             Layout::Staged { staging } => {
                 let seal_tmp = staging.join(SEAL_TMP);
-                std::fs::rename(&seal_tmp, staging.join(SEAL_FILE))
-                    .map_err(SealError::io("rename", &seal_tmp))?;
+                std::fs::rename(&seal_tmp, staging.join(SEAL_FILE)).at("rename", &seal_tmp)?;
                 fsync_dir(staging)?;
                 let parent = parent_dir(final_dir);
-                std::fs::create_dir_all(parent).map_err(SealError::io("create", parent))?;
+                std::fs::create_dir_all(parent).at("create", parent)?;
                 rename_noreplace(staging, final_dir)?
             }
             Layout::InPlace { dir } => {
@@ -378,13 +372,13 @@ impl StagedSnapshot {
                 }
                 let tmp = dir.join(SEAL_TMP);
                 let won = link_noreplace(&tmp, &dir.join(SEAL_FILE))?;
-                std::fs::remove_file(&tmp).map_err(SealError::io("remove", &tmp))?;
+                std::fs::remove_file(&tmp).at("remove", &tmp)?;
                 won
             }
         };
         if !won {
             if let Layout::Staged { staging } = &self.layout {
-                std::fs::remove_dir_all(staging).map_err(SealError::io("remove", staging))?;
+                std::fs::remove_dir_all(staging).at("remove", staging)?;
             }
             let existing = std::fs::read(final_dir.join(MANIFEST_FILE)).map(|b| sha256_hex(&b));
             return match existing {

@@ -1,7 +1,5 @@
 //! The crate's error type.
 
-use std::path::PathBuf;
-
 /// A publication or restore failure.
 #[derive(Debug, thiserror::Error)]
 pub enum SnapshotError {
@@ -52,24 +50,7 @@ pub enum SnapshotError {
         /// Its error.
         message: String,
     },
-    /// A local file operation failed.
-    #[error("{op} {path}: {source}")]
-    Io {
-        /// What was being done.
-        op: &'static str,
-        /// On which path.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-}
-
-impl SnapshotError {
-    pub(crate) fn io(
-        op: &'static str,
-        path: impl Into<PathBuf>,
-    ) -> impl FnOnce(std::io::Error) -> Self {
-        let path = path.into();
-        move |source| Self::Io { op, path, source }
-    }
+    /// A filesystem operation failed.
+    #[error(transparent)]
+    Io(#[from] hr_files::IoError),
 }

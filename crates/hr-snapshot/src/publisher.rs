@@ -4,6 +4,7 @@
 //! native cleanup, owned-service shutdown, the final manifest and its one publication, then (for
 //! preemption) the durable receipt, whose token alone can acknowledge.
 
+use hr_files::IoResultExt;
 use std::path::PathBuf;
 
 use hr_seal::{
@@ -172,7 +173,7 @@ impl<C: CoreCheckpoints> Publisher<C> {
                 selected.uuid,
                 crate::RECEIPT_FILE
             ));
-            std::fs::rename(&from, &to).map_err(SnapshotError::io("rename", &from))?;
+            std::fs::rename(&from, &to).at("rename", &from)?;
         }
         let published = Published {
             step: snapshot.manifest.step,
@@ -299,17 +300,17 @@ impl<C: CoreCheckpoints> Publisher<C> {
 
     fn record_locally(&self, record: &Value) -> Result<(), SnapshotError> {
         use std::io::Write;
-        std::fs::create_dir_all(&self.run_dir)
-            .map_err(SnapshotError::io("create", &self.run_dir))?;
+        std::fs::create_dir_all(&self.run_dir).at("create", &self.run_dir)?;
         let path = self.run_dir.join("local-records.jsonl");
         let mut file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(&path)
-            .map_err(SnapshotError::io("open", &path))?;
+            .at("open", &path)?;
         writeln!(file, "{record}")
             .and_then(|()| file.sync_all())
-            .map_err(SnapshotError::io("write", &path))
+            .at("write", &path)
+            .map_err(Into::into)
     }
 }
 

@@ -1,6 +1,7 @@
 //! The `preempted_at_checkpoint` receipt: which checkpoint a preempted allocation published,
 //! written durably (tmp, fsync, rename, folder fsync) before preemption is acknowledged.
 
+use hr_files::IoResultExt;
 use std::{fs::File, io::Write, path::Path};
 
 use serde::{Deserialize, Serialize};
@@ -40,14 +41,14 @@ impl DurableReceipt {
 impl Receipt {
     /// Writes the receipt durably into `dir`.
     pub(crate) fn write_durable(self, dir: &Path) -> Result<DurableReceipt, SnapshotError> {
-        std::fs::create_dir_all(dir).map_err(SnapshotError::io("create", dir))?;
+        std::fs::create_dir_all(dir).at("create", dir)?;
         let path = dir.join(RECEIPT_FILE);
         let tmp = dir.join(format!("{RECEIPT_FILE}.tmp"));
-        let mut file = File::create(&tmp).map_err(SnapshotError::io("create", &tmp))?;
+        let mut file = File::create(&tmp).at("create", &tmp)?;
         file.write_all(&serde_json::to_vec_pretty(&self).expect("receipt serialises"))
             .and_then(|()| file.sync_all())
-            .map_err(SnapshotError::io("write", &tmp))?;
-        std::fs::rename(&tmp, &path).map_err(SnapshotError::io("rename", &path))?;
+            .at("write", &tmp)?;
+        std::fs::rename(&tmp, &path).at("rename", &path)?;
         hr_seal::fsync_dir(dir)?;
         Ok(DurableReceipt { receipt: self })
     }
@@ -56,15 +57,12 @@ impl Receipt {
     pub fn read(dir: &Path) -> Result<Option<Receipt>, SnapshotError> {
         let path = dir.join(RECEIPT_FILE);
         match std::fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| SnapshotError::Io {
-                    op: "parse",
-                    path,
-                    source: std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-                }),
+            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+                let e = std::io::Error::new(std::io::ErrorKind::InvalidData, e);
+                hr_files::IoError::new("parse", path, e).into()
+            }),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(SnapshotError::io("read", &path)(e)),
+            Err(e) => Err(hr_files::IoError::new("read", &path, e).into()),
         }
     }
 }

@@ -3,6 +3,7 @@
 //! (seal and trust, manifest, payload digests, plan digest, step, run identity, base model). A
 //! missing, tampered or foreign one is an error, never a skip.
 
+use hr_files::IoResultExt;
 use std::path::{Path, PathBuf};
 
 use hr_plan::{Evaluation, Plan};
@@ -73,7 +74,7 @@ fn listed(run_dir: &Path, plan: &Plan) -> Result<(Vec<Listed>, Option<String>), 
         )));
     };
     let run_id = crate::managed_run_id(&plan.name, experiment, trial);
-    let entries = std::fs::read_dir(storage).map_err(TrainError::io("list", storage))?;
+    let entries = std::fs::read_dir(storage).at("list", storage)?;
     let mut list = Vec::new();
     for entry in entries.flatten() {
         let dir = entry.path();

@@ -2,6 +2,7 @@
 //! `*.safetensors` weight file. Sealed in every snapshot and compared at restore, so adapters are
 //! never resumed onto other weights or another tokenizer of the same shape.
 
+use hr_files::IoResultExt;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -31,7 +32,7 @@ impl BaseModel {
     /// Digests the model folder `dir`.
     pub(crate) fn of(dir: &Path) -> Result<Self, TrainError> {
         let mut weights: Vec<PathBuf> = std::fs::read_dir(dir)
-            .map_err(TrainError::io("list", dir))?
+            .at("list", dir)?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
             .collect();
@@ -80,10 +81,9 @@ mod tests {
 
     #[test]
     fn a_changed_weight_or_tokenizer_file_is_named() -> Result<(), TrainError> {
-        let dir = tempfile::tempdir().map_err(TrainError::io("create", "tempdir"))?;
-        let write = |name: &str, text: &str| {
-            std::fs::write(dir.path().join(name), text).map_err(TrainError::io("write", name))
-        };
+        let dir = tempfile::tempdir().at("create", "tempdir")?;
+        let write =
+            |name: &str, text: &str| std::fs::write(dir.path().join(name), text).at("write", name);
         write("config.json", "{}")?;
         write("tokenizer.json", "{}")?;
         write("model.safetensors", "weights")?;

@@ -1,7 +1,5 @@
 //! The crate's error type.
 
-use std::path::PathBuf;
-
 /// Why a training run could not go on.
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
@@ -46,24 +44,7 @@ pub enum TrainError {
     /// The environment or its service failed.
     #[error(transparent)]
     Environment(#[from] hr_env::EnvError),
-    /// A local file operation failed.
-    #[error("{op} {path}: {source}")]
-    Io {
-        /// What was being done.
-        op: &'static str,
-        /// On which path.
-        path: PathBuf,
-        /// The cause.
-        source: std::io::Error,
-    },
-}
-
-impl TrainError {
-    pub(crate) fn io(
-        op: &'static str,
-        path: impl Into<PathBuf>,
-    ) -> impl FnOnce(std::io::Error) -> Self {
-        let path = path.into();
-        move |source| Self::Io { op, path, source }
-    }
+    /// A filesystem operation failed.
+    #[error(transparent)]
+    Io(#[from] hr_files::IoError),
 }

@@ -2,6 +2,7 @@
 //! allocation to stop, `stop_after_step` is reached, or the deadline or device budget runs out;
 //! then one terminal save in the seed's order.
 
+use hr_files::IoResultExt;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -154,15 +155,17 @@ fn append(path: &Path, value: &Value) -> Result<(), TrainError> {
         .create(true)
         .append(true)
         .open(path)
-        .map_err(TrainError::io("open", path))?;
-    writeln!(f, "{value}").map_err(TrainError::io("write", path))
+        .at("open", path)?;
+    writeln!(f, "{value}").at("write", path).map_err(Into::into)
 }
 
 /// Replaces a file's content atomically (a derived view, rebuilt from the restored snapshot).
 fn replace(path: &Path, text: &str) -> Result<(), TrainError> {
     let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).map_err(TrainError::io("write", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(TrainError::io("rename", path))
+    std::fs::write(&tmp, text).at("write", &tmp)?;
+    std::fs::rename(&tmp, path)
+        .at("rename", path)
+        .map_err(Into::into)
 }
 
 fn sync(paths: &[PathBuf]) -> Result<(), String> {
@@ -231,13 +234,13 @@ pub fn run<B: Backend>(
         signing_key,
         trust,
     } = opts;
-    std::fs::create_dir_all(&run_dir).map_err(TrainError::io("create", &run_dir))?;
+    std::fs::create_dir_all(&run_dir).at("create", &run_dir)?;
     // The run's plan, as `evaluate` reads it later (written once; every checkpoint is bound to
     // its digest, so a changed copy cannot adopt them).
     let plan_copy = run_dir.join(PLAN_FILE);
     if !plan_copy.exists() {
         let text = serde_json::to_vec_pretty(&plan).expect("a plan serialises");
-        std::fs::write(&plan_copy, text).map_err(TrainError::io("write", &plan_copy))?;
+        std::fs::write(&plan_copy, text).at("write", &plan_copy)?;
     }
     let info = core.info().clone();
     let allocations = run_dir.join(ALLOCATIONS_FILE);
@@ -479,16 +482,18 @@ fn export_adapter<B: burn::tensor::backend::AutodiffBackend>(
     let staging = run_dir.join(".adapter.partial");
     let dir = run_dir.join(ADAPTER_DIR);
     let _ = std::fs::remove_dir_all(&staging);
-    std::fs::create_dir_all(&staging).map_err(TrainError::io("create", &staging))?;
+    std::fs::create_dir_all(&staging).at("create", &staging)?;
     for (name, bytes) in [
         (hr_policy::ADAPTER_CONFIG, &files.config),
         (hr_policy::ADAPTER_WEIGHTS, &files.weights),
     ] {
         let path = staging.join(name);
-        std::fs::write(&path, bytes).map_err(TrainError::io("write", &path))?;
+        std::fs::write(&path, bytes).at("write", &path)?;
     }
     let _ = std::fs::remove_dir_all(&dir);
-    std::fs::rename(&staging, &dir).map_err(TrainError::io("rename", &dir))
+    std::fs::rename(&staging, &dir)
+        .at("rename", &dir)
+        .map_err(Into::into)
 }
 
 #[cfg(test)]

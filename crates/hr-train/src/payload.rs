@@ -3,6 +3,7 @@
 //! the last steps and the budget. Written into a [`SnapshotWriter`]; read back only from a
 //! snapshot that verified, and cross-checked against its manifest's evidence prefix.
 
+use hr_files::IoResultExt;
 use std::collections::VecDeque;
 use std::path::Path;
 
@@ -151,7 +152,7 @@ pub fn import_checkpoint(core_dir: &Path, src: &Path) -> Result<(String, u64), T
     } else {
         src.to_owned()
     };
-    std::fs::create_dir_all(core_dir).map_err(TrainError::io("create", core_dir))?;
+    std::fs::create_dir_all(core_dir).at("create", core_dir)?;
     hr_core::CoreContext::local_import(core_dir, &from).map_err(|e| match e {
         hr_core::CoreError::NotACheckpoint { .. } => TrainError::Refused(format!("--resume: {e}")),
         other => other.into(),

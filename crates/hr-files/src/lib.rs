@@ -1,0 +1,62 @@
+//! The one I/O error of the workspace: [`IoError`] names what was being done and on which path
+//! (`write /runs/a/plan.json: No space left on device`), and [`IoResultExt::at`] attaches both to
+//! a `std::io::Result`, so each crate's error wraps it (`#[from] IoError`) instead of repeating
+//! the variant and its helper.
+//!
+//! Not here: anything else about files (layouts, formats); those belong to the crates that own
+//! them.
+
+use std::path::PathBuf;
+
+/// A filesystem operation failed.
+#[derive(Debug, thiserror::Error)]
+#[error("{op} {path}: {source}")]
+pub struct IoError {
+    /// What was being done (`read`, `create`, `rename`, ...).
+    pub op: &'static str,
+    /// On which path.
+    pub path: PathBuf,
+    /// The cause.
+    pub source: std::io::Error,
+}
+
+impl IoError {
+    /// The error of `op` on `path`.
+    pub fn new(op: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Self {
+            op,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// Attaches the operation and path to an I/O result.
+pub trait IoResultExt<T> {
+    /// `Err(e)` becomes [`IoError`] `{op, path, source: e}`.
+    fn at(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T, IoError>;
+}
+
+impl<T> IoResultExt<T> for std::io::Result<T> {
+    fn at(self, op: &'static str, path: impl Into<PathBuf>) -> Result<T, IoError> {
+        self.map_err(|source| IoError::new(op, path, source))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_message_names_the_operation_and_the_path() {
+        let err = std::fs::read("/nonexistent/hr-files")
+            .at("read", "/nonexistent/hr-files")
+            .expect_err("absent");
+        assert_eq!(err.op, "read");
+        assert!(
+            err.to_string()
+                .starts_with("read /nonexistent/hr-files: No such file"),
+            "{err}"
+        );
+    }
+}
