@@ -9,15 +9,34 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use hr_det::wire::CheckpointState;
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::state::{CheckpointRec, MasterState};
 
-fn retention(config: &Value, key: &str, default: usize) -> usize {
-    config
-        .pointer(&format!("/checkpoint_storage/{key}"))
-        .and_then(Value::as_u64)
-        .map_or(default, |v| usize::try_from(v).unwrap_or(usize::MAX))
+/// What an experiment config says about retention: the fields GC reads (absent or null ones
+/// take upstream's defaults: metric `loss`, smaller is better, 0 experiment best, 1 trial best,
+/// 1 trial latest).
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct RetentionConfig {
+    searcher: SearcherMetric,
+    checkpoint_storage: Retention,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct SearcherMetric {
+    metric: Option<String>,
+    smaller_is_better: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(default)]
+struct Retention {
+    save_experiment_best: Option<usize>,
+    save_trial_best: Option<usize>,
+    save_trial_latest: Option<usize>,
 }
 
 /// The searcher metric of validation metrics reported for `c`'s trial at its step.
@@ -46,14 +65,13 @@ pub(crate) fn unretained(state: &MasterState, id: i32, config: &Value) -> Vec<St
         .iter()
         .filter(|c| c.experiment_id == id && c.checkpoint.state == CheckpointState::Completed)
         .collect();
-    let metric = config
-        .pointer("/searcher/metric")
-        .and_then(Value::as_str)
-        .unwrap_or("loss");
-    let smaller_is_better = config
-        .pointer("/searcher/smaller_is_better")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
+    // A config the master accepted has these types; one that does not keeps the defaults.
+    let RetentionConfig {
+        searcher,
+        checkpoint_storage: retention,
+    } = RetentionConfig::deserialize(config).unwrap_or_default();
+    let metric = searcher.metric.as_deref().unwrap_or("loss");
+    let smaller_is_better = searcher.smaller_is_better.unwrap_or(true);
     let best = |list: &[&CheckpointRec], n: usize| -> Vec<String> {
         let mut scored: Vec<(f64, &str)> = list
             .iter()
@@ -78,7 +96,7 @@ pub(crate) fn unretained(state: &MasterState, id: i32, config: &Value) -> Vec<St
             .map(|(_, u)| u.to_owned())
             .collect()
     };
-    let mut keep: BTreeSet<String> = best(&completed, retention(config, "save_experiment_best", 0))
+    let mut keep: BTreeSet<String> = best(&completed, retention.save_experiment_best.unwrap_or(0))
         .into_iter()
         .collect();
     let trials: BTreeSet<i32> = completed.iter().map(|c| c.trial_id).collect();
@@ -88,7 +106,7 @@ pub(crate) fn unretained(state: &MasterState, id: i32, config: &Value) -> Vec<St
             .copied()
             .filter(|c| c.trial_id == trial)
             .collect();
-        keep.extend(best(&of_trial, retention(config, "save_trial_best", 1)));
+        keep.extend(best(&of_trial, retention.save_trial_best.unwrap_or(1)));
         of_trial.sort_by_key(|c| {
             (
                 std::cmp::Reverse(c.checkpoint.steps_completed()),
@@ -98,7 +116,7 @@ pub(crate) fn unretained(state: &MasterState, id: i32, config: &Value) -> Vec<St
         keep.extend(
             of_trial
                 .iter()
-                .take(retention(config, "save_trial_latest", 1))
+                .take(retention.save_trial_latest.unwrap_or(1))
                 .map(|c| c.checkpoint.uuid.clone()),
         );
     }

@@ -25,14 +25,13 @@ fn measure(name: &str, dir: &Path, completion: usize, steps: usize) -> anyhow::R
     let adapters = Adapters::init(policy.config(), lora, &mut PolicyRng::from_seed(1), &device);
     let config = GrpoConfig {
         rollout: RolloutConfig {
-            num_generations: 4,
-            temperature: 1.0,
-            top_p: 1.0,
-            max_completion_length: completion,
-            max_turn_tokens: completion,
-            max_turns: 1,
-            system_prompt: None,
-            prompt_format: hr_grpo::PromptFormat::Chat,
+            grpo: hr_plan::Grpo {
+                num_generations: 4,
+                max_completion_length: completion,
+                max_turn_tokens: completion,
+                max_turns: 1,
+                ..hr_plan::Grpo::default()
+            },
             max_concurrent_episodes: 0,
         },
         advantage: AdvantageConfig::default(),

@@ -8,7 +8,7 @@ use hr_policy::{
     Adapters, ChatTokenizer, IM_END, IM_START, Message, Policy, PolicyRng, SamplingConfig,
 };
 
-use crate::{GrpoError, PromptFormat};
+use crate::GrpoError;
 
 /// Makes one environment per episode (episodes of a step run side by side).
 pub trait EnvironmentFactory {
@@ -41,26 +41,13 @@ pub struct Episode {
     pub done: bool,
 }
 
-/// How episodes are sampled.
+/// How episodes are sampled: the plan's GRPO settings (of which rollouts read G, temperature,
+/// top-p, the completion, turn and turn-token limits, the system prompt and the prompt format;
+/// their meaning is documented on [`hr_plan::Grpo`]) and the service's session limit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RolloutConfig {
-    /// Episodes per task (G ≥ 2).
-    pub num_generations: usize,
-    /// Sampling temperature (> 0).
-    pub temperature: f64,
-    /// Nucleus mass.
-    pub top_p: f64,
-    /// Most completion tokens per episode, policy and environment tokens together.
-    pub max_completion_length: usize,
-    /// Most tokens the policy generates in one turn.
-    pub max_turn_tokens: usize,
-    /// Most policy turns per episode.
-    pub max_turns: usize,
-    /// A system message before each task.
-    pub system_prompt: Option<String>,
-    /// `Chat` wraps prompts and environment replies in the ChatML template; `Plain` feeds the
-    /// task's text as it is (base models; single-turn, no system prompt).
-    pub prompt_format: PromptFormat,
+    /// The plan's GRPO settings.
+    pub grpo: hr_plan::Grpo,
     /// Most episodes open at once (a service's session limit); 0 means all of a step's.
     pub max_concurrent_episodes: usize,
 }
@@ -85,13 +72,13 @@ pub fn rollouts<B: Backend>(
     config: &RolloutConfig,
     rng: &mut PolicyRng,
 ) -> Result<Vec<Episode>, GrpoError> {
-    let seeds: Vec<u64> = (0..tasks.len() * config.num_generations)
+    let seeds: Vec<u64> = (0..tasks.len() * config.grpo.num_generations)
         .map(|_| rng.next_u64())
         .collect();
     let jobs: Vec<(&Task, u64)> = seeds
         .iter()
         .enumerate()
-        .map(|(i, seed)| (&tasks[i / config.num_generations], *seed))
+        .map(|(i, seed)| (&tasks[i / config.grpo.num_generations], *seed))
         .collect();
     // Services with few sessions (OpenEnv's echo env allows one) run episodes in waves.
     let wave = if config.max_concurrent_episodes == 0 {
@@ -134,9 +121,9 @@ fn run_episodes<B: Backend>(
         let observation = env.reset(task, *seed).map_err(|e| env_err(&e));
         live.push(env);
         let text = observation?.text;
-        let prompt = if config.prompt_format.is_chat() {
+        let prompt = if config.grpo.prompt_format.is_chat() {
             let mut messages = Vec::new();
-            if let Some(system) = &config.system_prompt {
+            if let Some(system) = &config.grpo.system_prompt {
                 messages.push(Message::new("system", system));
             }
             messages.push(Message::new("user", &text));
@@ -157,10 +144,11 @@ fn run_episodes<B: Backend>(
     let im_end = tokenizer.token_id(IM_END);
     let mut stop_tokens = policy.config().eos_token_ids.clone();
     stop_tokens.extend(im_end);
-    for _turn in 0..config.max_turns {
+    for _turn in 0..config.grpo.max_turns {
         let active: Vec<usize> = (0..episodes.len())
             .filter(|&i| {
-                !episodes[i].done && episodes[i].completion.len() < config.max_completion_length
+                !episodes[i].done
+                    && episodes[i].completion.len() < config.grpo.max_completion_length
             })
             .collect();
         if active.is_empty() {
@@ -168,13 +156,13 @@ fn run_episodes<B: Backend>(
         }
         let budget = active
             .iter()
-            .map(|&i| config.max_completion_length - episodes[i].completion.len())
+            .map(|&i| config.grpo.max_completion_length - episodes[i].completion.len())
             .min()
             .unwrap_or(1)
-            .min(config.max_turn_tokens);
+            .min(config.grpo.max_turn_tokens);
         let sampling = SamplingConfig {
-            temperature: config.temperature,
-            top_p: config.top_p,
+            temperature: config.grpo.temperature,
+            top_p: config.grpo.top_p,
             max_new_tokens: budget.max(1),
             stop_tokens: stop_tokens.clone(),
         };
@@ -206,6 +194,7 @@ fn run_episodes<B: Backend>(
                 );
                 let reply_tokens = tokenizer.encode(&reply).map_err(|e| tok_err(&e))?;
                 let room = config
+                    .grpo
                     .max_completion_length
                     .saturating_sub(episode.completion.len());
                 let kept = reply_tokens.len().min(room);

@@ -99,13 +99,16 @@ impl<B: AutodiffBackend> Trainer<B> {
         config: GrpoConfig,
     ) -> Result<Self, GrpoError> {
         config.loss.validate()?;
-        if config.rollout.num_generations < 2 {
+        if config.rollout.grpo.num_generations < 2 {
             return Err(GrpoError::Config {
                 field: "num_generations",
-                message: format!("must be at least 2, got {}", config.rollout.num_generations),
+                message: format!(
+                    "must be at least 2, got {}",
+                    config.rollout.grpo.num_generations
+                ),
             });
         }
-        let r = &config.rollout;
+        let r = &config.rollout.grpo;
         if !r.prompt_format.is_chat() && (r.max_turns > 1 || r.system_prompt.is_some()) {
             return Err(GrpoError::Config {
                 field: "prompt_format",
@@ -119,7 +122,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                 message: "must be at least 1".to_owned(),
             });
         }
-        if config.rollout.temperature.is_nan() || config.rollout.temperature <= 0.0 {
+        if config.rollout.grpo.temperature.is_nan() || config.rollout.grpo.temperature <= 0.0 {
             return Err(GrpoError::Config {
                 field: "temperature",
                 message: "must be > 0 for GRPO sampling".to_owned(),
@@ -171,7 +174,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         envs: &mut dyn EnvironmentFactory,
     ) -> Result<StepReport, GrpoError> {
         let started = Instant::now();
-        let g = self.config.rollout.num_generations;
+        let g = self.config.rollout.grpo.num_generations;
         let lr = self.config.schedule.at(self.step);
         let inference = self.policy.valid();
         let frozen_adapters = self.adapters.valid();
@@ -263,7 +266,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         timing: &mut Timing,
     ) -> Result<(f64, f64, BTreeMap<String, f64>), GrpoError> {
         let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
-        let temperature = self.config.rollout.temperature;
+        let temperature = self.config.rollout.grpo.temperature;
         let k = self
             .config
             .gradient_accumulation_steps

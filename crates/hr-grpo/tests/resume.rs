@@ -15,14 +15,13 @@ type B = Autodiff<Flex>;
 fn config() -> GrpoConfig {
     GrpoConfig {
         rollout: RolloutConfig {
-            num_generations: 4,
-            temperature: 1.0,
-            top_p: 1.0,
-            max_completion_length: 8,
-            max_turn_tokens: 8,
-            max_turns: 1,
-            system_prompt: None,
-            prompt_format: hr_grpo::PromptFormat::Chat,
+            grpo: hr_plan::Grpo {
+                num_generations: 4,
+                max_completion_length: 8,
+                max_turn_tokens: 8,
+                max_turns: 1,
+                ..hr_plan::Grpo::default()
+            },
             max_concurrent_episodes: 0,
         },
         advantage: AdvantageConfig::default(),

@@ -19,14 +19,13 @@ type B = Autodiff<Flex>;
 fn config(max_turns: usize) -> GrpoConfig {
     GrpoConfig {
         rollout: RolloutConfig {
-            num_generations: 4,
-            temperature: 1.0,
-            top_p: 1.0,
-            max_completion_length: 8,
-            max_turn_tokens: 8,
-            max_turns,
-            system_prompt: None,
-            prompt_format: hr_grpo::PromptFormat::Chat,
+            grpo: hr_plan::Grpo {
+                num_generations: 4,
+                max_completion_length: 8,
+                max_turn_tokens: 8,
+                max_turns,
+                ..hr_plan::Grpo::default()
+            },
             max_concurrent_episodes: 0,
         },
         advantage: AdvantageConfig::default(),
@@ -137,8 +136,8 @@ impl Environment for TwoTurns {
 fn environment_replies_are_in_the_sequence_but_masked_out_of_the_loss() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut cfg = config(2);
-    cfg.rollout.max_completion_length = 64;
-    cfg.rollout.max_turn_tokens = 6;
+    cfg.rollout.grpo.max_completion_length = 64;
+    cfg.rollout.grpo.max_turn_tokens = 6;
     let mut t = trainer(dir.path(), cfg)?;
     let tasks = fixture_tasks(FixtureKind::Arithmetic, 1, 1);
     let tokenizer = ChatTokenizer::from_file(&dir.path().join("tokenizer.json"))?;
@@ -220,7 +219,7 @@ fn gradient_accumulation_gives_the_same_update_and_entropy_is_logged() -> anyhow
 fn plain_prompts_are_the_task_text_without_the_chat_template() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let mut plain = config(1);
-    plain.rollout.prompt_format = hr_grpo::PromptFormat::Plain;
+    plain.rollout.grpo.prompt_format = hr_grpo::PromptFormat::Plain;
     let mut t = trainer(dir.path(), plain)?;
     let tasks = fixture_tasks(FixtureKind::Arithmetic, 1, 2);
     let report = t.step(&tasks, &mut fixture)?;
@@ -231,7 +230,7 @@ fn plain_prompts_are_the_task_text_without_the_chat_template() -> anyhow::Result
     }
     // Plain prompts have no turns to format replies into.
     let mut multi = config(2);
-    multi.rollout.prompt_format = hr_grpo::PromptFormat::Plain;
+    multi.rollout.grpo.prompt_format = hr_grpo::PromptFormat::Plain;
     match trainer(dir.path(), multi) {
         Err(e) => assert!(e.to_string().contains("prompt_format"), "{e}"),
         Ok(_) => panic!("plain prompts with two turns were accepted"),

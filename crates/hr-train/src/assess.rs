@@ -11,7 +11,7 @@ use std::path::Path;
 
 use burn::tensor::backend::Backend;
 use hr_env::{Split, Task, fixture_split_tasks};
-use hr_grpo::{Episode, RolloutConfig, rollouts};
+use hr_grpo::{Episode, rollouts};
 use hr_plan::{Environment as PlanEnvironment, Plan, TaskSet};
 use hr_policy::{Adapters, ChatTokenizer, IM_END, Message, Policy, PolicyRng, SamplingConfig};
 use serde::Serialize;
@@ -200,10 +200,8 @@ pub fn assess<B: Backend>(
     let model = &plan.model.path;
     let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
     let policy = Policy::<B>::load(model, device)?;
-    let rollout = RolloutConfig {
-        num_generations: eval.num_generations,
-        ..grpo_config(plan).rollout
-    };
+    let mut rollout = grpo_config(plan).rollout;
+    rollout.grpo.num_generations = eval.num_generations;
     let mut episodes = |adapters: Option<&Adapters<B>>, tasks: &[Task]| {
         // The same seed for every policy: their episodes differ only by the policy.
         let mut rng = PolicyRng::from_seed(eval.seed);

@@ -37,14 +37,7 @@ pub fn grpo_config(plan: &Plan) -> GrpoConfig {
     let o = &plan.optimizer;
     GrpoConfig {
         rollout: RolloutConfig {
-            num_generations: g.num_generations,
-            temperature: g.temperature,
-            top_p: g.top_p,
-            max_completion_length: g.max_completion_length,
-            max_turn_tokens: g.max_turn_tokens,
-            max_turns: g.max_turns,
-            system_prompt: g.system_prompt.clone(),
-            prompt_format: g.prompt_format,
+            grpo: g.clone(),
             max_concurrent_episodes: match &plan.environment {
                 Environment::Openenv { max_sessions, .. } => *max_sessions,
                 _ => 0,
