@@ -8,8 +8,10 @@ use crate::Error;
 /// Parses YAML text into a JSON value (the form the schemas validate), reporting the line and
 /// column of a syntax error.
 pub fn parse_yaml(text: &str, source_name: &str) -> Result<Value, Error> {
-    serde_yaml_ng::from_str::<Value>(text).map_err(|e| {
-        let (line, column) = e.location().map_or((0, 0), |l| (l.line(), l.column()));
+    serde_saphyr::from_str::<Value>(text).map_err(|e| {
+        let (line, column) = e
+            .location()
+            .map_or((0, 0), |l| (to_usize(l.line()), to_usize(l.column())));
         Error::Yaml {
             source_name: source_name.to_owned(),
             line,
@@ -19,11 +21,18 @@ pub fn parse_yaml(text: &str, source_name: &str) -> Result<Value, Error> {
     })
 }
 
+fn to_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}
+
 /// A typed config that renders to YAML and parses back (unknown fields rejected).
 pub trait YamlConfig: Serialize + DeserializeOwned {
     /// Renders the config as YAML.
     fn to_yaml(&self) -> Result<String, Error> {
-        serde_yaml_ng::to_string(self).map_err(|e| Error::Encoding(e.to_string()))
+        // Plain scalars, never folded (`>-`): templates are read and edited by people.
+        let options = serde_saphyr::ser_options! { prefer_block_scalars: false };
+        serde_saphyr::to_string_with_options(self, options)
+            .map_err(|e| Error::Encoding(e.to_string()))
     }
 
     /// Parses a config rendered by [`Self::to_yaml`].

@@ -111,8 +111,8 @@ fn jaif_templates_carry_the_seed_values() -> Result<()> {
         "work_dir: /run/determined/workdir",
         "det experiment create --project_id 363 cluster/determined/jaif-managed-cpu.yaml",
         "--max-wall-seconds",
-        "'28800'",
-        "'2400'",
+        "\"28800\"",
+        "\"2400\"",
     ] {
         assert!(text.contains(needle), "{needle:?} missing");
     }
