@@ -98,18 +98,9 @@ pub(crate) fn trusted_keys(arg: &str) -> anyhow::Result<Vec<VerifyingKey>> {
 }
 
 fn parse_hex32(text: &str) -> Option<[u8; 32]> {
-    if text.len() != 64 {
-        return None;
-    }
     let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(text.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
+    hex::decode_to_slice(text, &mut out).ok()?;
     Some(out)
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// `hessian-recipes keygen --output DIR`: a fresh Ed25519 key pair.
@@ -128,11 +119,11 @@ pub(crate) fn keygen(output: &Path) -> anyhow::Result<ExitCode> {
         .mode(0o600)
         .open(&secret)
         .with_context(|| format!("creating {}", secret.display()))?;
-    writeln!(file, "{}", hex(&seed))?;
+    writeln!(file, "{}", hex::encode(seed))?;
     file.sync_all()?;
     std::fs::write(
         output.join("signing.pub"),
-        format!("{}\n", hex(public.as_bytes())),
+        format!("{}\n", hex::encode(public.as_bytes())),
     )?;
     println!(
         "wrote {} (secret, mode 600) and {} (key id {})",

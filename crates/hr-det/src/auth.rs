@@ -10,8 +10,5 @@ pub fn hash_password(password: &str) -> String {
     if password.is_empty() {
         return String::new();
     }
-    Sha512::digest(format!("{SALT}{password}").as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha512::digest(format!("{SALT}{password}").as_bytes()))
 }

@@ -12,7 +12,7 @@ pub(crate) fn random_hex(bytes: usize) -> String {
     if let Err(e) = getrandom::fill(&mut buf) {
         panic!("the OS random source failed ({e}); refusing to mint predictable tokens");
     }
-    buf.iter().map(|b| format!("{b:02x}")).collect()
+    hex::encode(buf)
 }
 
 /// A UUID4 random id.

@@ -17,10 +17,7 @@ pub struct ReportMeta {
 }
 
 fn hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// Renders the three report files: `(file name, bytes)`.

@@ -122,11 +122,7 @@ fn digest(parts: &[&str]) -> String {
     for part in parts {
         hasher.update(part.as_bytes());
     }
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex::encode(hasher.finalize())
 }
 
 fn tool_prompt(line_no: usize, line: &ToolLine, tools: &[Value]) -> Result<String, Error> {

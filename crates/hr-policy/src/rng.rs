@@ -46,12 +46,7 @@ impl PolicyRng {
     /// The current state.
     pub fn state(&self) -> RngState {
         RngState {
-            seed: self
-                .inner
-                .get_seed()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect(),
+            seed: hex::encode(self.inner.get_seed()),
             stream: self.inner.get_stream(),
             word_pos: self.inner.get_word_pos().to_string(),
         }
@@ -60,14 +55,9 @@ impl PolicyRng {
     /// Restores a state written by [`PolicyRng::state`].
     pub fn from_state(state: &RngState) -> Result<Self, PolicyError> {
         let bad = |what: &str| PolicyError::Request(format!("RNG state: {what}"));
-        if state.seed.len() != 64 || !state.seed.is_ascii() {
-            return Err(bad("`seed` must be 64 hex digits"));
-        }
         let mut seed = [0u8; 32];
-        for (i, byte) in seed.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&state.seed[2 * i..2 * i + 2], 16)
-                .map_err(|_| bad("`seed` must be 64 hex digits"))?;
-        }
+        hex::decode_to_slice(&state.seed, &mut seed)
+            .map_err(|_| bad("`seed` must be 64 hex digits"))?;
         let word_pos: u128 = state
             .word_pos
             .parse()

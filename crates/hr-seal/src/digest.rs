@@ -19,17 +19,7 @@ const BUFFER: usize = 1 << 20;
 
 /// Hex sha256 of bytes.
 pub fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        out.push(DIGITS[usize::from(b >> 4)] as char);
-        out.push(DIGITS[usize::from(b & 15)] as char);
-    }
-    out
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// Streams a file through sha256; returns (size, hex digest).
@@ -46,7 +36,7 @@ pub fn hash_file(path: &Path) -> Result<(u64, String), SealError> {
         hasher.update(&buf[..n]);
         size += n as u64;
     }
-    Ok((size, hex(&hasher.finalize())))
+    Ok((size, hex::encode(hasher.finalize())))
 }
 
 /// (size, hex sha256) of one file, or why it could not be read.

@@ -82,13 +82,9 @@ pub fn key_id(key: &VerifyingKey) -> String {
 /// Parses a public key given as 64 hex characters.
 pub fn parse_verifying_key(hex_text: &str) -> Result<VerifyingKey, String> {
     let text = hex_text.trim();
-    if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err("a public key is 64 hex characters (32 bytes)".to_owned());
-    }
     let mut bytes = [0u8; 32];
-    for (i, byte) in bytes.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|e| e.to_string())?;
-    }
+    hex::decode_to_slice(text, &mut bytes)
+        .map_err(|_| "a public key is 64 hex characters (32 bytes)".to_owned())?;
     VerifyingKey::from_bytes(&bytes).map_err(|e| format!("not an Ed25519 public key: {e}"))
 }
 

@@ -17,7 +17,7 @@ use crate::{
     CommitOutcome, Envelope, EvidencePrefix, FileEntry, KeyPair, MANIFEST_FILE, Manifest,
     ParentRef, RunIdentity, SCHEMA_VERSION, SEAL_FILE, SealError, SourceBinding,
     commit::{fsync_dir, link_noreplace, parent_dir, rename_noreplace},
-    digest::{hex, sha256_hex},
+    digest::sha256_hex,
     manifest::{PAYLOAD_DIR, validate_payload_path},
 };
 
@@ -282,7 +282,7 @@ impl SnapshotWriter {
         self.manifest.files.push(FileEntry {
             path: path.to_owned(),
             size,
-            sha256: hex(&hasher.finalize()),
+            sha256: hex::encode(hasher.finalize()),
             role: role.to_owned(),
         });
         Ok(())
