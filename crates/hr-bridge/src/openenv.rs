@@ -53,26 +53,18 @@ impl OpenEnvClient {
         })
     }
 
-    fn port(&self) -> Result<u16, EnvError> {
-        self.base
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .ok_or_else(|| EnvError::Transport {
-                service: self.name.clone(),
-                message: format!("bad base URL {}", self.base),
-            })
-    }
 
     /// `GET /health` must say `{"status":"healthy"}`.
     pub fn health(&self) -> Result<(), EnvError> {
-        let (status, body) =
-            crate::http::get_json(self.port()?, "/health", Duration::from_secs(10)).map_err(
-                |message| EnvError::Transport {
-                    service: self.name.clone(),
-                    message,
-                },
-            )?;
+        let (status, body) = crate::http::get_json(
+            &self.runtime,
+            &format!("{}/health", self.base),
+            Duration::from_secs(10),
+        )
+        .map_err(|message| EnvError::Transport {
+            service: self.name.clone(),
+            message,
+        })?;
         if status == 200 && body.get("status").and_then(Value::as_str) == Some("healthy") {
             Ok(())
         } else {
@@ -85,13 +77,15 @@ impl OpenEnvClient {
 
     /// `GET /schema`: the action, observation and state JSON schemas.
     pub fn schema(&self) -> Result<Value, EnvError> {
-        let (status, body) =
-            crate::http::get_json(self.port()?, "/schema", Duration::from_secs(10)).map_err(
-                |message| EnvError::Transport {
-                    service: self.name.clone(),
-                    message,
-                },
-            )?;
+        let (status, body) = crate::http::get_json(
+            &self.runtime,
+            &format!("{}/schema", self.base),
+            Duration::from_secs(10),
+        )
+        .map_err(|message| EnvError::Transport {
+            service: self.name.clone(),
+            message,
+        })?;
         if status != 200 || body.get("action").is_none() {
             return Err(malformed(
                 &self.name,

@@ -14,8 +14,6 @@ use rustix::process::{Pid, Signal, kill_process_group};
 
 use hr_env::EnvError;
 
-use crate::http::get_status;
-
 /// How to run a service.
 #[derive(Debug, Clone)]
 pub struct ServiceSpec {
@@ -151,6 +149,8 @@ impl OwnedService {
     /// Polls readiness; `Ok(None)` when ready, `Ok(Some(status))` when the child exited first.
     fn wait_ready(&mut self, spec: &ServiceSpec) -> Result<Option<String>, EnvError> {
         let start = Instant::now();
+        let runtime = crate::http::runtime(&spec.name)?;
+        let url = format!("http://127.0.0.1:{}{}", self.port, spec.ready_path);
         loop {
             if let Some(child) = self.child.as_mut()
                 && let Ok(Some(status)) = child.try_wait()
@@ -160,8 +160,8 @@ impl OwnedService {
                 self.child = None;
                 return Ok(Some(describe(status)));
             }
-            if get_status(self.port, &spec.ready_path, Duration::from_secs(2))
-                .is_some_and(|s| (200..300).contains(&s))
+            if crate::http::get(&runtime, &url, Duration::from_secs(2))
+                .is_ok_and(|(status, _)| (200..300).contains(&status))
             {
                 return Ok(None);
             }
