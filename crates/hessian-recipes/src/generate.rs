@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::Context;
 use burn::tensor::backend::Backend;
-use hr_policy::{ChatTokenizer, IM_END, Message, Policy, PolicyRng, SamplingConfig, load_adapters};
+use hr_policy::{ChatTokenizer, Message, Policy, PolicyRng, SamplingConfig, load_adapters};
 
 use crate::Refused;
 use crate::backend::{OnBackend, dispatch};
@@ -57,7 +57,7 @@ impl OnBackend for Job {
             })
             .collect::<Result<Vec<_>, _>>()?;
         sampling.stop_tokens = policy.config().eos_token_ids.clone();
-        sampling.stop_tokens.extend(tokenizer.token_id(IM_END));
+        sampling.stop_tokens.extend(tokenizer.stop_token_ids());
         let mut rng = PolicyRng::from_seed(args.seed);
         let started = Instant::now();
         let out = policy.generate(adapters.as_ref(), &prompts, &sampling, &mut rng, true)?;

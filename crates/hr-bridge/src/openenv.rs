@@ -53,7 +53,6 @@ impl OpenEnvClient {
         })
     }
 
-
     /// `GET /health` must say `{"status":"healthy"}`.
     pub fn health(&self) -> Result<(), EnvError> {
         let (status, body) = crate::http::get_json(

@@ -7,7 +7,7 @@ use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 use serde_json::json;
 
-use crate::tokenizer::tokenizer_json;
+use crate::tokenizer::{tokenizer_config_json, tokenizer_json};
 use crate::{Gguf, GgufError, dequantize};
 
 /// What a conversion wrote.
@@ -70,7 +70,8 @@ fn unpermute_rows(values: &[f32], heads: usize, cols: usize) -> Vec<f32> {
     out
 }
 
-/// Converts `gguf` into `config.json`, `model.safetensors` (f32) and `tokenizer.json` in `out`.
+/// Converts `gguf` into `config.json`, `model.safetensors` (f32), `tokenizer.json` and, when the
+/// GGUF carries a chat template, `tokenizer_config.json` in `out`.
 pub fn convert_to_hf(gguf: &Gguf, out: &Path) -> Result<Converted, GgufError> {
     let arch = gguf.meta_str("general.architecture")?.to_owned();
     let permuted = match arch.as_str() {
@@ -94,6 +95,7 @@ pub fn convert_to_hf(gguf: &Gguf, out: &Path) -> Result<Converted, GgufError> {
     };
     let hidden = gguf.meta_u64(&key("embedding_length"))? as usize;
     let tokenizer = tokenizer_json(gguf)?;
+    let tokenizer_config = tokenizer_config_json(gguf)?;
     let vocab = tokenizer["model"]["vocab"]
         .as_object()
         .map_or(0, serde_json::Map::len);
@@ -186,6 +188,12 @@ pub fn convert_to_hf(gguf: &Gguf, out: &Path) -> Result<Converted, GgufError> {
         "tokenizer.json",
         &serde_json::to_vec(&tokenizer).unwrap_or_default(),
     )?;
+    if let Some(config) = tokenizer_config {
+        write(
+            "tokenizer_config.json",
+            &serde_json::to_vec_pretty(&config).unwrap_or_default(),
+        )?;
+    }
     Ok(Converted {
         architecture: arch,
         tensors: tensors.len(),

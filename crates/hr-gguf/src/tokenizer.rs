@@ -26,6 +26,32 @@ fn strings(gguf: &Gguf, key: &str) -> Result<Vec<String>, GgufError> {
     }
 }
 
+/// The `tokenizer_config.json` of a GGUF that carries a chat template
+/// (`tokenizer.chat_template`): the template and its BOS and EOS tokens, as `transformers` writes
+/// them; `None` without a template.
+pub(crate) fn tokenizer_config_json(gguf: &Gguf) -> Result<Option<Json>, GgufError> {
+    let Some(template) = gguf
+        .metadata
+        .get("tokenizer.chat_template")
+        .and_then(Value::as_str)
+    else {
+        return Ok(None);
+    };
+    let tokens = strings(gguf, "tokenizer.ggml.tokens")?;
+    let token = |key: &str| {
+        gguf.metadata
+            .get(key)
+            .and_then(Value::as_u64)
+            .and_then(|id| tokens.get(usize::try_from(id).ok()?))
+            .cloned()
+    };
+    Ok(Some(json!({
+        "chat_template": template,
+        "bos_token": token("tokenizer.ggml.bos_token_id"),
+        "eos_token": token("tokenizer.ggml.eos_token_id"),
+    })))
+}
+
 /// The `tokenizer.json` for a GGUF with `tokenizer.ggml.model = gpt2`.
 pub(crate) fn tokenizer_json(gguf: &Gguf) -> Result<Json, GgufError> {
     let model = gguf.meta_str("tokenizer.ggml.model")?;

@@ -4,9 +4,7 @@
 
 use burn::tensor::backend::Backend;
 use hr_env::{Environment, Task};
-use hr_policy::{
-    Adapters, ChatTokenizer, IM_END, IM_START, Message, Policy, PolicyRng, SamplingConfig,
-};
+use hr_policy::{Adapters, ChatTokenizer, Message, Policy, PolicyRng, SamplingConfig};
 
 use crate::GrpoError;
 
@@ -116,21 +114,24 @@ fn run_episodes<B: Backend>(
     live: &mut Vec<Box<dyn Environment>>,
 ) -> Result<Vec<Episode>, GrpoError> {
     let mut episodes = Vec::with_capacity(jobs.len());
+    // Each episode's opening messages: its later turns are rendered after them.
+    let mut conversations: Vec<Vec<Message>> = Vec::with_capacity(jobs.len());
     for (task, seed) in jobs {
         let mut env = envs.create()?;
         let observation = env.reset(task, *seed).map_err(|e| env_err(&e));
         live.push(env);
         let text = observation?.text;
+        let mut messages = Vec::new();
+        if let Some(system) = &config.grpo.system_prompt {
+            messages.push(Message::new("system", system));
+        }
+        messages.push(Message::new("user", &text));
         let prompt = if config.grpo.prompt_format.is_chat() {
-            let mut messages = Vec::new();
-            if let Some(system) = &config.grpo.system_prompt {
-                messages.push(Message::new("system", system));
-            }
-            messages.push(Message::new("user", &text));
             tokenizer.encode_chat(&messages)
         } else {
             tokenizer.encode(&text)
         };
+        conversations.push(messages);
         episodes.push(Episode {
             task_id: task.id.clone(),
             prompt: prompt.map_err(|e| tok_err(&e))?,
@@ -141,9 +142,8 @@ fn run_episodes<B: Backend>(
             done: false,
         });
     }
-    let im_end = tokenizer.token_id(IM_END);
     let mut stop_tokens = policy.config().eos_token_ids.clone();
-    stop_tokens.extend(im_end);
+    stop_tokens.extend(tokenizer.stop_token_ids());
     for _turn in 0..config.grpo.max_turns {
         let active: Vec<usize> = (0..episodes.len())
             .filter(|&i| {
@@ -186,13 +186,18 @@ fn run_episodes<B: Backend>(
             episode.reward += outcome.reward;
             episode.done = outcome.done;
             if !outcome.done {
-                // The reply as a user turn, then the assistant's next turn opens.
-                let close = if generated.stopped[k] { "" } else { IM_END };
-                let reply = format!(
-                    "{close}\n{IM_START}user\n{}{IM_END}\n{IM_START}assistant\n",
-                    outcome.observation.text
-                );
-                let reply_tokens = tokenizer.encode(&reply).map_err(|e| tok_err(&e))?;
+                // The reply as a user turn, then the assistant's next turn opens (as the
+                // model's chat template writes them).
+                let stopped = generated.stopped[k]
+                    .then(|| tokens.last().copied())
+                    .flatten();
+                let reply_tokens = tokenizer
+                    .encode_continuation(
+                        &conversations[i],
+                        &Message::new("user", &outcome.observation.text),
+                        stopped,
+                    )
+                    .map_err(|e| tok_err(&e))?;
                 let room = config
                     .grpo
                     .max_completion_length

@@ -53,10 +53,55 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
-    /// Reads and checks `config.json`.
+    /// Reads and checks `config.json`; the `eos_token_id`s of a `generation_config.json` beside
+    /// it (where chat models name their end-of-turn token) end completions too.
     pub fn from_file(path: &Path) -> Result<Self, PolicyError> {
         let text = std::fs::read_to_string(path).map_err(|e| PolicyError::io(path, e))?;
-        Self::from_json(path, &text)
+        let mut config = Self::from_json(path, &text)?;
+        let generation = path.with_file_name("generation_config.json");
+        match std::fs::read_to_string(&generation) {
+            Ok(text) => {
+                let mut more = Self::eos_ids(&generation, &text)?;
+                more.retain(|id| !config.eos_token_ids.contains(id));
+                config.eos_token_ids.extend(more);
+                config.check_eos(&generation)?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(PolicyError::io(&generation, e)),
+        }
+        Ok(config)
+    }
+
+    /// The `eos_token_id` (one id or a list) of a config file's text.
+    fn eos_ids(path: &Path, text: &str) -> Result<Vec<u32>, PolicyError> {
+        let err = |message: String| PolicyError::Config {
+            path: PathBuf::from(path),
+            field: "eos_token_id".to_owned(),
+            message,
+        };
+        let value: Value = serde_json::from_str(text).map_err(|e| err(format!("not JSON: {e}")))?;
+        let id = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok());
+        match value.get("eos_token_id") {
+            None | Some(Value::Null) => Some(Vec::new()),
+            Some(Value::Array(items)) => items.iter().map(id).collect::<Option<Vec<_>>>(),
+            Some(v) => id(v).map(|n| vec![n]),
+        }
+        .ok_or_else(|| err("must be a token id or a list of ids".to_owned()))
+    }
+
+    fn check_eos(&self, path: &Path) -> Result<(), PolicyError> {
+        match self
+            .eos_token_ids
+            .iter()
+            .find(|id| **id as usize >= self.vocab_size)
+        {
+            Some(id) => Err(PolicyError::Config {
+                path: PathBuf::from(path),
+                field: "eos_token_id".to_owned(),
+                message: format!("{id} is outside the vocabulary ({})", self.vocab_size),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// Parses and checks the text of a `config.json`; `path` only names the file in errors.
@@ -168,29 +213,7 @@ impl ModelConfig {
             Family::Llama => (attention_bias, attention_bias),
             Family::Qwen2 => (true, false),
         };
-        let eos_token_ids = match map.get("eos_token_id") {
-            None | Some(Value::Null) => Vec::new(),
-            Some(Value::Array(items)) => items
-                .iter()
-                .map(|v| v.as_u64().and_then(|n| u32::try_from(n).ok()))
-                .collect::<Option<Vec<_>>>()
-                .ok_or_else(|| {
-                    err(
-                        "eos_token_id",
-                        "must be a token id or a list of ids".to_owned(),
-                    )
-                })?,
-            Some(v) => vec![
-                v.as_u64()
-                    .and_then(|n| u32::try_from(n).ok())
-                    .ok_or_else(|| {
-                        err(
-                            "eos_token_id",
-                            "must be a token id or a list of ids".to_owned(),
-                        )
-                    })?,
-            ],
-        };
+        let eos_token_ids = Self::eos_ids(path, text)?;
         let config = Self {
             family,
             vocab_size: reader.usize("vocab_size")?,
@@ -215,14 +238,7 @@ impl ModelConfig {
                 .transpose()?,
             eos_token_ids,
         };
-        for id in &config.eos_token_ids {
-            if *id as usize >= config.vocab_size {
-                return Err(err(
-                    "eos_token_id",
-                    format!("{id} is outside the vocabulary ({})", config.vocab_size),
-                ));
-            }
-        }
+        config.check_eos(path)?;
         Ok(config)
     }
 

@@ -9,6 +9,7 @@
 //! It is not the trainer (GRPO, optimiser, checkpoints live in `hr-grpo`) and it does not choose
 //! the backend: the binary does.
 
+mod chat;
 mod config;
 mod error;
 mod lora;
@@ -20,6 +21,7 @@ mod sampling;
 mod tokenizer;
 mod weights;
 
+pub use chat::{ChatTemplate, IM_END, IM_START, Message};
 pub use config::{Family, ModelConfig};
 pub use error::PolicyError;
 pub use lora::{Adapters, LayerAdapters, LoraConfig, LoraPair, Target};
@@ -32,4 +34,4 @@ pub use peft::{
 pub use policy::{Generation, Policy, host_f32};
 pub use rng::{PolicyRng, RngState};
 pub use sampling::SamplingConfig;
-pub use tokenizer::{ChatTokenizer, IM_END, IM_START, Message};
+pub use tokenizer::ChatTokenizer;

@@ -1,53 +1,33 @@
-//! The HF tokenizer (`tokenizer.json`, pure-Rust `tokenizers` build) and the ChatML chat template
-//! Qwen2 and SmolLM2 use.
+//! The HF tokenizer (`tokenizer.json`, pure-Rust `tokenizers` build) with the model's chat
+//! template (`tokenizer_config.json` beside it, else ChatML).
 
 use std::path::{Path, PathBuf};
 
 use tokenizers::Tokenizer;
 
-use crate::PolicyError;
+use crate::{ChatTemplate, Message, PolicyError};
 
-/// One chat message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Message {
-    /// `system`, `user`, `assistant` or `tool`.
-    pub role: String,
-    /// The text.
-    pub content: String,
-}
-
-impl Message {
-    /// A message with `role` and `content`.
-    pub fn new(role: &str, content: &str) -> Self {
-        Self {
-            role: role.to_owned(),
-            content: content.to_owned(),
-        }
-    }
-}
-
-/// A loaded `tokenizer.json` with ChatML formatting.
+/// A loaded `tokenizer.json` with the model's chat template.
 #[derive(Debug, Clone)]
 pub struct ChatTokenizer {
     inner: Tokenizer,
     path: PathBuf,
+    template: ChatTemplate,
 }
 
-/// ChatML's turn markers.
-pub const IM_START: &str = "<|im_start|>";
-/// ChatML's end-of-turn marker, which also ends a completion.
-pub const IM_END: &str = "<|im_end|>";
-
 impl ChatTokenizer {
-    /// Loads `tokenizer.json`.
+    /// Loads `tokenizer.json` and the chat template of its folder
+    /// ([`ChatTemplate::from_model_dir`]).
     pub fn from_file(path: &Path) -> Result<Self, PolicyError> {
         let inner = Tokenizer::from_file(path).map_err(|e| PolicyError::Tokenizer {
             path: path.to_owned(),
             message: e.to_string(),
         })?;
+        let template = ChatTemplate::from_model_dir(path.parent().unwrap_or(Path::new(".")))?;
         Ok(Self {
             inner,
             path: path.to_owned(),
+            template,
         })
     }
 
@@ -84,18 +64,43 @@ impl ChatTokenizer {
         self.inner.get_vocab_size(true)
     }
 
-    /// The ChatML prompt for `messages`, ending with the open assistant turn.
-    pub fn chat_prompt(messages: &[Message]) -> String {
-        let mut out = String::new();
-        for m in messages {
-            out.push_str(&format!("{IM_START}{}\n{}{IM_END}\n", m.role, m.content));
-        }
-        out.push_str(&format!("{IM_START}assistant\n"));
-        out
+    /// The chat prompt for `messages`, ending with the open assistant turn.
+    pub fn chat_prompt(&self, messages: &[Message]) -> Result<String, PolicyError> {
+        self.template.render(messages, true)
     }
 
-    /// Token ids of the ChatML prompt for `messages`.
+    /// Token ids of the chat prompt for `messages`.
     pub fn encode_chat(&self, messages: &[Message]) -> Result<Vec<u32>, PolicyError> {
-        self.encode(&Self::chat_prompt(messages))
+        self.encode(&self.chat_prompt(messages)?)
+    }
+
+    /// Token ids that end an assistant turn: the template's end-of-sequence token (ChatML's
+    /// `<|im_end|>`), if the vocabulary has it. The model's own EOS ids come from its config.
+    pub fn stop_token_ids(&self) -> Vec<u32> {
+        self.token_id(self.template.eos_token())
+            .into_iter()
+            .collect()
+    }
+
+    /// Token ids that follow an assistant turn in a conversation that began with `messages`:
+    /// the turn's close, `reply` and the next assistant turn left open. When the turn already
+    /// ended with a stop token (`stopped`), the close it wrote is not repeated.
+    pub fn encode_continuation(
+        &self,
+        messages: &[Message],
+        reply: &Message,
+        stopped: Option<u32>,
+    ) -> Result<Vec<u32>, PolicyError> {
+        let text = self.template.continuation(messages, reply)?;
+        let written = stopped.and_then(|id| self.inner.id_to_token(id));
+        let text = match written.as_deref().and_then(|t| text.strip_prefix(t)) {
+            Some(rest) => rest,
+            // Ended by another stop token (an EOS): the template's own close is not repeated.
+            None if stopped.is_some() => text
+                .strip_prefix(self.template.eos_token())
+                .unwrap_or(&text),
+            None => &text,
+        };
+        self.encode(text)
     }
 }

@@ -13,7 +13,7 @@ use burn::tensor::backend::Backend;
 use hr_env::{Split, Task, fixture_split_tasks};
 use hr_grpo::{Episode, rollouts};
 use hr_plan::{Environment as PlanEnvironment, Plan, TaskSet};
-use hr_policy::{Adapters, ChatTokenizer, IM_END, Message, Policy, PolicyRng, SamplingConfig};
+use hr_policy::{Adapters, ChatTokenizer, Message, Policy, PolicyRng, SamplingConfig};
 use serde::Serialize;
 
 use crate::adopt::{Adopted, evaluation};
@@ -270,7 +270,7 @@ pub fn assess<B: Backend>(
         .filter(|s| s.kind == hr_eval::SuiteKind::Mgsm)
         .collect();
     let mut stop_tokens = policy.config().eos_token_ids.clone();
-    stop_tokens.extend(tokenizer.token_id(IM_END));
+    stop_tokens.extend(tokenizer.stop_token_ids());
     let sampling = SamplingConfig {
         temperature: 0.0,
         top_p: 1.0,

@@ -187,10 +187,33 @@ fn the_tokenizer_reads_tokenizer_json_and_formats_chatml() -> anyhow::Result<()>
     let text_ids = tok.encode("héllo wörld")?;
     assert_eq!(tok.decode(&text_ids)?, "héllo wörld");
     assert_eq!(
-        ChatTokenizer::chat_prompt(&[Message::new("system", "S"), Message::new("user", "U")]),
+        tok.chat_prompt(&[Message::new("system", "S"), Message::new("user", "U")])?,
         "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
     );
     let err = ChatTokenizer::from_file(&dir.path().join("nope.json")).expect_err("missing file");
     assert!(err.to_string().contains("nope.json"));
+
+    // A model that ships its own template gets that template, and the template's end-of-turn
+    // token ends completions.
+    let template = "{% for m in messages %}<|im_start|>[{{ m.role | upper }}] {{ m.content }}\
+        <|im_end|>{% endfor %}{% if add_generation_prompt %}<|im_start|>[ASSISTANT] {% endif %}";
+    std::fs::write(
+        dir.path().join("tokenizer_config.json"),
+        serde_json::json!({"chat_template": template, "eos_token": "<|im_end|>"}).to_string(),
+    )?;
+    let tok = ChatTokenizer::from_file(&dir.path().join("tokenizer.json"))?;
+    assert_eq!(
+        tok.chat_prompt(&[Message::new("user", "U")])?,
+        "<|im_start|>[USER] U<|im_end|><|im_start|>[ASSISTANT] "
+    );
+    assert_eq!(tok.stop_token_ids(), vec![EOS]);
+    // The turn after an environment reply, as the template writes it; a turn that stopped on
+    // the end-of-turn token does not get a second one.
+    let reply = Message::new("user", "R");
+    let after = tok.encode_continuation(&[Message::new("user", "U")], &reply, None)?;
+    assert_eq!(tok.decode(&after)?, "[USER] R[ASSISTANT] ");
+    assert_eq!(after[0], EOS, "the open turn is closed first");
+    let stopped = tok.encode_continuation(&[Message::new("user", "U")], &reply, Some(EOS))?;
+    assert_eq!(stopped, after[1..]);
     Ok(())
 }

@@ -1,0 +1,245 @@
+//! Chat templates: the model's own Jinja template from its `tokenizer_config.json` (`chat_template`,
+//! rendered with minijinja and Python's string methods, as `transformers`' `apply_chat_template`
+//! renders it), or ChatML when the model ships none (the tiny test models, Qwen2-style models).
+
+use std::path::Path;
+
+use minijinja::{Environment, ErrorKind, context};
+use serde_json::Value;
+
+use crate::PolicyError;
+
+/// One chat message.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Message {
+    /// `system`, `user`, `assistant` or `tool`.
+    pub role: String,
+    /// The text.
+    pub content: String,
+}
+
+impl Message {
+    /// A message with `role` and `content`.
+    pub fn new(role: &str, content: &str) -> Self {
+        Self {
+            role: role.to_owned(),
+            content: content.to_owned(),
+        }
+    }
+}
+
+/// ChatML's turn markers.
+pub const IM_START: &str = "<|im_start|>";
+/// ChatML's end-of-turn marker, which also ends a completion.
+pub const IM_END: &str = "<|im_end|>";
+
+/// ChatML as a template (what a model without `chat_template` gets).
+const CHATML: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n\
+                      {% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}";
+
+/// Stands for the assistant's text while the continuation after it is rendered.
+const PLACEHOLDER: &str = "\u{1}hr-assistant-turn\u{1}";
+
+/// A model's chat template.
+#[derive(Debug, Clone)]
+pub struct ChatTemplate {
+    source: String,
+    bos_token: String,
+    eos_token: String,
+    origin: String,
+}
+
+/// A special token in `tokenizer_config.json`: a string or `{"content": ...}`.
+fn token_text(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Object(o)) => o
+            .get("content")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        _ => String::new(),
+    }
+}
+
+impl ChatTemplate {
+    /// ChatML.
+    pub fn chatml() -> Self {
+        Self {
+            source: CHATML.to_owned(),
+            bos_token: String::new(),
+            eos_token: IM_END.to_owned(),
+            origin: "ChatML (built in)".to_owned(),
+        }
+    }
+
+    /// The template of the model folder `dir`: `tokenizer_config.json`'s `chat_template` (a
+    /// string, or a list of `{name, template}` of which `default` is used), else ChatML.
+    pub fn from_model_dir(dir: &Path) -> Result<Self, PolicyError> {
+        let path = dir.join("tokenizer_config.json");
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::chatml()),
+            Err(e) => return Err(PolicyError::io(&path, e)),
+        };
+        let bad = |message: String| PolicyError::Config {
+            path: path.clone(),
+            field: "chat_template".to_owned(),
+            message,
+        };
+        let config: Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        let source = match config.get("chat_template") {
+            None | Some(Value::Null) => return Ok(Self::chatml()),
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Array(named)) => named
+                .iter()
+                .find(|t| t.get("name").and_then(Value::as_str) == Some("default"))
+                .and_then(|t| t.get("template").and_then(Value::as_str))
+                .ok_or_else(|| bad("a list of templates needs one named `default`".to_owned()))?
+                .to_owned(),
+            Some(_) => return Err(bad("must be a string or a list of templates".to_owned())),
+        };
+        let template = Self {
+            source,
+            bos_token: token_text(config.get("bos_token")),
+            eos_token: token_text(config.get("eos_token")),
+            origin: path.display().to_string(),
+        };
+        // A template that cannot render a plain exchange is refused now, not mid-training.
+        template.render(&[Message::new("user", "hello")], true)?;
+        Ok(template)
+    }
+
+    /// The end-of-sequence text the template knows (`<|im_end|>` for ChatML).
+    pub fn eos_token(&self) -> &str {
+        &self.eos_token
+    }
+
+    /// `messages` rendered; with `add_generation_prompt` the assistant's turn is left open.
+    pub fn render(
+        &self,
+        messages: &[Message],
+        add_generation_prompt: bool,
+    ) -> Result<String, PolicyError> {
+        let mut env = Environment::new();
+        minijinja_contrib::add_to_environment(&mut env);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function(
+            "raise_exception",
+            |message: String| -> Result<String, minijinja::Error> {
+                Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
+            },
+        );
+        let err = |e: minijinja::Error| PolicyError::Tokenizer {
+            path: self.origin.clone().into(),
+            message: format!("chat template: {e}"),
+        };
+        let template = env.template_from_str(&self.source).map_err(err)?;
+        template
+            .render(context! {
+                messages => messages,
+                add_generation_prompt => add_generation_prompt,
+                bos_token => self.bos_token,
+                eos_token => self.eos_token,
+            })
+            .map_err(err)
+    }
+
+    /// What follows the assistant's turn in a conversation that began with `messages`: the turn's
+    /// close, `reply` (an environment's message) and the next assistant turn left open.
+    pub fn continuation(
+        &self,
+        messages: &[Message],
+        reply: &Message,
+    ) -> Result<String, PolicyError> {
+        let mut turns = messages.to_vec();
+        turns.push(Message::new("assistant", PLACEHOLDER));
+        turns.push(reply.clone());
+        let text = self.render(&turns, true)?;
+        text.split_once(PLACEHOLDER)
+            .map(|(_, after)| after.to_owned())
+            .ok_or_else(|| PolicyError::Tokenizer {
+                path: self.origin.clone().into(),
+                message: "chat template: the assistant's message does not appear in the \
+                          rendered conversation"
+                    .to_owned(),
+            })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chatml_renders_as_written_by_hand() -> Result<(), PolicyError> {
+        let t = ChatTemplate::chatml();
+        let messages = [Message::new("system", "S"), Message::new("user", "U")];
+        assert_eq!(
+            t.render(&messages, true)?,
+            "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nU<|im_end|>\n<|im_start|>assistant\n"
+        );
+        assert_eq!(
+            t.continuation(&messages, &Message::new("user", "R"))?,
+            "<|im_end|>\n<|im_start|>user\nR<|im_end|>\n<|im_start|>assistant\n"
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn a_llama3_template_with_python_methods_renders() -> Result<(), PolicyError> {
+        let dir = tempfile::tempdir().map_err(|e| PolicyError::io("tmp", e))?;
+        // Llama 3's template, as its tokenizer_config.json ships it.
+        let template = "{{ bos_token }}{% for message in messages %}{% set content = \
+            '<|start_header_id|>' + message['role'] + '<|end_header_id|>\\n\\n' + \
+            message['content'] | trim + '<|eot_id|>' %}{{ content }}{% endfor %}\
+            {% if add_generation_prompt %}{{ '<|start_header_id|>assistant<|end_header_id|>\\n\\n' }}{% endif %}";
+        let config = serde_json::json!({"chat_template": template,
+            "bos_token": "<|begin_of_text|>", "eos_token": {"content": "<|eot_id|>"}});
+        std::fs::write(dir.path().join("tokenizer_config.json"), config.to_string())
+            .map_err(|e| PolicyError::io("write", e))?;
+        let t = ChatTemplate::from_model_dir(dir.path())?;
+        assert_eq!(t.eos_token(), "<|eot_id|>");
+        let messages = [Message::new("user", " What is 2 + 3? ")];
+        assert_eq!(
+            t.render(&messages, true)?,
+            "<|begin_of_text|><|start_header_id|>user<|end_header_id|>\n\nWhat is 2 + 3?<|eot_id|>\
+             <|start_header_id|>assistant<|end_header_id|>\n\n"
+        );
+        assert_eq!(
+            t.continuation(&messages, &Message::new("user", "5"))?,
+            "<|eot_id|><|start_header_id|>user<|end_header_id|>\n\n5<|eot_id|>\
+             <|start_header_id|>assistant<|end_header_id|>\n\n"
+        );
+        // Python's string methods, as HF templates call them.
+        std::fs::write(
+            dir.path().join("tokenizer_config.json"),
+            serde_json::json!({"chat_template":
+                "{% for m in messages %}{{ m.content.strip().upper() }}{% endfor %}\
+                 {% if messages[0].role != 'user' %}{{ raise_exception('user first') }}{% endif %}"})
+            .to_string(),
+        )
+        .map_err(|e| PolicyError::io("write", e))?;
+        let t = ChatTemplate::from_model_dir(dir.path())?;
+        assert_eq!(t.render(&[Message::new("user", " hi ")], false)?, "HI");
+        let err = t
+            .render(&[Message::new("system", "s")], false)
+            .expect_err("raise_exception fails the render");
+        assert!(err.to_string().contains("user first"), "{err}");
+        Ok(())
+    }
+
+    #[test]
+    fn a_model_without_a_template_gets_chatml_and_a_broken_one_is_refused() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let t = ChatTemplate::from_model_dir(dir.path()).expect("no config: ChatML");
+        assert_eq!(t.eos_token(), IM_END);
+        std::fs::write(
+            dir.path().join("tokenizer_config.json"),
+            r#"{"chat_template": "{% for m in messages %}{{ m.content "}"#,
+        )
+        .expect("write");
+        let err = ChatTemplate::from_model_dir(dir.path()).expect_err("syntax error");
+        assert!(err.to_string().contains("chat template"), "{err}");
+    }
+}
