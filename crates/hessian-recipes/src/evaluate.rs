@@ -23,7 +23,7 @@ use crate::train::exit_error;
 
 pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
     ensure_fresh(&args.output)?;
-    let plan_path = args.resume.join("plan.json");
+    let plan_path = hr_files::RunDir::new(&args.resume).plan();
     if !plan_path.is_file() {
         return Err(Refused(format!(
             "--resume {}: not a run folder (no plan.json); give a `train` output folder or a \
@@ -37,8 +37,8 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
     let key = args.signing.load()?;
     let trust = args.trust.load()?;
     let adopted = hr_train::adopt(&args.resume, &plan, &trust).map_err(exit_error)?;
-    let rows: Vec<Value> = std::fs::read_to_string(args.resume.join(hr_train::METRICS_FILE))
-        .with_context(|| format!("reading the run's {}", hr_train::METRICS_FILE))?
+    let rows: Vec<Value> = std::fs::read_to_string(hr_files::RunDir::new(&args.resume).metrics())
+        .context("reading the run's metrics.jsonl")?
         .lines()
         .map(serde_json::from_str)
         .collect::<Result<_, _>>()

@@ -100,7 +100,7 @@ fn check(dir: &Path, plan: &Plan, source: &SourceBinding) -> anyhow::Result<()> 
             ));
         }
     }
-    let qualified = Plan::from_file(&native.reference.join("plan.json"))
+    let qualified = Plan::from_file(&hr_files::RunDir::new(&native.reference).plan())
         .map_err(|e| refused(dir, format!("the qualified plan: {e}")))?;
     if hr_train::family_sha256(&qualified) != hr_train::family_sha256(plan) {
         return Err(refused(

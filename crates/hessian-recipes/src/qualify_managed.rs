@@ -126,8 +126,8 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
     let managed = runtime.block_on(managed_recovery(&opts))?;
 
     let (ours, theirs) = (
-        evidence(&reference.join(hr_train::EVIDENCE_FILE))?,
-        evidence(&managed.run_dir.join(hr_train::EVIDENCE_FILE))?,
+        evidence(&hr_files::RunDir::new(&reference).evidence())?,
+        evidence(&hr_files::RunDir::new(&managed.run_dir).evidence())?,
     );
     // Empty or truncated evidence is never "equal".
     let complete = ours.len() as u64 == plan.steps && theirs.len() as u64 == plan.steps;

@@ -35,7 +35,9 @@ fn train(args: &QualifyNativeArgs, out: &Path, extra: &[String]) -> anyhow::Resu
 }
 
 fn evidence(run: &Path) -> anyhow::Result<Vec<hr_proof::EvidenceLine>> {
-    Ok(hr_proof::read_evidence(&run.join(hr_proof::EVIDENCE_FILE))?)
+    Ok(hr_proof::read_evidence(
+        &hr_files::RunDir::new(run).evidence(),
+    )?)
 }
 
 pub(crate) fn run(args: &QualifyNativeArgs) -> anyhow::Result<ExitCode> {
@@ -82,7 +84,7 @@ pub(crate) fn run(args: &QualifyNativeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let divergence = first_divergence(&ours, &theirs);
-    let plan_text = std::fs::read(reference.join("plan.json"))?;
+    let plan_text = std::fs::read(hr_files::RunDir::new(&reference).plan())?;
     let proof = NativeProof {
         schema: NATIVE_PROOF_SCHEMA.to_owned(),
         plan_sha256: hr_seal::sha256_hex(&plan_text),

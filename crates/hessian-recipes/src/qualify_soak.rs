@@ -67,8 +67,8 @@ pub(crate) fn run(args: &QualifySoakArgs) -> anyhow::Result<ExitCode> {
     );
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     let report = runtime.block_on(kill_soak(&opts))?;
-    let theirs = std::fs::read_to_string(report.run_dir.join(hr_train::EVIDENCE_FILE))?;
-    let ours = std::fs::read_to_string(reference.join(hr_train::EVIDENCE_FILE))?;
+    let theirs = std::fs::read_to_string(hr_files::RunDir::new(&report.run_dir).evidence())?;
+    let ours = std::fs::read_to_string(hr_files::RunDir::new(&reference).evidence())?;
     let equal = theirs == ours && ours.lines().count() as u64 == plan.steps;
     let summary = json!({
         "plan": plan.name, "steps": plan.steps, "kills": report.kills, "seed": args.seed,

@@ -130,6 +130,6 @@ pub(crate) fn write_report(out: &Path, name: &str, rows: &[Value]) -> anyhow::Re
             let _ = writeln!(md, "| {} | {} |", r["step"], cells.join(" | "));
         }
     }
-    std::fs::write(out.join("report.md"), md)?;
+    std::fs::write(hr_files::RunDir::new(out).report(), md)?;
     Ok(())
 }

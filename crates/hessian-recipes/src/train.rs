@@ -60,7 +60,7 @@ fn start(
     trust: hr_seal::Trust,
     source: hr_seal::SourceBinding,
 ) -> anyhow::Result<ExitCode> {
-    let core_dir = out.join("core");
+    let core_dir = hr_files::RunDir::new(out).core();
     if let Some(src) = &args.resume {
         import_checkpoint(&core_dir, src).map_err(exit_error)?;
     }
@@ -197,7 +197,7 @@ impl OnBackend for Job {
             (opts.run_dir.clone(), opts.plan.name.clone());
         let outcome = hr_train::run::<B>(opts, core, &device, name).map_err(exit_error)?;
         let rows: Vec<serde_json::Value> =
-            std::fs::read_to_string(run_dir.join(hr_train::METRICS_FILE))?
+            std::fs::read_to_string(hr_files::RunDir::new(&run_dir).metrics())?
                 .lines()
                 .map(serde_json::from_str)
                 .collect::<Result<_, _>>()?;
@@ -206,7 +206,7 @@ impl OnBackend for Job {
                 write_report(&run_dir, &plan_name, &rows)?;
                 println!(
                     "completed step {step}; report {}",
-                    run_dir.join("report.md").display()
+                    hr_files::RunDir::new(&run_dir).report().display()
                 );
                 ExitCode::SUCCESS
             }

@@ -1,6 +1,7 @@
 //! [`CoreContext`]: the blocking Core API, on a cluster or locally.
 
 use hr_files::IoResultExt;
+use hr_files::local_core;
 use std::{
     path::{Path, PathBuf},
     sync::{
@@ -134,7 +135,7 @@ impl CoreContext {
             )),
             Mode::Local { run_dir, .. } => crate::local::append_local(
                 run_dir,
-                "metrics.jsonl",
+                local_core::METRICS,
                 &json!({"group": group, "trial_run_id": self.info.trial_run_id, "steps_completed": steps, "metrics": metrics}),
             ),
         }
@@ -283,7 +284,7 @@ impl CoreContext {
             }
             Mode::Local { run_dir, .. } => crate::local::append_local(
                 run_dir,
-                "checkpoints.jsonl",
+                local_core::CHECKPOINT_LIST,
                 &json!({"uuid": ck.uuid, "steps_completed": steps_completed, "trial_run_id": self.info.trial_run_id,
                     "resources": resources, "metadata": metadata}),
             )?,

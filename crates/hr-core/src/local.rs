@@ -3,6 +3,7 @@
 //! the import of a checkpoint written elsewhere.
 
 use hr_files::IoResultExt;
+use hr_files::local_core;
 use std::{
     path::Path,
     sync::{
@@ -27,9 +28,9 @@ impl CoreContext {
     /// call is a new "allocation" (`trial_run_id` counts up) restoring the latest checkpoint by
     /// the master's rule.
     pub fn local(run_dir: &Path, max_length: u64) -> Result<Self, CoreError> {
-        let storage = run_dir.join("checkpoints");
+        let storage = run_dir.join(local_core::CHECKPOINTS_DIR);
         std::fs::create_dir_all(&storage).at("create", &storage)?;
-        let runs_path = run_dir.join("local-runs");
+        let runs_path = run_dir.join(local_core::RUNS);
         let run_id = std::fs::read_to_string(&runs_path)
             .ok()
             .and_then(|s| s.trim().parse::<i32>().ok())
@@ -105,9 +106,9 @@ impl CoreContext {
             path: src.to_owned(),
             why: why.to_owned(),
         };
-        let dir = if src.join("checkpoints.jsonl").is_file() {
+        let dir = if src.join(local_core::CHECKPOINT_LIST).is_file() {
             let (uuid, _) = local_latest(src)?.ok_or_else(|| not("its run has no checkpoint"))?;
-            src.join("checkpoints").join(uuid)
+            src.join(local_core::CHECKPOINTS_DIR).join(uuid)
         } else {
             src.to_owned()
         };
@@ -123,11 +124,11 @@ impl CoreContext {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .ok_or_else(|| not("no folder name"))?;
-        let storage = run_dir.join("checkpoints");
+        let storage = run_dir.join(local_core::CHECKPOINTS_DIR);
         copy_tree(&dir, &storage.join(&uuid))?;
         append_local(
             run_dir,
-            "checkpoints.jsonl",
+            local_core::CHECKPOINT_LIST,
             &json!({"uuid": uuid, "steps_completed": steps, "trial_run_id": 0,
                 "imported": true, "metadata": meta}),
         )?;
@@ -167,7 +168,7 @@ pub(crate) fn append_local(run_dir: &Path, file: &str, value: &Value) -> Result<
 /// The checkpoints a local run reported, as `(uuid, steps_completed)` in report order (its
 /// `checkpoints.jsonl`); empty when it reported none. A torn or unreadable line is an error.
 pub fn local_checkpoints(run_dir: &Path) -> Result<Vec<(String, u64)>, CoreError> {
-    let path = run_dir.join("checkpoints.jsonl");
+    let path = run_dir.join(local_core::CHECKPOINT_LIST);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -215,7 +216,7 @@ mod tests {
     #[test]
     fn a_torn_last_report_is_not_a_checkpoint_but_a_bad_middle_line_is_an_error() {
         let dir = tempfile::tempdir().expect("tempdir");
-        let file = dir.path().join("checkpoints.jsonl");
+        let file = dir.path().join(local_core::CHECKPOINT_LIST);
         let good = r#"{"uuid": "a", "steps_completed": 1}"#;
         std::fs::write(&file, format!("{good}\n{{\"uuid\": \"b\", \"steps_")).expect("write");
         assert_eq!(
@@ -237,7 +238,7 @@ mod tests {
         std::fs::write(&file, format!("{good}\n{{\"uuid\": \"b\", \"steps_")).expect("write");
         append_local(
             dir.path(),
-            "checkpoints.jsonl",
+            local_core::CHECKPOINT_LIST,
             &serde_json::json!({"uuid": "c", "steps_completed": 2}),
         )
         .expect("append");

@@ -1,12 +1,17 @@
-//! The one I/O error of the workspace: [`IoError`] names what was being done and on which path
-//! (`write /runs/a/plan.json: No space left on device`), and [`IoResultExt::at`] attaches both to
-//! a `std::io::Result`, so each crate's error wraps it (`#[from] IoError`) instead of repeating
-//! the variant and its helper.
+//! Files the workspace shares: the one I/O error, [`IoError`], which names what was being done
+//! and on which path (`write /runs/a/plan.json: No space left on device`), with
+//! [`IoResultExt::at`] to attach both to a `std::io::Result` (each crate's error wraps it,
+//! `#[from] IoError`, instead of repeating the variant and its helper); and [`RunDir`], the
+//! layout of a training run's folder, spelled once.
 //!
-//! Not here: anything else about files (layouts, formats); those belong to the crates that own
-//! them.
+//! Not here: file formats (plans, evidence lines, manifests); those belong to the crates that
+//! own them.
+
+mod run_dir;
 
 use std::path::PathBuf;
+
+pub use run_dir::{RunDir, local_core};
 
 /// A filesystem operation failed.
 #[derive(Debug, thiserror::Error)]

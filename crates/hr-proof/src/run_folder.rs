@@ -1,16 +1,9 @@
-//! The names in a training run's folder that proofs read: what the training lifecycle writes
-//! and the qualifications compare, and the one reader of its evidence stream.
+//! The one reader of a run's evidence stream (`hr_files::RunDir::evidence`): what the training
+//! lifecycle writes and the qualifications compare.
 
 use std::path::Path;
 
 use crate::ProofError;
-
-/// The evidence stream, one JSON line per step.
-pub const EVIDENCE_FILE: &str = "evidence.jsonl";
-/// The metrics, one JSON line per step: `step` and TRL's metric names.
-pub const METRICS_FILE: &str = "metrics.jsonl";
-/// Every allocation's start (what it restored, its deadline and budget) and end.
-pub const ALLOCATIONS_FILE: &str = "allocations.jsonl";
 
 /// One step's evidence: a JSON object with at least a `step`.
 pub type EvidenceLine = serde_json::Map<String, serde_json::Value>;

@@ -67,7 +67,7 @@ fn next(state: &mut u64) -> u64 {
 
 /// The allocation start records of the run folder (`allocations.jsonl` lines with a `pid`).
 fn starts(run_dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run_dir.join(hr_proof::ALLOCATIONS_FILE))
+    std::fs::read_to_string(hr_files::RunDir::new(run_dir).allocations())
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
@@ -113,7 +113,7 @@ fn sigkill(pid: u32, what: &str) -> Result<(), QualifyError> {
 
 /// Steps the run folder's evidence records so far.
 fn steps_done(run_dir: &Path) -> u64 {
-    std::fs::read_to_string(run_dir.join(hr_proof::EVIDENCE_FILE))
+    std::fs::read_to_string(hr_files::RunDir::new(run_dir).evidence())
         .map_or(0, |t| t.lines().count() as u64)
 }
 

@@ -86,7 +86,7 @@ fn launch_config(opts: &ManagedOptions, storage: &Path) -> Result<String, Qualif
 }
 
 fn allocation_records(run_dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run_dir.join(hr_proof::ALLOCATIONS_FILE))
+    std::fs::read_to_string(hr_files::RunDir::new(run_dir).allocations())
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())

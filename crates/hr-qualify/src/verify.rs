@@ -4,12 +4,11 @@
 //! that resumed restored that step, and for a pause exactly the receipt's checkpoint), and the
 //! checkpoints verify with the proof's source binding.
 
-use hr_files::IoResultExt;
+use hr_files::{IoResultExt, RunDir};
 use std::path::Path;
 
 use hr_proof::{
-    ALLOCATIONS_FILE, EVIDENCE_FILE, MANAGED_PROOF_SCHEMA, ManagedProof, NATIVE_PROOF_SCHEMA,
-    NativeProof, first_divergence,
+    MANAGED_PROOF_SCHEMA, ManagedProof, NATIVE_PROOF_SCHEMA, NativeProof, first_divergence,
 };
 use hr_seal::{Expectations, SourceBinding, Trust, verify};
 use serde::de::DeserializeOwned;
@@ -37,7 +36,7 @@ fn read_proof<T: DeserializeOwned>(path: &Path, schema: &str) -> Result<T, Quali
 
 /// A run folder's evidence, which must hold exactly `steps` steps.
 fn evidence(run: &Path, steps: u64) -> Result<Vec<Map<String, Value>>, QualifyError> {
-    let path = run.join(EVIDENCE_FILE);
+    let path = RunDir::new(run).evidence();
     let lines = hr_proof::read_evidence(&path).map_err(|e| failed(e.to_string()))?;
     if lines.len() as u64 != steps {
         return Err(failed(format!(
@@ -50,7 +49,7 @@ fn evidence(run: &Path, steps: u64) -> Result<Vec<Map<String, Value>>, QualifyEr
 }
 
 fn allocations(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(run.join(ALLOCATIONS_FILE))
+    std::fs::read_to_string(RunDir::new(run).allocations())
         .unwrap_or_default()
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
@@ -117,19 +116,16 @@ pub fn verify_native_proof(path: &Path) -> Result<NativeProof, QualifyError> {
     }
     // The source: every checkpoint of both interrupted runs was written by the proof's binary.
     for run in [&p.interrupted, &p.resumed] {
-        let core = run.join("core");
-        let listed = std::fs::read_to_string(core.join("checkpoints.jsonl")).at("read", &core)?;
+        let run = RunDir::new(run);
+        let list = run.checkpoint_list();
+        let listed = std::fs::read_to_string(&list).at("read", &list)?;
         for line in listed.lines() {
             let c: Value = serde_json::from_str(line).map_err(|e| failed(e.to_string()))?;
             let (uuid, step) = (
                 c["uuid"].as_str().unwrap_or(""),
                 c["steps_completed"].as_u64(),
             );
-            check_checkpoint(
-                &core.join("checkpoints").join(uuid),
-                &p.source,
-                step.unwrap_or(0),
-            )?;
+            check_checkpoint(&run.checkpoint(uuid), &p.source, step.unwrap_or(0))?;
         }
     }
     Ok(p)

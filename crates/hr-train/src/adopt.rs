@@ -47,12 +47,12 @@ type Listed = (String, u64, PathBuf);
 /// expect, or of a managed run folder `<storage>/hr-run-<experiment>-<trial>` (the checkpoints
 /// in `<storage>` whose manifest names this trial's run) with that run id.
 fn listed(run_dir: &Path, plan: &Plan) -> Result<(Vec<Listed>, Option<String>), TrainError> {
-    let core = run_dir.join("core");
-    if core.join("checkpoints.jsonl").is_file() {
-        let list = hr_core::local_checkpoints(&core)?
+    let layout = hr_files::RunDir::new(run_dir);
+    if layout.checkpoint_list().is_file() {
+        let list = hr_core::local_checkpoints(&layout.core())?
             .into_iter()
             .map(|(uuid, step)| {
-                let dir = core.join("checkpoints").join(&uuid);
+                let dir = layout.checkpoint(&uuid);
                 (uuid, step, dir)
             })
             .collect();

@@ -2,7 +2,7 @@
 //! allocation to stop, `stop_after_step` is reached, or the deadline or device budget runs out;
 //! then one terminal save in the seed's order.
 
-use hr_files::IoResultExt;
+use hr_files::{IoResultExt, RunDir};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -21,7 +21,6 @@ use crate::environment::environment;
 use crate::evidence::{evidence_line, metrics_row, rollout_record};
 use crate::payload;
 use crate::start;
-use crate::{ALLOCATIONS_FILE, EVIDENCE_FILE, METRICS_FILE};
 use crate::{Control, TrainError, plan_sha256};
 
 /// What to run.
@@ -62,14 +61,10 @@ pub struct RunOptions {
     pub trust: Trust,
 }
 
-/// The run folder's copy of the plan.
-pub const PLAN_FILE: &str = "plan.json";
 /// The `tracing` target of the one event per training step (fields `step`, `steps` and `last`,
 /// true when the run stops after this step; message `step N/M: <summary>`): a binary may render
 /// these as a progress bar instead of lines.
 pub const PROGRESS_TARGET: &str = "hr_train::progress";
-/// The finished run's PEFT adapter, in the run folder.
-pub const ADAPTER_DIR: &str = "adapter";
 
 /// The run folder of a Determined trial's run, inside its checkpoint storage.
 pub fn managed_run_dir_name(experiment: i32, trial: i32) -> String {
@@ -237,13 +232,14 @@ pub fn run<B: Backend>(
     std::fs::create_dir_all(&run_dir).at("create", &run_dir)?;
     // The run's plan, as `evaluate` reads it later (written once; every checkpoint is bound to
     // its digest, so a changed copy cannot adopt them).
-    let plan_copy = run_dir.join(PLAN_FILE);
+    let layout = RunDir::new(&run_dir);
+    let plan_copy = layout.plan();
     if !plan_copy.exists() {
         let text = serde_json::to_vec_pretty(&plan).expect("a plan serialises");
         std::fs::write(&plan_copy, text).at("write", &plan_copy)?;
     }
     let info = core.info().clone();
-    let allocations = run_dir.join(ALLOCATIONS_FILE);
+    let allocations = layout.allocations();
     let binding = Binding {
         run_id,
         writer: info.allocation_id.clone(),
@@ -282,7 +278,7 @@ pub fn run<B: Backend>(
     let base = BaseModel::of(model)?;
     let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
     let policy = Policy::<Autodiff<B>>::load(model, device)?;
-    let (task_list, mut service, mut env) = environment(&plan, &run_dir.join("service.log"))?;
+    let (task_list, mut service, mut env) = environment(&plan, &layout.service_log())?;
     let (mut trainer, mut sampler, mut progress, budget) = match &restored {
         Some(r) => start::resume(
             policy, tokenizer, &plan, task_list, r, &base, control, label,
@@ -300,7 +296,7 @@ pub fn run<B: Backend>(
             ),
         )?,
     };
-    let (evidence_path, metrics_path) = (run_dir.join(EVIDENCE_FILE), run_dir.join(METRICS_FILE));
+    let (evidence_path, metrics_path) = (layout.evidence(), layout.metrics());
     replace(&evidence_path, &progress.evidence)?;
     replace(&metrics_path, &progress.metrics)?;
     let limited = |v: u64| (v != u64::MAX).then_some(v);
@@ -480,7 +476,7 @@ fn export_adapter<B: burn::tensor::backend::AutodiffBackend>(
 ) -> Result<(), TrainError> {
     let files = hr_policy::adapter_files(adapters, &plan.model.path.to_string_lossy())?;
     let staging = run_dir.join(".adapter.partial");
-    let dir = run_dir.join(ADAPTER_DIR);
+    let dir = RunDir::new(run_dir).adapter();
     let _ = std::fs::remove_dir_all(&staging);
     std::fs::create_dir_all(&staging).at("create", &staging)?;
     for (name, bytes) in [

@@ -146,9 +146,9 @@ pub(crate) fn read(
 /// or a run folder of `hessian-recipes train` (its latest checkpoint). The checkpoint is copied
 /// and restored, fully verified, by the same path as a scheduler-selected one.
 pub fn import_checkpoint(core_dir: &Path, src: &Path) -> Result<(String, u64), TrainError> {
-    let src_core = src.join("core");
-    let from = if src_core.join("checkpoints.jsonl").is_file() {
-        src_core
+    let run = hr_files::RunDir::new(src);
+    let from = if run.checkpoint_list().is_file() {
+        run.core()
     } else {
         src.to_owned()
     };

@@ -1,0 +1,87 @@
+//! The layout of a training run's folder, in one place: what `train` and `managed-training`
+//! write, what the proofs, qualifications and `evaluate` read. A local run keeps its Core
+//! context (checkpoints and the list of those reported) in `core/`, laid out as
+//! [`local_core`] says.
+
+use std::path::{Path, PathBuf};
+
+/// Names inside a local Core context's folder (`hr_core::CoreContext::local`).
+pub mod local_core {
+    /// Checkpoint folders, one per UUID.
+    pub const CHECKPOINTS_DIR: &str = "checkpoints";
+    /// The reported checkpoints, one JSON line each (`uuid`, `steps_completed`, ...).
+    pub const CHECKPOINT_LIST: &str = "checkpoints.jsonl";
+    /// Reported metrics, one JSON line per report.
+    pub const METRICS: &str = "metrics.jsonl";
+    /// The number of allocations so far (each start is the next).
+    pub const RUNS: &str = "local-runs";
+}
+
+/// A training run's folder.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunDir {
+    root: PathBuf,
+}
+
+impl RunDir {
+    /// The run folder at `root`.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        Self { root: root.into() }
+    }
+
+    /// The folder itself.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// `plan.json`: the plan the run was started with.
+    pub fn plan(&self) -> PathBuf {
+        self.root.join("plan.json")
+    }
+
+    /// `evidence.jsonl`: the evidence stream, one JSON line per step.
+    pub fn evidence(&self) -> PathBuf {
+        self.root.join("evidence.jsonl")
+    }
+
+    /// `metrics.jsonl`: one JSON line per step, `step` and TRL's metric names.
+    pub fn metrics(&self) -> PathBuf {
+        self.root.join("metrics.jsonl")
+    }
+
+    /// `allocations.jsonl`: every allocation's start (what it restored, its deadline and
+    /// budget) and end.
+    pub fn allocations(&self) -> PathBuf {
+        self.root.join("allocations.jsonl")
+    }
+
+    /// `report.md` (with its plots beside it), once the plan completed.
+    pub fn report(&self) -> PathBuf {
+        self.root.join("report.md")
+    }
+
+    /// `adapter/`: the finished run's PEFT adapter.
+    pub fn adapter(&self) -> PathBuf {
+        self.root.join("adapter")
+    }
+
+    /// `service.log`: the output of the environment service the run owns.
+    pub fn service_log(&self) -> PathBuf {
+        self.root.join("service.log")
+    }
+
+    /// `core/`: a local run's Core context.
+    pub fn core(&self) -> PathBuf {
+        self.root.join("core")
+    }
+
+    /// `core/checkpoints.jsonl`: the checkpoints a local run reported.
+    pub fn checkpoint_list(&self) -> PathBuf {
+        self.core().join(local_core::CHECKPOINT_LIST)
+    }
+
+    /// `core/checkpoints/<uuid>/`: one of a local run's checkpoints.
+    pub fn checkpoint(&self, uuid: &str) -> PathBuf {
+        self.core().join(local_core::CHECKPOINTS_DIR).join(uuid)
+    }
+}
