@@ -1,8 +1,11 @@
-//! The trial's identity: from the info files (`cluster.json`, `trial.json`) in `HR_DET_INFO_DIR`
-//! or `/run/determined/info`, falling back to the `DET_*` environment.
+//! The trial's identity: from the info files (`cluster.json`, `trial.json`, typed in
+//! `hr_det::task_info`) in `HR_DET_INFO_DIR` or `/run/determined/info`, else from the `DET_*`
+//! environment.
 
 use std::path::{Path, PathBuf};
 
+use hr_det::task_info::{CLUSTER_FILE, ClusterInfoFile, INFO_DIR, TRIAL_FILE, TrialInfoFile, env};
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::CoreError;
@@ -55,70 +58,87 @@ impl std::fmt::Debug for TrialInfo {
 
 /// The info folder: `HR_DET_INFO_DIR`, else `/run/determined/info`.
 pub(crate) fn info_dir() -> PathBuf {
-    std::env::var_os("HR_DET_INFO_DIR")
-        .map_or_else(|| PathBuf::from("/run/determined/info"), PathBuf::from)
+    std::env::var_os(env::HR_INFO_DIR).map_or_else(|| PathBuf::from(INFO_DIR), PathBuf::from)
 }
 
-fn read_json(path: &Path) -> Option<Value> {
-    std::fs::read(path)
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
+/// An info file, `None` when absent; one that does not parse is an error naming it.
+fn read_file<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, CoreError> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            CoreError::Environment(format!(
+                "{} is not a Determined info file: {e}",
+                path.display()
+            ))
+        }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(hr_files::IoError::new("read", path, e).into()),
+    }
 }
 
-fn env(name: &str) -> Result<String, CoreError> {
+fn var(name: &str) -> Result<String, CoreError> {
     std::env::var(name).map_err(|_| CoreError::Environment(format!("{name} is not set")))
 }
 
-fn num<T: std::str::FromStr>(v: Option<&Value>, fallback_env: &str) -> Result<T, CoreError> {
-    let text = match v {
-        Some(Value::Number(n)) => n.to_string(),
-        Some(Value::String(s)) => s.clone(),
-        _ => env(fallback_env)?,
-    };
+fn num<T: std::str::FromStr>(name: &str) -> Result<T, CoreError> {
+    let text = var(name)?;
     text.parse()
-        .map_err(|_| CoreError::Environment(format!("{fallback_env}={text:?} is not a number")))
+        .map_err(|_| CoreError::Environment(format!("{name}={text:?} is not a number")))
+}
+
+fn json(name: &str) -> Result<Value, CoreError> {
+    serde_json::from_str(&var(name)?).map_err(|e| CoreError::Environment(format!("{name}: {e}")))
 }
 
 impl TrialInfo {
-    /// Reads the trial's info from `dir`'s files and the environment.
+    /// Reads the trial's info from `dir`'s `cluster.json` and `trial.json`, or, without them,
+    /// from the `DET_*` environment.
     pub fn from_environment_in(dir: &Path) -> Result<Self, CoreError> {
-        let cluster = read_json(&dir.join("cluster.json")).unwrap_or_default();
-        let trial = read_json(&dir.join("trial.json")).unwrap_or_default();
-        let s = |v: &Value, key: &str, var: &str| -> Result<String, CoreError> {
-            match v.get(key).and_then(Value::as_str) {
-                Some(s) => Ok(s.to_owned()),
-                None => env(var),
-            }
-        };
-        let config = match trial.get("config") {
-            Some(c) => c.clone(),
-            None => serde_json::from_str(&env("DET_EXPERIMENT_CONFIG")?)
-                .map_err(|e| CoreError::Environment(format!("DET_EXPERIMENT_CONFIG: {e}")))?,
-        };
-        let latest = cluster
-            .get("latest_checkpoint")
-            .and_then(Value::as_str)
-            .map(str::to_owned)
-            .or_else(|| std::env::var("DET_LATEST_CHECKPOINT").ok())
-            .filter(|s| !s.is_empty());
+        let user_token = std::env::var(env::USER_TOKEN)
+            .ok()
+            .filter(|t| !t.is_empty());
+        let files = (
+            read_file::<ClusterInfoFile>(&dir.join(CLUSTER_FILE))?,
+            read_file::<TrialInfoFile>(&dir.join(TRIAL_FILE))?,
+        );
+        if let (Some(cluster), Some(trial)) = files {
+            let steps = u64::try_from(trial.steps_completed).map_err(|_| {
+                CoreError::Environment(format!(
+                    "{TRIAL_FILE}: steps_completed {} is negative",
+                    trial.steps_completed
+                ))
+            })?;
+            return Ok(Self {
+                master_url: cluster.master_url,
+                task_id: cluster.task_id,
+                allocation_id: cluster.allocation_id,
+                trial_id: trial.trial_id,
+                experiment_id: trial.experiment_id,
+                trial_run_id: trial.trial_run_id,
+                trial_seed: u64::from(trial.trial_seed),
+                steps_completed: steps,
+                latest_checkpoint: cluster.latest_checkpoint.filter(|s| !s.is_empty()),
+                hparams: trial.hparams,
+                config: trial.config,
+                user_token,
+            });
+        }
+        let config = json(env::EXPERIMENT_CONFIG)?;
         Ok(Self {
-            master_url: s(&cluster, "master_url", "DET_MASTER")?,
-            task_id: s(&cluster, "task_id", "DET_TASK_ID")?,
-            allocation_id: s(&cluster, "allocation_id", "DET_ALLOCATION_ID")?,
-            trial_id: num(trial.get("trial_id"), "DET_TRIAL_ID")?,
-            experiment_id: num(trial.get("experiment_id"), "DET_EXPERIMENT_ID")?,
-            trial_run_id: num(trial.get("trial_run_id"), "DET_TRIAL_RUN_ID")?,
-            trial_seed: num(trial.get("trial_seed"), "DET_TRIAL_SEED")?,
-            steps_completed: num(trial.get("steps_completed"), "DET_STEPS_COMPLETED")?,
-            latest_checkpoint: latest,
-            hparams: trial
-                .get("hparams")
-                .cloned()
-                .unwrap_or_else(|| config.get("hyperparameters").cloned().unwrap_or_default()),
-            config,
-            user_token: std::env::var("DET_USER_TOKEN")
+            master_url: var(env::MASTER)?,
+            task_id: var(env::TASK_ID)?,
+            allocation_id: var(env::ALLOCATION_ID)?,
+            trial_id: num(env::TRIAL_ID)?,
+            experiment_id: num(env::EXPERIMENT_ID)?,
+            trial_run_id: num(env::TRIAL_RUN_ID)?,
+            trial_seed: num(env::TRIAL_SEED)?,
+            steps_completed: num(env::STEPS_COMPLETED)?,
+            latest_checkpoint: std::env::var(env::LATEST_CHECKPOINT)
                 .ok()
-                .filter(|t| !t.is_empty()),
+                .filter(|s| !s.is_empty()),
+            hparams: json(env::HPARAMS)
+                .unwrap_or_else(|_| config.get("hyperparameters").cloned().unwrap_or_default()),
+            config,
+            user_token,
         })
     }
 }

@@ -104,10 +104,10 @@ impl Client {
 
     /// `DET_MASTER` and `DET_USER_TOKEN` from the environment.
     pub fn from_env() -> Result<Self, DetError> {
-        let master = std::env::var("DET_MASTER")
+        let master = std::env::var(crate::task_info::env::MASTER)
             .map_err(|_| DetError::Config("DET_MASTER is not set".into()))?;
         let mut client = Self::new(&master)?;
-        client.token = std::env::var("DET_USER_TOKEN")
+        client.token = std::env::var(crate::task_info::env::USER_TOKEN)
             .ok()
             .filter(|t| !t.is_empty());
         Ok(client)

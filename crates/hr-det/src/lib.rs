@@ -7,12 +7,14 @@
 //! User side: info, login, me, experiments (create, pause, activate, kill, cancel, get), trials,
 //! checkpoints, commands, task logs, trial metrics. Trial side: `runs/start`, metrics,
 //! checkpoint reports, the preemption long-poll and its ack, searcher operations and progress.
+//! `task_info` types what a trial process is handed (the `DET_*` names, the info files).
 //! This crate is only the wire: it holds no trial logic (that is `hr-core`) and no master logic
 //! (that is `hr-devmaster`).
 
 mod auth;
 mod client;
 mod error;
+pub mod task_info;
 mod trial;
 mod user;
 pub mod wire;

@@ -75,12 +75,12 @@ impl Client {
             return Ok(());
         }
         let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
-        if let Some(token) = var("DET_USER_TOKEN") {
+        if let Some(token) = var(crate::task_info::env::USER_TOKEN) {
             self.set_token(token);
             return Ok(());
         }
-        let user = var("DET_USER").unwrap_or_else(|| "determined".to_owned());
-        let password = var("DET_PASS").unwrap_or_default();
+        let user = var(crate::task_info::env::USER).unwrap_or_else(|| "determined".to_owned());
+        let password = var(crate::task_info::env::PASS).unwrap_or_default();
         self.login(&user, &password).await.map(|_| ())
     }
 

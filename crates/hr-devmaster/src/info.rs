@@ -3,7 +3,16 @@
 
 use std::{collections::BTreeMap, path::Path};
 
-use serde_json::{Value, json};
+use hr_det::task_info::{
+    CLUSTER_FILE, ClusterInfoFile, RENDEZVOUS_FILE, RESOURCES_FILE, RendezvousInfoFile,
+    ResourcesInfoFile, TRIAL_FILE, TrialInfoFile, env,
+};
+use serde_json::Value;
+
+/// The agent every devmaster allocation runs on.
+const AGENT: &str = "devmaster";
+/// The task type of a trial allocation.
+const TASK_TYPE: &str = "TRIAL";
 
 /// Random hex from the OS (tokens and ids; not training randomness). Without OS randomness the
 /// master stops rather than mint predictable tokens.
@@ -71,40 +80,34 @@ pub(crate) struct Allocation<'a> {
 impl Allocation<'_> {
     /// The `DET_*` environment (plus `HR_DET_INFO_DIR` for our own Core API).
     pub(crate) fn env(&self) -> BTreeMap<String, String> {
+        let allocation = self.allocation_id;
         let mut env: BTreeMap<String, String> = [
-            ("DET_MASTER", self.master_url.to_owned()),
-            ("DET_CLUSTER_ID", self.cluster_id.to_owned()),
-            ("DET_MASTER_ID", self.cluster_id.to_owned()),
-            ("DET_AGENT_ID", "devmaster".to_owned()),
-            ("DET_SLOT_IDS", "[]".to_owned()),
-            ("DET_TASK_ID", self.task_id.to_owned()),
-            ("DET_ALLOCATION_ID", self.allocation_id.to_owned()),
-            ("DET_RESOURCES_ID", format!("{}.0", self.allocation_id)),
-            ("DET_CONTAINER_ID", format!("{}.0", self.allocation_id)),
-            ("DET_SESSION_TOKEN", self.session_token.to_owned()),
-            ("DET_USER", "determined".to_owned()),
-            ("DET_USER_TOKEN", self.user_token.to_owned()),
-            ("DET_TASK_TYPE", "TRIAL".to_owned()),
-            ("DET_RESOURCES_TYPE", "devmaster-process".to_owned()),
-            ("DET_EXPERIMENT_ID", self.experiment_id.to_string()),
-            ("DET_TRIAL_ID", self.trial_id.to_string()),
-            ("DET_TRIAL_RUN_ID", self.run_id.to_string()),
-            ("DET_TRIAL_SEED", self.seed.to_string()),
-            ("DET_EXPERIMENT_CONFIG", self.config.to_string()),
+            (env::MASTER, self.master_url.to_owned()),
+            (env::CLUSTER_ID, self.cluster_id.to_owned()),
+            (env::MASTER_ID, self.cluster_id.to_owned()),
+            (env::AGENT_ID, AGENT.to_owned()),
+            (env::SLOT_IDS, "[]".to_owned()),
+            (env::TASK_ID, self.task_id.to_owned()),
+            (env::ALLOCATION_ID, allocation.to_owned()),
+            (env::RESOURCES_ID, format!("{allocation}.0")),
+            (env::CONTAINER_ID, format!("{allocation}.0")),
+            (env::SESSION_TOKEN, self.session_token.to_owned()),
+            (env::USER, "determined".to_owned()),
+            (env::USER_TOKEN, self.user_token.to_owned()),
+            (env::TASK_TYPE, TASK_TYPE.to_owned()),
+            (env::RESOURCES_TYPE, "devmaster-process".to_owned()),
+            (env::EXPERIMENT_ID, self.experiment_id.to_string()),
+            (env::TRIAL_ID, self.trial_id.to_string()),
+            (env::TRIAL_RUN_ID, self.run_id.to_string()),
+            (env::TRIAL_SEED, self.seed.to_string()),
+            (env::EXPERIMENT_CONFIG, self.config.to_string()),
+            (env::HPARAMS, self.hparams().to_string()),
+            (env::STEPS_COMPLETED, self.steps_completed.to_string()),
+            (env::WORKDIR, self.work_dir.display().to_string()),
+            (env::RUN_DIR, self.work_dir.display().to_string()),
+            (env::USE_TLS, "false".to_owned()),
             (
-                "DET_HPARAMS",
-                self.config
-                    .get("hyperparameters")
-                    .cloned()
-                    .unwrap_or(json!({}))
-                    .to_string(),
-            ),
-            ("DET_STEPS_COMPLETED", self.steps_completed.to_string()),
-            ("DET_WORKDIR", self.work_dir.display().to_string()),
-            ("DET_RUN_DIR", self.work_dir.display().to_string()),
-            ("DET_USE_TLS", "false".to_owned()),
-            (
-                "HR_DET_INFO_DIR",
+                env::HR_INFO_DIR,
                 self.work_dir.join("info").display().to_string(),
             ),
         ]
@@ -112,32 +115,59 @@ impl Allocation<'_> {
         .map(|(k, v)| (k.to_owned(), v))
         .collect();
         if let Some(uuid) = self.latest_checkpoint {
-            env.insert("DET_LATEST_CHECKPOINT".to_owned(), uuid.to_owned());
+            env.insert(env::LATEST_CHECKPOINT.to_owned(), uuid.to_owned());
         }
         env
+    }
+
+    fn hparams(&self) -> Value {
+        self.config
+            .get("hyperparameters")
+            .cloned()
+            .unwrap_or_else(|| Value::Object(serde_json::Map::new()))
     }
 
     /// Writes the four info files into `dir`.
     pub(crate) fn write_info(&self, dir: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
-        let cluster = json!({
-            "master_url": self.master_url, "cluster_id": self.cluster_id, "agent_id": "devmaster",
-            "slot_ids": [], "task_id": self.task_id, "allocation_id": self.allocation_id,
-            "session_token": self.session_token, "task_type": "TRIAL", "master_cert_name": null,
-            "master_cert_file": null, "latest_checkpoint": self.latest_checkpoint,
-        });
-        let trial = json!({
-            "trial_id": self.trial_id, "experiment_id": self.experiment_id, "trial_seed": self.seed,
-            "hparams": self.config.get("hyperparameters").cloned().unwrap_or(json!({})),
-            "config": self.config, "steps_completed": self.steps_completed,
-            "trial_run_id": self.run_id, "debug": false, "inter_node_network_interface": null,
-        });
-        let rendezvous = json!({"container_addrs": ["127.0.0.1"], "container_rank": 0, "container_slot_counts": [0]});
-        for (name, value) in [
-            ("cluster.json", cluster),
-            ("trial.json", trial),
-            ("rendezvous.json", rendezvous),
-            ("resources.json", json!({"gpu_uuids": []})),
+        let cluster = ClusterInfoFile {
+            master_url: self.master_url.to_owned(),
+            cluster_id: self.cluster_id.to_owned(),
+            agent_id: AGENT.to_owned(),
+            slot_ids: Vec::new(),
+            task_id: self.task_id.to_owned(),
+            allocation_id: self.allocation_id.to_owned(),
+            session_token: self.session_token.to_owned(),
+            task_type: TASK_TYPE.to_owned(),
+            master_cert_name: None,
+            master_cert_file: None,
+            latest_checkpoint: self.latest_checkpoint.map(str::to_owned),
+        };
+        let trial = TrialInfoFile {
+            trial_id: self.trial_id,
+            experiment_id: self.experiment_id,
+            trial_seed: self.seed,
+            hparams: self.hparams(),
+            config: self.config.clone(),
+            steps_completed: self.steps_completed,
+            trial_run_id: self.run_id,
+            debug: false,
+            inter_node_network_interface: None,
+        };
+        let rendezvous = RendezvousInfoFile {
+            container_addrs: vec!["127.0.0.1".to_owned()],
+            container_rank: 0,
+            container_slot_counts: vec![0],
+        };
+        let resources = ResourcesInfoFile {
+            gpu_uuids: Vec::new(),
+        };
+        let json = |v: Result<Vec<u8>, serde_json::Error>| v.map_err(std::io::Error::other);
+        for (name, bytes) in [
+            (CLUSTER_FILE, json(serde_json::to_vec(&cluster))?),
+            (TRIAL_FILE, json(serde_json::to_vec(&trial))?),
+            (RENDEZVOUS_FILE, json(serde_json::to_vec(&rendezvous))?),
+            (RESOURCES_FILE, json(serde_json::to_vec(&resources))?),
         ] {
             // cluster.json holds the trial's session token: owner-only, like a key file.
             use std::io::Write;
@@ -151,7 +181,7 @@ impl Allocation<'_> {
                 .open(&path)?;
             // An existing file keeps its mode on open: set it.
             file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
-            file.write_all(value.to_string().as_bytes())?;
+            file.write_all(&bytes)?;
         }
         Ok(())
     }

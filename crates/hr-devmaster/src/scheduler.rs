@@ -4,6 +4,7 @@
 // The devmaster's operational log (stale allocations stopped, GC failures, foreign info files)
 // goes to its stderr, like a master's log.
 
+use hr_det::task_info::{CLUSTER_FILE, INFO_DIR};
 use std::{
     path::{Path, PathBuf},
     process::{ExitStatus, Stdio},
@@ -176,7 +177,6 @@ fn spawn_logged(
 }
 
 /// Where the real Python Core API reads its info files, whatever the environment says.
-const PYTHON_INFO_DIR: &str = "/run/determined/info";
 
 /// Whether an entrypoint runs Python (a Python Core API trial), by its program or shell line.
 fn runs_python(argv: &[String]) -> bool {
@@ -199,7 +199,7 @@ fn runs_python(argv: &[String]) -> bool {
 /// devmaster), such a trial would talk to that master and retry forever: say so in the trial's
 /// log and on stderr (only for entrypoints that run Python: Rust trials read `HR_DET_INFO_DIR`).
 fn warn_if_foreign_info(info_dir: &Path, url: &str, log: &Path) {
-    let path = info_dir.join("cluster.json");
+    let path = info_dir.join(CLUSTER_FILE);
     let Some(other) = std::fs::read(&path)
         .ok()
         .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
@@ -211,7 +211,7 @@ fn warn_if_foreign_info(info_dir: &Path, url: &str, log: &Path) {
     let line = format!(
         "devmaster: warning: {} names the master {other}, not this one ({url}); a Python Core \
          API trial reads only that file and would talk to {other}. Start the devmaster with \
-         --info-dir {PYTHON_INFO_DIR} to run Python trials.\n",
+         --info-dir {INFO_DIR} to run Python trials.\n",
         path.display()
     );
     tracing::warn!("{}", line.trim_end());
@@ -300,7 +300,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
         return;
     };
     if master.config.info_dir.is_none() && runs_python(&argv) {
-        warn_if_foreign_info(Path::new(PYTHON_INFO_DIR), &master.url, &log);
+        warn_if_foreign_info(Path::new(INFO_DIR), &master.url, &log);
     }
     let child = prepared.and_then(|()| spawn_logged(&argv, &work_dir, &env, &log));
     let mut child = match child {
