@@ -4,6 +4,7 @@
 // The devmaster's operational log (stale allocations stopped, GC failures, foreign info files)
 // goes to its stderr, like a master's log.
 
+// INFO_DIR: where the real Python Core API reads its info files, whatever the environment says.
 use hr_det::task_info::{CLUSTER_FILE, INFO_DIR};
 use std::{
     path::{Path, PathBuf},
@@ -175,8 +176,6 @@ fn spawn_logged(
         .kill_on_drop(false);
     cmd.spawn()
 }
-
-/// Where the real Python Core API reads its info files, whatever the environment says.
 
 /// Whether an entrypoint runs Python (a Python Core API trial), by its program or shell line.
 fn runs_python(argv: &[String]) -> bool {
