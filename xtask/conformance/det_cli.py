@@ -196,7 +196,7 @@ def main_run(det, args, case):
         return
 
     def reached():
-        found = re.findall(rf"\] (\d+)/{steps}:", trial_log(args.state_dir, eid))
+        found = re.findall(rf"step (\d+)/{steps}:", trial_log(args.state_dir, eid))
         return max(map(int, found)) if found else 0
 
     restored = []

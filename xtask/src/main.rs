@@ -11,6 +11,7 @@ mod bench_trl;
 mod ci;
 mod conformance;
 mod conformance_peft;
+mod cycles;
 mod fetch_model;
 mod python;
 mod qualify_backend;
@@ -29,7 +30,7 @@ cargo xtask <task>
 Tasks:
   ci          the full gate, cheapest checks first: fmt, tidy, clippy, tests (what .ci/run runs)
   tidy        every .rs under crates/ opens with //!, only tensor crates depend on burn,
-              tensor libraries never reach tokio/reqwest/axum,
+              tensor libraries never reach tokio/reqwest/axum, no module import cycles,
               no ignored tests or stubs, folder name = package name
   templates   regenerate cluster/determined/*.yaml from crates/hr-config (jaif profile)
   conformance det

@@ -2,7 +2,8 @@
 //! paragraph; no test is marked ignored and no stub (`todo!`, `unimplemented!`) is left; each crate's
 //! folder name is its package name; only the tensor crates depend on burn, and neither the layer-0
 //! crates nor the tensor libraries reach tokio, reqwest or axum (checked with `cargo tree -i`, the
-//! layering invariants of ARCHITECTURE.md).
+//! layering invariants of ARCHITECTURE.md); inside each crate the top-level modules depend on
+//! each other one way (`cycles.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -59,6 +60,14 @@ pub(crate) fn run(root: &Path) -> Result<()> {
                     }
                 }
             }
+        }
+    }
+    for dir in &crates {
+        for cycle in crate::cycles::module_cycles(&dir.join("src"))? {
+            problems.push(format!(
+                "crates/{}: modules depend on each other in a cycle: {cycle}",
+                dir_name(dir)
+            ));
         }
     }
     for dir in &crates {

@@ -1,72 +1,15 @@
 //! Checking a config file or value: Determined's schema (sanity phase, what the master applies to
 //! a submitted config) plus our rules, each finding naming the field and the fix.
 
-use std::{fmt, path::Path, str::FromStr};
+use std::path::Path;
 
 use serde_json::Value;
 
 use crate::{
-    Error, rules,
+    ConfigKind, Error, Finding, rules,
     schema::{COMMAND_SCHEMA, EXPERIMENT_SCHEMA, Phase, SchemaSet},
     yaml::parse_yaml,
 };
-
-/// What a config file configures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ConfigKind {
-    /// An experiment (`det experiment create`).
-    Experiment,
-    /// A command (`det command run --config-file`).
-    Command,
-}
-
-impl ConfigKind {
-    /// An experiment config has a `searcher`; a command config does not.
-    pub fn detect(value: &Value) -> Self {
-        if value.get("searcher").is_some() {
-            Self::Experiment
-        } else {
-            Self::Command
-        }
-    }
-}
-
-impl FromStr for ConfigKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "experiment" => Ok(Self::Experiment),
-            "command" => Ok(Self::Command),
-            other => Err(format!(
-                "unknown config kind {other:?}: use `experiment` or `command`"
-            )),
-        }
-    }
-}
-
-impl fmt::Display for ConfigKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Self::Experiment => "experiment",
-            Self::Command => "command",
-        })
-    }
-}
-
-/// One problem with a config.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Finding {
-    /// Dotted field path (`resources.slots`), or `(top level)`.
-    pub field: String,
-    /// What is wrong, and the fix.
-    pub message: String,
-}
-
-impl fmt::Display for Finding {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}: {}", self.field, self.message)
-    }
-}
 
 /// Checks a config value of the given kind.
 pub fn check_value(value: &Value, kind: ConfigKind) -> Result<Vec<Finding>, Error> {

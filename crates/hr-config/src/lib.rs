@@ -13,6 +13,7 @@ mod command;
 mod env;
 mod error;
 mod experiment;
+mod finding;
 mod profile;
 mod rules;
 pub mod schema;
@@ -20,7 +21,7 @@ mod templates;
 mod yaml;
 
 pub use bounded::{BoundedCommand, TIMEOUT_PREFIX, shell_quote};
-pub use check::{ConfigKind, Finding, check_file, check_value};
+pub use check::{check_file, check_value};
 pub use command::CommandConfig;
 pub use env::{EnvPolicy, OVERRIDES_VAR};
 pub use error::Error;
@@ -28,6 +29,7 @@ pub use experiment::{
     BindMount, CheckpointPolicy, CheckpointStorage, Environment, ExperimentConfig, Length,
     Reproducibility, Resources, Searcher, StorageKind,
 };
+pub use finding::{ConfigKind, Finding};
 pub use profile::{BOOTSTRAP_WORK_DIR, ClusterProfile, JAIF_MOUNT, ProfileName};
 pub use templates::{
     Backend, Template, TemplateConfig, TrainingRun, cpu_command, templates, training_experiment,

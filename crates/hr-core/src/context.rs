@@ -133,7 +133,7 @@ impl CoreContext {
                 steps_i32(steps)?,
                 metrics,
             )),
-            Mode::Local { run_dir, .. } => crate::local::append_local(
+            Mode::Local { run_dir, .. } => crate::journal::append_local(
                 run_dir,
                 local_core::METRICS,
                 &json!({"group": group, "trial_run_id": self.info.trial_run_id, "steps_completed": steps, "metrics": metrics}),
@@ -282,7 +282,7 @@ impl CoreContext {
                     other => other?,
                 }
             }
-            Mode::Local { run_dir, .. } => crate::local::append_local(
+            Mode::Local { run_dir, .. } => crate::journal::append_local(
                 run_dir,
                 local_core::CHECKPOINT_LIST,
                 &json!({"uuid": ck.uuid, "steps_completed": steps_completed, "trial_run_id": self.info.trial_run_id,
@@ -328,7 +328,7 @@ impl CoreContext {
             Mode::Cluster { client } => Ok(self
                 .runtime
                 .block_on(client.ack_preemption(&self.info.allocation_id))?),
-            Mode::Local { run_dir, .. } => crate::local::append_local(
+            Mode::Local { run_dir, .. } => crate::journal::append_local(
                 run_dir,
                 "events.jsonl",
                 &json!({"event": "preemption-acknowledged", "trial_run_id": self.info.trial_run_id}),
@@ -386,7 +386,7 @@ impl CoreContext {
                     metric,
                 ))?)
             }
-            Mode::Local { run_dir, .. } => crate::local::append_local(
+            Mode::Local { run_dir, .. } => crate::journal::append_local(
                 run_dir,
                 "events.jsonl",
                 &json!({"event": "searcher-completed", "length": op.length, "metric": metric}),

@@ -15,6 +15,7 @@ mod checkpoint;
 mod context;
 mod error;
 mod info;
+mod journal;
 mod local;
 mod queue;
 

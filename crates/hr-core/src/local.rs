@@ -14,7 +14,9 @@ use std::{
 
 use serde_json::{Value, json};
 
-use crate::{CoreContext, CoreError, TrialInfo, checkpoint::copy_tree, context::Mode};
+use crate::{
+    CoreContext, CoreError, TrialInfo, checkpoint::copy_tree, context::Mode, journal::append_local,
+};
 
 #[allow(clippy::print_stderr)] // the only way left to say why the process ends
 fn abort_on_second_signal() -> ! {
@@ -134,35 +136,6 @@ impl CoreContext {
         )?;
         Ok((uuid, steps))
     }
-}
-
-/// Appends one JSON line to `run_dir/file`, durably.
-pub(crate) fn append_local(run_dir: &Path, file: &str, value: &Value) -> Result<(), CoreError> {
-    use std::io::Write;
-    let path = run_dir.join(file);
-    // A torn last line (a crash mid-append) is cut off first, so the new line starts clean.
-    if let Ok(text) = std::fs::read(&path)
-        && !text.is_empty()
-        && !text.ends_with(b"\n")
-    {
-        let keep = text.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&path)
-            .at("open", &path)?;
-        f.set_len(keep as u64)
-            .and_then(|()| f.sync_all())
-            .at("truncate", &path)?;
-    }
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .at("open", &path)?;
-    writeln!(f, "{value}")
-        .and_then(|()| f.sync_all())
-        .at("write", &path)
-        .map_err(Into::into)
 }
 
 /// The checkpoints a local run reported, as `(uuid, steps_completed)` in report order (its

@@ -186,6 +186,29 @@ pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io:
     File::open(dir)?.sync_all()
 }
 
+impl MasterState {
+    /// Loads `state.json` from `dir`, or a fresh state.
+    pub(crate) fn load(dir: &Path) -> std::io::Result<Self> {
+        match std::fs::read(dir.join(STATE_FILE)) {
+            Ok(bytes) => serde_json::from_slice(&bytes).map_err(std::io::Error::other),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self {
+                cluster_id: format!("devmaster-{}", crate::info::random_hex(8)),
+                next_experiment: 1,
+                next_trial: 1,
+                next_metric: 1,
+                ..Self::default()
+            }),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes `state.json` (without metrics) atomically and durably.
+    pub(crate) fn save(&self, dir: &Path) -> std::io::Result<()> {
+        let bytes = serde_json::to_vec(self).map_err(std::io::Error::other)?;
+        write_atomically(dir, STATE_FILE, &bytes)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

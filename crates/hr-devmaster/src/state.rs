@@ -1,11 +1,8 @@
 //! The durable state: experiments, trials, checkpoints, metrics, commands and sessions. Metrics
 //! live in the `metrics.jsonl` journal, everything else in the `state.json` snapshot (see
-//! [`crate::persist`]).
+//! `persist.rs`).
 
-use std::{
-    collections::BTreeMap,
-    path::{Path, PathBuf},
-};
+use std::{collections::BTreeMap, path::PathBuf};
 
 use hr_det::wire::{Checkpoint, State, TaskState};
 use serde::{Deserialize, Serialize};
@@ -214,27 +211,6 @@ impl MasterState {
                 self.session_scope.get(&key).cloned(),
             )),
         }
-    }
-
-    /// Loads `state.json` from `dir`, or a fresh state.
-    pub(crate) fn load(dir: &Path) -> std::io::Result<Self> {
-        match std::fs::read(dir.join(crate::persist::STATE_FILE)) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map_err(std::io::Error::other),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self {
-                cluster_id: format!("devmaster-{}", crate::info::random_hex(8)),
-                next_experiment: 1,
-                next_trial: 1,
-                next_metric: 1,
-                ..Self::default()
-            }),
-            Err(e) => Err(e),
-        }
-    }
-
-    /// Writes `state.json` (without metrics) atomically and durably.
-    pub(crate) fn save(&self, dir: &Path) -> std::io::Result<()> {
-        let bytes = serde_json::to_vec(self).map_err(std::io::Error::other)?;
-        crate::persist::write_atomically(dir, crate::persist::STATE_FILE, &bytes)
     }
 
     /// Adds a metrics report: a restarted run archives what older runs of the trial reported

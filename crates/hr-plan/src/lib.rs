@@ -7,6 +7,7 @@
 //! trainer's types.
 
 mod error;
+mod load;
 mod plan;
 mod validate;
 mod vocabulary;

@@ -1,0 +1,68 @@
+//! Reading a plan: parse (unknown fields refused with their path), then the checks of
+//! `validate.rs`; paths made absolute for copies of the plan.
+
+use std::path::{Path, PathBuf};
+
+use crate::{Environment, Plan, PlanError};
+
+impl Plan {
+    /// Reads, parses and checks a plan; `model.path` is resolved against the plan's folder.
+    pub fn from_file(path: &Path) -> Result<Self, PlanError> {
+        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut plan = Self::parse(path, &text)?;
+        if plan.model.path.is_relative()
+            && let Some(dir) = path.parent()
+        {
+            plan.model.path = dir.join(&plan.model.path);
+        }
+        Ok(plan)
+    }
+
+    /// Makes every path in the plan (the model folder, a service's Python and folder) absolute
+    /// against the current folder, so a copy of the plan reads the same files from anywhere.
+    pub fn make_paths_absolute(&mut self) -> std::io::Result<()> {
+        let absolute = |p: &mut PathBuf| -> std::io::Result<()> {
+            *p = std::path::absolute(&*p)?;
+            Ok(())
+        };
+        absolute(&mut self.model.path)?;
+        match &mut self.environment {
+            Environment::Fixture { .. } => {}
+            Environment::Openenv {
+                python, env_root, ..
+            } => {
+                absolute(python)?;
+                absolute(env_root)?;
+            }
+            Environment::Nemo {
+                python, server_dir, ..
+            } => {
+                absolute(python)?;
+                absolute(server_dir)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Parses and checks plan text; `path` only names the file in errors.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, PlanError> {
+        let de = &mut serde_json::Deserializer::from_str(text);
+        let plan: Plan = serde_path_to_error::deserialize(de).map_err(|e| {
+            let field = e.path().to_string();
+            PlanError::Field {
+                path: path.to_owned(),
+                field: if field == "." {
+                    "(plan)".to_owned()
+                } else {
+                    field
+                },
+                message: e.into_inner().to_string(),
+            }
+        })?;
+        crate::validate::validate(&plan, path)?;
+        Ok(plan)
+    }
+}
