@@ -110,14 +110,16 @@ def lifecycle(det, args, kind, entrypoint, storage="shared_fs"):
           out.returncode == 0 and len(uuids) == 6 and all(u in out.stdout for u in uuids), out.stdout)
 
 
-def create_training(det, args, name, entrypoint, steps, shared, hold_after=None):
+def create_training(det, args, name, entrypoint, steps, shared, hold_after=()):
     """Submits a `managed-training` experiment (its checkpoints kept through GC in `shared`);
-    returns its id, or None after recording the failure. With `hold_after`, the first allocation
-    waits after that step until a stop is requested (HR_FAULT_HOLD_AT), so a pause sent once
-    that step is visible lands there however fast the steps are."""
+    returns its id, or None after recording the failure. With `hold_after` (steps, the n-th for
+    the n-th allocation), each allocation waits after its step until a stop is requested
+    (HR_FAULT_HOLD_AT), so a pause sent once that step is visible lands there however fast the
+    steps are."""
     config = args.work / f"{name}.yaml"
-    hold = (f"environment: {{environment_variables: [HR_FAULT_HOLD_AT=1:{hold_after}]}}\n"
-            if hold_after else "")
+    points = ",".join(f"{run}:{step}" for run, step in enumerate(hold_after, start=1))
+    hold = (f"environment: {{environment_variables: [{json.dumps('HR_FAULT_HOLD_AT=' + points)}]}}\n"
+            if points else "")
     config.write_text(
         f"name: {name}\n"
         f"entrypoint: {json.dumps(entrypoint)}\n"
@@ -144,7 +146,7 @@ def training_lifecycle(det, args, case):
     entrypoint = [args.hessian_recipes, "managed-training", "--plan", case["plan"],
                   "--backend", backend, "--max-wall-seconds", "600", "--unqualified"]
     eid = create_training(det, args, f"conformance-training-{backend}", entrypoint, steps, shared,
-                          hold_after=1)
+                          hold_after=(1,))
     if not eid:
         return
     # The worker holds after step 1 (its metrics reported) until the pause arrives.
@@ -191,17 +193,17 @@ def main_run(det, args, case):
     shared.mkdir(parents=True, exist_ok=True)
     entrypoint = [args.hessian_recipes, "managed-training", "--plan", case["plan"], "--backend", "fixture",
                   "--max-wall-seconds", "3600", "--proofs", case["proofs"]]
-    eid = create_training(det, args, "conformance-main-run", entrypoint, steps, shared)
+    # Each allocation holds after its pause step (256 tiny steps take seconds; `det` starts slower).
+    eid = create_training(det, args, "conformance-main-run", entrypoint, steps, shared,
+                          hold_after=case["pauses"])
     if not eid:
         return
 
-    def reached():
-        found = re.findall(rf"step (\d+)/{steps}:", trial_log(args.state_dir, eid))
-        return max(map(int, found)) if found else 0
-
     restored = []
     for n, at in enumerate(case["pauses"], start=1):
-        if not wait(lambda: reached() >= at or det.state(eid) != "STATE_ACTIVE", f"{kind} step {at}", 600):
+        holding = f"holding after step {at} "
+        if not wait(lambda: holding in trial_log(args.state_dir, eid) or det.state(eid) != "STATE_ACTIVE",
+                    f"{kind} step {at}", 600):
             check(f"{kind}: trial log", False, trial_log(args.state_dir, eid)[-3000:])
             return
         out = det("experiment", "pause", eid)

@@ -68,26 +68,14 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
     ]);
     let (mut passed, mut failed) = run_tests(test)?;
     phases.done("test");
-    if failed == 0 {
-        let (p, f) = crate::conformance::det(root)?;
-        println!("conformance det: {p} passed, {f} failed");
-        phases.done("conformance det");
-        passed += p;
-        failed += f;
-    }
-    if failed == 0 {
-        let (p, f) = crate::conformance::envs(root)?;
-        println!("conformance envs: {p} passed, {f} failed");
-        phases.done("conformance envs");
-        passed += p;
-        failed += f;
-    }
-    if failed == 0 {
-        let (p, f) = crate::conformance_peft::peft(root)?;
-        println!("conformance peft: {p} passed, {f} failed");
-        phases.done("conformance peft");
-        passed += p;
-        failed += f;
+    for (name, suite) in crate::conformance::SUITES {
+        if failed == 0 {
+            let (p, f) = suite(root)?;
+            println!("conformance {name}: {p} passed, {f} failed");
+            phases.done(&format!("conformance {name}"));
+            passed += p;
+            failed += f;
+        }
     }
     if failed == 0 {
         // The managed CPU lifecycle, cold, against the devmaster (the debug build above, whose

@@ -13,6 +13,16 @@ use anyhow::{Context, Result, bail};
 
 use crate::{describe, run};
 
+/// A conformance suite: (passed, failed) of its checks.
+pub(crate) type Suite = fn(&Path) -> Result<(u64, u64)>;
+
+/// Every suite, in the order CI runs them.
+pub(crate) const SUITES: [(&str, Suite); 3] = [
+    ("det", det),
+    ("envs", envs),
+    ("peft", crate::conformance_peft::peft),
+];
+
 /// The pinned client.
 pub(crate) const DETERMINED: &str = "determined==0.35.0";
 

@@ -109,35 +109,19 @@ fn main() -> Result<()> {
                 "unknown qualification {other:?}: available: cpu, native, openenv, nemo, soak\n\n{HELP}"
             ),
         },
-        Some("conformance") => match args.get(1).map(String::as_str) {
-            Some("det") => {
-                let (passed, failed) = conformance::det(&root)?;
-                println!("conformance det: {passed} passed, {failed} failed");
-                if failed > 0 || passed == 0 {
-                    bail!("det conformance failed");
-                }
-                Ok(())
+        Some("conformance") => {
+            let name = args.get(1).map(String::as_str);
+            let Some((name, suite)) = conformance::SUITES.iter().find(|(n, _)| Some(*n) == name)
+            else {
+                bail!("unknown conformance suite {name:?}: available: det, envs, peft\n\n{HELP}")
+            };
+            let (passed, failed) = suite(&root)?;
+            println!("conformance {name}: {passed} passed, {failed} failed");
+            if failed > 0 || passed == 0 {
+                bail!("{name} conformance failed");
             }
-            Some("envs") => {
-                let (passed, failed) = conformance::envs(&root)?;
-                println!("conformance envs: {passed} passed, {failed} failed");
-                if failed > 0 || passed == 0 {
-                    bail!("envs conformance failed");
-                }
-                Ok(())
-            }
-            Some("peft") => {
-                let (passed, failed) = conformance_peft::peft(&root)?;
-                println!("conformance peft: {passed} passed, {failed} failed");
-                if failed > 0 || passed == 0 {
-                    bail!("peft conformance failed");
-                }
-                Ok(())
-            }
-            other => {
-                bail!("unknown conformance suite {other:?}: available: det, envs, peft\n\n{HELP}")
-            }
-        },
+            Ok(())
+        }
         Some("-h" | "--help" | "help") | None => {
             print!("{HELP}");
             Ok(())

@@ -49,10 +49,10 @@ pub struct RunOptions {
     /// Fault injection for recovery tests: SIGKILL this process in the middle of the periodic
     /// save of `(trial_run_id, step)`, after the payload and before the seal.
     pub kill_during_save: Option<(i32, u64)>,
-    /// Fault injection for pause tests: after the metrics of `(trial_run_id, step)` are
-    /// reported, wait (at most [`HOLD_LIMIT`]) until Core asks this allocation to stop, so a
+    /// Fault injection for pause tests: after the metrics of each `(trial_run_id, step)` listed
+    /// are reported, wait (at most [`HOLD_LIMIT`]) until Core asks this allocation to stop, so a
     /// pause requested on seeing that metric lands at that step however fast steps are.
-    pub hold_for_preemption: Option<(i32, u64)>,
+    pub hold_for_preemption: Vec<(i32, u64)>,
     /// Runs without qualification proofs by explicit choice; recorded with every allocation.
     pub unqualified: bool,
     /// Signs every seal with this key; digest-only seals without one.
@@ -368,7 +368,7 @@ pub fn run<B: Backend>(
                 .core()
                 .report_progress(step as f64 / plan.steps as f64)
         })?;
-        if hold == Some((info.trial_run_id, step)) {
+        if hold.contains(&(info.trial_run_id, step)) {
             hold_for_preemption(publisher.core(), step);
         }
         reason = stop_reason(step, publisher.core());
