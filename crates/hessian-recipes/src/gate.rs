@@ -9,7 +9,7 @@ use hr_plan::{Environment, Plan};
 use hr_qualify::{verify_managed_proof, verify_native_proof};
 use hr_seal::SourceBinding;
 
-use crate::Refused;
+use crate::{Refused, cli::ManagedRunArgs};
 
 /// The seed's qualification length: longer plans are sustained training.
 pub(crate) const QUALIFICATION_STEPS: u64 = 4;
@@ -110,4 +110,18 @@ fn check(dir: &Path, plan: &Plan, source: &SourceBinding) -> anyhow::Result<()> 
         ));
     }
     Ok(())
+}
+
+impl ManagedRunArgs {
+    /// Both limits at least 1 and, for `plan`, proofs that admit it or an explicit
+    /// `--unqualified` (`gate::require`).
+    pub(crate) fn admit(&self, plan: &Plan, source: &SourceBinding) -> anyhow::Result<()> {
+        if self.max_wall_seconds == 0 || self.gpu_budget_seconds == 0 {
+            return Err(Refused(
+                "--max-wall-seconds and --gpu-budget-seconds must be at least 1".to_owned(),
+            )
+            .into());
+        }
+        require(plan, self.proofs.as_deref(), self.unqualified, source)
+    }
 }

@@ -25,15 +25,10 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    if args.max_wall_seconds == 0 || args.gpu_budget_seconds == 0 {
-        return Err(Refused(
-            "--max-wall-seconds and --gpu-budget-seconds must be at least 1".to_owned(),
-        )
-        .into());
-    }
     let source = crate::source_binding()?;
-    crate::gate::require(&plan, args.proofs.as_deref(), args.unqualified, &source)?;
+    args.run.admit(&plan, &source)?;
     let proofs = args
+        .run
         .proofs
         .as_deref()
         .map(std::path::absolute)
@@ -60,15 +55,15 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         "--backend".to_owned(),
         backend.to_owned(),
         "--max-wall-seconds".to_owned(),
-        args.max_wall_seconds.to_string(),
+        args.run.max_wall_seconds.to_string(),
         "--gpu-budget-seconds".to_owned(),
-        args.gpu_budget_seconds.to_string(),
+        args.run.gpu_budget_seconds.to_string(),
         "--device".to_owned(),
         args.device.flag().to_owned(),
     ];
     match &proofs {
         Some(dir) => entrypoint.extend(["--proofs".to_owned(), dir.display().to_string()]),
-        None if args.unqualified => entrypoint.push("--unqualified".to_owned()),
+        None if args.run.unqualified => entrypoint.push("--unqualified".to_owned()),
         None => {}
     }
     let config = training_experiment(

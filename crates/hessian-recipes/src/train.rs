@@ -117,15 +117,9 @@ fn managed_plan(args: &ManagedTrainingArgs) -> anyhow::Result<Plan> {
 }
 
 pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
-    if args.max_wall_seconds == 0 || args.gpu_budget_seconds == 0 {
-        return Err(Refused(
-            "--max-wall-seconds and --gpu-budget-seconds must be at least 1".to_owned(),
-        )
-        .into());
-    }
     let plan = managed_plan(args)?;
     let source = source_binding()?;
-    crate::gate::require(&plan, args.proofs.as_deref(), args.unqualified, &source)?;
+    args.run.admit(&plan, &source)?;
     let core = CoreContext::from_environment().map_err(|e| {
         Refused(format!(
             "managed-training runs inside a Determined trial (the experiment's entrypoint): {e}; \
@@ -145,11 +139,11 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         accept_source_change: false,
         stop_after_step: None,
         control: None,
-        max_wall_seconds: Some(args.max_wall_seconds),
-        device_seconds_budget: Some(args.gpu_budget_seconds),
+        max_wall_seconds: Some(args.run.max_wall_seconds),
+        device_seconds_budget: Some(args.run.gpu_budget_seconds),
         kill_during_save: fault_at("HR_FAULT_KILL_AT")?,
         hold_for_preemption: faults_at("HR_FAULT_HOLD_AT")?,
-        unqualified: args.unqualified,
+        unqualified: args.run.unqualified,
         signing_key: args.signing.load()?,
         trust: args.trust.load()?,
     };

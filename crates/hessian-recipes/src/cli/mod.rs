@@ -117,20 +117,30 @@ pub(crate) struct PrepareArgs {
     /// `jaif` (the shared cluster) or `local` (this machine's devmaster).
     #[arg(long, default_value = "jaif")]
     pub(crate) profile: hr_config::ProfileName,
-    /// Wall-clock limit of the run, seconds from its first start (never renewed).
-    #[arg(long)]
-    pub(crate) max_wall_seconds: u64,
-    /// Device-seconds the run may use over all allocations (default: eight hours).
-    #[arg(long, default_value_t = 28_800)]
-    pub(crate) gpu_budget_seconds: u64,
     /// Backend of the trial; `cuda` requests one GPU, `cpu` zero slots.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cuda)]
     pub(crate) device: crate::backend::DeviceKind,
-    /// The qualification (`cargo xtask qualify BACKEND`'s output), required for plans longer
-    /// than four steps; verified now and named in the entrypoint, which verifies it again.
+    #[command(flatten)]
+    pub(crate) run: ManagedRunArgs,
+}
+
+/// The limits and admission of a managed run (`managed-training`, and `managed prepare`, which
+/// verifies the proofs now and names them in the entrypoint, which verifies them again).
+#[derive(Debug, Args)]
+pub(crate) struct ManagedRunArgs {
+    /// Wall-clock limit in seconds, counted from the run's first start; pause, preemption and
+    /// restarts never renew it.
+    #[arg(long)]
+    pub(crate) max_wall_seconds: u64,
+    /// Device-seconds the run may use over all its allocations (default: eight hours).
+    #[arg(long, default_value_t = 28_800)]
+    pub(crate) gpu_budget_seconds: u64,
+    /// The qualification of this run (`cargo xtask qualify BACKEND`'s output: native/proof.json
+    /// and managed/managed-proof.json), required for plans longer than four steps: both proofs
+    /// are re-verified and must be equal, of this backend, plan family and binary.
     #[arg(long, conflicts_with = "unqualified")]
     pub(crate) proofs: Option<PathBuf>,
-    /// Prepare a plan longer than four steps without proofs (the run records it).
+    /// Run a plan longer than four steps without proofs; recorded in allocations.jsonl.
     #[arg(long)]
     pub(crate) unqualified: bool,
 }
@@ -337,24 +347,11 @@ pub(crate) struct ManagedTrainingArgs {
     /// `environment.python`. Refused for the fixture backend, which starts no service.
     #[arg(long)]
     pub(crate) service_python: Option<PathBuf>,
-    /// Wall-clock limit in seconds, counted from the run's first start; pause, preemption and
-    /// restarts never renew it.
-    #[arg(long)]
-    pub(crate) max_wall_seconds: u64,
-    /// Device-seconds the run may use over all its allocations (default: eight hours).
-    #[arg(long, default_value_t = 28_800)]
-    pub(crate) gpu_budget_seconds: u64,
     /// Backend.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub(crate) device: crate::backend::DeviceKind,
-    /// The qualification of this run (`cargo xtask qualify BACKEND`'s output: native/proof.json
-    /// and managed/managed-proof.json), required for plans longer than four steps: both proofs
-    /// are re-verified and must be equal, of this backend, plan family and binary.
-    #[arg(long, conflicts_with = "unqualified")]
-    pub(crate) proofs: Option<PathBuf>,
-    /// Run a plan longer than four steps without proofs; recorded in allocations.jsonl.
-    #[arg(long)]
-    pub(crate) unqualified: bool,
+    #[command(flatten)]
+    pub(crate) run: ManagedRunArgs,
     #[command(flatten)]
     pub(crate) signing: crate::keys::SigningArgs,
     #[command(flatten)]
