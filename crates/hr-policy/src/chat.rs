@@ -40,13 +40,23 @@ const CHATML: &str = "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.cont
 /// Stands for the assistant's text while the continuation after it is rendered.
 const PLACEHOLDER: &str = "\u{1}hr-assistant-turn\u{1}";
 
-/// A model's chat template.
+/// A model's chat template, compiled once.
 #[derive(Debug, Clone)]
 pub struct ChatTemplate {
-    source: String,
+    env: Environment<'static>,
     bos_token: String,
     eos_token: String,
     origin: String,
+}
+
+/// The compiled template's name in its environment.
+const TEMPLATE: &str = "chat_template";
+
+fn template_error(origin: &str, e: &minijinja::Error) -> PolicyError {
+    PolicyError::Tokenizer {
+        path: origin.into(),
+        message: format!("chat template: {e}"),
+    }
 }
 
 /// A special token in `tokenizer_config.json`: a string or `{"content": ...}`.
@@ -64,13 +74,40 @@ fn token_text(v: Option<&Value>) -> String {
 
 impl ChatTemplate {
     /// ChatML.
-    pub fn chatml() -> Self {
-        Self {
-            source: CHATML.to_owned(),
-            bos_token: String::new(),
-            eos_token: IM_END.to_owned(),
-            origin: "ChatML (built in)".to_owned(),
-        }
+    pub fn chatml() -> Result<Self, PolicyError> {
+        Self::compile(
+            CHATML.to_owned(),
+            String::new(),
+            IM_END.to_owned(),
+            "ChatML (built in)".to_owned(),
+        )
+    }
+
+    /// Compiles `source` in an environment with Python's string methods and
+    /// `raise_exception`, as `transformers` renders chat templates.
+    fn compile(
+        source: String,
+        bos_token: String,
+        eos_token: String,
+        origin: String,
+    ) -> Result<Self, PolicyError> {
+        let mut env = Environment::new();
+        minijinja_contrib::add_to_environment(&mut env);
+        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
+        env.add_function(
+            "raise_exception",
+            |message: String| -> Result<String, minijinja::Error> {
+                Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
+            },
+        );
+        env.add_template_owned(TEMPLATE, source)
+            .map_err(|e| template_error(&origin, &e))?;
+        Ok(Self {
+            env,
+            bos_token,
+            eos_token,
+            origin,
+        })
     }
 
     /// The template of the model folder `dir`: `tokenizer_config.json`'s `chat_template` (a
@@ -79,7 +116,7 @@ impl ChatTemplate {
         let path = dir.join("tokenizer_config.json");
         let text = match std::fs::read_to_string(&path) {
             Ok(text) => text,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Self::chatml()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Self::chatml(),
             Err(e) => return Err(PolicyError::io(&path, e)),
         };
         let bad = |message: String| PolicyError::Config {
@@ -89,7 +126,7 @@ impl ChatTemplate {
         };
         let config: Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
         let source = match config.get("chat_template") {
-            None | Some(Value::Null) => return Ok(Self::chatml()),
+            None | Some(Value::Null) => return Self::chatml(),
             Some(Value::String(s)) => s.clone(),
             Some(Value::Array(named)) => named
                 .iter()
@@ -99,12 +136,12 @@ impl ChatTemplate {
                 .to_owned(),
             Some(_) => return Err(bad("must be a string or a list of templates".to_owned())),
         };
-        let template = Self {
+        let template = Self::compile(
             source,
-            bos_token: token_text(config.get("bos_token")),
-            eos_token: token_text(config.get("eos_token")),
-            origin: path.display().to_string(),
-        };
+            token_text(config.get("bos_token")),
+            token_text(config.get("eos_token")),
+            path.display().to_string(),
+        )?;
         // A template that cannot render a plain exchange is refused now, not mid-training.
         template.render(&[Message::new("user", "hello")], true)?;
         Ok(template)
@@ -121,21 +158,10 @@ impl ChatTemplate {
         messages: &[Message],
         add_generation_prompt: bool,
     ) -> Result<String, PolicyError> {
-        let mut env = Environment::new();
-        minijinja_contrib::add_to_environment(&mut env);
-        env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_function(
-            "raise_exception",
-            |message: String| -> Result<String, minijinja::Error> {
-                Err(minijinja::Error::new(ErrorKind::InvalidOperation, message))
-            },
-        );
-        let err = |e: minijinja::Error| PolicyError::Tokenizer {
-            path: self.origin.clone().into(),
-            message: format!("chat template: {e}"),
-        };
-        let template = env.template_from_str(&self.source).map_err(err)?;
-        template
+        let err = |e: minijinja::Error| template_error(&self.origin, &e);
+        self.env
+            .get_template(TEMPLATE)
+            .map_err(err)?
             .render(context! {
                 messages => messages,
                 add_generation_prompt => add_generation_prompt,
@@ -173,7 +199,7 @@ mod tests {
 
     #[test]
     fn chatml_renders_as_written_by_hand() -> Result<(), PolicyError> {
-        let t = ChatTemplate::chatml();
+        let t = ChatTemplate::chatml()?;
         let messages = [Message::new("system", "S"), Message::new("user", "U")];
         assert_eq!(
             t.render(&messages, true)?,

@@ -61,7 +61,13 @@ impl ModelConfig {
         let generation = path.with_file_name("generation_config.json");
         match std::fs::read_to_string(&generation) {
             Ok(text) => {
-                let mut more = Self::eos_ids(&generation, &text)?;
+                let value: Value =
+                    serde_json::from_str(&text).map_err(|e| PolicyError::Config {
+                        path: generation.clone(),
+                        field: "(file)".to_owned(),
+                        message: format!("not JSON: {e}"),
+                    })?;
+                let mut more = Self::eos_ids(&generation, value.get("eos_token_id"))?;
                 more.retain(|id| !config.eos_token_ids.contains(id));
                 config.eos_token_ids.extend(more);
                 config.check_eos(&generation)?;
@@ -72,16 +78,15 @@ impl ModelConfig {
         Ok(config)
     }
 
-    /// The `eos_token_id` (one id or a list) of a config file's text.
-    fn eos_ids(path: &Path, text: &str) -> Result<Vec<u32>, PolicyError> {
+    /// A config file's `eos_token_id` (one id or a list); `path` names the file in errors.
+    fn eos_ids(path: &Path, field: Option<&Value>) -> Result<Vec<u32>, PolicyError> {
         let err = |message: String| PolicyError::Config {
             path: PathBuf::from(path),
             field: "eos_token_id".to_owned(),
             message,
         };
-        let value: Value = serde_json::from_str(text).map_err(|e| err(format!("not JSON: {e}")))?;
         let id = |v: &Value| v.as_u64().and_then(|n| u32::try_from(n).ok());
-        match value.get("eos_token_id") {
+        match field {
             None | Some(Value::Null) => Some(Vec::new()),
             Some(Value::Array(items)) => items.iter().map(id).collect::<Option<Vec<_>>>(),
             Some(v) => id(v).map(|n| vec![n]),
@@ -213,7 +218,7 @@ impl ModelConfig {
             Family::Llama => (attention_bias, attention_bias),
             Family::Qwen2 => (true, false),
         };
-        let eos_token_ids = Self::eos_ids(path, text)?;
+        let eos_token_ids = Self::eos_ids(path, map.get("eos_token_id"))?;
         let config = Self {
             family,
             vocab_size: reader.usize("vocab_size")?,
