@@ -124,6 +124,34 @@ def completion_text(c):
     return c
 
 
+# hr-eval's one scoring rule (crates/hr-eval/src/score.rs), transcribed: the number after the last
+# GSM8K `####` marker, else the last number; thousands separators in groups of three; a `-` is a sign
+# only when no letter or digit stands right before it; numbers compare by value.
+NUMBER = r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+
+
+def final_number(text):
+    marks = list(re.finditer(r"####\s*(" + NUMBER + ")", text))
+    if marks:
+        start, s = marks[-1].start(1), marks[-1].group(1)
+    else:
+        found = list(re.finditer(NUMBER, text))
+        if not found:
+            return None
+        start, s = found[-1].start(), found[-1].group()
+    if s.startswith("-") and start > 0 and text[start - 1].isalnum():
+        s = s[1:]
+    try:
+        return float(s.replace(",", ""))
+    except ValueError:
+        return None
+
+
+def final_number_reward(completions, answer, **kwargs):
+    """1.0 if the completion's final number (hr-eval's rule) equals the answer, else 0.0."""
+    return [1.0 if final_number(completion_text(c)) == float(a) else 0.0 for c, a in zip(completions, answer)]
+
+
 def correct_integer_reward(completions, answer, **kwargs):
     """1.0 if the completion contains the correct integer (not as part of a longer number), else 0.0."""
     out = []
@@ -262,6 +290,14 @@ def main():
     ap.add_argument("--summarize", metavar="JSONL",
                     help="only print a table from a results file (clean steps: others' CPU < --clean)")
     ap.add_argument("--clean", type=float, default=0.05)
+    ap.add_argument("--tasks", metavar="JSONL",
+                    help="train on these rows ({\"question\": ..., \"answer\": ...} per line) instead of drawing "
+                         "64 from --question/--operands")
+    ap.add_argument("--reward", choices=["contains", "final-number"], default="contains",
+                    help="contains: the answer appears as a whole number anywhere; final-number: hr-eval's rule")
+    ap.add_argument("--learning-rate", type=float, default=1e-5)
+    ap.add_argument("--lr-scheduler", default="linear", help="transformers lr_scheduler_type")
+    ap.add_argument("--save-adapter", metavar="DIR", help="save the trained PEFT adapter here (with --lora)")
     args = ap.parse_args()
     if args.summarize:
         return summarize(args.summarize, args.clean)
@@ -294,7 +330,10 @@ def main():
     fmt = args.prompt_format
     if fmt == "auto":
         fmt = "plain" if args.model == "tiny" else "chat"
-    rows = make_prompts(64, seed=0, question=args.question, lo=args.operands[0], hi=args.operands[1])
+    if args.tasks:
+        rows = [json.loads(line) for line in open(args.tasks) if line.strip()]
+    else:
+        rows = make_prompts(64, seed=0, question=args.question, lo=args.operands[0], hi=args.operands[1])
     if fmt == "plain":
         data = [{"prompt": r["question"], "answer": r["answer"]} for r in rows]
         prompt_lens = [len(tok(r["question"])["input_ids"]) for r in rows]
@@ -313,7 +352,8 @@ def main():
         max_completion_length=args.max_completion_length,
         temperature=1.0,
         beta=0.0,
-        learning_rate=1e-5,
+        learning_rate=args.learning_rate,
+        lr_scheduler_type=args.lr_scheduler,
         use_cpu=args.device == "cpu",
         bf16=False,
         fp16=False,
@@ -439,7 +479,7 @@ def main():
 
     trainer = TimedGRPOTrainer(
         model=model,
-        reward_funcs=correct_integer_reward,
+        reward_funcs=final_number_reward if args.reward == "final-number" else correct_integer_reward,
         args=config,
         train_dataset=ds,
         processing_class=tok,
@@ -454,6 +494,8 @@ def main():
     t_train = time.perf_counter()
     trainer.train()
     train_s = time.perf_counter() - t_train
+    if args.save_adapter:
+        trainer.model.save_pretrained(args.save_adapter)
 
     timed = [s for s in steps if s["step"] > args.warmup]
     med = lambda k: statistics.median(s[k] for s in timed)  # noqa: E731

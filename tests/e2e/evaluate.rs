@@ -147,3 +147,107 @@ fn a_run_without_an_evaluation_section_is_bad_input() {
     let s = trained(&plan(None));
     refused(&s, 2, "has no `evaluation` section");
 }
+
+#[test]
+fn a_compared_adapter_runs_the_same_held_out_episodes_and_retention_items() {
+    let s = trained(&plan(Some(evaluation())));
+    // Each checkpoint's own adapter folder, compared as if trained elsewhere: the one of the
+    // selected step must score exactly as the selected checkpoint does.
+    let native = |step| checkpoint_dir(&s, step).join("payload/native");
+    let (two, four) = (native(2), native(4));
+    let out = s.run(&[
+        "evaluate",
+        "--resume",
+        "run",
+        "--output",
+        "eval",
+        "--compare",
+        &format!("at-2={}", two.display()),
+        "--compare",
+        &format!("at-4={}", four.display()),
+    ]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("at-2 ") && stdout.contains("at-4 "),
+        "{stdout}"
+    );
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(s.path().join("eval/payload/report.json")).expect("report.json"),
+    )
+    .expect("report json");
+    let selected = report["selected_step"].as_u64().expect("selected");
+    let name = format!("at-{selected}");
+    let compared = report["held_out_compared"]
+        .as_array()
+        .expect("held_out_compared")
+        .iter()
+        .find(|c| c["name"] == name.as_str())
+        .expect("the selected step's adapter");
+    assert_eq!(
+        compared["held_out"], report["held_out_selected"],
+        "{report}"
+    );
+    let weights = std::fs::read(native(selected).join("adapter_model.safetensors")).expect("w");
+    assert_eq!(
+        compared["adapter_sha256"],
+        hr_seal::sha256_hex(&weights).as_str()
+    );
+    for r in report["retention"].as_array().expect("retention") {
+        assert_eq!(r["compared"][&name], r["selected"], "{r}");
+    }
+    let md = std::fs::read_to_string(s.path().join("eval/payload/report.md")).expect("md");
+    assert!(
+        md.contains("| at-2 (compared) |") && md.contains("| at-4 |"),
+        "{md}"
+    );
+    let held_out =
+        std::fs::read_to_string(s.path().join("eval/payload/held_out.svg")).expect("svg");
+    assert!(held_out.contains("at-4"), "{held_out}");
+    let verify = s.run(&["snapshot", "verify", "eval"]);
+    assert!(verify.status.success(), "{:?}", text(&verify));
+}
+
+#[test]
+fn a_bad_compare_flag_is_refused_before_anything_runs() {
+    let s = Scratch::new();
+    s.write("adapter/adapter_config.json", "{}");
+    for (flag, needle, code) in [
+        ("trl", "give NAME=DIR", 2),
+        ("base=adapter", "taken by the report's own rows", 2),
+        ("a b=adapter", "use letters, digits", 2),
+        ("trl=missing", "no adapter_config.json there", 2),
+    ] {
+        let out = s.run(&[
+            "evaluate",
+            "--resume",
+            "run",
+            "--output",
+            "eval",
+            "--compare",
+            flag,
+        ]);
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(code), "{flag}: {stderr}");
+        assert!(
+            stderr.contains(needle),
+            "{flag}: expected {needle:?} in {stderr}"
+        );
+        assert!(!s.path().join("eval").exists());
+    }
+    let out = s.run(&[
+        "evaluate",
+        "--resume",
+        "run",
+        "--output",
+        "eval",
+        "--compare",
+        "x=adapter",
+        "--compare",
+        "x=adapter",
+    ]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("the name is given twice"), "{stderr}");
+    assert!(!s.path().join("eval").exists());
+}

@@ -35,7 +35,8 @@ pub(crate) const HF_PACKAGES: &[&str] = &[
 const QUESTION: &str = "What is {a} + {b}?";
 /// What SmolLM2's chat template inserts when there is no system message (TRL applies it); our
 /// plan names it so both prompts are token for token the same.
-const SMOLLM2_SYSTEM: &str = "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
+pub(crate) const SMOLLM2_SYSTEM: &str =
+    "You are a helpful AI assistant named SmolLM, trained by Hugging Face";
 /// Runs a command and writes the peak RSS of it and its children (KiB) to a file.
 const PEAK_RSS: &str = "import resource, subprocess, sys\n\
 rc = subprocess.run(sys.argv[2:]).returncode\n\
@@ -348,7 +349,7 @@ pub(crate) fn measured_commit() -> String {
     }
 }
 
-fn command_output(program: &str, args: &[&str]) -> String {
+pub(crate) fn command_output(program: &str, args: &[&str]) -> String {
     Command::new(program)
         .args(args)
         .output()
@@ -359,15 +360,7 @@ fn command_output(program: &str, args: &[&str]) -> String {
 
 fn render(o: &Options, ours: &Side, trl: &Side, versions: &Value) -> Result<String> {
     use std::fmt::Write;
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find(|l| l.starts_with("model name"))
-                .and_then(|l| l.split(':').nth(1))
-                .map(|s| s.trim().to_owned())
-        })
-        .unwrap_or_default();
+    let cpu = cpu_name();
     let mut md = String::new();
     writeln!(
         md,
@@ -442,4 +435,17 @@ fn render(o: &Options, ours: &Side, trl: &Side, versions: &Value) -> Result<Stri
         trl.prompt_tokens.first().copied().unwrap_or(f64::NAN)
     )?;
     Ok(md)
+}
+
+/// The CPU's model name, for the tables.
+pub(crate) fn cpu_name() -> String {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find(|l| l.starts_with("model name"))
+                .and_then(|l| l.split(':').nth(1))
+                .map(|s| s.trim().to_owned())
+        })
+        .unwrap_or_default()
 }

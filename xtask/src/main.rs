@@ -1,6 +1,7 @@
 //! See <https://github.com/matklad/cargo-xtask/>: the project's automation, run as
-//! `cargo xtask <task>`. Plain std + anyhow + serde_json, the small `hr-gguf` converter and the
-//! tiny-model writer of `hr-tests`, so it builds in seconds and never drags in burn.
+//! `cargo xtask <task>`. Plain std + anyhow + serde_json, the small `hr-gguf` converter, the
+//! tiny-model writer of `hr-tests` and the fixture tasks of `hr-env`, so it builds in seconds and
+//! never drags in burn.
 //!
 //! Tasks: `ci` (the single gate CI runs), `tidy` (docs, layering and test-attribute rules),
 //! `templates` (regenerate `cluster/determined/` from `hr-config`).
@@ -15,6 +16,7 @@ mod cycles;
 mod fetch_model;
 mod python;
 mod qualify_backend;
+mod results;
 mod tidy;
 
 use std::{
@@ -77,6 +79,12 @@ Tasks:
               our `train` and TRL's GRPOTrainer + PEFT (pinned, in a cached venv) on the same
               weights and prompts, alternating: median s/step, completion tokens/s, the step's
               split, peak RSS and the ratios; writes docs/bench/grpo-vs-trl-MODEL.md
+  results smollm2 [--steps N] [--learning-rate X] [--threads N]
+              does GRPO learn on a real model? SmolLM2-135M-Instruct with LoRA on the arithmetic
+              TRAIN split (defaults 32 steps, lr 2e-4, 2 threads), our `train` and TRL's
+              GRPOTrainer + PEFT one after the other on the same questions, reward rule and
+              hyper-parameters, then `evaluate` (DEV selection, HELD-OUT base vs ours vs TRL's
+              adapter, MGSM retention); writes docs/results/smollm2-arithmetic/
   bench core [--reports N] [--rounds N] [--pauses N]
               Core API metric reports/s and checkpoints/s of hr-core and Python determined.core
               0.35 against one devmaster, and `det experiment pause` -> acked and PAUSED
@@ -93,6 +101,7 @@ fn main() -> Result<()> {
         Some("templates") => templates(&root),
         Some("bench") => bench(&root, &args[1..]),
         Some("fetch-model") => fetch_model::run_task(&args[1..]),
+        Some("results") => results::run_task(&root, &args[1..]),
         Some("python313") => {
             println!("{}", python::cpython313()?.display());
             Ok(())

@@ -1,7 +1,7 @@
 //! `hessian-recipes evaluate`: the assessment of a finished run (`hr_train::adopt` and
 //! `hr_train::assess`) written as a sealed folder: `payload/report.json`, `payload/report.md`
 //! and SVG plots (the run's reward and loss, DEV reward by checkpoint, HELD-OUT base vs
-//! selected, MGSM retention by language).
+//! selected, MGSM retention by language), with any `--compare` adapters beside them.
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -23,6 +23,15 @@ use crate::train::exit_error;
 
 pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
     ensure_fresh(&args.output)?;
+    for (i, c) in args.compare.iter().enumerate() {
+        if args.compare[..i].iter().any(|o| o.name == c.name) {
+            return Err(Refused(format!(
+                "--compare {}: the name is given twice; each compared adapter needs its own",
+                c.name
+            ))
+            .into());
+        }
+    }
     let plan_path = hr_files::RunDir::new(&args.resume).plan();
     if !plan_path.is_file() {
         return Err(Refused(format!(
@@ -48,6 +57,7 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
         plan,
         adopted,
         rows,
+        compare: args.compare.clone(),
         output: args.output.clone(),
         key,
     };
@@ -63,6 +73,7 @@ struct Job {
     plan: Plan,
     adopted: Vec<Adopted>,
     rows: Vec<Value>,
+    compare: Vec<hr_train::Comparison>,
     output: PathBuf,
     key: Option<hr_seal::KeyPair>,
 }
@@ -73,7 +84,8 @@ impl OnBackend for Job {
     fn run<B: Backend>(self, device: B::Device, _name: &str) -> anyhow::Result<ExitCode> {
         let log = self.output.join("service.log");
         let assessment =
-            hr_train::assess::<B>(&self.plan, self.adopted, &device, &log).map_err(exit_error)?;
+            hr_train::assess::<B>(&self.plan, self.adopted, &self.compare, &device, &log)
+                .map_err(exit_error)?;
         write(
             &self.output,
             &self.plan,
@@ -82,8 +94,13 @@ impl OnBackend for Job {
             self.key.as_ref(),
         )?;
         let a = &assessment;
+        let compared: String = a
+            .held_out_compared
+            .iter()
+            .map(|c| format!(", {} {:.3}", c.name, c.held_out.mean_reward))
+            .collect();
         println!(
-            "selected step {} on DEV; HELD-OUT mean reward: base {:.3}, selected {:.3}",
+            "selected step {} on DEV; HELD-OUT mean reward: base {:.3}, selected {:.3}{compared}",
             a.selected_step, a.held_out_base.mean_reward, a.held_out_selected.mean_reward
         );
         println!(
@@ -116,8 +133,7 @@ fn markdown(plan: &Plan, a: &Assessment) -> String {
         md,
         "\n![DEV reward by checkpoint](dev.svg)\n\n## HELD-OUT agent assessment\n\n\
          | policy | episodes | mean reward | solved |\n|---|---|---|---|\n\
-         | base | {} | {:.3} | {:.3} |\n| step {} | {} | {:.3} | {:.3} |\n\n![HELD-OUT](held_out.svg)\n\n\
-         ## MGSM retention (greedy)\n\n| language | items | base | selected | drop |\n|---|---|---|---|---|\n",
+         | base | {} | {:.3} | {:.3} |\n| step {} | {} | {:.3} | {:.3} |\n",
         a.held_out_base.episodes,
         a.held_out_base.mean_reward,
         a.held_out_base.solved,
@@ -126,11 +142,51 @@ fn markdown(plan: &Plan, a: &Assessment) -> String {
         a.held_out_selected.mean_reward,
         a.held_out_selected.solved,
     );
+    for c in &a.held_out_compared {
+        let _ = writeln!(
+            md,
+            "| {} (compared) | {} | {:.3} | {:.3} |",
+            c.name, c.held_out.episodes, c.held_out.mean_reward, c.held_out.solved
+        );
+    }
+    let names: Vec<&str> = a
+        .held_out_compared
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    let _ = write!(
+        md,
+        "\n![HELD-OUT](held_out.svg)\n\n## MGSM retention (greedy)\n\n\
+         | language | items | base | selected | drop |{}\n|---|---|---|---|---|{}\n",
+        names.iter().map(|n| format!(" {n} |")).collect::<String>(),
+        "---|".repeat(names.len())
+    );
     for r in &a.retention {
         let _ = writeln!(
             md,
-            "| {} | {} | {:.3} | {:.3} | {:+.3} |",
-            r.lang, r.items, r.base, r.selected, r.drop
+            "| {} | {} | {:.3} | {:.3} | {:+.3} |{}",
+            r.lang,
+            r.items,
+            r.base,
+            r.selected,
+            r.drop,
+            names
+                .iter()
+                .map(|n| format!(" {:.3} |", r.compared.get(*n).copied().unwrap_or_default()))
+                .collect::<String>()
+        );
+    }
+    if !a.held_out_compared.is_empty() {
+        let _ = write!(
+            md,
+            "\nCompared adapters (SHA-256 of `adapter_model.safetensors`): {}. They run the same \
+             HELD-OUT episodes (same seeds) and MGSM items on the same base model and take no \
+             part in the DEV selection.\n",
+            a.held_out_compared
+                .iter()
+                .map(|c| format!("{} `{}`", c.name, c.adapter_sha256))
+                .collect::<Vec<_>>()
+                .join(", ")
         );
     }
     let _ = write!(
@@ -154,6 +210,10 @@ fn write(
     key: Option<&hr_seal::KeyPair>,
 ) -> anyhow::Result<()> {
     let selected = format!("step {}", a.selected_step);
+    let mut policies = vec!["base", selected.as_str()];
+    policies.extend(a.held_out_compared.iter().map(|c| c.name.as_str()));
+    let mut held_out = vec![a.held_out_base.mean_reward, a.held_out_selected.mean_reward];
+    held_out.extend(a.held_out_compared.iter().map(|c| c.held_out.mean_reward));
     let files: Vec<(&str, Vec<u8>)> = vec![
         ("report.json", serde_json::to_vec_pretty(a)?),
         ("report.md", markdown(plan, a).into_bytes()),
@@ -183,11 +243,8 @@ fn write(
             "held_out.svg",
             bars_svg(
                 "HELD-OUT mean reward",
-                &["base", &selected],
-                &[(
-                    "held-out".to_owned(),
-                    vec![a.held_out_base.mean_reward, a.held_out_selected.mean_reward],
-                )],
+                &policies,
+                &[("held-out".to_owned(), held_out)],
             )
             .into_bytes(),
         ),
@@ -195,10 +252,18 @@ fn write(
             "retention.svg",
             bars_svg(
                 "MGSM accuracy by language",
-                &["base", &selected],
+                &policies,
                 &a.retention
                     .iter()
-                    .map(|r| (r.lang.clone(), vec![r.base, r.selected]))
+                    .map(|r| {
+                        let mut bars = vec![r.base, r.selected];
+                        bars.extend(
+                            a.held_out_compared
+                                .iter()
+                                .map(|c| r.compared.get(&c.name).copied().unwrap_or_default()),
+                        );
+                        (r.lang.clone(), bars)
+                    })
                     .collect::<Vec<_>>(),
             )
             .into_bytes(),
@@ -209,6 +274,9 @@ fn write(
         "command": "evaluate",
         "plan_sha256": hr_train::plan_sha256(plan),
         "checkpoints": a.checkpoints.iter().map(|c| &c.checkpoint).collect::<Vec<_>>(),
+        "compared": a.held_out_compared.iter()
+            .map(|c| json!({"name": c.name, "adapter_sha256": c.adapter_sha256}))
+            .collect::<Vec<_>>(),
     });
     let mut writer = SnapshotWriter::in_place(
         out,

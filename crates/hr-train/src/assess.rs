@@ -2,15 +2,18 @@
 //! (`adopt.rs`): each is scored on the DEV tasks only and one is selected; the selected one and
 //! the base model are then assessed on the HELD-OUT tasks (episodes through the same environment
 //! as training) and on the MGSM retention suite. The three task sets must share no question.
+//! Adapters trained elsewhere (PEFT LoRA folders, e.g. TRL's) can be assessed beside them on the
+//! same HELD-OUT episodes and retention items; they never take part in the DEV selection.
 //!
 //! Selection rule: the highest mean DEV episode reward; on a tie, the earlier step (less drift
 //! from the base for the same DEV result).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use burn::tensor::backend::Backend;
 use hr_env::{Split, Task, fixture_split_tasks};
+use hr_files::IoResultExt;
 use hr_grpo::{Episode, rollouts};
 use hr_plan::{Environment as PlanEnvironment, Plan, TaskSet};
 use hr_policy::{Adapters, ChatTokenizer, Message, Policy, PolicyRng, SamplingConfig};
@@ -98,6 +101,26 @@ pub struct CheckpointScore {
     pub dev: EpisodeScore,
 }
 
+/// A PEFT LoRA adapter folder trained elsewhere, assessed beside the run's selected checkpoint.
+#[derive(Debug, Clone)]
+pub struct Comparison {
+    /// Its name in the report (not `base`, not `selected`).
+    pub name: String,
+    /// The folder (`adapter_config.json`, `adapter_model.safetensors`).
+    pub dir: PathBuf,
+}
+
+/// The HELD-OUT result of a [`Comparison`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ComparedScore {
+    /// Its name.
+    pub name: String,
+    /// SHA-256 of its `adapter_model.safetensors` (which weights were assessed).
+    pub adapter_sha256: String,
+    /// On the HELD-OUT tasks, the same episodes' seeds as the base and the selected checkpoint.
+    pub held_out: EpisodeScore,
+}
+
 /// MGSM accuracy of the base and the selected checkpoint in one language.
 #[derive(Debug, Clone, Serialize)]
 pub struct Retention {
@@ -111,6 +134,9 @@ pub struct Retention {
     pub selected: f64,
     /// `base - selected` (positive: the trained model forgot).
     pub drop: f64,
+    /// Each compared adapter's accuracy, by name.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub compared: BTreeMap<String, f64>,
 }
 
 /// The whole assessment.
@@ -126,6 +152,9 @@ pub struct Assessment {
     pub held_out_base: EpisodeScore,
     /// HELD-OUT episodes of the selected checkpoint.
     pub held_out_selected: EpisodeScore,
+    /// HELD-OUT episodes of each compared adapter, in the order given.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_out_compared: Vec<ComparedScore>,
     /// MGSM retention per language.
     pub retention: Vec<Retention>,
     /// Tasks per set (`train`, `dev`, `held_out`).
@@ -184,11 +213,12 @@ fn per_language(eval: &hr_eval::Evaluation) -> BTreeMap<String, (usize, usize)> 
     by_lang
 }
 
-/// Runs the assessment of `adopted` (from [`adopt`]) on `device`; the plan's environment
-/// service, if any, is started for it and stopped after, its log in `log`.
+/// Runs the assessment of `adopted` (from [`adopt`]) and of the `compared` adapters on `device`;
+/// the plan's environment service, if any, is started for it and stopped after, its log in `log`.
 pub fn assess<B: Backend>(
     plan: &Plan,
     adopted: Vec<Adopted>,
+    compared: &[Comparison],
     device: &B::Device,
     log: &Path,
 ) -> Result<Assessment, TrainError> {
@@ -200,6 +230,16 @@ pub fn assess<B: Backend>(
     let model = &plan.model.path;
     let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
     let policy = Policy::<B>::load(model, device)?;
+    // Loaded before any episode runs: a folder that does not fit the model fails at once.
+    let others = compared
+        .iter()
+        .map(|c| {
+            let weights = c.dir.join(hr_policy::ADAPTER_WEIGHTS);
+            let bytes = std::fs::read(&weights).at("read", &weights)?;
+            let adapters = hr_policy::load_adapters::<B>(policy.config(), &c.dir, device)?;
+            Ok((c.name.clone(), hr_seal::sha256_hex(&bytes), adapters))
+        })
+        .collect::<Result<Vec<_>, TrainError>>()?;
     let mut rollout = grpo_config(plan).rollout;
     rollout.grpo.num_generations = eval.num_generations;
     let mut episodes = |adapters: Option<&Adapters<B>>, tasks: &[Task]| {
@@ -261,6 +301,18 @@ pub fn assess<B: Backend>(
         held_out_base.mean_reward,
         held_out_selected.mean_reward
     );
+    let held_out_compared = others
+        .iter()
+        .map(|(name, adapter_sha256, adapters)| {
+            let held_out = episodes(Some(adapters), &held_out)?;
+            tracing::info!("held-out: {name} {:.3}", held_out.mean_reward);
+            Ok(ComparedScore {
+                name: name.clone(),
+                adapter_sha256: adapter_sha256.clone(),
+                held_out,
+            })
+        })
+        .collect::<Result<Vec<_>, TrainError>>()?;
     if let Some(s) = service.take() {
         s.shutdown()?;
     }
@@ -290,6 +342,10 @@ pub fn assess<B: Backend>(
     };
     let base = per_language(&answer("base", None)?);
     let trained = per_language(&answer("selected", Some(&adapters))?);
+    let others = others
+        .iter()
+        .map(|(name, _, a)| Ok((name.clone(), per_language(&answer(name, Some(a))?))))
+        .collect::<Result<Vec<_>, TrainError>>()?;
     let share = |(n, c): (usize, usize)| c as f64 / n.max(1) as f64;
     let retention = base
         .iter()
@@ -301,6 +357,13 @@ pub fn assess<B: Backend>(
                 base: share(*b),
                 selected: share(t),
                 drop: share(*b) - share(t),
+                compared: others
+                    .iter()
+                    .map(|(name, by_lang)| {
+                        let c = by_lang.get(lang).copied().unwrap_or_default();
+                        (name.clone(), share(c))
+                    })
+                    .collect(),
             }
         })
         .collect();
@@ -310,6 +373,7 @@ pub fn assess<B: Backend>(
         selected_step,
         held_out_base,
         held_out_selected,
+        held_out_compared,
         retention,
         task_counts: [
             ("train".to_owned(), train.len()),

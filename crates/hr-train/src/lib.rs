@@ -26,7 +26,8 @@ mod start;
 
 pub use adopt::{Adopted, adopt, evaluation};
 pub use assess::{
-    Assessment, CheckpointScore, EpisodeScore, Retention, SELECTION_RULE, assess, check_disjoint,
+    Assessment, CheckpointScore, ComparedScore, Comparison, EpisodeScore, Retention,
+    SELECTION_RULE, assess, check_disjoint,
 };
 pub use config::{family_sha256, grpo_config, plan_sha256};
 pub use control::Control;

@@ -252,6 +252,12 @@ pub(crate) struct EvaluateArgs {
     /// Fresh output folder for the sealed report.
     #[arg(long)]
     pub(crate) output: PathBuf,
+    /// Also assess a PEFT LoRA adapter trained elsewhere (e.g. by TRL) on the same model:
+    /// NAME=DIR, DIR holding adapter_config.json and adapter_model.safetensors. It runs the same
+    /// HELD-OUT episodes (same seeds) and MGSM items as the base and the selected checkpoint and
+    /// takes no part in the DEV selection. Repeatable.
+    #[arg(long, value_name = "NAME=DIR", value_parser = parse_comparison)]
+    pub(crate) compare: Vec<hr_train::Comparison>,
     /// Backend of the policy.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub(crate) device: crate::backend::DeviceKind,
@@ -259,6 +265,38 @@ pub(crate) struct EvaluateArgs {
     pub(crate) signing: crate::keys::SigningArgs,
     #[command(flatten)]
     pub(crate) trust: crate::keys::TrustArgs,
+}
+
+fn parse_comparison(text: &str) -> Result<hr_train::Comparison, String> {
+    let (name, dir) = text
+        .split_once('=')
+        .ok_or("give NAME=DIR, e.g. trl=out/trl-adapter")?;
+    if name.is_empty()
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+    {
+        return Err(format!(
+            "name {name:?}: use letters, digits, '-' or '_' (it labels the report's rows)"
+        ));
+    }
+    if name == "base" || name == "selected" {
+        return Err(format!(
+            "name {name:?} is taken by the report's own rows; choose another"
+        ));
+    }
+    let dir = PathBuf::from(dir);
+    if !dir.join(hr_policy::ADAPTER_CONFIG).is_file() {
+        return Err(format!(
+            "{}: no {} there; give a PEFT LoRA adapter folder (save_pretrained output)",
+            dir.display(),
+            hr_policy::ADAPTER_CONFIG
+        ));
+    }
+    Ok(hr_train::Comparison {
+        name: name.to_owned(),
+        dir,
+    })
 }
 
 #[derive(Debug, Args)]
