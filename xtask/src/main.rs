@@ -81,7 +81,7 @@ Tasks:
               split, peak RSS and the ratios; writes docs/bench/grpo-vs-trl-MODEL.md
   results smollm2 [--steps N] [--learning-rate X] [--threads N]
               does GRPO learn on a real model? SmolLM2-135M-Instruct with LoRA on the arithmetic
-              TRAIN split (defaults 32 steps, lr 2e-4, 2 threads), our `train` and TRL's
+              TRAIN split (defaults 48 steps, lr 2e-4, 2 threads), our `train` and TRL's
               GRPOTrainer + PEFT one after the other on the same questions, reward rule and
               hyper-parameters, then `evaluate` (DEV selection, HELD-OUT base vs ours vs TRL's
               adapter, MGSM retention); writes docs/results/smollm2-arithmetic/

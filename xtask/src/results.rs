@@ -34,7 +34,7 @@ fn parse(args: &[String]) -> Result<Options> {
         other => bail!("results {other:?}: the one result set is `smollm2`"),
     }
     let mut o = Options {
-        steps: 32,
+        steps: 48,
         learning_rate: 2e-4,
         threads: 2,
     };
