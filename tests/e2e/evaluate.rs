@@ -48,8 +48,15 @@ fn checkpoint_dir(s: &Scratch, step: u64) -> std::path::PathBuf {
     s.path().join(format!("run/core/checkpoints/{uuid}"))
 }
 
+/// `evaluate --resume run --output eval` with `extra` arguments.
+fn evaluate(s: &Scratch, extra: &[&str]) -> std::process::Output {
+    let mut args = vec!["evaluate", "--resume", "run", "--output", "eval"];
+    args.extend(extra);
+    s.run(&args)
+}
+
 fn refused(s: &Scratch, code: i32, needle: &str) {
-    let out = s.run(&["evaluate", "--resume", "run", "--output", "eval"]);
+    let out = evaluate(s, &[]);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(code), "{stderr}");
     assert!(stderr.contains(needle), "expected {needle:?} in: {stderr}");
@@ -59,7 +66,7 @@ fn refused(s: &Scratch, code: i32, needle: &str) {
 #[test]
 fn evaluate_adopts_the_listed_checkpoints_selects_on_dev_and_writes_a_sealed_report() {
     let s = trained(&plan(Some(evaluation())));
-    let out = s.run(&["evaluate", "--resume", "run", "--output", "eval"]);
+    let out = evaluate(&s, &[]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let report: Value = serde_json::from_slice(
@@ -155,17 +162,15 @@ fn a_compared_adapter_runs_the_same_held_out_episodes_and_retention_items() {
     // selected step must score exactly as the selected checkpoint does.
     let native = |step| checkpoint_dir(&s, step).join("payload/native");
     let (two, four) = (native(2), native(4));
-    let out = s.run(&[
-        "evaluate",
-        "--resume",
-        "run",
-        "--output",
-        "eval",
-        "--compare",
-        &format!("at-2={}", two.display()),
-        "--compare",
-        &format!("at-4={}", four.display()),
-    ]);
+    let out = evaluate(
+        &s,
+        &[
+            "--compare",
+            &format!("at-2={}", two.display()),
+            "--compare",
+            &format!("at-4={}", four.display()),
+        ],
+    );
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     assert!(
@@ -218,15 +223,7 @@ fn a_bad_compare_flag_is_refused_before_anything_runs() {
         ("a b=adapter", "use letters, digits", 2),
         ("trl=missing", "no adapter_config.json there", 2),
     ] {
-        let out = s.run(&[
-            "evaluate",
-            "--resume",
-            "run",
-            "--output",
-            "eval",
-            "--compare",
-            flag,
-        ]);
+        let out = evaluate(&s, &["--compare", flag]);
         let (_, stderr) = text(&out);
         assert_eq!(out.status.code(), Some(code), "{flag}: {stderr}");
         assert!(
@@ -235,17 +232,7 @@ fn a_bad_compare_flag_is_refused_before_anything_runs() {
         );
         assert!(!s.path().join("eval").exists());
     }
-    let out = s.run(&[
-        "evaluate",
-        "--resume",
-        "run",
-        "--output",
-        "eval",
-        "--compare",
-        "x=adapter",
-        "--compare",
-        "x=adapter",
-    ]);
+    let out = evaluate(&s, &["--compare", "x=adapter", "--compare", "x=adapter"]);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("the name is given twice"), "{stderr}");

