@@ -238,9 +238,11 @@ def main_run(det, args, case):
     check(f"{kind}: evidence equals the native uninterrupted run at every step",
           (run_dir / "evidence.jsonl").read_text() == reference and reference.count("\n") == steps)
     report_dir = args.work / "main-evaluation"
-    out = subprocess.run([args.hessian_recipes, "evaluate", "--resume", str(run_dir), "--output", str(report_dir)],
-                         capture_output=True, text=True, timeout=600)
-    if check(f"{kind}: evaluate --resume of the run folder exits 0", out.returncode == 0, out.stdout + out.stderr):
+    # By experiment id: the master's config names the storage, its one trial the run folder.
+    out = subprocess.run([args.hessian_recipes, "evaluate", "--resume", str(eid), "--master", args.master,
+                          "--output", str(report_dir)], capture_output=True, text=True, timeout=600)
+    if check(f"{kind}: evaluate --resume <experiment id> finds the run folder and exits 0",
+             out.returncode == 0 and f"hr-run-{eid}-" in out.stderr, out.stdout + out.stderr):
         report = json.loads((report_dir / "payload" / "report.json").read_text())
         adopted = [c["step"] for c in report["checkpoints"]]
         check(f"{kind}: evaluate adopted {case['evaluate']} and selected one of them on DEV",

@@ -32,12 +32,14 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
             .into());
         }
     }
-    let plan_path = hr_files::RunDir::new(&args.resume).plan();
+    let resume = crate::experiment::resolve(&args.resume, args.master.as_deref())?;
+    let plan_path = hr_files::RunDir::new(&resume).plan();
     if !plan_path.is_file() {
         return Err(Refused(format!(
-            "--resume {}: not a run folder (no plan.json); give a `train` output folder or a \
-             managed run folder <checkpoint storage>/hr-run-<experiment>-<trial>",
-            args.resume.display()
+            "--resume {}: not a run folder (no plan.json); give a `train` output folder, a \
+             managed run folder <checkpoint storage>/hr-run-<experiment>-<trial> or an \
+             experiment id",
+            resume.display()
         ))
         .into());
     }
@@ -45,8 +47,8 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
     // Every checkpoint is verified before anything is written.
     let key = args.signing.load()?;
     let trust = args.trust.load()?;
-    let adopted = hr_train::adopt(&args.resume, &plan, &trust).map_err(exit_error)?;
-    let rows: Vec<Value> = std::fs::read_to_string(hr_files::RunDir::new(&args.resume).metrics())
+    let adopted = hr_train::adopt(&resume, &plan, &trust).map_err(exit_error)?;
+    let rows: Vec<Value> = std::fs::read_to_string(hr_files::RunDir::new(&resume).metrics())
         .context("reading the run's metrics.jsonl")?
         .lines()
         .map(serde_json::from_str)

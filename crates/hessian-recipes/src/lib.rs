@@ -13,6 +13,7 @@ mod cluster;
 mod demo;
 mod devmaster;
 mod evaluate;
+mod experiment;
 mod gate;
 mod generate;
 mod keys;

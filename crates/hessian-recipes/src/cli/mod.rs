@@ -246,10 +246,15 @@ impl DevmasterArgs {
 
 #[derive(Debug, Args)]
 pub(crate) struct EvaluateArgs {
-    /// The finished run: a `train` output folder, or a managed run folder
-    /// `<checkpoint storage>/hr-run-<experiment>-<trial>` (its checkpoints are the storage's).
-    #[arg(long)]
+    /// The finished run: a `train` output folder, a managed run folder
+    /// `<checkpoint storage>/hr-run-<experiment>-<trial>` (its checkpoints are the storage's), or
+    /// an experiment id, looked up on --master to find that folder (single-trial experiments).
+    #[arg(long, value_name = "RUN_DIR_OR_EXPERIMENT")]
     pub(crate) resume: PathBuf,
+    /// The Determined master an experiment id is looked up on (signs in as `det` does:
+    /// DET_USER_TOKEN, else DET_USER / DET_PASS).
+    #[arg(long, env = "DET_MASTER")]
+    pub(crate) master: Option<String>,
     /// Fresh output folder for the sealed report.
     #[arg(long)]
     pub(crate) output: PathBuf,
