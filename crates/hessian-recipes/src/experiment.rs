@@ -58,7 +58,9 @@ pub(crate) fn resolve(resume: &Path, master: Option<&str>) -> anyhow::Result<Pat
             .into());
         }
     };
-    let dir = storage.join(hr_train::managed_run_dir_name(id, trial));
+    let dir = hr_files::RunDir::managed(&storage, id, trial)
+        .root()
+        .to_owned();
     eprintln!(
         "evaluate: experiment {id}, trial {trial}: {}",
         dir.display()

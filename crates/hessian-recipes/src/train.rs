@@ -127,10 +127,9 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         ))
     })?;
     let info = core.info();
-    let run_dir = core.storage_dir().join(hr_train::managed_run_dir_name(
-        info.experiment_id,
-        info.trial_id,
-    ));
+    let run_dir = hr_files::RunDir::managed(core.storage_dir(), info.experiment_id, info.trial_id)
+        .root()
+        .to_owned();
     let opts = RunOptions {
         run_id: hr_train::managed_run_id(&plan.name, info.experiment_id, info.trial_id),
         plan,

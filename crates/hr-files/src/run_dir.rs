@@ -17,6 +17,9 @@ pub mod local_core {
     pub const RUNS: &str = "local-runs";
 }
 
+/// The name of a Determined trial's run folder starts with this: `hr-run-<experiment>-<trial>`.
+const MANAGED_PREFIX: &str = "hr-run-";
+
 /// A training run's folder.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RunDir {
@@ -27,6 +30,19 @@ impl RunDir {
     /// The run folder at `root`.
     pub fn new(root: impl Into<PathBuf>) -> Self {
         Self { root: root.into() }
+    }
+
+    /// A Determined trial's run folder, which outlives its allocations, inside the checkpoint
+    /// storage: `<storage>/hr-run-<experiment>-<trial>`.
+    pub fn managed(storage: &Path, experiment: i32, trial: i32) -> Self {
+        Self::new(storage.join(format!("{MANAGED_PREFIX}{experiment}-{trial}")))
+    }
+
+    /// The experiment and trial of a folder named as [`RunDir::managed`] names them.
+    pub fn managed_ids(&self) -> Option<(i32, i32)> {
+        let name = self.root.file_name()?.to_str()?;
+        let (e, t) = name.strip_prefix(MANAGED_PREFIX)?.split_once('-')?;
+        Some((e.parse().ok()?, t.parse().ok()?))
     }
 
     /// The folder itself.
@@ -83,5 +99,25 @@ impl RunDir {
     /// `core/checkpoints/<uuid>/`: one of a local run's checkpoints.
     pub fn checkpoint(&self, uuid: &str) -> PathBuf {
         self.core().join(local_core::CHECKPOINTS_DIR).join(uuid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_managed_run_folder_names_its_experiment_and_trial() {
+        let dir = RunDir::managed(Path::new("/storage"), 17, 42);
+        assert_eq!(dir.root(), Path::new("/storage/hr-run-17-42"));
+        assert_eq!(dir.managed_ids(), Some((17, 42)));
+        for other in [
+            "/runs/local",
+            "/s/hr-run-17",
+            "/s/hr-run-a-1",
+            "/s/run-17-42",
+        ] {
+            assert_eq!(RunDir::new(other).managed_ids(), None, "{other}");
+        }
     }
 }

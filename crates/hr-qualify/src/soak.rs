@@ -171,7 +171,7 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
     let (mut devmaster, url) = spawn_master(&binary, &opts.output)?;
     let mut client = signed_in(&url).await?;
     let run = start_run(&client, &yaml).await?;
-    let run_dir = storage.join(format!("hr-run-{}-{}", run.experiment, run.trial));
+    let run_dir = crate::trial::run_dir(&storage, run.experiment, run.trial);
     let mut rng = opts.seed;
     let (mut kept, mut kept_metrics) = (0, 0);
     // Start records already dealt with (killed, or replaced before the kill landed).

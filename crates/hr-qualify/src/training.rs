@@ -118,7 +118,7 @@ async fn drive(
     let mut client = Client::new(url)?;
     client.sign_in_from_env().await?;
     let run = start_run(&client, yaml).await?;
-    let run_dir = storage.join(format!("hr-run-{}-{}", run.experiment, run.trial));
+    let run_dir = crate::trial::run_dir(storage, run.experiment, run.trial);
     // The pause, or nothing when the fault is a kill in the middle of a save.
     let receipt = match opts.kill_during_save_at {
         Some(_) => None,

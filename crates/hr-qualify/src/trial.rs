@@ -44,7 +44,9 @@ impl TrialControls {
 
 /// The run folder that outlives allocations (receipts, restore records), next to the storage.
 pub(crate) fn run_dir(storage: &std::path::Path, experiment: i32, trial: i32) -> PathBuf {
-    storage.join(format!("hr-run-{experiment}-{trial}"))
+    hr_files::RunDir::managed(storage, experiment, trial)
+        .root()
+        .to_owned()
 }
 
 fn append(path: &std::path::Path, value: &serde_json::Value) -> Result<(), QualifyError> {

@@ -58,14 +58,7 @@ fn listed(run_dir: &Path, plan: &Plan) -> Result<(Vec<Listed>, Option<String>), 
             .collect();
         return Ok((list, None));
     }
-    let name = run_dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let trial = name.strip_prefix("hr-run-").and_then(|rest| {
-        let (e, t) = rest.split_once('-')?;
-        Some((e.parse::<i32>().ok()?, t.parse::<i32>().ok()?))
-    });
+    let trial = hr_files::RunDir::new(run_dir).managed_ids();
     let (Some((experiment, trial)), Some(storage)) = (trial, run_dir.parent()) else {
         return Err(TrainError::Refused(format!(
             "{}: not a run folder: give a `train` output folder or a managed run folder \

@@ -33,7 +33,5 @@ pub use config::{family_sha256, grpo_config, plan_sha256};
 pub use control::Control;
 pub use error::TrainError;
 pub use evidence::evidence_prefix;
-pub use lifecycle::{
-    Outcome, PROGRESS_TARGET, RunOptions, managed_run_dir_name, managed_run_id, run,
-};
+pub use lifecycle::{Outcome, PROGRESS_TARGET, RunOptions, managed_run_id, run};
 pub use payload::{BUDGET_FILE, import_checkpoint};

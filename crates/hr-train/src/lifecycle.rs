@@ -66,11 +66,6 @@ pub struct RunOptions {
 /// these as a progress bar instead of lines.
 pub const PROGRESS_TARGET: &str = "hr_train::progress";
 
-/// The run folder of a Determined trial's run, inside its checkpoint storage.
-pub fn managed_run_dir_name(experiment: i32, trial: i32) -> String {
-    format!("hr-run-{experiment}-{trial}")
-}
-
 /// The run id a Determined trial's run seals into every checkpoint.
 pub fn managed_run_id(plan_name: &str, experiment: i32, trial: i32) -> String {
     format!("{plan_name}@det:{experiment}/{trial}")
