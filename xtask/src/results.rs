@@ -5,12 +5,15 @@
 //! adopts our checkpoints, selects one on DEV and assesses it, our final adapter, TRL's final
 //! adapter and the base on the same HELD-OUT episodes and MGSM items. The sealed evaluation and
 //! a README with the figures and the reproducing command go to `docs/results/smollm2-arithmetic/`.
+//! The work folder keeps everything (`run.json`: options, commit, wall times), so
+//! `--render WORK` rewrites the docs from it without training again.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::bench_trl::{SMOLLM2_SYSTEM, TrlSetup, command_output, cpu_name, measured_commit};
@@ -18,13 +21,32 @@ use crate::{fetch_model, run, timestamped};
 
 const NAME: &str = "smollm2-arithmetic";
 
+/// What a run was given, with what it measured (`run.json` in the work folder).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Options {
     steps: u64,
     learning_rate: f64,
     threads: usize,
 }
 
-fn parse(args: &[String]) -> Result<Options> {
+#[derive(Debug, Serialize, Deserialize)]
+struct RunRecord {
+    options: Options,
+    /// The commit measured (read at the start).
+    commit: String,
+    /// When the measurement finished (UTC).
+    measured: String,
+    /// Wall seconds of our training, TRL's training and the evaluation.
+    seconds: [f64; 3],
+}
+
+enum Task {
+    Run(Options),
+    /// Rewrite the docs from a finished work folder.
+    Render(PathBuf),
+}
+
+fn parse(args: &[String]) -> Result<Task> {
     let mut it = args.iter();
     match it.next().map(String::as_str) {
         Some("smollm2") => {}
@@ -39,6 +61,8 @@ fn parse(args: &[String]) -> Result<Options> {
         let value = it.next().with_context(|| format!("{flag} needs a value"))?;
         let bad = || format!("{flag} {value:?}: give a positive number");
         match flag.as_str() {
+            "--render" if args.len() == 3 => return Ok(Task::Render(PathBuf::from(value))),
+            "--render" => bail!("--render WORK takes no other flag: the options are the run's"),
             "--steps" => o.steps = value.parse().ok().filter(|n| *n > 0).with_context(bad)?,
             "--learning-rate" => {
                 o.learning_rate = value.parse().ok().filter(|x| *x > 0.0).with_context(bad)?;
@@ -46,7 +70,7 @@ fn parse(args: &[String]) -> Result<Options> {
             "--threads" => o.threads = value.parse().ok().filter(|n| *n > 0).with_context(bad)?,
             other => bail!(
                 "results smollm2: unknown argument {other:?}: use --steps N, --learning-rate X, \
-                 --threads N"
+                 --threads N, or --render WORK"
             ),
         }
     }
@@ -56,7 +80,7 @@ fn parse(args: &[String]) -> Result<Options> {
             o.steps
         );
     }
-    Ok(o)
+    Ok(Task::Run(o))
 }
 
 /// The plan both sides follow (TRL through its flags); `model` is filled in by the caller.
@@ -95,9 +119,20 @@ fn train_rows() -> String {
         .collect()
 }
 
-/// `cargo xtask results smollm2 [--steps N] [--learning-rate X] [--threads N]`.
+/// `cargo xtask results smollm2 [--steps N] [--learning-rate X] [--threads N] | --render WORK`.
 pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
-    let o = parse(args)?;
+    match parse(args)? {
+        Task::Run(o) => {
+            let work = root.join("target/results").join(timestamped(NAME));
+            measure(root, o, &work)?;
+            publish(root, &work)
+        }
+        Task::Render(work) => publish(root, &work),
+    }
+}
+
+/// Trains both sides and evaluates into `work`, ending with its `run.json`.
+fn measure(root: &Path, o: Options, work: &Path) -> Result<()> {
     let commit = measured_commit();
     let TrlSetup {
         python,
@@ -106,8 +141,7 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
         models,
     } = TrlSetup::prepare(root, "smollm2")?;
     let model = fetch_model::smollm2()?;
-    let work = root.join("target/results").join(timestamped(NAME));
-    std::fs::create_dir_all(&work)?;
+    std::fs::create_dir_all(work)?;
     let plan_file = work.join("plan.json");
     std::fs::write(&plan_file, serde_json::to_string_pretty(&plan(&o, &model))?)?;
     let tasks = work.join("train-tasks.jsonl");
@@ -161,25 +195,44 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
     let started = Instant::now();
     run(evaluate)?;
     let evaluate_s = started.elapsed().as_secs_f64();
+    let record = RunRecord {
+        options: o,
+        commit,
+        measured: command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        seconds: [ours_s, trl_s, evaluate_s],
+    };
+    std::fs::write(
+        work.join("run.json"),
+        serde_json::to_string_pretty(&record)?,
+    )?;
+    Ok(())
+}
 
+/// Writes `docs/results/NAME/` from a finished work folder.
+fn publish(root: &Path, work: &Path) -> Result<()> {
+    let record: RunRecord = serde_json::from_value(read_json(&work.join("run.json"))?)
+        .with_context(|| format!("{}: not a finished results run", work.display()))?;
+    let evaluation = work.join("evaluation");
     let dest = root.join("docs/results").join(NAME);
     if dest.exists() {
         eprintln!("results: replacing {}", dest.display());
         std::fs::remove_dir_all(&dest)?;
     }
     copy_dir(&evaluation, &dest.join("evaluation"))?;
+    let o = &record.options;
     let readme = render(
-        &o,
+        o,
         &plan(
-            &o,
+            o,
             Path::new("<folder printed by `cargo xtask fetch-model smollm2`>"),
         ),
         &Runs {
-            commit: &commit,
-            ours: &ours,
-            trl: &trl_out,
+            commit: &record.commit,
+            measured: &record.measured,
+            ours: &work.join("ours"),
+            trl: &work.join("trl.jsonl"),
             evaluation: &evaluation,
-            seconds: [ours_s, trl_s, evaluate_s],
+            seconds: record.seconds,
         },
     )?;
     std::fs::write(dest.join("README.md"), &readme)?;
@@ -210,6 +263,8 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
 struct Runs<'a> {
     /// The commit measured (read at the start).
     commit: &'a str,
+    /// When.
+    measured: &'a str,
     ours: &'a Path,
     trl: &'a Path,
     evaluation: &'a Path,
@@ -229,6 +284,38 @@ fn blocks(rewards: &[f64], block: usize) -> Vec<f64> {
         .chunks(block)
         .map(|c| c.iter().sum::<f64>() / c.len() as f64)
         .collect()
+}
+
+/// MGSM accuracy over all items for each policy the evaluation answered with.
+fn retention_summary(report: &Value) -> Result<String> {
+    let rows = report["retention"].as_array().context("retention")?;
+    let items: u64 = rows.iter().filter_map(|r| r["items"].as_u64()).sum();
+    let accuracy = |get: &dyn Fn(&Value) -> Option<f64>| {
+        let correct: f64 = rows
+            .iter()
+            .map(|r| get(r).unwrap_or(0.0) * r["items"].as_f64().unwrap_or(0.0))
+            .sum();
+        correct / items.max(1) as f64
+    };
+    let base = accuracy(&|r| r["base"].as_f64());
+    let mut text = format!(
+        "MGSM retention (greedy, {items} items in {} languages): base {base:.3}, selected {:.3}",
+        rows.len(),
+        accuracy(&|r| r["selected"].as_f64())
+    );
+    for c in report["held_out_compared"].as_array().into_iter().flatten() {
+        let name = c["name"].as_str().unwrap_or("?");
+        text += &format!(
+            ", {name} {:.3}",
+            accuracy(&|r| r["compared"][name].as_f64())
+        );
+    }
+    text += ".";
+    if base == 0.0 {
+        text += " The base model solves none of these multi-step problems, so this run cannot \
+                 show forgetting on them; the check needs a model that solves some.";
+    }
+    Ok(text)
 }
 
 fn render(o: &Options, plan: &Value, runs: &Runs) -> Result<String> {
@@ -287,7 +374,7 @@ fn render(o: &Options, plan: &Value, runs: &Runs) -> Result<String> {
         md,
         "Measured {} at commit {} on {} ({} threads per side, one side at a time). TRL {} (torch \
          {}, transformers {}, peft {}).\n",
-        command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
+        runs.measured,
         runs.commit,
         cpu_name(),
         o.threads,
@@ -321,6 +408,7 @@ fn render(o: &Options, plan: &Value, runs: &Runs) -> Result<String> {
     for (label, (reward, solved, episodes)) in &rows {
         writeln!(md, "| {label} | {episodes} | {reward:.3} | {solved:.3} |")?;
     }
+    writeln!(md, "\n{}", retention_summary(&report)?)?;
     writeln!(
         md,
         "\n## Training reward (mean of each block of {} steps)\n",
@@ -345,8 +433,8 @@ fn render(o: &Options, plan: &Value, runs: &Runs) -> Result<String> {
     )?;
     writeln!(
         md,
-        "## What both sides ran\n\nThe same 64 TRAIN questions (`train-tasks` written from the \
-         plan's fixture draw), the same reward rule (TRL through a Python transcription of \
+        "## What both sides ran\n\nThe same 64 TRAIN questions (the command writes the plan's \
+         fixture draw for TRL), the same reward rule (TRL through a Python transcription of \
          `hr-eval`'s final-number rule), the same chat prompt (SmolLM2's template with its \
          default system message), 4 prompts × G = 8 per step, at most 32 new tokens, \
          temperature 1, LoRA r8 α16 on q,k,v,o, β = 0, μ = 1, DAPO loss, group-scaled \
@@ -383,7 +471,9 @@ mod tests {
 
     #[test]
     fn the_written_plan_is_one_hr_plan_accepts() {
-        let o = parse(&args(&["smollm2", "--steps", "8"])).expect("options");
+        let Ok(Task::Run(o)) = parse(&args(&["smollm2", "--steps", "8"])) else {
+            panic!("options");
+        };
         let text = serde_json::to_string(&plan(&o, Path::new("/models/smollm2"))).expect("json");
         let plan = hr_plan::Plan::parse(Path::new("plan.json"), &text).expect("a valid plan");
         let eval = plan.evaluation.expect("evaluation section");
@@ -416,6 +506,34 @@ mod tests {
         let task = &hr_env::fixture_tasks(hr_plan::FixtureKind::Arithmetic, 64, 0)[0];
         assert_eq!(first["question"], task.payload["question"]);
         assert_eq!(first["answer"], task.payload["answer"]);
+    }
+
+    #[test]
+    fn render_takes_a_work_folder() {
+        assert!(matches!(
+            parse(&args(&["smollm2", "--render", "target/results/x"])),
+            Ok(Task::Render(p)) if p == Path::new("target/results/x")
+        ));
+    }
+
+    #[test]
+    fn the_retention_summary_weighs_languages_by_items_and_says_when_nothing_can_drop() {
+        let report = json!({"retention": [
+            {"lang": "de", "items": 2, "base": 0.5, "selected": 0.0, "compared": {"trl": 1.0}},
+            {"lang": "en", "items": 1, "base": 1.0, "selected": 1.0, "compared": {"trl": 0.0}}],
+            "held_out_compared": [{"name": "trl"}]});
+        let text = retention_summary(&report).expect("summary");
+        assert!(
+            text.contains("3 items in 2 languages): base 0.667, selected 0.333, trl 0.667."),
+            "{text}"
+        );
+        assert!(!text.contains("cannot show forgetting"));
+        let zero = json!({"retention": [{"lang": "de", "items": 2, "base": 0.0, "selected": 0.0}]});
+        assert!(
+            retention_summary(&zero)
+                .expect("summary")
+                .contains("cannot show forgetting")
+        );
     }
 
     #[test]

@@ -8,9 +8,15 @@
 //! - `calculator` (multi-turn): the policy may call `add` first and gets the sum back as a
 //!   `<tool_response>`; its final answer is then scored as in `arithmetic`;
 //! - `digits` (single turn, a dense format reward): the share of the answer's characters that
-//!   are ASCII digits, so even a tiny random model gets a signal to learn from.
+//!   are ASCII digits, so even a tiny random model gets a signal to learn from;
+//! - `word_problem` (single turn): authored grade-school word problems
+//!   (`tasks/word_problems.jsonl`, each labelled with its split; provenance in
+//!   `tasks/README.md`), scored as `arithmetic`.
+
+use std::sync::LazyLock;
 
 use hr_eval::{CallMatch, call_matches, number_matches, parse_tool_call};
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use hr_plan::FixtureKind;
@@ -46,6 +52,25 @@ impl Split {
     }
 }
 
+/// One authored word problem.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WordProblem {
+    id: String,
+    split: String,
+    question: String,
+    answer: i64,
+}
+
+/// The authored word problems, in file order (checked by the tests: ids unique, splits known,
+/// no question in two splits).
+static WORD_PROBLEMS: LazyLock<Vec<WordProblem>> = LazyLock::new(|| {
+    include_str!("../tasks/word_problems.jsonl")
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("tasks/word_problems.jsonl is valid"))
+        .collect()
+});
+
 /// SplitMix64, so the task list depends only on the seed.
 fn mix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -56,17 +81,24 @@ fn mix(state: &mut u64) -> u64 {
 }
 
 /// The family's question space: operand pairs `(a, b)` in 0..10 for the arithmetic kinds, city
-/// indexes for tool calls.
+/// indexes for tool calls, indexes into the authored list for word problems.
 fn space(kind: FixtureKind) -> Vec<(i64, i64)> {
     match kind {
         FixtureKind::ToolCall => (0..CITIES.len() as i64).map(|c| (c, 0)).collect(),
+        FixtureKind::WordProblem => (0..WORD_PROBLEMS.len() as i64).map(|i| (i, 0)).collect(),
         _ => (0..10).flat_map(|a| (0..10).map(move |b| (a, b))).collect(),
     }
 }
 
 /// The questions of `split`: the space in a fixed pseudo-random order (independent of any plan
-/// seed), cut at 70% and 85%.
+/// seed), cut at 70% and 85%; authored word problems carry their split.
 fn split_space(kind: FixtureKind, split: Split) -> Vec<(i64, i64)> {
+    if kind == FixtureKind::WordProblem {
+        return space(kind)
+            .into_iter()
+            .filter(|(i, _)| WORD_PROBLEMS[*i as usize].split == split.name())
+            .collect();
+    }
     let mut items: Vec<(u64, (i64, i64))> = space(kind)
         .into_iter()
         .enumerate()
@@ -92,6 +124,10 @@ fn task(kind: FixtureKind, id: String, (a, b): (i64, i64)) -> Task {
             "What is {a} + {b}? You may call the tool `add` with arguments a and b."), "a": a, "b": b}),
         FixtureKind::Digits => {
             json!({"kind": "digits", "question": format!("Answer with digits only: {a}{b}?")})
+        }
+        FixtureKind::WordProblem => {
+            let p = &WORD_PROBLEMS[a as usize];
+            json!({"kind": "word_problem", "question": p.question, "answer": p.answer, "source": p.id})
         }
         FixtureKind::ToolCall => {
             let city = CITIES[a as usize];
@@ -179,7 +215,7 @@ impl Environment for FixtureEnvironment {
         *turns += 1;
         let kind = field(task, "kind")?.as_str().unwrap_or_default().to_owned();
         Ok(match kind.as_str() {
-            "arithmetic" => {
+            "arithmetic" | "word_problem" => {
                 let answer = field(task, "answer")?.as_f64();
                 let right = answer.is_some_and(|a| number_matches(action, a));
                 outcome(if right { 1.0 } else { 0.0 }, true, String::new())
@@ -235,7 +271,8 @@ impl Environment for FixtureEnvironment {
                 return Err(EnvError::Malformed {
                     service: "fixture".to_owned(),
                     message: format!(
-                        "task {}: unknown kind `{other}` (arithmetic, tool_call, calculator, digits)",
+                        "task {}: unknown kind `{other}` (arithmetic, tool_call, calculator, \
+                         digits, word_problem)",
                         task.id
                     ),
                 });
@@ -299,6 +336,37 @@ mod tests {
     }
 
     #[test]
+    fn the_authored_word_problems_are_well_formed_and_labelled() {
+        use std::collections::BTreeSet;
+        let ids: BTreeSet<&str> = WORD_PROBLEMS.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(ids.len(), WORD_PROBLEMS.len(), "ids are unique");
+        for p in WORD_PROBLEMS.iter() {
+            assert!(
+                ["train", "dev", "held_out"].contains(&p.split.as_str()),
+                "{}: split {:?}",
+                p.id,
+                p.split
+            );
+            assert!(p.question.ends_with('?') && p.answer > 0, "{}", p.id);
+        }
+        let count = |s: &str| WORD_PROBLEMS.iter().filter(|p| p.split == s).count();
+        assert_eq!(
+            (count("train"), count("dev"), count("held_out")),
+            (42, 9, 9)
+        );
+        // None of them is one of the evaluation suites' word problems.
+        let suite: BTreeSet<String> = hr_eval::builtin_suites()
+            .expect("suites")
+            .iter()
+            .flat_map(|s| s.tasks.iter().map(|t| t.prompt.clone()))
+            .collect();
+        assert!(WORD_PROBLEMS.iter().all(|p| !suite.contains(&p.question)));
+        let task = &fixture_split_tasks(FixtureKind::WordProblem, Split::HeldOut, 1, 0)[0];
+        assert_eq!(task.payload["kind"], "word_problem");
+        assert!(task.id.starts_with("word_problem-held_out-"), "{}", task.id);
+    }
+
+    #[test]
     fn rewards_come_from_exact_checks() -> Result<(), EnvError> {
         let mut env = FixtureEnvironment::new();
         let task = Task {
@@ -309,6 +377,12 @@ mod tests {
         assert_eq!(env.step("2 + 3 = 5")?.reward, 1.0);
         env.reset(&task, 0)?;
         assert_eq!(env.step("it is 50")?.reward, 0.0);
+        let word = Task {
+            id: "w".into(),
+            payload: json!({"kind": "word_problem", "question": "q", "answer": 1800}),
+        };
+        env.reset(&word, 0)?;
+        assert_eq!(env.step("15 × 120 = 1,800 seats.")?.reward, 1.0);
 
         let call = Task {
             id: "c".into(),

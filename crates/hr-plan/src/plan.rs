@@ -169,7 +169,7 @@ fn one() -> usize {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FixtureTasks {
-    /// `arithmetic`, `tool_call`, `calculator` or `digits`.
+    /// `arithmetic`, `tool_call`, `calculator`, `digits` or `word_problem`.
     pub kind: FixtureKind,
     /// How many tasks.
     pub count: usize,

@@ -73,15 +73,19 @@ pub enum FixtureKind {
     Calculator,
     /// "Answer with digits only": rewarded by the share of digit characters.
     Digits,
+    /// Authored grade-school word problems (`hr-env/tasks/word_problems.jsonl`), answered
+    /// with a number.
+    WordProblem,
 }
 
 impl FixtureKind {
     /// Every kind.
-    pub const ALL: [Self; 4] = [
+    pub const ALL: [Self; 5] = [
         Self::Arithmetic,
         Self::ToolCall,
         Self::Calculator,
         Self::Digits,
+        Self::WordProblem,
     ];
 
     /// The kind a plan names, if any.
@@ -96,6 +100,7 @@ impl FixtureKind {
             Self::ToolCall => "tool_call",
             Self::Calculator => "calculator",
             Self::Digits => "digits",
+            Self::WordProblem => "word_problem",
         }
     }
 }
