@@ -184,12 +184,13 @@ impl Side {
 pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
     let o = parse(args)?;
     let commit = measured_commit();
-    let TrlSetup {
-        python,
-        binary,
-        script,
-        models,
-    } = TrlSetup::prepare(root, o.model.name())?;
+    let trl_setup = TrlSetup::prepare(root, o.model.name())?;
+    let (python, binary, script, models) = (
+        &trl_setup.python,
+        &trl_setup.binary,
+        &trl_setup.script,
+        &trl_setup.models,
+    );
     let model_dir = match o.model {
         Model::Tiny => models.join("tiny"),
         Model::Smollm2 => fetch_model::smollm2()?,
@@ -211,13 +212,13 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
             o.rounds
         );
         let out = work.join(format!("ours-{round}"));
-        let mut cmd = Command::new(&binary);
+        let mut cmd = Command::new(binary);
         cmd.args(["train", "--plan"])
             .arg(&plan)
             .arg("--output")
             .arg(&out)
             .env("RAYON_NUM_THREADS", o.threads.to_string());
-        let rss = peak_rss(&python, &cmd, &work.join(format!("ours-{round}.rss")))?;
+        let rss = peak_rss(python, &cmd, &work.join(format!("ours-{round}.rss")))?;
         ours.peak_rss_kib = ours.peak_rss_kib.max(rss);
         let (steps, prompt) = our_steps(&out, o.warmup)?;
         ours.steps.extend(steps);
@@ -228,19 +229,19 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
             o.rounds
         );
         let results = work.join(format!("trl-{round}.jsonl"));
-        let mut cmd = Command::new(&python);
-        cmd.arg(&script)
+        let mut cmd = Command::new(python);
+        cmd.arg(script)
             .args(["--model", o.model.name(), "--lora", "--question", QUESTION])
             .args(["--operands", "0", "9"])
             .args(["--steps", &o.steps.to_string()])
             .args(["--warmup", &o.warmup.to_string()])
             .args(["--threads", &o.threads.to_string()])
             .arg("--workdir")
-            .arg(&models)
+            .arg(models)
             .arg("--out")
             .arg(&results)
             .args(["--tag", &format!("vs-hr-{round}")]);
-        let rss = peak_rss(&python, &cmd, &work.join(format!("trl-{round}.rss")))?;
+        let rss = peak_rss(python, &cmd, &work.join(format!("trl-{round}.rss")))?;
         trl.peak_rss_kib = trl.peak_rss_kib.max(rss);
         let (steps, prompt) = trl_steps(&results, o.warmup)?;
         trl.steps.extend(steps);
@@ -398,8 +399,7 @@ fn render(o: &Options, commit: &str, ours: &Side, trl: &Side, versions: &Value) 
     writeln!(
         md,
         "Measured {} at commit {} with `cargo xtask bench grpo --vs-trl --model {} --steps {} \
-         --warmup {} --rounds {} --threads {}` on {} ({} cores). TRL {} (torch {}, transformers \
-         {}, peft {}).\n",
+         --warmup {} --rounds {} --threads {}` on {} ({} cores). {}.\n",
         command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
         commit,
         o.model.name(),
@@ -409,10 +409,7 @@ fn render(o: &Options, commit: &str, ours: &Side, trl: &Side, versions: &Value) 
         o.threads,
         cpu,
         std::thread::available_parallelism().map_or(0, |n| n.get()),
-        versions["trl"].as_str().unwrap_or("?"),
-        versions["torch"].as_str().unwrap_or("?"),
-        versions["transformers"].as_str().unwrap_or("?"),
-        versions["peft"].as_str().unwrap_or("?"),
+        trl_versions(versions),
     )?;
     writeln!(
         md,
@@ -463,6 +460,18 @@ fn render(o: &Options, commit: &str, ours: &Side, trl: &Side, versions: &Value) 
         trl.prompt_tokens.first().copied().unwrap_or(f64::NAN)
     )?;
     Ok(md)
+}
+
+/// `TRL 1.16.0 (torch ..., transformers ..., peft ...)` from a TRL result line's `versions`.
+pub(crate) fn trl_versions(versions: &Value) -> String {
+    let v = |k: &str| versions[k].as_str().unwrap_or("?").to_owned();
+    format!(
+        "TRL {} (torch {}, transformers {}, peft {})",
+        v("trl"),
+        v("torch"),
+        v("transformers"),
+        v("peft")
+    )
 }
 
 /// The CPU's model name, for the tables.

@@ -16,7 +16,9 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::bench_trl::{SMOLLM2_SYSTEM, TrlSetup, command_output, cpu_name, measured_commit};
+use crate::bench_trl::{
+    SMOLLM2_SYSTEM, TrlSetup, command_output, cpu_name, measured_commit, trl_versions,
+};
 use crate::{fetch_model, run, timestamped};
 
 const NAME: &str = "smollm2-arithmetic";
@@ -134,12 +136,13 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
 /// Trains both sides and evaluates into `work`, ending with its `run.json`.
 fn measure(root: &Path, o: Options, work: &Path) -> Result<()> {
     let commit = measured_commit();
-    let TrlSetup {
-        python,
-        binary,
-        script,
-        models,
-    } = TrlSetup::prepare(root, "smollm2")?;
+    let trl_setup = TrlSetup::prepare(root, "smollm2")?;
+    let (python, binary, script, models) = (
+        &trl_setup.python,
+        &trl_setup.binary,
+        &trl_setup.script,
+        &trl_setup.models,
+    );
     let model = fetch_model::smollm2()?;
     std::fs::create_dir_all(work)?;
     let plan_file = work.join("plan.json");
@@ -149,7 +152,7 @@ fn measure(root: &Path, o: Options, work: &Path) -> Result<()> {
     let threads = o.threads.to_string();
 
     let ours = work.join("ours");
-    let mut train = Command::new(&binary);
+    let mut train = Command::new(binary);
     train
         .args(["train", "--plan"])
         .arg(&plan_file)
@@ -162,8 +165,8 @@ fn measure(root: &Path, o: Options, work: &Path) -> Result<()> {
 
     let trl_out = work.join("trl.jsonl");
     let trl_adapter = work.join("trl-adapter");
-    let mut trl = Command::new(&python);
-    trl.arg(&script)
+    let mut trl = Command::new(python);
+    trl.arg(script)
         .args(["--model", "smollm2", "--lora", "--tasks"])
         .arg(&tasks)
         .args(["--reward", "final-number", "--lr-scheduler", "constant"])
@@ -171,7 +174,7 @@ fn measure(root: &Path, o: Options, work: &Path) -> Result<()> {
         .args(["--steps", &o.steps.to_string(), "--warmup", "0"])
         .args(["--threads", &threads, "--tag", NAME])
         .arg("--workdir")
-        .arg(&models)
+        .arg(models)
         .arg("--out")
         .arg(&trl_out)
         .arg("--save-adapter")
@@ -181,7 +184,7 @@ fn measure(root: &Path, o: Options, work: &Path) -> Result<()> {
     let trl_s = started.elapsed().as_secs_f64();
 
     let evaluation = work.join("evaluation");
-    let mut evaluate = Command::new(&binary);
+    let mut evaluate = Command::new(binary);
     evaluate
         .args(["evaluate", "--resume"])
         .arg(&ours)
@@ -372,16 +375,12 @@ fn render(o: &Options, plan: &Value, runs: &Runs) -> Result<String> {
     )?;
     writeln!(
         md,
-        "Measured {} at commit {} on {} ({} threads per side, one side at a time). TRL {} (torch \
-         {}, transformers {}, peft {}).\n",
+        "Measured {} at commit {} on {} ({} threads per side, one side at a time). {}.\n",
         runs.measured,
         runs.commit,
         cpu_name(),
         o.threads,
-        versions["trl"].as_str().unwrap_or("?"),
-        versions["torch"].as_str().unwrap_or("?"),
-        versions["transformers"].as_str().unwrap_or("?"),
-        versions["peft"].as_str().unwrap_or("?"),
+        trl_versions(versions),
     )?;
     writeln!(
         md,

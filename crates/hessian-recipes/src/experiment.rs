@@ -94,35 +94,35 @@ mod tests {
 
     use super::*;
 
-    fn storage(s: Value) -> Value {
+    fn storage(s: &Value) -> Value {
         json!({"checkpoint_storage": s})
     }
 
     #[test]
     fn the_storage_folder_is_the_one_this_machine_sees() {
-        let shared = storage(json!({"type": "shared_fs", "host_path": "/mnt/share",
+        let shared = storage(&json!({"type": "shared_fs", "host_path": "/mnt/share",
             "storage_path": "ckpts", "propagation": "rprivate"}));
         assert_eq!(storage_dir(&shared, false), Some("/mnt/share/ckpts".into()));
         assert_eq!(
             storage_dir(&shared, true),
             Some("/determined_shared_fs/ckpts".into())
         );
-        let absolute = storage(json!({"type": "shared_fs", "host_path": "/mnt/share",
+        let absolute = storage(&json!({"type": "shared_fs", "host_path": "/mnt/share",
             "storage_path": "/mnt/share/a/b"}));
         assert_eq!(storage_dir(&absolute, false), Some("/mnt/share/a/b".into()));
         assert_eq!(
             storage_dir(&absolute, true),
             Some("/determined_shared_fs/a/b".into())
         );
-        let bare = storage(json!({"type": "shared_fs", "host_path": "/mnt/share"}));
+        let bare = storage(&json!({"type": "shared_fs", "host_path": "/mnt/share"}));
         assert_eq!(storage_dir(&bare, false), Some("/mnt/share".into()));
-        let directory = storage(json!({"type": "directory", "container_path": "/ckpt"}));
+        let directory = storage(&json!({"type": "directory", "container_path": "/ckpt"}));
         assert_eq!(storage_dir(&directory, true), Some("/ckpt".into()));
         assert_eq!(
-            storage_dir(&storage(json!({"type": "s3", "bucket": "b"})), false),
+            storage_dir(&storage(&json!({"type": "s3", "bucket": "b"})), false),
             None
         );
-        let outside = storage(json!({"type": "shared_fs", "host_path": "/mnt/share",
+        let outside = storage(&json!({"type": "shared_fs", "host_path": "/mnt/share",
             "storage_path": "/elsewhere"}));
         assert_eq!(storage_dir(&outside, false), None);
     }
