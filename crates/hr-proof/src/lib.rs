@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 
 pub use managed::{MANAGED_PROOF_SCHEMA, ManagedProof};
 pub use native::{Divergence, NATIVE_FIELDS, NATIVE_PROOF_SCHEMA, NativeProof, first_divergence};
-pub use run_folder::{EvidenceLine, parse_evidence, read_evidence};
+pub use run_folder::{CursorRecord, EvidenceLine, parse_evidence, read_evidence};
 
 use hr_seal::SourceBinding;
 use serde::{Deserialize, Serialize};

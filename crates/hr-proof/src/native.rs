@@ -6,15 +6,15 @@ use std::path::{Path, PathBuf};
 
 use hr_seal::SourceBinding;
 use serde::{Deserialize, Serialize};
-use serde_json::{Map, Value};
 
-use crate::ProofError;
+use crate::{EvidenceLine, ProofError};
 
 /// The schema of `proof.json` for native qualifications.
 pub const NATIVE_PROOF_SCHEMA: &str = "hessian-recipes/native-proof/v1";
 
-/// Evidence fields in the order they are compared: a step's first differing field is the
-/// earliest cause (different tasks explain different tokens, which explain different updates).
+/// Evidence fields in the order they are compared ([`EvidenceLine::first_difference`]): a step's
+/// first differing field is the earliest cause (different tasks explain different tokens, which
+/// explain different updates).
 pub const NATIVE_FIELDS: [&str; 8] = [
     "task_ids",
     "tokens_sha256",
@@ -36,35 +36,32 @@ pub struct Divergence {
     pub field: String,
 }
 
-/// Compares evidence lines (JSON objects with `step` and [`NATIVE_FIELDS`]) step by step.
-/// `None` when both streams hold the same steps with equal fields.
+/// Compares evidence lines step by step, field by field in [`NATIVE_FIELDS`] order. `None`
+/// when both streams hold the same steps with equal fields.
 pub fn first_divergence(
-    reference: &[Map<String, Value>],
-    resumed: &[Map<String, Value>],
+    reference: &[EvidenceLine],
+    resumed: &[EvidenceLine],
 ) -> Option<Divergence> {
-    let step_of = |m: &Map<String, Value>| m.get("step").and_then(Value::as_u64).unwrap_or(0);
     let last = reference
         .iter()
         .chain(resumed)
-        .map(step_of)
+        .map(|l| l.step)
         .max()
         .unwrap_or(0);
     for step in 1..=last {
-        let a = reference.iter().find(|m| step_of(m) == step);
-        let b = resumed.iter().find(|m| step_of(m) == step);
+        let a = reference.iter().find(|l| l.step == step);
+        let b = resumed.iter().find(|l| l.step == step);
         let (Some(a), Some(b)) = (a, b) else {
             return Some(Divergence {
                 step,
                 field: "missing step".to_owned(),
             });
         };
-        for field in NATIVE_FIELDS {
-            if a.get(field) != b.get(field) || a.get(field).is_none() {
-                return Some(Divergence {
-                    step,
-                    field: field.to_owned(),
-                });
-            }
+        if let Some(field) = a.first_difference(b) {
+            return Some(Divergence {
+                step,
+                field: field.to_owned(),
+            });
         }
     }
     None
@@ -109,15 +106,50 @@ impl NativeProof {
 mod tests {
     use super::*;
 
-    fn line(step: u64, tokens: &str, adapter: &str) -> Map<String, Value> {
-        let mut m = Map::new();
-        m.insert("step".into(), step.into());
-        for f in NATIVE_FIELDS {
-            m.insert(f.into(), "x".into());
+    use crate::CursorRecord;
+
+    fn line(step: u64, tokens: &str, adapter: &str) -> EvidenceLine {
+        EvidenceLine {
+            step,
+            task_ids: vec!["t".into()],
+            rewards: vec![0.5],
+            tokens_sha256: tokens.into(),
+            advantages_sha256: "x".into(),
+            adapter_sha256: adapter.into(),
+            optimizer_sha256: "x".into(),
+            trainer_state_sha256: "x".into(),
+            data_cursor: CursorRecord {
+                epoch: 0,
+                position: step,
+            },
         }
-        m.insert("tokens_sha256".into(), tokens.into());
-        m.insert("adapter_sha256".into(), adapter.into());
-        m
+    }
+
+    #[test]
+    fn every_field_is_compared_in_the_documented_order() {
+        let a = line(1, "t", "a");
+        let changes: [fn(&mut EvidenceLine); 8] = [
+            |l| l.task_ids.push("u".into()),
+            |l| l.tokens_sha256.push('!'),
+            |l| l.rewards[0] = -0.5,
+            |l| l.advantages_sha256.push('!'),
+            |l| l.adapter_sha256.push('!'),
+            |l| l.optimizer_sha256.push('!'),
+            |l| l.trainer_state_sha256.push('!'),
+            |l| l.data_cursor.epoch += 1,
+        ];
+        for (field, change) in NATIVE_FIELDS.iter().zip(changes) {
+            let mut b = a.clone();
+            change(&mut b);
+            assert_eq!(a.first_difference(&b), Some(*field));
+        }
+        // Floats bit for bit: 0.0 and -0.0 are different rewards.
+        let mut b = a.clone();
+        b.rewards[0] = 0.0;
+        let mut c = a.clone();
+        c.rewards[0] = -0.0;
+        assert_eq!(b.first_difference(&c), Some("rewards"));
+        assert_eq!(a.first_difference(&a.clone()), None);
     }
 
     #[test]

@@ -8,11 +8,12 @@ use hr_files::{IoResultExt, RunDir};
 use std::path::Path;
 
 use hr_proof::{
-    MANAGED_PROOF_SCHEMA, ManagedProof, NATIVE_PROOF_SCHEMA, NativeProof, first_divergence,
+    EvidenceLine, MANAGED_PROOF_SCHEMA, ManagedProof, NATIVE_PROOF_SCHEMA, NativeProof,
+    first_divergence,
 };
 use hr_seal::{Expectations, SourceBinding, Trust, verify};
 use serde::de::DeserializeOwned;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 use crate::QualifyError;
 
@@ -35,7 +36,7 @@ fn read_proof<T: DeserializeOwned>(path: &Path, schema: &str) -> Result<T, Quali
 }
 
 /// A run folder's evidence, which must hold exactly `steps` steps.
-fn evidence(run: &Path, steps: u64) -> Result<Vec<Map<String, Value>>, QualifyError> {
+fn evidence(run: &Path, steps: u64) -> Result<Vec<EvidenceLine>, QualifyError> {
     let path = RunDir::new(run).evidence();
     let lines = hr_proof::read_evidence(&path).map_err(|e| failed(e.to_string()))?;
     if lines.len() as u64 != steps {
@@ -58,8 +59,8 @@ fn allocations(run: &Path) -> Vec<Value> {
 
 /// Checks that the recorded verdict follows from the two evidence streams.
 fn check_verdict(
-    reference: &[Map<String, Value>],
-    resumed: &[Map<String, Value>],
+    reference: &[EvidenceLine],
+    resumed: &[EvidenceLine],
     recorded: Option<&hr_proof::Divergence>,
     equal: bool,
 ) -> Result<(), QualifyError> {

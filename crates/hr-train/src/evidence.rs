@@ -4,6 +4,7 @@
 //! carry.
 
 use hr_grpo::{DataCursor, NativeState, StepReport};
+use hr_proof::{CursorRecord, EvidenceLine};
 use hr_seal::{EvidencePrefix, sha256_hex};
 use serde_json::{Value, json};
 
@@ -17,7 +18,11 @@ pub(crate) fn metrics_row(report: &StepReport) -> Value {
 }
 
 /// One step's evidence line.
-pub(crate) fn evidence_line(report: &StepReport, state: &NativeState, cursor: DataCursor) -> Value {
+pub(crate) fn evidence_line(
+    report: &StepReport,
+    state: &NativeState,
+    cursor: DataCursor,
+) -> EvidenceLine {
     let tokens: Vec<&Vec<u32>> = report.episodes.iter().map(|e| &e.completion).collect();
     let digest = |name: &str| {
         state
@@ -26,17 +31,22 @@ pub(crate) fn evidence_line(report: &StepReport, state: &NativeState, cursor: Da
             .map(|b| sha256_hex(b))
             .unwrap_or_default()
     };
-    json!({
-        "step": report.step + 1,
-        "task_ids": report.episodes.iter().map(|e| e.task_id.as_str()).collect::<Vec<_>>(),
-        "rewards": report.episodes.iter().map(|e| e.reward).collect::<Vec<_>>(),
-        "tokens_sha256": sha256_hex(&serde_json::to_vec(&tokens).expect("tokens serialise")),
-        "advantages_sha256": sha256_hex(&serde_json::to_vec(&report.advantages).expect("advantages serialise")),
-        "adapter_sha256": digest(hr_policy::ADAPTER_WEIGHTS),
-        "optimizer_sha256": digest(hr_grpo::OPTIMIZER_STATE),
-        "trainer_state_sha256": digest(hr_grpo::TRAINER_STATE),
-        "data_cursor": cursor,
-    })
+    EvidenceLine {
+        step: report.step + 1,
+        task_ids: report.episodes.iter().map(|e| e.task_id.clone()).collect(),
+        rewards: report.episodes.iter().map(|e| e.reward).collect(),
+        tokens_sha256: sha256_hex(&serde_json::to_vec(&tokens).expect("tokens serialise")),
+        advantages_sha256: sha256_hex(
+            &serde_json::to_vec(&report.advantages).expect("advantages serialise"),
+        ),
+        adapter_sha256: digest(hr_policy::ADAPTER_WEIGHTS),
+        optimizer_sha256: digest(hr_grpo::OPTIMIZER_STATE),
+        trainer_state_sha256: digest(hr_grpo::TRAINER_STATE),
+        data_cursor: CursorRecord {
+            epoch: cursor.epoch,
+            position: cursor.position as u64,
+        },
+    }
 }
 
 /// One step's raw rollouts.

@@ -140,7 +140,7 @@ fn unix_now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn append(path: &Path, value: &Value) -> Result<(), TrainError> {
+fn append(path: &Path, value: &impl std::fmt::Display) -> Result<(), TrainError> {
     let mut f = std::fs::OpenOptions::new()
         .create(true)
         .append(true)

@@ -14,7 +14,8 @@ fn stream() -> String {
             format!(
                 "{{\"step\":{step},\"task_ids\":[\"t{step}\"],\"tokens_sha256\":\"ab{step}\",\
                  \"rewards\":[0.5,1.0],\"advantages_sha256\":\"cd\",\"adapter_sha256\":\"ef\",\
-                 \"optimizer_sha256\":\"01\",\"trainer_state_sha256\":\"23\",\"data_cursor\":{step}}}\n"
+                 \"optimizer_sha256\":\"01\",\"trainer_state_sha256\":\"23\",\
+                 \"data_cursor\":{{\"epoch\":0,\"position\":{step}}}}}\n"
             )
         })
         .collect()
@@ -26,13 +27,17 @@ fn the_real_shape_parses_and_bad_lines_are_named() {
     let ok = parse_evidence(&stream(), path).expect("parses");
     assert_eq!(ok.len(), 4);
     assert_eq!(first_divergence(&ok, &ok), None);
+    let first = stream().lines().next().expect("line").to_owned();
+    let step = |n: u32| first.replacen("\"step\":1", &format!("\"step\":{n}"), 1);
     for (text, line) in [
-        ("{\"step\":1}\nnot json\n", 2),
-        ("{\"step\":0}\n", 1),
-        ("[1,2]\n", 1),
-        ("{\"step\":2}\n{\"step\":2}\n", 2),
+        (format!("{first}\nnot json\n"), 2),
+        (format!("{}\n", step(0)), 1),
+        ("[1,2]\n".to_owned(), 1),
+        (format!("{}\n{}\n", step(2), step(2)), 2),
+        ("{\"step\":1}\n".to_owned(), 1),
+        (format!("{}\n", first.replace("}}", "},\"extra\":1}")), 1),
     ] {
-        match parse_evidence(text, path) {
+        match parse_evidence(&text, path) {
             Err(ProofError::Evidence { line: l, .. }) => assert_eq!(l, line, "{text:?}"),
             other => panic!("{text:?}: expected a typed error at line {line}, got {other:?}"),
         }
