@@ -211,6 +211,37 @@ fn a_compared_adapter_runs_the_same_held_out_episodes_and_retention_items() {
     assert!(held_out.contains("at-4"), "{held_out}");
     let verify = s.run(&["snapshot", "verify", "eval"]);
     assert!(verify.status.success(), "{:?}", text(&verify));
+
+    // An adapter of another shape (rank 4 declared, rank-8 weights) is bad input, named.
+    let alien = s.path().join("alien");
+    std::fs::create_dir_all(&alien).expect("alien");
+    let native = native(2);
+    std::fs::copy(
+        native.join("adapter_model.safetensors"),
+        alien.join("adapter_model.safetensors"),
+    )
+    .expect("copy");
+    let mut config: Value =
+        serde_json::from_slice(&std::fs::read(native.join("adapter_config.json")).expect("config"))
+            .expect("json");
+    config["r"] = json!(4);
+    std::fs::write(alien.join("adapter_config.json"), config.to_string()).expect("write");
+    let out = s.run(&[
+        "evaluate",
+        "--resume",
+        "run",
+        "--output",
+        "eval2",
+        "--compare",
+        &format!("alien={}", alien.display()),
+    ]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("compared adapter `alien`") && stderr.contains("does not fit"),
+        "{stderr}"
+    );
+    assert!(!s.path().join("eval2").exists(), "nothing is left behind");
 }
 
 #[test]

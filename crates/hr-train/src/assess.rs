@@ -234,10 +234,27 @@ pub fn assess<B: Backend>(
     let others = compared
         .iter()
         .map(|c| {
-            let weights = c.dir.join(hr_policy::ADAPTER_WEIGHTS);
-            let bytes = std::fs::read(&weights).at("read", &weights)?;
-            let adapters = hr_policy::load_adapters::<B>(policy.config(), &c.dir, device)?;
-            Ok((c.name.clone(), hr_seal::sha256_hex(&bytes), adapters))
+            // Read once: the digest in the report is of the very bytes that are loaded.
+            let read = |name: &str| {
+                let path = c.dir.join(name);
+                std::fs::read(&path).at("read", &path)
+            };
+            let files = hr_policy::AdapterFiles {
+                weights: read(hr_policy::ADAPTER_WEIGHTS)?,
+                config: read(hr_policy::ADAPTER_CONFIG)?,
+            };
+            let digest = hr_seal::sha256_hex(&files.weights);
+            let adapters =
+                hr_policy::adapters_from_files::<B>(policy.config(), &files, &c.dir, device)
+                    .map_err(|e| {
+                        TrainError::Refused(format!(
+                            "compared adapter `{}` ({}) does not fit the plan's model {}: {e}",
+                            c.name,
+                            c.dir.display(),
+                            model.display()
+                        ))
+                    })?;
+            Ok((c.name.clone(), digest, adapters))
         })
         .collect::<Result<Vec<_>, TrainError>>()?;
     let mut rollout = grpo_config(plan).rollout;
