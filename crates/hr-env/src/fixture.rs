@@ -9,18 +9,15 @@
 //!   `<tool_response>`; its final answer is then scored as in `arithmetic`;
 //! - `digits` (single turn, a dense format reward): the share of the answer's characters that
 //!   are ASCII digits, so even a tiny random model gets a signal to learn from;
-//! - `word_problem` (single turn): authored grade-school word problems
-//!   (`tasks/word_problems.jsonl`, each labelled with its split; provenance in
-//!   `tasks/README.md`), scored as `arithmetic`.
-
-use std::sync::LazyLock;
+//! - `word_problem` and `tool_use` (single turn): the authored families of `authored.rs`
+//!   (each line labelled with its split), scored as `arithmetic` and `tool_call`.
 
 use hr_eval::{CallMatch, call_matches, number_matches, parse_tool_call};
-use serde::Deserialize;
 use serde_json::{Value, json};
 
 use hr_plan::FixtureKind;
 
+use crate::authored;
 use crate::{EnvError, Environment, Observation, StepOutcome, Task};
 
 const CITIES: [&str; 20] = [
@@ -52,25 +49,6 @@ impl Split {
     }
 }
 
-/// One authored word problem.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct WordProblem {
-    id: String,
-    split: String,
-    question: String,
-    answer: i64,
-}
-
-/// The authored word problems, in file order (checked by the tests: ids unique, splits known,
-/// no question in two splits).
-static WORD_PROBLEMS: LazyLock<Vec<WordProblem>> = LazyLock::new(|| {
-    include_str!("../tasks/word_problems.jsonl")
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("tasks/word_problems.jsonl is valid"))
-        .collect()
-});
-
 /// SplitMix64, so the task list depends only on the seed.
 fn mix(state: &mut u64) -> u64 {
     *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
@@ -81,23 +59,23 @@ fn mix(state: &mut u64) -> u64 {
 }
 
 /// The family's question space: operand pairs `(a, b)` in 0..10 for the arithmetic kinds, city
-/// indexes for tool calls, indexes into the authored list for word problems.
+/// indexes for tool calls, line indexes for the authored families.
 fn space(kind: FixtureKind) -> Vec<(i64, i64)> {
+    if let Some(n) = authored::len(kind) {
+        return (0..n as i64).map(|i| (i, 0)).collect();
+    }
     match kind {
         FixtureKind::ToolCall => (0..CITIES.len() as i64).map(|c| (c, 0)).collect(),
-        FixtureKind::WordProblem => (0..WORD_PROBLEMS.len() as i64).map(|i| (i, 0)).collect(),
         _ => (0..10).flat_map(|a| (0..10).map(move |b| (a, b))).collect(),
     }
 }
 
-/// The questions of `split`: the space in a fixed pseudo-random order (independent of any plan
-/// seed), cut at 70% and 85%; authored word problems carry their split.
+/// The questions of `split`: an authored family's lines labelled with it (as `(index, 0)`), or
+/// a generated family's space in a fixed pseudo-random order (independent of any plan seed),
+/// cut at 70% and 85%.
 fn split_space(kind: FixtureKind, split: Split) -> Vec<(i64, i64)> {
-    if kind == FixtureKind::WordProblem {
-        return space(kind)
-            .into_iter()
-            .filter(|(i, _)| WORD_PROBLEMS[*i as usize].split == split.name())
-            .collect();
+    if let Some(indexes) = authored::split_indexes(kind, split.name()) {
+        return indexes.into_iter().map(|i| (i as i64, 0)).collect();
     }
     let mut items: Vec<(u64, (i64, i64))> = space(kind)
         .into_iter()
@@ -125,9 +103,8 @@ fn task(kind: FixtureKind, id: String, (a, b): (i64, i64)) -> Task {
         FixtureKind::Digits => {
             json!({"kind": "digits", "question": format!("Answer with digits only: {a}{b}?")})
         }
-        FixtureKind::WordProblem => {
-            let p = &WORD_PROBLEMS[a as usize];
-            json!({"kind": "word_problem", "question": p.question, "answer": p.answer, "source": p.id})
+        FixtureKind::WordProblem | FixtureKind::ToolUse => {
+            authored::payload(kind, a as usize).unwrap_or(Value::Null)
         }
         FixtureKind::ToolCall => {
             let city = CITIES[a as usize];
@@ -233,7 +210,7 @@ impl Environment for FixtureEnvironment {
                     String::new(),
                 )
             }
-            "tool_call" => {
+            "tool_call" | "tool_use" => {
                 let name = field(task, "name")?.as_str().unwrap_or_default();
                 let reward = match call_matches(action, name, field(task, "arguments")?) {
                     CallMatch::Correct => 1.0,
@@ -272,7 +249,7 @@ impl Environment for FixtureEnvironment {
                     service: "fixture".to_owned(),
                     message: format!(
                         "task {}: unknown kind `{other}` (arithmetic, tool_call, calculator, \
-                         digits, word_problem)",
+                         digits, word_problem, tool_use)",
                         task.id
                     ),
                 });
@@ -336,34 +313,23 @@ mod tests {
     }
 
     #[test]
-    fn the_authored_word_problems_are_well_formed_and_labelled() {
-        use std::collections::BTreeSet;
-        let ids: BTreeSet<&str> = WORD_PROBLEMS.iter().map(|p| p.id.as_str()).collect();
-        assert_eq!(ids.len(), WORD_PROBLEMS.len(), "ids are unique");
-        for p in WORD_PROBLEMS.iter() {
+    fn authored_tasks_carry_their_split_in_the_id_and_their_source_line() {
+        for (kind, name) in [
+            (FixtureKind::WordProblem, "word_problem"),
+            (FixtureKind::ToolUse, "tool_use"),
+        ] {
+            let task = &fixture_split_tasks(kind, Split::HeldOut, 1, 0)[0];
+            assert_eq!(task.payload["kind"], name);
             assert!(
-                ["train", "dev", "held_out"].contains(&p.split.as_str()),
-                "{}: split {:?}",
-                p.id,
-                p.split
+                task.id.starts_with(&format!("{name}-held_out-")),
+                "{}",
+                task.id
             );
-            assert!(p.question.ends_with('?') && p.answer > 0, "{}", p.id);
+            assert!(task.payload["source"].is_string(), "{}", task.payload);
         }
-        let count = |s: &str| WORD_PROBLEMS.iter().filter(|p| p.split == s).count();
-        assert_eq!(
-            (count("train"), count("dev"), count("held_out")),
-            (42, 9, 9)
-        );
-        // None of them is one of the evaluation suites' word problems.
-        let suite: BTreeSet<String> = hr_eval::builtin_suites()
-            .expect("suites")
-            .iter()
-            .flat_map(|s| s.tasks.iter().map(|t| t.prompt.clone()))
-            .collect();
-        assert!(WORD_PROBLEMS.iter().all(|p| !suite.contains(&p.question)));
-        let task = &fixture_split_tasks(FixtureKind::WordProblem, Split::HeldOut, 1, 0)[0];
-        assert_eq!(task.payload["kind"], "word_problem");
-        assert!(task.id.starts_with("word_problem-held_out-"), "{}", task.id);
+        let call = &fixture_tasks(FixtureKind::ToolUse, 1, 0)[0];
+        let question = call.payload["question"].as_str().unwrap_or_default();
+        assert!(question.starts_with(authored::TOOLS_PROMPT) && question.contains("\nRequest: "));
     }
 
     #[test]
@@ -383,6 +349,18 @@ mod tests {
         };
         env.reset(&word, 0)?;
         assert_eq!(env.step("15 × 120 = 1,800 seats.")?.reward, 1.0);
+        let tool = Task {
+            id: "u".into(),
+            payload: json!({"kind": "tool_use", "question": "q", "name": "set_timer",
+                            "arguments": {"minutes": 7}}),
+        };
+        env.reset(&tool, 0)?;
+        let call = r#"<tool_call>{"name": "set_timer", "arguments": {"minutes": 7.0}}</tool_call>"#;
+        assert_eq!(env.step(call)?.reward, 1.0);
+        env.reset(&tool, 0)?;
+        let wrong =
+            r#"<tool_call>{"name": "set_alarm", "arguments": {"time": "07:00"}}</tool_call>"#;
+        assert_eq!(env.step(wrong)?.reward, 0.1);
 
         let call = Task {
             id: "c".into(),

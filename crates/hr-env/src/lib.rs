@@ -1,12 +1,14 @@
 //! The environment side of an episode, without networking: the [`Environment`] trait the
 //! trainer drives episodes through, the [`Task`]/[`Observation`]/[`StepOutcome`] it exchanges,
-//! the [`EnvError`] every environment reports, and the built-in fixture environment (arithmetic,
-//! tool-call, calculator and digits task families with their TRAIN/DEV/HELD-OUT splits), which
-//! needs no service. Rewards are scored by `hr-eval`'s one scoring rule.
+//! the [`EnvError`] every environment reports, and the built-in fixture environment (generated
+//! arithmetic, tool-call, calculator and digits task families and authored word-problem and
+//! tool-use ones, each with TRAIN/DEV/HELD-OUT splits), which needs no service. Rewards are
+//! scored by `hr-eval`'s one scoring rule.
 //!
 //! Not here: the service-backed environments (NeMo Gym, OpenEnv) and their process supervision,
 //! which live in `hr-bridge`; tensor crates depend on this crate so they never link an HTTP stack.
 
+mod authored;
 mod environment;
 mod error;
 mod fixture;

@@ -169,7 +169,7 @@ fn one() -> usize {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FixtureTasks {
-    /// `arithmetic`, `tool_call`, `calculator`, `digits` or `word_problem`.
+    /// `arithmetic`, `tool_call`, `calculator`, `digits`, `word_problem` or `tool_use`.
     pub kind: FixtureKind,
     /// How many tasks.
     pub count: usize,

@@ -76,16 +76,20 @@ pub enum FixtureKind {
     /// Authored grade-school word problems (`hr-env/tasks/word_problems.jsonl`), answered
     /// with a number.
     WordProblem,
+    /// Authored requests answered with one call of five described tools
+    /// (`hr-env/tasks/tool_calls.jsonl`).
+    ToolUse,
 }
 
 impl FixtureKind {
     /// Every kind.
-    pub const ALL: [Self; 5] = [
+    pub const ALL: [Self; 6] = [
         Self::Arithmetic,
         Self::ToolCall,
         Self::Calculator,
         Self::Digits,
         Self::WordProblem,
+        Self::ToolUse,
     ];
 
     /// The kind a plan names, if any.
@@ -101,6 +105,7 @@ impl FixtureKind {
             Self::Calculator => "calculator",
             Self::Digits => "digits",
             Self::WordProblem => "word_problem",
+            Self::ToolUse => "tool_use",
         }
     }
 }
