@@ -122,7 +122,7 @@ pub struct Trial {
     #[serde(default)]
     pub task_id: Option<String>,
     /// Current run id (allocation count).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<i32>,
 }
 

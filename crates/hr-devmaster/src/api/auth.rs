@@ -3,7 +3,9 @@
 use axum::{Json, body::Bytes, extract::State as AxState, http::HeaderMap};
 use serde_json::{Value, json};
 
-use super::{M, caller, parse, token};
+use hr_det::wire::{MasterInfo, User};
+
+use super::{M, caller, parse, token, with_cli_fields};
 use crate::{
     error::{ApiError, ApiResult},
     info::{now_rfc3339, random_hex},
@@ -12,15 +14,31 @@ use crate::{
 
 pub(super) async fn info(AxState(m): M) -> Json<Value> {
     let cluster = m.state().cluster_id.clone();
-    Json(
-        json!({"version": "0.35.0", "clusterId": cluster, "masterId": cluster, "clusterName": "devmaster",
-        "telemetryEnabled": false, "branding": "determined", "rbacEnabled": false, "strictJobQueueControl": false}),
-    )
+    Json(with_cli_fields(
+        &MasterInfo {
+            version: "0.35.0".to_owned(),
+            cluster_id: cluster.clone(),
+            master_id: cluster,
+            cluster_name: "devmaster".to_owned(),
+        },
+        json!({"telemetryEnabled": false, "branding": "determined", "rbacEnabled": false,
+                "strictJobQueueControl": false}),
+    ))
 }
 
+/// A user as the Rust client reads it (`hr_det::wire::User`) plus the `det` CLI's fields.
 pub(super) fn user_json(name: &str) -> Value {
-    json!({"id": if name == "admin" { 1 } else { 2 }, "username": name, "admin": name == "admin", "active": true,
-        "displayName": "", "remote": false, "modifiedAt": now_rfc3339(), "agentUserGroup": null})
+    let user = User {
+        id: if name == "admin" { 1 } else { 2 },
+        username: name.to_owned(),
+        admin: name == "admin",
+        active: true,
+        display_name: String::new(),
+    };
+    with_cli_fields(
+        &user,
+        json!({"remote": false, "modifiedAt": now_rfc3339(), "agentUserGroup": null}),
+    )
 }
 
 pub(super) async fn login(AxState(m): M, body: Bytes) -> ApiResult<Json<Value>> {

@@ -8,10 +8,10 @@ use axum::{
     extract::{Path, Query, State as AxState},
     http::HeaderMap,
 };
-use hr_det::wire::Checkpoint;
+use hr_det::wire::{Checkpoint, CheckpointResponse, CheckpointsResponse, Pagination};
 use serde_json::{Value, json};
 
-use super::{M, caller, find_experiment, find_trial, parse, trial_of_task};
+use super::{M, caller, find_experiment, find_trial, parse, trial_of_task, wire_json};
 use crate::{
     error::{ApiError, ApiResult},
     info::now_rfc3339,
@@ -55,11 +55,19 @@ pub(super) async fn list_checkpoints(
         .filter(|l: &usize| *l > 0)
         .unwrap_or(usize::MAX);
     let total = list.len();
-    let page: Vec<&Checkpoint> = list.into_iter().skip(offset).take(limit).collect();
-    let end = offset + page.len();
-    Ok(Json(
-        json!({"checkpoints": page, "pagination": {"offset": offset, "limit": 0, "startIndex": offset, "endIndex": end, "total": total}}),
-    ))
+    let checkpoints: Vec<Checkpoint> = list.into_iter().skip(offset).take(limit).cloned().collect();
+    let index = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
+    let response = CheckpointsResponse {
+        pagination: Pagination {
+            offset: index(offset),
+            limit: 0,
+            start_index: index(offset),
+            end_index: index(offset + checkpoints.len()),
+            total: index(total),
+        },
+        checkpoints,
+    };
+    Ok(Json(wire_json(&response)))
 }
 
 pub(super) async fn get_checkpoint(
@@ -74,7 +82,9 @@ pub(super) async fn get_checkpoint(
         .iter()
         .find(|c| c.checkpoint.uuid == uuid)
         .ok_or_else(|| ApiError::NotFound(format!("checkpoint not found: {uuid}")))?;
-    Ok(Json(json!({"checkpoint": c.checkpoint})))
+    Ok(Json(wire_json(&CheckpointResponse {
+        checkpoint: c.checkpoint.clone(),
+    })))
 }
 
 pub(super) async fn report_checkpoint(

@@ -8,18 +8,33 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use super::{M, caller, pagination, parse};
+use hr_det::wire::{Command, TaskLog};
+
+use super::{M, caller, pagination, parse, with_cli_fields};
 use crate::{
     error::{ApiError, ApiResult},
     info::now_rfc3339,
     scheduler,
 };
 
+/// `{"command": ..., "config": ...}`: the command as the Rust client reads it
+/// (`hr_det::wire::Command`) plus the `det` CLI's fields.
 pub(super) fn command_json(c: &crate::state::CommandRec) -> Value {
-    json!({"command": {"id": c.id, "description": c.description, "jobId": format!("job-{}", c.id),
-        "resourcePool": "default", "startTime": c.start_time, "state": c.state, "username": "determined",
-        "workspaceId": c.workspace_id, "exitStatus": c.exit_status, "container": null, "displayName": "",
-        "userId": 2}, "config": c.config})
+    let command = Command {
+        id: c.id.clone(),
+        description: c.description.clone(),
+        job_id: format!("job-{}", c.id),
+        resource_pool: "default".to_owned(),
+        start_time: c.start_time.clone(),
+        state: c.state,
+        username: "determined".to_owned(),
+        workspace_id: c.workspace_id,
+        exit_status: c.exit_status.clone(),
+    };
+    json!({
+        "command": with_cli_fields(&command, json!({"container": null, "displayName": "", "userId": 2})),
+        "config": c.config,
+    })
 }
 
 pub(super) async fn create_command(
@@ -95,9 +110,17 @@ pub(super) async fn task_logs(
     let text = std::fs::read_to_string(path).unwrap_or_default();
     let mut out = String::new();
     for (i, line) in text.lines().enumerate() {
-        let entry = json!({"result": {"id": i.to_string(), "taskId": id, "timestamp": now_rfc3339(), "level": "LOG_LEVEL_INFO",
-            "log": format!("{line}\n"), "message": line, "allocationId": null, "agentId": "devmaster",
-            "containerId": null, "rankId": 0, "source": "", "stdtype": "stdout"}});
+        let log = TaskLog {
+            id: i64::try_from(i).unwrap_or(i64::MAX),
+            task_id: id.clone(),
+            timestamp: Some(now_rfc3339()),
+            level: Some("LOG_LEVEL_INFO".to_owned()),
+            log: format!("{line}\n"),
+            message: Some(line.to_owned()),
+        };
+        let entry = json!({"result": with_cli_fields(&log, json!({"allocationId": null,
+            "agentId": "devmaster", "containerId": null, "rankId": 0, "source": "",
+            "stdtype": "stdout"}))});
         out.push_str(&entry.to_string());
         out.push('\n');
     }

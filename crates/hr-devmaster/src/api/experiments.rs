@@ -8,10 +8,10 @@ use axum::{
     extract::{Path, State as AxState},
     http::HeaderMap,
 };
-use hr_det::wire::State;
+use hr_det::wire::{Experiment, State, Trial};
 use serde_json::{Value, json};
 
-use super::{M, caller, find_experiment, find_trial, pagination, parse};
+use super::{M, caller, find_experiment, find_trial, pagination, parse, with_cli_fields};
 use crate::{
     error::{ApiError, ApiResult},
     info::now_rfc3339,
@@ -20,36 +20,85 @@ use crate::{
     state::{ExperimentRec, MasterState, TrialRec},
 };
 
+/// An experiment as the Rust client reads it (`hr_det::wire::Experiment`, so both sides share
+/// one definition), plus the fields only the `det` CLI reads.
 pub(super) fn experiment_json(state: &MasterState, e: &ExperimentRec) -> Value {
-    let num_trials = i32::from(e.trial_id.is_some());
     let progress = e
         .trial_id
         .and_then(|t| state.trials.get(&t))
         .map_or(0.0, |t| t.progress);
-    json!({
-        "id": e.id, "archived": false, "config": e.config, "jobId": format!("job-{}", e.id),
-        "name": e.name, "numTrials": num_trials, "originalConfig": e.original_config,
-        "projectId": e.project_id, "projectOwnerId": 1, "searcherType": "single",
-        "startTime": e.start_time, "endTime": e.end_time, "state": e.state, "username": "determined",
-        "description": e.config.get("description").cloned().unwrap_or(json!("")),
-        "labels": e.config.get("labels").cloned().unwrap_or(json!([])), "resourcePool": "default",
-        "progress": progress, "workspaceId": 1, "workspaceName": "Uncategorized",
-        "projectName": "Uncategorized", "notes": "", "forkedFrom": null, "parentArchived": false,
-        "hyperparameters": e.config.get("hyperparameters").cloned().unwrap_or(json!({})),
-        "trialIds": e.trial_id.into_iter().collect::<Vec<_>>(), "displayName": "", "userId": 2,
-        "checkpointCount": state.checkpoints.iter().filter(|c| c.experiment_id == e.id).count(),
-        "unmanaged": false, "externalExperimentId": null, "modelDefinitionSize": 0,
-    })
+    let experiment = Experiment {
+        id: e.id,
+        archived: false,
+        config: e.config.clone(),
+        job_id: format!("job-{}", e.id),
+        name: e.name.clone(),
+        num_trials: i32::from(e.trial_id.is_some()),
+        original_config: e.original_config.clone(),
+        project_id: e.project_id,
+        project_owner_id: 1,
+        searcher_type: "single".to_owned(),
+        start_time: e.start_time.clone(),
+        state: e.state,
+        username: "determined".to_owned(),
+        end_time: e.end_time.clone(),
+        description: Some(
+            e.config
+                .get("description")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+        ),
+        resource_pool: Some("default".to_owned()),
+        labels: e
+            .config
+            .get("labels")
+            .and_then(Value::as_array)
+            .map(|l| {
+                l.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        progress: Some(progress),
+        workspace_id: Some(1),
+    };
+    with_cli_fields(
+        &experiment,
+        json!({
+            "workspaceName": "Uncategorized", "projectName": "Uncategorized", "notes": "",
+            "forkedFrom": null, "parentArchived": false,
+            "hyperparameters": e.config.get("hyperparameters").cloned().unwrap_or(json!({})),
+            "trialIds": e.trial_id.into_iter().collect::<Vec<_>>(), "displayName": "", "userId": 2,
+            "checkpointCount": state.checkpoints.iter().filter(|c| c.experiment_id == e.id).count(),
+            "unmanaged": false, "externalExperimentId": null, "modelDefinitionSize": 0,
+        }),
+    )
 }
 
+/// A trial as the Rust client reads it (`hr_det::wire::Trial`), plus the `det` CLI's fields.
 pub(super) fn trial_json(t: &TrialRec) -> Value {
-    json!({
-        "id": t.id, "experimentId": t.experiment_id, "hparams": {}, "restarts": t.restarts,
-        "startTime": t.start_time, "endTime": t.end_time, "state": t.state,
-        "totalBatchesProcessed": t.total_batches, "taskId": t.task_id, "taskIds": [t.task_id],
-        "runnerState": "", "wallClockTime": 0.0, "searcherMetricValue": null,
-        "totalCheckpointSize": "0", "checkpointCount": 0, "summaryMetrics": null,
-    })
+    let trial = Trial {
+        id: t.id,
+        experiment_id: t.experiment_id,
+        hparams: json!({}),
+        restarts: t.restarts,
+        start_time: t.start_time.clone(),
+        state: t.state,
+        total_batches_processed: t.total_batches,
+        end_time: t.end_time.clone(),
+        task_id: Some(t.task_id.clone()),
+        run_id: None,
+    };
+    with_cli_fields(
+        &trial,
+        json!({
+            "taskIds": [t.task_id], "runnerState": "", "wallClockTime": 0.0,
+            "searcherMetricValue": null, "totalCheckpointSize": "0", "checkpointCount": 0,
+            "summaryMetrics": null,
+        }),
+    )
 }
 
 pub(super) async fn create_experiment(

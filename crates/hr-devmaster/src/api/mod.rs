@@ -220,8 +220,31 @@ pub(super) fn caller(master: &Master, headers: &HeaderMap) -> ApiResult<Caller> 
     Ok(Caller { user, scope })
 }
 
+/// A whole list in one page.
 pub(super) fn pagination(total: usize) -> Value {
-    json!({"offset": 0, "limit": 0, "startIndex": 0, "endIndex": total, "total": total})
+    let total = i32::try_from(total).unwrap_or(i32::MAX);
+    wire_json(&hr_det::wire::Pagination {
+        offset: 0,
+        limit: 0,
+        start_index: 0,
+        end_index: total,
+        total,
+    })
+}
+
+/// A `hr_det::wire` record (the response shape the Rust client reads, one definition for both
+/// sides) as JSON.
+pub(super) fn wire_json(typed: &impl serde::Serialize) -> Value {
+    serde_json::to_value(typed).expect("wire records serialise to JSON")
+}
+
+/// [`wire_json`] of `typed` with `extra` fields (those only the `det` CLI reads) added.
+pub(super) fn with_cli_fields(typed: &impl serde::Serialize, extra: Value) -> Value {
+    let mut value = wire_json(typed);
+    if let (Some(fields), Value::Object(extra)) = (value.as_object_mut(), extra) {
+        fields.extend(extra);
+    }
+    value
 }
 
 pub(super) fn find_experiment(state: &MasterState, id: i32) -> ApiResult<ExperimentRec> {

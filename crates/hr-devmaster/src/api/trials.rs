@@ -11,7 +11,12 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use super::{M, caller, find_experiment, find_trial, parse};
+use hr_det::wire::{
+    GetMetricsResponse, MetricsReport, PreemptionResponse, RunsStartResponse, SearcherOp,
+    SearcherOperationResponse, ValidateAfter,
+};
+
+use super::{M, caller, find_experiment, find_trial, parse, wire_json};
 use crate::{
     error::{ApiError, ApiResult},
     info::now_rfc3339,
@@ -47,7 +52,9 @@ pub(super) async fn runs_start(
         scheduler::touch_allocation(&m, &a);
     }
     find_trial(&m.state(), req.run_id)?;
-    Ok(Json(json!({"storageId": 1})))
+    Ok(Json(wire_json(&RunsStartResponse {
+        storage_id: Some(1),
+    })))
 }
 
 pub(super) async fn preemption(
@@ -68,7 +75,7 @@ pub(super) async fn preemption(
         let _ = tokio::time::timeout(Duration::from_secs(timeout), rx.wait_for(|p| *p)).await;
     }
     let preempt = *rx.borrow();
-    Ok(Json(json!({"preempt": preempt})))
+    Ok(Json(wire_json(&PreemptionResponse { preempt })))
 }
 
 pub(super) async fn ack_preemption(
@@ -149,17 +156,23 @@ pub(super) async fn read_metrics(
         .filter_map(|(_, v)| v.parse().ok())
         .collect();
     let state = m.state();
-    let reports: Vec<Value> = state
+    let metrics = state
         .metrics
         .iter()
         .filter(|r| trials.contains(&r.trial_id) && (group.is_empty() || r.group == group))
-        .map(|r| {
-            json!({"archived": r.archived, "endTime": r.report_time, "group": r.group, "id": r.id,
-                "metrics": r.metrics, "totalBatches": r.steps_completed, "trialId": r.trial_id,
-                "trialRunId": r.trial_run_id})
+        .map(|r| MetricsReport {
+            archived: r.archived,
+            end_time: r.report_time.clone(),
+            group: r.group.clone(),
+            id: r.id,
+            metrics: r.metrics.clone(),
+            total_batches: r.steps_completed,
+            trial_id: r.trial_id,
+            trial_run_id: r.trial_run_id,
         })
         .collect();
-    Ok(format!("{}\n", json!({"result": {"metrics": reports}})))
+    let page = wire_json(&GetMetricsResponse { metrics });
+    Ok(format!("{}\n", json!({ "result": page })))
 }
 
 pub(super) async fn searcher_operation(
@@ -171,12 +184,16 @@ pub(super) async fn searcher_operation(
     let state = m.state();
     let t = find_trial(&state, id)?;
     let e = find_experiment(&state, t.experiment_id)?;
-    if t.searcher_completed {
-        return Ok(Json(json!({"completed": true, "op": null})));
-    }
-    Ok(Json(
-        json!({"completed": false, "op": {"validateAfter": {"requestId": t.task_id, "length": e.max_length.to_string()}}}),
-    ))
+    let op = (!t.searcher_completed).then(|| SearcherOp {
+        validate_after: ValidateAfter {
+            request_id: t.task_id.clone(),
+            length: e.max_length,
+        },
+    });
+    Ok(Json(wire_json(&SearcherOperationResponse {
+        completed: op.is_none(),
+        op,
+    })))
 }
 
 pub(super) async fn completed_operation(
