@@ -159,9 +159,7 @@ fn measure(root: &Path, o: Options, work: &Path) -> Result<()> {
         .arg("--output")
         .arg(&ours)
         .env("RAYON_NUM_THREADS", &threads);
-    let started = Instant::now();
-    run(train)?;
-    let ours_s = started.elapsed().as_secs_f64();
+    let ours_s = timed(train)?;
 
     let trl_out = work.join("trl.jsonl");
     let trl_adapter = work.join("trl-adapter");
@@ -179,9 +177,7 @@ fn measure(root: &Path, o: Options, work: &Path) -> Result<()> {
         .arg(&trl_out)
         .arg("--save-adapter")
         .arg(&trl_adapter);
-    let started = Instant::now();
-    run(trl)?;
-    let trl_s = started.elapsed().as_secs_f64();
+    let trl_s = timed(trl)?;
 
     let evaluation = work.join("evaluation");
     let mut evaluate = Command::new(binary);
@@ -195,9 +191,7 @@ fn measure(root: &Path, o: Options, work: &Path) -> Result<()> {
         .arg("--compare")
         .arg(format!("trl-final={}", trl_adapter.display()))
         .env("RAYON_NUM_THREADS", &threads);
-    let started = Instant::now();
-    run(evaluate)?;
-    let evaluate_s = started.elapsed().as_secs_f64();
+    let evaluate_s = timed(evaluate)?;
     let record = RunRecord {
         options: o,
         commit,
@@ -211,6 +205,13 @@ fn measure(root: &Path, o: Options, work: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Runs `cmd` ([`run`]) and returns its wall seconds.
+fn timed(cmd: Command) -> Result<f64> {
+    let started = Instant::now();
+    run(cmd)?;
+    Ok(started.elapsed().as_secs_f64())
+}
+
 /// Writes `docs/results/NAME/` from a finished work folder.
 fn publish(root: &Path, work: &Path) -> Result<()> {
     let record: RunRecord = serde_json::from_value(read_json(&work.join("run.json"))?)
@@ -222,22 +223,7 @@ fn publish(root: &Path, work: &Path) -> Result<()> {
         std::fs::remove_dir_all(&dest)?;
     }
     copy_dir(&evaluation, &dest.join("evaluation"))?;
-    let o = &record.options;
-    let readme = render(
-        o,
-        &plan(
-            o,
-            Path::new("<folder printed by `cargo xtask fetch-model smollm2`>"),
-        ),
-        &Runs {
-            commit: &record.commit,
-            measured: &record.measured,
-            ours: &work.join("ours"),
-            trl: &work.join("trl.jsonl"),
-            evaluation: &evaluation,
-            seconds: record.seconds,
-        },
-    )?;
+    let readme = render(&record, work)?;
     std::fs::write(dest.join("README.md"), &readme)?;
     println!("{readme}");
     eprintln!(
@@ -261,18 +247,6 @@ fn copy_dir(from: &Path, to: &Path) -> Result<()> {
         }
     }
     Ok(())
-}
-
-struct Runs<'a> {
-    /// The commit measured (read at the start).
-    commit: &'a str,
-    /// When.
-    measured: &'a str,
-    ours: &'a Path,
-    trl: &'a Path,
-    evaluation: &'a Path,
-    /// Wall seconds of our training, TRL's training and the evaluation.
-    seconds: [f64; 3],
 }
 
 fn read_json(path: &Path) -> Result<Value> {
@@ -321,10 +295,16 @@ fn retention_summary(report: &Value) -> Result<String> {
     Ok(text)
 }
 
-fn render(o: &Options, plan: &Value, runs: &Runs) -> Result<String> {
+/// The README of the results in the finished work folder `work`.
+fn render(record: &RunRecord, work: &Path) -> Result<String> {
     use std::fmt::Write;
-    let report = read_json(&runs.evaluation.join("payload/report.json"))?;
-    let ours: Vec<f64> = std::fs::read_to_string(runs.ours.join("metrics.jsonl"))?
+    let o = &record.options;
+    let plan = &plan(
+        o,
+        Path::new("<folder printed by `cargo xtask fetch-model smollm2`>"),
+    );
+    let report = read_json(&work.join("evaluation/payload/report.json"))?;
+    let ours: Vec<f64> = std::fs::read_to_string(work.join("ours/metrics.jsonl"))?
         .lines()
         .map(|l| {
             let row: Value = serde_json::from_str(l)?;
@@ -332,7 +312,7 @@ fn render(o: &Options, plan: &Value, runs: &Runs) -> Result<String> {
         })
         .collect::<Result<_>>()?;
     let trl_run: Value = serde_json::from_str(
-        std::fs::read_to_string(runs.trl)?
+        std::fs::read_to_string(work.join("trl.jsonl"))?
             .lines()
             .last()
             .context("no TRL result line")?,
@@ -376,8 +356,8 @@ fn render(o: &Options, plan: &Value, runs: &Runs) -> Result<String> {
     writeln!(
         md,
         "Measured {} at commit {} on {} ({} threads per side, one side at a time). {}.\n",
-        runs.measured,
-        runs.commit,
+        record.measured,
+        record.commit,
         cpu_name(),
         o.threads,
         trl_versions(versions),
@@ -386,7 +366,7 @@ fn render(o: &Options, plan: &Value, runs: &Runs) -> Result<String> {
         md,
         "Reproduce (about {:.0} minutes on this machine):\n\n```sh\ncargo xtask results smollm2 \
          --steps {} --learning-rate {} --threads {}\n```\n",
-        runs.seconds.iter().sum::<f64>() / 60.0 + 2.0,
+        record.seconds.iter().sum::<f64>() / 60.0 + 2.0,
         o.steps,
         o.learning_rate,
         o.threads
@@ -428,7 +408,7 @@ fn render(o: &Options, plan: &Value, runs: &Runs) -> Result<String> {
         md,
         "\nWall time: hessian-recipes training {:.0} s, TRL training {:.0} s (each including \
          model load), evaluation {:.0} s.\n",
-        runs.seconds[0], runs.seconds[1], runs.seconds[2]
+        record.seconds[0], record.seconds[1], record.seconds[2]
     )?;
     writeln!(
         md,
