@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 /// What to build.
 #[derive(Debug, Clone)]
 pub struct TinySpec {
-    /// `llama` or `qwen2`.
+    /// `llama`, `qwen2` or `qwen3` (per-head q/k norms).
     pub model_type: &'static str,
     /// Decoder blocks.
     pub layers: usize,
@@ -145,6 +145,10 @@ pub fn write_tiny_model(dir: &Path, spec: &TinySpec) -> TinyModel {
             shapes.push((format!("{p}.self_attn.k_proj.bias"), vec![kv]));
             shapes.push((format!("{p}.self_attn.v_proj.bias"), vec![kv]));
         }
+        if spec.model_type == "qwen3" {
+            shapes.push((format!("{p}.self_attn.q_norm.weight"), vec![head_dim]));
+            shapes.push((format!("{p}.self_attn.k_norm.weight"), vec![head_dim]));
+        }
         shapes.push((format!("{p}.post_attention_layernorm.weight"), vec![h]));
         shapes.push((format!("{p}.mlp.gate_proj.weight"), vec![i, h]));
         shapes.push((format!("{p}.mlp.up_proj.weight"), vec![i, h]));
@@ -189,7 +193,11 @@ pub fn write_tiny_model(dir: &Path, spec: &TinySpec) -> TinyModel {
     let file = safetensors::serialize(views, None).expect("serialize");
     std::fs::write(dir.join("model.safetensors"), file).expect("write weights");
     let config = json!({
-        "architectures": [if spec.model_type == "qwen2" { "Qwen2ForCausalLM" } else { "LlamaForCausalLM" }],
+        "architectures": [match spec.model_type {
+            "qwen2" => "Qwen2ForCausalLM",
+            "qwen3" => "Qwen3ForCausalLM",
+            _ => "LlamaForCausalLM",
+        }],
         "model_type": spec.model_type,
         "hidden_act": "silu",
         "vocab_size": v,

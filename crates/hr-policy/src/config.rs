@@ -1,4 +1,6 @@
-//! The model's shape, read from a Hugging Face `config.json` (Llama and Qwen2 families).
+//! The model's shape, read from a Hugging Face `config.json` (the Llama, Mistral, Qwen2 and
+//! Qwen3 families), in the Hub's spelling (`rope_theta`, `rope_scaling`) or the one
+//! `transformers` 5 writes (`rope_parameters`).
 
 use std::path::{Path, PathBuf};
 
@@ -6,13 +8,64 @@ use serde_json::{Map, Value};
 
 use crate::PolicyError;
 
-/// Which HF architecture the checkpoint follows; it decides the attention biases.
+/// Which HF architecture the checkpoint follows; it decides the attention biases, the per-head
+/// q/k norms and where a sliding window may apply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
-    /// `model_type: llama` (SmolLM2, TinyLlama, Llama 2/3): biases only with `attention_bias`.
+    /// `model_type: llama` (SmolLM2, TinyLlama, Llama 2/3.x): biases only with `attention_bias`.
     Llama,
+    /// `model_type: mistral`: no biases; every layer attends within `sliding_window` when set.
+    Mistral,
     /// `model_type: qwen2`: q/k/v projections carry a bias, the output projection does not.
     Qwen2,
+    /// `model_type: qwen3`: RMSNorm of each query and key head before RoPE; biases only with
+    /// `attention_bias`.
+    Qwen3,
+}
+
+impl Family {
+    /// The `model_type` values the loader accepts.
+    pub const SUPPORTED: &'static str = "`llama`, `mistral`, `qwen2` or `qwen3`";
+
+    fn from_model_type(name: &str) -> Option<Self> {
+        Some(match name {
+            "llama" => Self::Llama,
+            "mistral" => Self::Mistral,
+            "qwen2" => Self::Qwen2,
+            "qwen3" => Self::Qwen3,
+            _ => return None,
+        })
+    }
+}
+
+/// How RoPE's frequencies are scaled for contexts longer than the model was trained on
+/// (`rope_scaling` on the Hub, `rope_parameters` in `transformers` 5).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum RopeScaling {
+    /// `rope_type: default` (or no scaling at all).
+    None,
+    /// `rope_type: linear`: every frequency divided by `factor`.
+    Linear {
+        /// The divisor.
+        factor: f64,
+    },
+    /// `rope_type: llama3` (Llama 3.1/3.2): long wavelengths divided by `factor`, short ones
+    /// kept, the band between interpolated.
+    Llama3 {
+        /// Divisor of the low frequencies.
+        factor: f64,
+        /// Wavelengths above `original_max_position_embeddings / low_freq_factor` are scaled.
+        low_freq_factor: f64,
+        /// Wavelengths below `original_max_position_embeddings / high_freq_factor` are kept.
+        high_freq_factor: f64,
+        /// The context length of pre-training.
+        original_max_position_embeddings: f64,
+    },
+}
+
+impl RopeScaling {
+    /// The `rope_type` values the loader accepts.
+    pub const SUPPORTED: &'static str = "`default`, `linear` or `llama3`";
 }
 
 /// The shape and constants of a decoder-only Qwen2/Llama causal LM.
@@ -38,6 +91,13 @@ pub struct ModelConfig {
     pub rms_norm_eps: f64,
     /// RoPE base frequency.
     pub rope_theta: f64,
+    /// RoPE frequency scaling.
+    pub rope_scaling: RopeScaling,
+    /// Whether each query and key head is RMS-normalised before RoPE (Qwen3's `q_norm`/`k_norm`).
+    pub qk_norm: bool,
+    /// Per decoder block: the sliding attention window (a query sees the `w` latest positions,
+    /// itself included), or `None` for full causal attention.
+    pub sliding_windows: Vec<Option<usize>>,
     /// Whether the LM head reuses the embedding matrix.
     pub tie_word_embeddings: bool,
     /// Whether the q/k/v projections carry a bias.
@@ -125,16 +185,16 @@ impl ModelConfig {
             map: &map,
             err: &err,
         };
-        let family = match reader.str("model_type")?.as_str() {
-            "llama" => Family::Llama,
-            "qwen2" => Family::Qwen2,
-            other => {
-                return Err(err(
-                    "model_type",
-                    format!("`{other}` is not supported; use a `llama` or `qwen2` checkpoint"),
-                ));
-            }
-        };
+        let model_type = reader.str("model_type")?;
+        let family = Family::from_model_type(&model_type).ok_or_else(|| {
+            err(
+                "model_type",
+                format!(
+                    "`{model_type}` is not supported; use a {} checkpoint",
+                    Family::SUPPORTED
+                ),
+            )
+        })?;
         if let Some(act) = map.get("hidden_act")
             && act != "silu"
         {
@@ -143,50 +203,13 @@ impl ModelConfig {
                 format!("{act} is not supported; only `silu` (SwiGLU)"),
             ));
         }
-        if map.get("rope_scaling").is_some_and(|v| !v.is_null()) {
-            return Err(err(
-                "rope_scaling",
-                "RoPE scaling is not supported; it must be null".to_owned(),
-            ));
-        }
-        // transformers 5 writes RoPE settings as `rope_parameters: {rope_type, rope_theta}`.
-        let rope_parameters = map.get("rope_parameters").filter(|v| !v.is_null());
-        let rope_theta_v5 = match rope_parameters {
-            None => None,
-            Some(Value::Object(p)) => {
-                match p.get("rope_type").and_then(Value::as_str) {
-                    None | Some("default") => {}
-                    Some(other) => {
-                        return Err(err(
-                            "rope_parameters.rope_type",
-                            format!("`{other}` is not supported; only `default` RoPE"),
-                        ));
-                    }
-                }
-                match p.get("rope_theta") {
-                    None => None,
-                    Some(v) => Some(v.as_f64().filter(|t| *t > 0.0).ok_or_else(|| {
-                        err(
-                            "rope_parameters.rope_theta",
-                            "must be a positive number".to_owned(),
-                        )
-                    })?),
-                }
-            }
-            Some(_) => {
-                return Err(err(
-                    "rope_parameters",
-                    "must be an object like {\"rope_type\": \"default\", \"rope_theta\": 10000.0}"
-                        .to_owned(),
-                ));
-            }
-        };
         if map.get("mlp_bias").is_some_and(|v| v == &Value::Bool(true)) {
             return Err(err(
                 "mlp_bias",
                 "MLP biases are not supported; it must be false".to_owned(),
             ));
         }
+        let (rope_theta, rope_scaling) = rope(&map, &err)?;
         let hidden_size = reader.usize("hidden_size")?;
         let num_heads = reader.usize("num_attention_heads")?;
         let num_kv_heads = reader
@@ -215,41 +238,229 @@ impl ModelConfig {
         }
         let attention_bias = reader.opt_bool("attention_bias")?.unwrap_or(false);
         let (qkv_bias, o_bias) = match family {
-            Family::Llama => (attention_bias, attention_bias),
+            Family::Llama | Family::Qwen3 => (attention_bias, attention_bias),
+            Family::Mistral => (false, false),
             Family::Qwen2 => (true, false),
         };
+        let num_layers = reader.usize("num_hidden_layers")?;
         let eos_token_ids = Self::eos_ids(path, map.get("eos_token_id"))?;
         let config = Self {
             family,
             vocab_size: reader.usize("vocab_size")?,
             hidden_size,
             intermediate_size: reader.usize("intermediate_size")?,
-            num_layers: reader.usize("num_hidden_layers")?,
+            num_layers,
             num_heads,
             num_kv_heads,
             head_dim,
             rms_norm_eps: reader.opt_f64("rms_norm_eps")?.unwrap_or(1e-6),
-            rope_theta: match rope_theta_v5 {
-                Some(t) => t,
-                None => reader.opt_f64("rope_theta")?.unwrap_or(10_000.0),
-            },
+            rope_theta,
+            rope_scaling,
+            qk_norm: family == Family::Qwen3,
+            sliding_windows: sliding_windows(family, num_layers, &reader)?,
             tie_word_embeddings: reader.opt_bool("tie_word_embeddings")?.unwrap_or(false),
             qkv_bias,
             o_bias,
             max_position_embeddings: reader.opt_usize("max_position_embeddings")?.unwrap_or(4096),
-            bos_token_id: reader
-                .opt_usize("bos_token_id")?
-                .map(|n| u32::try_from(n).map_err(|_| err("bos_token_id", "too large".to_owned())))
-                .transpose()?,
+            bos_token_id: match map.get("bos_token_id") {
+                None | Some(Value::Null) => None,
+                Some(v) => Some(v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(
+                    || err("bos_token_id", format!("must be a token id, found {v}")),
+                )?),
+            },
             eos_token_ids,
         };
         config.check_eos(path)?;
         Ok(config)
     }
 
+    /// RoPE's inverse frequencies, one per pair of head dimensions, with the scaling applied
+    /// (as `transformers`' `ROPE_INIT_FUNCTIONS` compute them, in f64).
+    pub fn rope_inv_freq(&self) -> Vec<f64> {
+        let hd = self.head_dim;
+        let base = (0..hd / 2).map(|i| self.rope_theta.powf(-((2 * i) as f64) / hd as f64));
+        match self.rope_scaling {
+            RopeScaling::None => base.collect(),
+            RopeScaling::Linear { factor } => base.map(|f| f / factor).collect(),
+            RopeScaling::Llama3 {
+                factor,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings: old,
+            } => {
+                let low_freq_wavelen = old / low_freq_factor;
+                let high_freq_wavelen = old / high_freq_factor;
+                base.map(|f| {
+                    let wavelen = 2.0 * std::f64::consts::PI / f;
+                    if wavelen < high_freq_wavelen {
+                        f
+                    } else if wavelen > low_freq_wavelen {
+                        f / factor
+                    } else {
+                        let smooth = (old / wavelen - low_freq_factor)
+                            / (high_freq_factor - low_freq_factor);
+                        (1.0 - smooth) * f / factor + smooth * f
+                    }
+                })
+                .collect()
+            }
+        }
+    }
+
     /// How many query heads share one key/value head.
     pub fn kv_groups(&self) -> usize {
         self.num_heads / self.num_kv_heads
+    }
+}
+
+/// RoPE's base and scaling: `rope_parameters` (as `transformers` 5 writes it, theta inside) or
+/// the Hub's `rope_theta` and `rope_scaling`.
+fn rope<F: Fn(&str, String) -> PolicyError>(
+    map: &Map<String, Value>,
+    err: &F,
+) -> Result<(f64, RopeScaling), PolicyError> {
+    let present = |key: &str| map.get(key).filter(|v| !v.is_null());
+    let (section, params) = match (present("rope_parameters"), present("rope_scaling")) {
+        (Some(p), _) => ("rope_parameters", Some(p)),
+        (None, s) => ("rope_scaling", s),
+    };
+    let empty = Map::new();
+    let params = match params {
+        None => &empty,
+        Some(Value::Object(p)) => p,
+        Some(_) => {
+            return Err(err(
+                section,
+                "must be an object like {\"rope_type\": \"llama3\", \"factor\": 8.0, ...} or null"
+                    .to_owned(),
+            ));
+        }
+    };
+    let field = |name: &str| format!("{section}.{name}");
+    let positive = |source: &Map<String, Value>, name: &str, field: &str| match source.get(name) {
+        None | Some(Value::Null) => Ok(None),
+        Some(v) => match v.as_f64() {
+            Some(x) if x.is_finite() && x > 0.0 => Ok(Some(x)),
+            _ => Err(err(field, format!("must be a positive number, found {v}"))),
+        },
+    };
+    let theta = match positive(params, "rope_theta", &field("rope_theta"))? {
+        Some(t) => t,
+        None => positive(map, "rope_theta", "rope_theta")?.unwrap_or(10_000.0),
+    };
+    for (source, name) in [
+        (params, field("partial_rotary_factor")),
+        (map, "partial_rotary_factor".to_owned()),
+    ] {
+        if let Some(f) = positive(source, "partial_rotary_factor", &name)?
+            && f != 1.0
+        {
+            return Err(err(
+                &name,
+                format!("{f} is not supported; RoPE must rotate every dimension (1.0)"),
+            ));
+        }
+    }
+    // Older configs spell the key `type`.
+    let type_key = if params.contains_key("rope_type") {
+        "rope_type"
+    } else {
+        "type"
+    };
+    let rope_type = match params.get(type_key) {
+        None | Some(Value::Null) => "default",
+        Some(Value::String(s)) => s.as_str(),
+        Some(v) => {
+            return Err(err(
+                &field(type_key),
+                format!("must be a string, found {v}"),
+            ));
+        }
+    };
+    let required = |name: &str| {
+        positive(params, name, &field(name))?.ok_or_else(|| {
+            err(
+                &field(name),
+                format!("is missing; `{rope_type}` RoPE needs it"),
+            )
+        })
+    };
+    let scaling = match rope_type {
+        "default" => RopeScaling::None,
+        "linear" => RopeScaling::Linear {
+            factor: required("factor")?,
+        },
+        "llama3" => {
+            let low_freq_factor = required("low_freq_factor")?;
+            let high_freq_factor = required("high_freq_factor")?;
+            if high_freq_factor <= low_freq_factor {
+                return Err(err(
+                    &field("high_freq_factor"),
+                    format!("{high_freq_factor} must exceed low_freq_factor {low_freq_factor}"),
+                ));
+            }
+            RopeScaling::Llama3 {
+                factor: required("factor")?,
+                low_freq_factor,
+                high_freq_factor,
+                original_max_position_embeddings: required("original_max_position_embeddings")?,
+            }
+        }
+        other => {
+            return Err(err(
+                &field(type_key),
+                format!("`{other}` is not supported; use {}", RopeScaling::SUPPORTED),
+            ));
+        }
+    };
+    Ok((theta, scaling))
+}
+
+/// Each block's sliding window, as `transformers` decides it: `layer_types` where the config
+/// lists them, else every Mistral layer and the Qwen layers from `max_window_layers` on. Qwen
+/// applies `sliding_window` only with `use_sliding_window`; Llama never.
+fn sliding_windows<F: Fn(&str, String) -> PolicyError>(
+    family: Family,
+    num_layers: usize,
+    reader: &Reader<'_, F>,
+) -> Result<Vec<Option<usize>>, PolicyError> {
+    let window = match family {
+        Family::Llama => None,
+        Family::Mistral => reader.opt_usize("sliding_window")?,
+        Family::Qwen2 | Family::Qwen3 => match reader.opt_bool("use_sliding_window")? {
+            Some(true) => Some(reader.usize("sliding_window")?),
+            _ => None,
+        },
+    };
+    match reader.map.get("layer_types").filter(|v| !v.is_null()) {
+        Some(Value::Array(types)) if types.len() == num_layers => types
+            .iter()
+            .map(|t| match t.as_str() {
+                Some("full_attention") => Ok(None),
+                Some("sliding_attention") => Ok(window),
+                _ => Err((reader.err)(
+                    "layer_types",
+                    format!("{t} is not `full_attention` or `sliding_attention`"),
+                )),
+            })
+            .collect(),
+        Some(_) => Err((reader.err)(
+            "layer_types",
+            format!(
+                "must list `full_attention` or `sliding_attention` for each of the {num_layers} layers"
+            ),
+        )),
+        None => {
+            let from = match family {
+                Family::Qwen2 | Family::Qwen3 => {
+                    reader.opt_usize("max_window_layers")?.unwrap_or(num_layers)
+                }
+                Family::Llama | Family::Mistral => 0,
+            };
+            Ok((0..num_layers)
+                .map(|i| window.filter(|_| i >= from))
+                .collect())
+        }
     }
 }
 

@@ -22,7 +22,7 @@ mod tokenizer;
 mod weights;
 
 pub use chat::{ChatTemplate, IM_END, IM_START, Message};
-pub use config::{Family, ModelConfig};
+pub use config::{Family, ModelConfig, RopeScaling};
 pub use error::PolicyError;
 pub use lora::{Adapters, LayerAdapters, LoraConfig, LoraPair, Target};
 pub use model::{Attention, BaseModel, Block, KvCache, Mlp};

@@ -1,4 +1,5 @@
-//! The decoder: embedding, blocks of RMSNorm → grouped-query attention with rotate-half RoPE →
+//! The decoder: embedding, blocks of RMSNorm → grouped-query attention (Qwen3's per-head q/k
+//! RMSNorm, rotate-half RoPE with the config's scaling, full or sliding-window causal mask) →
 //! RMSNorm → SwiGLU MLP, a final RMSNorm and the LM head (tied or not). Linear weights are kept
 //! as `[in, out]` (HF stores `[out, in]`; the loader transposes).
 
@@ -30,6 +31,10 @@ pub struct Attention<B: Backend> {
     pub v_bias: Option<Param<Tensor<B, 1>>>,
     /// Output bias (Llama with `attention_bias`).
     pub o_bias: Option<Param<Tensor<B, 1>>>,
+    /// RMSNorm weight of each query head `[head_dim]` (Qwen3).
+    pub q_norm: Option<Param<Tensor<B, 1>>>,
+    /// RMSNorm weight of each key head `[head_dim]` (Qwen3).
+    pub k_norm: Option<Param<Tensor<B, 1>>>,
 }
 
 /// The SwiGLU MLP of one block.
@@ -141,13 +146,27 @@ pub(crate) fn hidden_states<B: Backend>(
     let new = tokens.dims()[1];
     let past = cache.as_ref().map_or(0, |c| c.len());
     let (cos, sin) = rope_tables::<B>(config, layout, past, new, &device);
-    let mask = attention_mask::<B>(layout, past, new, &device);
+    // One mask per distinct window (full attention is `None`), built once for all blocks.
+    let mut masks: Vec<(Option<usize>, Tensor<B, 4>)> = Vec::new();
+    for window in &config.sliding_windows {
+        if !masks.iter().any(|(w, _)| w == window) {
+            masks.push((
+                *window,
+                attention_mask::<B>(layout, past, new, *window, &device),
+            ));
+        }
+    }
     let mut x = embedding(base.embed.val(), tokens);
     for (i, block) in base.blocks.iter().enumerate() {
         let lora = adapters.map(|a| (a, i));
         let h = rms_norm(x.clone(), block.input_norm.val(), config.rms_norm_eps);
         let layer_cache = cache.as_mut().map(|c| &mut c.layers[i]);
-        let attn = attention(config, &block.attn, lora, h, &cos, &sin, &mask, layer_cache);
+        let window = config.sliding_windows.get(i).copied().flatten();
+        let mask = masks
+            .iter()
+            .find_map(|(w, m)| (*w == window).then_some(m))
+            .expect("a mask for every block's window");
+        let attn = attention(config, &block.attn, lora, h, &cos, &sin, mask, layer_cache);
         x = x + attn;
         let h = rms_norm(x.clone(), block.post_norm.val(), config.rms_norm_eps);
         let gate = project(h.clone(), &block.mlp.gate, None, lora, Target::GateProj);
@@ -186,15 +205,20 @@ fn dense<B: Backend>(
     y.reshape([batch, t, d_out])
 }
 
-fn rms_norm<B: Backend>(x: Tensor<B, 3>, weight: Tensor<B, 1>, eps: f64) -> Tensor<B, 3> {
+/// RMSNorm over the last dimension.
+fn rms_norm<B: Backend, const D: usize>(
+    x: Tensor<B, D>,
+    weight: Tensor<B, 1>,
+    eps: f64,
+) -> Tensor<B, D> {
     let inv = x
         .clone()
         .square()
-        .mean_dim(2)
+        .mean_dim(D - 1)
         .add_scalar(eps)
         .sqrt()
         .recip();
-    x * inv * weight.unsqueeze::<3>()
+    x * inv * weight.unsqueeze::<D>()
 }
 
 fn project<B: Backend>(
@@ -241,12 +265,14 @@ fn attention<B: Backend>(
         Target::KProj,
     );
     let v = project(h, &attn.v, attn.v_bias.as_ref(), lora, Target::VProj);
-    let q = rope(q.reshape([batch, new, heads, hd]).swap_dims(1, 2), cos, sin);
-    let mut k = rope(
-        k.reshape([batch, new, kv_heads, hd]).swap_dims(1, 2),
-        cos,
-        sin,
-    );
+    let head_norm = |x: Tensor<B, 4>, norm: Option<&Param<Tensor<B, 1>>>| match norm {
+        Some(w) => rms_norm(x, w.val(), config.rms_norm_eps),
+        None => x,
+    };
+    let q = head_norm(q.reshape([batch, new, heads, hd]), attn.q_norm.as_ref());
+    let k = head_norm(k.reshape([batch, new, kv_heads, hd]), attn.k_norm.as_ref());
+    let q = rope(q.swap_dims(1, 2), cos, sin);
+    let mut k = rope(k.swap_dims(1, 2), cos, sin);
     let mut v = v.reshape([batch, new, kv_heads, hd]).swap_dims(1, 2);
     if let Some(slot) = cache {
         if let Some((pk, pv)) = slot.take() {
@@ -296,9 +322,7 @@ fn rope_tables<B: Backend>(
 ) -> (Tensor<B, 4>, Tensor<B, 4>) {
     let hd = config.head_dim;
     let batch = layout.pad_left.len();
-    let inv_freq: Vec<f64> = (0..hd / 2)
-        .map(|i| config.rope_theta.powf(-((2 * i) as f64) / hd as f64))
-        .collect();
+    let inv_freq = config.rope_inv_freq();
     let mut cos = Vec::with_capacity(batch * new * hd);
     let mut sin = Vec::with_capacity(batch * new * hd);
     for row in 0..batch {
@@ -319,11 +343,13 @@ fn rope_tables<B: Backend>(
 }
 
 /// Additive mask `[batch, 1, new, past+new]`: a query sees keys at or before its column that are
-/// not padding.
+/// not padding and, with a sliding `window`, fewer than `window` columns back (padding sits
+/// before every real token, so column distance is position distance).
 fn attention_mask<B: Backend>(
     layout: &Layout,
     past: usize,
     new: usize,
+    window: Option<usize>,
     device: &B::Device,
 ) -> Tensor<B, 4> {
     const MASKED: f32 = -1e9;
@@ -332,7 +358,8 @@ fn attention_mask<B: Backend>(
     let mut data = Vec::with_capacity(batch * new * total);
     for &pad in &layout.pad_left {
         for q in past..total {
-            data.extend((0..total).map(|k| if k <= q && k >= pad { 0.0 } else { MASKED }));
+            let seen = |k: usize| k <= q && k >= pad && window.is_none_or(|w| q - k < w);
+            data.extend((0..total).map(|k| if seen(k) { 0.0 } else { MASKED }));
         }
     }
     Tensor::from_data(TensorData::new(data, [batch, 1, new, total]), device)

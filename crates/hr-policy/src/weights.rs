@@ -253,7 +253,8 @@ impl<B: Backend> Loader<'_, B> {
         Ok(frozen(self.file.take(name, &[len])?, [len], self.device))
     }
 
-    fn bias(
+    /// An optional vector (a bias or a norm weight), read only when the config has it.
+    fn optional(
         &mut self,
         present: bool,
         name: &str,
@@ -274,10 +275,8 @@ pub(crate) fn load_base<B: Backend>(
         device,
     };
     let (h, inter) = (config.hidden_size, config.intermediate_size);
-    let (q, kv) = (
-        config.num_heads * config.head_dim,
-        config.num_kv_heads * config.head_dim,
-    );
+    let hd = config.head_dim;
+    let (q, kv) = (config.num_heads * hd, config.num_kv_heads * hd);
     let embed_data = l
         .file
         .take("model.embed_tokens.weight", &[config.vocab_size, h])?;
@@ -301,10 +300,12 @@ pub(crate) fn load_base<B: Backend>(
                 k: l.linear(&format!("{p}.self_attn.k_proj.weight"), h, kv)?,
                 v: l.linear(&format!("{p}.self_attn.v_proj.weight"), h, kv)?,
                 o: l.linear(&format!("{p}.self_attn.o_proj.weight"), q, h)?,
-                q_bias: l.bias(config.qkv_bias, &format!("{p}.self_attn.q_proj.bias"), q)?,
-                k_bias: l.bias(config.qkv_bias, &format!("{p}.self_attn.k_proj.bias"), kv)?,
-                v_bias: l.bias(config.qkv_bias, &format!("{p}.self_attn.v_proj.bias"), kv)?,
-                o_bias: l.bias(config.o_bias, &format!("{p}.self_attn.o_proj.bias"), h)?,
+                q_bias: l.optional(config.qkv_bias, &format!("{p}.self_attn.q_proj.bias"), q)?,
+                k_bias: l.optional(config.qkv_bias, &format!("{p}.self_attn.k_proj.bias"), kv)?,
+                v_bias: l.optional(config.qkv_bias, &format!("{p}.self_attn.v_proj.bias"), kv)?,
+                o_bias: l.optional(config.o_bias, &format!("{p}.self_attn.o_proj.bias"), h)?,
+                q_norm: l.optional(config.qk_norm, &format!("{p}.self_attn.q_norm.weight"), hd)?,
+                k_norm: l.optional(config.qk_norm, &format!("{p}.self_attn.k_norm.weight"), hd)?,
             },
             post_norm: l.vector(&format!("{p}.post_attention_layernorm.weight"), h)?,
             mlp: Mlp {

@@ -3,7 +3,7 @@
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, Module};
 use hr_policy::{Adapters, LoraConfig, Policy, PolicyRng, SamplingConfig, Target, host_f32};
-use hr_tests::tiny_model::{EOS, TinySpec};
+use hr_tests::tiny_model::{EOS, TinySpec, write_tiny_model};
 
 use crate::{Cpu, tiny};
 
@@ -27,28 +27,49 @@ fn sampling(temperature: f64, top_p: f64) -> SamplingConfig {
 #[test]
 fn cached_and_uncached_generation_agree() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
-    let (_, policy) = tiny(
-        dir.path(),
+    let (_, qwen2) = tiny(
+        &dir.path().join("qwen2"),
         &TinySpec {
             model_type: "qwen2",
             ..TinySpec::default()
         },
     )?;
-    for cfg in [sampling(1.0, 1.0), sampling(0.7, 0.9), sampling(0.0, 1.0)] {
-        let cached = policy.generate(None, &prompts(), &cfg, &mut PolicyRng::from_seed(5), true)?;
-        let uncached =
-            policy.generate(None, &prompts(), &cfg, &mut PolicyRng::from_seed(5), false)?;
-        assert_eq!(cached.tokens, uncached.tokens, "{cfg:?}");
-        assert_eq!(cached.stopped, uncached.stopped);
-        for (a, b) in cached
-            .logprobs
-            .iter()
-            .flatten()
-            .zip(uncached.logprobs.iter().flatten())
-        {
-            assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+    // Qwen3 whose second block attends within a window of 3, shorter than the sequences: the
+    // cached mask must slide as the uncached one does.
+    let windowed = dir.path().join("qwen3");
+    write_tiny_model(
+        &windowed,
+        &TinySpec {
+            model_type: "qwen3",
+            ..TinySpec::default()
+        },
+    );
+    let config_path = windowed.join("config.json");
+    let mut config: serde_json::Value = serde_json::from_slice(&std::fs::read(&config_path)?)?;
+    config["use_sliding_window"] = serde_json::json!(true);
+    config["sliding_window"] = serde_json::json!(3);
+    config["max_window_layers"] = serde_json::json!(1);
+    std::fs::write(&config_path, config.to_string())?;
+    let qwen3 = Policy::<Cpu>::load(&windowed, &Default::default())?;
+    assert_eq!(qwen3.config().sliding_windows, vec![None, Some(3)]);
+    for policy in [qwen2, qwen3] {
+        for cfg in [sampling(1.0, 1.0), sampling(0.7, 0.9), sampling(0.0, 1.0)] {
+            let cached =
+                policy.generate(None, &prompts(), &cfg, &mut PolicyRng::from_seed(5), true)?;
+            let uncached =
+                policy.generate(None, &prompts(), &cfg, &mut PolicyRng::from_seed(5), false)?;
+            assert_eq!(cached.tokens, uncached.tokens, "{cfg:?}");
+            assert_eq!(cached.stopped, uncached.stopped);
+            for (a, b) in cached
+                .logprobs
+                .iter()
+                .flatten()
+                .zip(uncached.logprobs.iter().flatten())
+            {
+                assert!((a - b).abs() < 1e-5, "{a} vs {b}");
+            }
+            assert!(cached.tokens.iter().all(|t| !t.is_empty() && t.len() <= 12));
         }
-        assert!(cached.tokens.iter().all(|t| !t.is_empty() && t.len() <= 12));
     }
     Ok(())
 }

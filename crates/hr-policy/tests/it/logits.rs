@@ -57,6 +57,12 @@ fn logits_match_an_f64_reference_across_families_and_dtypes() -> anyhow::Result<
             seed: 3,
             ..TinySpec::default()
         },
+        TinySpec {
+            model_type: "qwen3",
+            kv_heads: 1,
+            seed: 5,
+            ..TinySpec::default()
+        },
     ];
     for spec in specs {
         let dir = tempfile::tempdir()?;

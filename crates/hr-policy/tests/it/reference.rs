@@ -1,4 +1,4 @@
-//! A straightforward f64 reference of the Qwen2/Llama forward pass (no cache, no batching,
+//! A straightforward f64 reference of the Qwen2/Qwen3/Llama forward pass (no cache, no batching,
 //! HF's formulas written out in loops) to check the Burn model against.
 
 use std::collections::BTreeMap;
@@ -85,6 +85,12 @@ pub(crate) fn logits(config: &Value, tensors: &Tensors, tokens: &[u32]) -> Vec<V
                 .then(|| w.get(&format!("{p}.self_attn.{name}.bias")))
         };
         let (bq, bk, bv) = (bias("q_proj"), bias("k_proj"), bias("v_proj"));
+        // Qwen3: each query and key head is RMS-normalised before RoPE.
+        let head_norm = |name: &str| {
+            let key = format!("{p}.self_attn.{name}.weight");
+            w.has(&key).then(|| w.get(&key))
+        };
+        let (q_norm, k_norm) = (head_norm("q_norm"), head_norm("k_norm"));
         let norm1 = w.get(&format!("{p}.input_layernorm.weight"));
         let mut qs = Vec::new();
         let mut ks = Vec::new();
@@ -99,11 +105,14 @@ pub(crate) fn logits(config: &Value, tensors: &Tensors, tokens: &[u32]) -> Vec<V
                 add(&mut k, bk);
                 add(&mut v, bv);
             }
-            for head in q.chunks_mut(hd) {
-                rope(head, pos, theta);
-            }
-            for head in k.chunks_mut(hd) {
-                rope(head, pos, theta);
+            for (heads, norm) in [(&mut q, &q_norm), (&mut k, &k_norm)] {
+                for head in heads.chunks_mut(hd) {
+                    if let Some(norm) = norm {
+                        let normed = rms_norm(head, norm, eps);
+                        head.copy_from_slice(&normed);
+                    }
+                    rope(head, pos, theta);
+                }
             }
             qs.push(q);
             ks.push(k);

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use hr_policy::{ChatTokenizer, Message, ModelConfig, Policy, PolicyError, host_f32};
+use hr_policy::{ChatTokenizer, Message, ModelConfig, Policy, PolicyError, RopeScaling, host_f32};
 use hr_tests::tiny_model::{EOS, TinySpec, write_tiny_model};
 use safetensors::Dtype;
 use safetensors::tensor::TensorView;
@@ -131,9 +131,19 @@ fn bad_configs_name_the_field() -> anyhow::Result<()> {
         ("num_key_value_heads", serde_json::json!(3)),
         ("hidden_size", serde_json::json!(-1)),
         (
-            "rope_scaling",
-            serde_json::json!({"type": "linear", "factor": 2.0}),
+            "rope_scaling.type",
+            serde_json::json!({"type": "yarn", "factor": 2.0}),
         ),
+        ("rope_scaling.factor", serde_json::json!({"type": "linear"})),
+        (
+            "rope_scaling.high_freq_factor",
+            serde_json::json!({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 4.0,
+                "high_freq_factor": 1.0, "original_max_position_embeddings": 8192}),
+        ),
+        ("rope_scaling", serde_json::json!("linear")),
+        ("partial_rotary_factor", serde_json::json!(0.5)),
+        ("layer_types", serde_json::json!(["full_attention"])),
+        ("bos_token_id", serde_json::json!(-1)),
         ("hidden_act", serde_json::json!("gelu")),
         ("eos_token_id", serde_json::json!(999)),
         (
@@ -159,6 +169,13 @@ fn bad_configs_name_the_field() -> anyhow::Result<()> {
     v5["rope_parameters"] = serde_json::json!({"rope_type": "default", "rope_theta": 500000.0});
     let config = ModelConfig::from_json(path, &v5.to_string())?;
     assert_eq!(config.rope_theta, 500000.0);
+    // A valid id may be 0.
+    let mut bos0 = base.clone();
+    bos0["bos_token_id"] = serde_json::json!(0);
+    assert_eq!(
+        ModelConfig::from_json(path, &bos0.to_string())?.bos_token_id,
+        Some(0)
+    );
     let mut missing = base;
     missing
         .as_object_mut()
@@ -169,6 +186,75 @@ fn bad_configs_name_the_field() -> anyhow::Result<()> {
         err.to_string().contains("`vocab_size`: is missing"),
         "{err}"
     );
+    Ok(())
+}
+
+#[test]
+fn families_rope_scaling_and_windows_read_in_both_spellings() -> anyhow::Result<()> {
+    let path = std::path::Path::new("config.json");
+    let parse = |v: &serde_json::Value| ModelConfig::from_json(path, &v.to_string());
+    let base = serde_json::json!({
+        "model_type": "llama", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 16, "rope_theta": 500000.0,
+    });
+    // Llama 3.1's scaling as the Hub writes it and as transformers 5 writes it.
+    let llama3 = serde_json::json!({"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192});
+    let mut hub = base.clone();
+    hub["rope_scaling"] = llama3.clone();
+    let mut v5 = base.clone();
+    v5.as_object_mut().expect("object").remove("rope_theta");
+    v5["rope_parameters"] = llama3;
+    v5["rope_parameters"]["rope_theta"] = serde_json::json!(500000.0);
+    let (hub, v5) = (parse(&hub)?, parse(&v5)?);
+    assert_eq!(hub, v5);
+    assert_eq!(hub.head_dim, 16, "head_dim need not be hidden / heads");
+    let plain = parse(&base)?.rope_inv_freq();
+    let scaled = hub.rope_inv_freq();
+    // transformers' `_compute_llama3_parameters`: wavelengths under 8192/4 = 2048 are kept,
+    // over 8192 divided by 8, between interpolated.
+    for (f, s) in plain.iter().zip(&scaled) {
+        let wavelen = 2.0 * std::f64::consts::PI / f;
+        if wavelen < 2048.0 {
+            assert_eq!(s, f);
+        } else if wavelen > 8192.0 {
+            assert_eq!(*s, f / 8.0);
+        } else {
+            let smooth = (8192.0 / wavelen - 1.0) / 3.0;
+            assert!((s - ((1.0 - smooth) * f / 8.0 + smooth * f)).abs() < 1e-15);
+            assert!(*s < *f && *s > f / 8.0);
+        }
+    }
+    assert!(scaled.iter().zip(&plain).any(|(s, f)| s != f));
+    let mut linear = base.clone();
+    linear["rope_scaling"] = serde_json::json!({"type": "linear", "factor": 4.0});
+    let linear = parse(&linear)?.rope_inv_freq();
+    assert!(linear.iter().zip(&plain).all(|(l, p)| *l == p / 4.0));
+
+    // Qwen3: q/k norms, biases only with attention_bias; Mistral: every layer windowed.
+    let mut qwen3 = base.clone();
+    qwen3["model_type"] = serde_json::json!("qwen3");
+    let q = parse(&qwen3)?;
+    assert!(q.qk_norm && !q.qkv_bias && !q.o_bias);
+    assert_eq!(q.family, hr_policy::Family::Qwen3);
+    qwen3["use_sliding_window"] = serde_json::json!(true);
+    qwen3["sliding_window"] = serde_json::json!(4);
+    qwen3["max_window_layers"] = serde_json::json!(1);
+    assert_eq!(parse(&qwen3)?.sliding_windows, vec![None, Some(4)]);
+    qwen3["layer_types"] = serde_json::json!(["sliding_attention", "full_attention"]);
+    assert_eq!(parse(&qwen3)?.sliding_windows, vec![Some(4), None]);
+    qwen3["use_sliding_window"] = serde_json::json!(false);
+    assert_eq!(parse(&qwen3)?.sliding_windows, vec![None, None]);
+    let mut mistral = base.clone();
+    mistral["model_type"] = serde_json::json!("mistral");
+    mistral["sliding_window"] = serde_json::json!(3);
+    let m = parse(&mistral)?;
+    assert_eq!(m.sliding_windows, vec![Some(3), Some(3)]);
+    assert!(!m.qk_norm && !m.qkv_bias);
+    mistral["sliding_window"] = serde_json::Value::Null;
+    assert_eq!(parse(&mistral)?.sliding_windows, vec![None, None]);
+    assert_eq!(parse(&base)?.rope_scaling, RopeScaling::None);
     Ok(())
 }
 
