@@ -1,12 +1,26 @@
-//! `cargo xtask conformance peft`: a finished run's `RUN/adapter/` loads in the real `peft`.
-//! Trains the tiny test model for two steps with LoRA on every target module (a learning rate
-//! high enough that the adapters move away from PEFT's zero-initialised B), generates greedily
-//! with `generate --adapter RUN/adapter --json`, and runs `xtask/conformance/peft_adapter.py` in
-//! the Hugging Face venv (the one the TRL bench uses): `AutoPeftModelForCausalLM` loads the
-//! folder as it is and its log-probabilities of our completions must match ours within 1e-4
-//! relative error, with the base model alone as the negative control.
+//! `cargo xtask conformance peft` and `cargo xtask conformance families`: our adapters and our
+//! forward pass against the real `peft` and `transformers`, in the Hugging Face venv (the one
+//! the TRL bench uses).
+//!
+//! `peft`: trains the tiny test model for two steps with LoRA on every target module (a learning
+//! rate high enough that the adapters move away from PEFT's zero-initialised B), generates
+//! greedily with `generate --adapter RUN/adapter --json`, and runs
+//! `xtask/conformance/peft_adapter.py`: `AutoPeftModelForCausalLM` loads the folder as it is and
+//! its log-probabilities of our completions must match ours within 1e-4 relative error, with the
+//! base model alone as the negative control.
+//!
+//! `families`: `xtask/conformance/families.py` has `transformers` write a tiny random model per
+//! family (Llama, Llama 3 with RoPE scaling, linear RoPE, Qwen2 with and without a sliding
+//! window on some layers, Qwen3 tied and untied, Mistral with a sliding window; f32, bf16 and
+//! f16 weights; both config spellings); each is generated
+//! from greedily, trained for two steps with LoRA and generated from with its adapter, and the
+//! script checks tokens and log-probs against `transformers`, loads the final and an intermediate
+//! checkpoint's adapter with PEFT, and runs negative controls.
 
-use std::{path::Path, process::Command};
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
 
 use anyhow::{Context, Result, bail};
 
@@ -15,6 +29,9 @@ use crate::{
     conformance::{run_driver, target_dir, tiny_model, training_plan, venv},
 };
 
+/// A PEFT folder's config file (xtask does not link the tensor crate that names it).
+const ADAPTER_CONFIG: &str = "adapter_config.json";
+
 /// Prompts whose greedy completions are compared (raw text, no chat template).
 const PROMPTS: [&str; 2] = ["12 + 30 =", "Answer with digits only:"];
 
@@ -22,23 +39,120 @@ const PROMPTS: [&str; 2] = ["12 + 30 =", "Answer with digits only:"];
 pub(crate) fn peft(root: &Path) -> Result<(u64, u64)> {
     let python = venv(HF_VENV, HF_PACKAGES)?.join("bin/python");
     let bin = crate::debug_binaries(root)?.join("hessian-recipes");
+    let work = work_dir(root, "peft")?;
+    let model = tiny_model(root);
+    let run = train_lora(root, &bin, &work, "peft", &model)?;
+    let adapter = run.join("adapter");
+    let generations = work.join("generations.jsonl");
+    generate_json(&bin, &model, Some(&adapter), 8, &generations)?;
+    let mut driver = offline(&python);
+    driver
+        .arg(root.join("xtask/conformance/peft_adapter.py"))
+        .arg("--adapter")
+        .arg(&adapter)
+        .arg("--model")
+        .arg(&model)
+        .arg("--generations")
+        .arg(&generations);
+    finish(&work, run_driver(driver, "peft-conformance")?)
+}
+
+/// Returns (passed, failed).
+pub(crate) fn families(root: &Path) -> Result<(u64, u64)> {
+    let python = venv(HF_VENV, HF_PACKAGES)?.join("bin/python");
+    let bin = crate::debug_binaries(root)?.join("hessian-recipes");
+    let script = root.join("xtask/conformance/families.py");
+    let work = work_dir(root, "families")?;
+    let models = work.join("models");
+    let out = offline(&python)
+        .arg(&script)
+        .arg("write")
+        .arg("--out")
+        .arg(&models)
+        .arg("--tokenizer")
+        .arg(tiny_model(root).join("tokenizer.json"))
+        .output()
+        .context("running families.py write")?;
+    if !out.status.success() {
+        bail!(
+            "conformance families: writing the models failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let results = work.join("results");
+    for name in String::from_utf8(out.stdout)?.lines() {
+        let model = models.join(name);
+        let dir = results.join(name);
+        std::fs::create_dir_all(&dir)?;
+        eprintln!("conformance families: {name}");
+        generate_json(&bin, &model, None, 12, &dir.join("base.jsonl"))?;
+        let run = train_lora(root, &bin, &dir, name, &model)?;
+        generate_json(
+            &bin,
+            &model,
+            Some(&run.join("adapter")),
+            12,
+            &dir.join("adapter.jsonl"),
+        )?;
+        std::fs::rename(run.join("adapter"), dir.join("adapter"))?;
+        let checkpoint = first_checkpoint_adapter(&run)?;
+        std::fs::rename(checkpoint, dir.join("checkpoint"))?;
+    }
+    let mut driver = offline(&python);
+    driver
+        .arg(&script)
+        .arg("check")
+        .arg("--models")
+        .arg(&models)
+        .arg("--results")
+        .arg(&results);
+    finish(&work, run_driver(driver, "families-conformance")?)
+}
+
+/// The venv's Python with the Hugging Face libraries kept off the network: every model and
+/// adapter is a local folder, and a name that is not one must fail at once, not retry a hub.
+fn offline(python: &Path) -> Command {
+    let mut command = Command::new(python);
+    command.env("HF_HUB_OFFLINE", "1");
+    command
+}
+
+/// A fresh work folder for a suite under the target folder.
+fn work_dir(root: &Path, suite: &str) -> Result<PathBuf> {
     let work = target_dir(root)
         .join("conformance")
-        .join(format!("peft-{}", std::process::id()));
+        .join(format!("{suite}-{}", std::process::id()));
     std::fs::create_dir_all(&work)?;
+    Ok(work)
+}
+
+/// Removes the work folder when every check passed, else keeps it for inspection.
+fn finish(work: &Path, (passed, failed): (u64, u64)) -> Result<(u64, u64)> {
+    if failed == 0 {
+        std::fs::remove_dir_all(work)?;
+    } else {
+        eprintln!("conformance: kept {} for inspection", work.display());
+    }
+    Ok((passed, failed))
+}
+
+/// Trains `model` for two steps with LoRA (rank 4) on all seven target modules, one checkpoint
+/// per step, into `work/run`; returns the run folder.
+fn train_lora(root: &Path, bin: &Path, work: &Path, name: &str, model: &Path) -> Result<PathBuf> {
     let environment = serde_json::json!({"backend": "fixture",
         "tasks": {"kind": "digits", "count": 4, "seed": 1}});
     let grpo = serde_json::json!({"tasks_per_step": 2, "num_generations": 4,
         "max_completion_length": 8, "max_turn_tokens": 8, "prompt_format": "plain"});
-    let plan_path = training_plan(root, &work, "peft", &environment, &grpo, 2)?;
+    let plan_path = training_plan(root, work, name, &environment, &grpo, 2)?;
     let mut plan: serde_json::Value = serde_json::from_slice(&std::fs::read(&plan_path)?)?;
+    plan["model"]["path"] = serde_json::json!(model);
     plan["model"]["lora"] = serde_json::json!({"rank": 4, "alpha": 8.0, "targets":
         ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]});
     plan["optimizer"]["learning_rate"] = serde_json::json!(0.05);
     std::fs::write(&plan_path, serde_json::to_vec_pretty(&plan)?)?;
-
     let run = work.join("run");
-    let status = Command::new(&bin)
+    let status = Command::new(bin)
         .arg("train")
         .arg("--plan")
         .arg(&plan_path)
@@ -47,54 +161,63 @@ pub(crate) fn peft(root: &Path) -> Result<(u64, u64)> {
         .status()
         .context("running hessian-recipes train")?;
     if !status.success() {
-        bail!("conformance peft: train failed ({status})");
+        bail!("conformance: train on {} failed ({status})", model.display());
     }
-    let adapter = run.join("adapter");
-    let mut generate = Command::new(&bin);
-    generate
-        .arg("generate")
-        .arg("--model")
-        .arg(tiny_model(root))
-        .arg("--adapter")
-        .arg(&adapter)
-        .args([
-            "--raw",
-            "--json",
-            "--temperature",
-            "0",
-            "--max-new-tokens",
-            "8",
-        ]);
+    Ok(run)
+}
+
+/// Greedy `generate --raw --json` of [`PROMPTS`] on `model` (with `adapter`), written to `out`.
+fn generate_json(
+    bin: &Path,
+    model: &Path,
+    adapter: Option<&Path>,
+    max_new_tokens: u32,
+    out: &Path,
+) -> Result<()> {
+    let mut generate = Command::new(bin);
+    generate.arg("generate").arg("--model").arg(model);
+    if let Some(adapter) = adapter {
+        generate.arg("--adapter").arg(adapter);
+    }
+    generate.args(["--raw", "--json", "--temperature", "0", "--max-new-tokens"]);
+    generate.arg(max_new_tokens.to_string());
     for prompt in PROMPTS {
         generate.arg("--prompt").arg(prompt);
     }
-    let out = generate
+    let output = generate
         .output()
         .context("running hessian-recipes generate")?;
-    if !out.status.success() {
+    if !output.status.success() {
         bail!(
-            "conformance peft: generate failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
+            "conformance: generate on {} failed ({}): {}",
+            model.display(),
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
         );
     }
-    let generations = work.join("generations.jsonl");
-    std::fs::write(&generations, &out.stdout)?;
+    std::fs::write(out, &output.stdout)?;
+    Ok(())
+}
 
-    let mut driver = Command::new(&python);
-    driver
-        .arg(root.join("xtask/conformance/peft_adapter.py"))
-        .arg("--adapter")
-        .arg(&adapter)
-        .arg("--model")
-        .arg(tiny_model(root))
-        .arg("--generations")
-        .arg(&generations);
-    let (passed, failed) = run_driver(driver, "peft-conformance")?;
-    if failed == 0 {
-        std::fs::remove_dir_all(&work)?;
-    } else {
-        eprintln!("conformance: kept {} for inspection", work.display());
+/// The PEFT folder inside the run's first reported checkpoint (an intermediate one: the run has
+/// two steps, one checkpoint each).
+fn first_checkpoint_adapter(run: &Path) -> Result<PathBuf> {
+    let list = hr_files::RunDir::new(run).checkpoint_list();
+    let text = std::fs::read_to_string(&list).with_context(|| list.display().to_string())?;
+    let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap_or_default())
+        .with_context(|| format!("{}: the first line", list.display()))?;
+    let uuid = first["uuid"].as_str().context("a checkpoint line without uuid")?;
+    let mut stack = vec![hr_files::RunDir::new(run).checkpoint(uuid)];
+    while let Some(dir) = stack.pop() {
+        if dir.join(ADAPTER_CONFIG).is_file() {
+            return Ok(dir);
+        }
+        for entry in std::fs::read_dir(&dir)? {
+            let path = entry?.path();
+            if path.is_dir() {
+                stack.push(path);
+            }
+        }
     }
-    Ok((passed, failed))
+    bail!("checkpoint {uuid} of {} holds no adapter_config.json", run.display())
 }

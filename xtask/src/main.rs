@@ -46,6 +46,12 @@ Tasks:
   conformance peft
               a trained run's RUN/adapter/ loaded by the real peft + transformers (the TRL
               bench's venv, cached outside the repo): log-probabilities equal ours within 1e-4
+  conformance families
+              for each model family (llama, llama3 RoPE scaling, linear RoPE, qwen2, qwen3 tied
+              and untied, mistral with a sliding window) a tiny random model written by
+              transformers in f32/bf16/f16 and both config spellings: greedy tokens equal and
+              log-probs within 1e-4 of transformers; a 2-step LoRA adapter and an intermediate
+              checkpoint's load with peft and match; negative controls differ
   qualify cpu [--master URL] [--output runs/NAME]
               build the release binary and run the managed CPU lifecycle qualification
               (a local devmaster unless --master); writes runs/NAME/proof.json
@@ -123,7 +129,7 @@ fn main() -> Result<()> {
             let name = args.get(1).map(String::as_str);
             let Some((name, suite)) = conformance::SUITES.iter().find(|(n, _)| Some(*n) == name)
             else {
-                bail!("unknown conformance suite {name:?}: available: det, envs, peft\n\n{HELP}")
+                bail!("unknown conformance suite {name:?}: available: det, envs, peft, families\n\n{HELP}")
             };
             let (passed, failed) = suite(&root)?;
             println!("conformance {name}: {passed} passed, {failed} failed");

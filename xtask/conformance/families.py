@@ -1,0 +1,219 @@
+"""Reference parity of every model family the policy loads, with the real `transformers` and `peft`.
+
+Run by `cargo xtask conformance families` in the Hugging Face venv, in two steps:
+
+`write --out DIR --tokenizer tokenizer.json` has `transformers` build a tiny random model per family
+from a config (varied shapes, grouped-query ratios, tied and untied heads, head_dim apart from
+hidden/heads, RoPE scaling, sliding windows on every layer or on some), stores it as f32, bf16 or f16 safetensors with
+`save_pretrained`, and rewrites the config in the Hub's spelling (`rope_theta`, `rope_scaling`)
+for some and keeps the `rope_parameters` that `transformers` 5 writes for others. It prints the
+family names, one per line.
+
+`check --models DIR --results DIR` reads, per family, what xtask had `hessian-recipes` produce:
+`base.jsonl` (greedy `generate --json` on the bare model), `adapter.jsonl` (the same with the
+adapter a 2-step LoRA `train` left in `RUN/adapter`), the run's `adapter/` and one intermediate
+checkpoint's PEFT folder. It then checks, against `transformers`' own forward pass in f32:
+- the greedy tokens are transformers' argmax, and every completion token's log-probability
+  is within 1e-4 relative error;
+- `AutoPeftModelForCausalLM` loads our final adapter and an intermediate checkpoint's through
+  their own `base_model_name_or_path`, and matches the adapter generations the same way;
+- negative controls differ: Qwen3 without its q/k norms, Llama 3 without its RoPE scaling,
+  Mistral and Qwen2 without their windows, and the base model without the adapter.
+Prints `families-conformance: N passed, M failed` last.
+"""
+import argparse
+import json
+import math
+import pathlib
+import shutil
+
+RESULTS = []
+TOLERANCE = 1e-4
+COMMON = dict(vocab_size=264, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+              rms_norm_eps=1e-5, max_position_embeddings=512, bos_token_id=1, eos_token_id=2)
+LLAMA3 = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+          "original_max_position_embeddings": 64}
+# name: (model_type, config fields, stored dtype, config spelling)
+FAMILIES = {
+    "llama": ("llama", dict(num_attention_heads=4, num_key_value_heads=2), "float32", "hub"),
+    "llama3-rope-scaled": ("llama", dict(num_attention_heads=4, num_key_value_heads=1, rope_theta=500000.0,
+                                         rope_scaling=LLAMA3, tie_word_embeddings=True), "bfloat16", "hub"),
+    "llama-linear-rope": ("llama", dict(num_attention_heads=2, num_key_value_heads=2,
+                                        rope_scaling={"rope_type": "linear", "factor": 4.0}), "float16", "v5"),
+    "qwen2": ("qwen2", dict(num_attention_heads=4, num_key_value_heads=2, tie_word_embeddings=True),
+              "bfloat16", "v5"),
+    "qwen2-sliding": ("qwen2", dict(num_attention_heads=4, num_key_value_heads=4, use_sliding_window=True,
+                                    sliding_window=4, max_window_layers=1), "float32", "hub"),
+    "qwen3": ("qwen3", dict(num_attention_heads=4, num_key_value_heads=1, head_dim=16), "float32", "v5"),
+    "qwen3-tied": ("qwen3", dict(num_attention_heads=2, num_key_value_heads=2, head_dim=8,
+                                 tie_word_embeddings=True), "float16", "hub"),
+    "mistral": ("mistral", dict(num_attention_heads=4, num_key_value_heads=2, head_dim=12, sliding_window=4),
+                "bfloat16", "v5"),
+}
+
+
+def check(name, ok, detail=""):
+    RESULTS.append((name, bool(ok)))
+    print(("ok   " if ok else "FAIL ") + name + ("" if ok or not detail else f"\n     {detail}"), flush=True)
+    return ok
+
+
+def randomise(model, seed):
+    """Weights large enough that the tiny model's choices are clear (not transformers' 0.02)."""
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            u = torch.rand(p.shape, generator=g, dtype=torch.float64) * 2 - 1
+            if name.endswith("norm.weight"):
+                p.copy_(1 + 0.2 * u)
+            elif name.endswith(".bias"):
+                p.copy_(0.1 * u)
+            else:
+                p.copy_(1.5 / math.sqrt(p.shape[-1]) * u)
+
+
+def hub_spelling(path):
+    """Rewrites transformers 5's `rope_parameters` as the Hub's `rope_theta` and `rope_scaling`."""
+    config = json.loads(path.read_text())
+    params = dict(config.pop("rope_parameters"))
+    config["rope_theta"] = params.pop("rope_theta")
+    config["rope_scaling"] = None if params.get("rope_type") == "default" else params
+    path.write_text(json.dumps(config, indent=2))
+
+
+def write(args):
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    for seed, (name, (model_type, fields, dtype, spelling)) in enumerate(FAMILIES.items()):
+        config = AutoConfig.for_model(model_type, **{**COMMON, **fields})
+        torch.manual_seed(seed)
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+        randomise(model, 100 + seed)
+        out = args.out / name
+        model.to(getattr(torch, dtype)).save_pretrained(out)
+        if spelling == "hub":
+            hub_spelling(out / "config.json")
+        shutil.copy(args.tokenizer, out / "tokenizer.json")
+        print(name, flush=True)
+
+
+def reference(path, **config_changes):
+    """transformers' model in f32 (eager attention), optionally with config fields changed."""
+    import torch
+    from transformers import AutoConfig, AutoModelForCausalLM
+    config = AutoConfig.from_pretrained(path)
+    for key, value in config_changes.items():
+        setattr(config, key, value)
+    model = AutoModelForCausalLM.from_pretrained(path, config=config, dtype=torch.float32,
+                                                 attn_implementation="eager")
+    return model.eval()
+
+
+def compare(model, generations):
+    """(worst relative error of our log-probs against the model's, whether its argmax is ours)."""
+    import torch
+    worst, greedy = 0.0, True
+    for g in generations:
+        prompt, completion = g["prompt_tokens"], g["tokens"]
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + completion])).logits[0].double()
+        logp = torch.log_softmax(logits, dim=-1)
+        # The logits at position p predict token p + 1.
+        for k, token in enumerate(completion):
+            p = len(prompt) - 1 + k
+            theirs = logp[p, token].item()
+            worst = max(worst, abs(g["logprobs"][k] - theirs) / max(abs(theirs), 1e-6))
+            greedy &= int(logits[p].argmax()) == token
+    return worst, greedy
+
+
+def read_lines(path):
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def without_qk_norm(model):
+    import torch
+    for layer in model.model.layers:
+        layer.self_attn.q_norm = torch.nn.Identity()
+        layer.self_attn.k_norm = torch.nn.Identity()
+    return model
+
+
+def check_family(name, model_dir, results):
+    from peft import AutoPeftModelForCausalLM
+    import torch
+    base = read_lines(results / "base.jsonl")
+    check(f"{name}: generate printed completions", base and all(g["tokens"] for g in base))
+    model = reference(model_dir)
+    worst, greedy = compare(model, base)
+    check(f"{name}: greedy tokens are transformers' argmax", greedy)
+    check(f"{name}: log-probs within {TOLERANCE:g} of transformers", worst <= TOLERANCE,
+          f"worst relative error {worst:.3g}")
+    print(f"{name}: worst relative error {worst:.3g} (base)", flush=True)
+
+    controls = []
+    if name.startswith("qwen3"):
+        controls.append(("without q_norm/k_norm", without_qk_norm(reference(model_dir))))
+    if name == "llama3-rope-scaled":
+        theta = model.config.rope_parameters["rope_theta"]
+        controls.append(("without RoPE scaling",
+                         reference(model_dir, rope_parameters={"rope_type": "default", "rope_theta": theta})))
+    if name == "mistral":
+        controls.append(("without the sliding window", reference(model_dir, sliding_window=None)))
+    if name == "qwen2-sliding":
+        controls.append(("without the sliding window",
+                         reference(model_dir, layer_types=["full_attention"] * model.config.num_hidden_layers)))
+    for label, control in controls:
+        off, _ = compare(control, base)
+        check(f"{name}: negative control {label} differs", off > 100 * TOLERANCE, f"relative error {off:.3g}")
+
+    adapted = read_lines(results / "adapter.jsonl")
+    for label, folder in [("final adapter", results / "adapter"), ("intermediate checkpoint", results / "checkpoint")]:
+        config = json.loads((folder / "adapter_config.json").read_text())
+        named = config.get("base_model_name_or_path", "")
+        check(f"{name}: {label} names the real base model", pathlib.Path(named).resolve() == model_dir.resolve(),
+              f"base_model_name_or_path = {named!r}")
+        peft_model = AutoPeftModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
+                                                              attn_implementation="eager").eval()
+        if label == "final adapter":
+            worst, greedy = compare(peft_model, adapted)
+            check(f"{name}: PEFT's greedy tokens with our adapter are ours", greedy)
+            check(f"{name}: PEFT log-probs with our adapter within {TOLERANCE:g}", worst <= TOLERANCE,
+                  f"worst relative error {worst:.3g}")
+            with peft_model.disable_adapter():
+                off, _ = compare(peft_model, adapted)
+            check(f"{name}: negative control: the base alone does not match the adapter", off > 100 * TOLERANCE,
+                  f"relative error {off:.3g}")
+            print(f"{name}: worst relative error {worst:.3g} (adapter), {off:.3g} without it", flush=True)
+        else:
+            lora = [k for k in peft_model.state_dict() if "lora_A" in k]
+            check(f"{name}: PEFT loads the intermediate checkpoint's adapter", lora, "no LoRA weights loaded")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("write", help="write one tiny random model per family")
+    w.add_argument("--out", type=pathlib.Path, required=True)
+    w.add_argument("--tokenizer", type=pathlib.Path, required=True, help="the tiny model's tokenizer.json")
+    c = sub.add_parser("check", help="compare what hessian-recipes produced with transformers and peft")
+    c.add_argument("--models", type=pathlib.Path, required=True)
+    c.add_argument("--results", type=pathlib.Path, required=True)
+    args = ap.parse_args()
+    if args.command == "write":
+        write(args)
+        return 0
+    for name in FAMILIES:
+        try:
+            check_family(name, args.models / name, args.results / name)
+        except Exception as e:  # a crash in one family is a failure, not the end of the others
+            check(f"{name}: checked without an error", False, repr(e))
+    passed = sum(ok for _, ok in RESULTS)
+    failed = len(RESULTS) - passed
+    print(f"families-conformance: {passed} passed, {failed} failed", flush=True)
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
