@@ -6,17 +6,20 @@ Run by `cargo xtask conformance families` in the Hugging Face venv, in two steps
 from a config (varied shapes, grouped-query ratios, tied and untied heads, head_dim apart from
 hidden/heads, RoPE scaling, sliding windows on every layer or on some), stores it as f32, bf16 or f16 safetensors with
 `save_pretrained`, and rewrites the config in the Hub's spelling (`rope_theta`, `rope_scaling`)
-for some and keeps the `rope_parameters` that `transformers` 5 writes for others. It prints the
-family names, one per line.
+for some and keeps the `rope_parameters` that `transformers` 5 writes for others. One family is
+stored as `huggingface_hub` lays out its cache (`DIR/hub/models--ORG--NAME/snapshots/COMMIT`)
+and is named by its Hub id, as a plan names a cached model. It writes `DIR/families.jsonl`, one
+line per family: name, model folder, Hub id (or null).
 
-`check --models DIR --results DIR` reads, per family, what xtask had `hessian-recipes` produce:
+`check --models DIR --results DIR` (with `HF_HUB_CACHE=DIR/hub`) reads, per family, what xtask had `hessian-recipes` produce:
 `base.jsonl` (greedy `generate --json` on the bare model), `adapter.jsonl` (the same with the
 adapter a 2-step LoRA `train` left in `RUN/adapter`), the run's `adapter/` and one intermediate
 checkpoint's PEFT folder. It then checks, against `transformers`' own forward pass in f32:
 - the greedy tokens are transformers' argmax, and every completion token's log-probability
   is within 1e-4 relative error;
-- `AutoPeftModelForCausalLM` loads our final adapter and an intermediate checkpoint's through
-  their own `base_model_name_or_path`, and matches the adapter generations the same way;
+- both adapters name the base model (its Hub id, else its absolute folder), and
+  `AutoPeftModelForCausalLM` loads our final adapter and an intermediate checkpoint's through
+  that `base_model_name_or_path`, and matches the adapter generations the same way;
 - negative controls differ: Qwen3 without its q/k norms, Llama 3 without its RoPE scaling,
   Mistral and Qwen2 without their windows, and the base model without the adapter.
 Prints `families-conformance: N passed, M failed` last.
@@ -50,6 +53,10 @@ FAMILIES = {
     "mistral": ("mistral", dict(num_attention_heads=4, num_key_value_heads=2, head_dim=12, sliding_window=4),
                 "bfloat16", "v5"),
 }
+
+# Families named by a Hub id and found in the cache, as a plan's `model.hub_id` finds them.
+HUB_IDS = {"qwen3": "hessian-recipes-test/tiny-qwen3"}
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def check(name, ok, detail=""):
@@ -85,17 +92,26 @@ def hub_spelling(path):
 def write(args):
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
+    manifest = []
     for seed, (name, (model_type, fields, dtype, spelling)) in enumerate(FAMILIES.items()):
         config = AutoConfig.for_model(model_type, **{**COMMON, **fields})
         torch.manual_seed(seed)
         model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
         randomise(model, 100 + seed)
-        out = args.out / name
+        hub_id = HUB_IDS.get(name)
+        if hub_id:
+            repo = args.out / "hub" / ("models--" + hub_id.replace("/", "--"))
+            (repo / "refs").mkdir(parents=True)
+            (repo / "refs" / "main").write_text(COMMIT)
+            out = repo / "snapshots" / COMMIT
+        else:
+            out = args.out / name
         model.to(getattr(torch, dtype)).save_pretrained(out)
         if spelling == "hub":
             hub_spelling(out / "config.json")
         shutil.copy(args.tokenizer, out / "tokenizer.json")
-        print(name, flush=True)
+        manifest.append({"name": name, "dir": str(out.resolve()), "hub_id": hub_id})
+    (args.out / "families.jsonl").write_text("".join(json.dumps(m) + "\n" for m in manifest))
 
 
 def reference(path, **config_changes):
@@ -140,7 +156,7 @@ def without_qk_norm(model):
     return model
 
 
-def check_family(name, model_dir, results):
+def check_family(name, model_dir, hub_id, results):
     from peft import AutoPeftModelForCausalLM
     import torch
     base = read_lines(results / "base.jsonl")
@@ -172,7 +188,8 @@ def check_family(name, model_dir, results):
     for label, folder in [("final adapter", results / "adapter"), ("intermediate checkpoint", results / "checkpoint")]:
         config = json.loads((folder / "adapter_config.json").read_text())
         named = config.get("base_model_name_or_path", "")
-        check(f"{name}: {label} names the real base model", pathlib.Path(named).resolve() == model_dir.resolve(),
+        names_it = named == hub_id if hub_id else pathlib.Path(named).resolve() == model_dir.resolve()
+        check(f"{name}: {label} names the base model ({'Hub id' if hub_id else 'its folder'})", names_it,
               f"base_model_name_or_path = {named!r}")
         peft_model = AutoPeftModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
                                                               attn_implementation="eager").eval()
@@ -204,9 +221,12 @@ def main():
     if args.command == "write":
         write(args)
         return 0
-    for name in FAMILIES:
+    manifest = read_lines(args.models / "families.jsonl")
+    check("every family was written", [m["name"] for m in manifest] == list(FAMILIES))
+    for m in manifest:
+        name = m["name"]
         try:
-            check_family(name, args.models / name, args.results / name)
+            check_family(name, pathlib.Path(m["dir"]), m["hub_id"], args.results / name)
         except Exception as e:  # a crash in one family is a failure, not the end of the others
             check(f"{name}: checked without an error", False, repr(e))
     passed = sum(ok for _, ok in RESULTS)

@@ -41,7 +41,7 @@ pub(crate) fn peft(root: &Path) -> Result<(u64, u64)> {
     let bin = crate::debug_binaries(root)?.join("hessian-recipes");
     let work = work_dir(root, "peft")?;
     let model = tiny_model(root);
-    let run = train_lora(root, &bin, &work, "peft", &model)?;
+    let run = train_lora(root, &bin, &work, "peft", ModelSource::Folder(&model))?;
     let adapter = run.join("adapter");
     let generations = work.join("generations.jsonl");
     generate_json(&bin, &model, Some(&adapter), 8, &generations)?;
@@ -81,13 +81,22 @@ pub(crate) fn families(root: &Path) -> Result<(u64, u64)> {
         );
     }
     let results = work.join("results");
-    for name in String::from_utf8(out.stdout)?.lines() {
-        let model = models.join(name);
+    // One family is named by its Hub id and found in this cache, by our plan and by PEFT.
+    let hub_cache = models.join("hub");
+    let manifest = std::fs::read_to_string(models.join("families.jsonl"))?;
+    for line in manifest.lines() {
+        let family: serde_json::Value = serde_json::from_str(line)?;
+        let name = family["name"].as_str().context("a family without a name")?;
+        let model = PathBuf::from(family["dir"].as_str().context("a family without dir")?);
         let dir = results.join(name);
         std::fs::create_dir_all(&dir)?;
         eprintln!("conformance families: {name}");
         generate_json(&bin, &model, None, 12, &dir.join("base.jsonl"))?;
-        let run = train_lora(root, &bin, &dir, name, &model)?;
+        let source = match family["hub_id"].as_str() {
+            Some(id) => ModelSource::HubId(id, &hub_cache),
+            None => ModelSource::Folder(&model),
+        };
+        let run = train_lora(root, &bin, &dir, name, source)?;
         generate_json(
             &bin,
             &model,
@@ -101,6 +110,7 @@ pub(crate) fn families(root: &Path) -> Result<(u64, u64)> {
     }
     let mut driver = offline(&python);
     driver
+        .env("HF_HUB_CACHE", &hub_cache)
         .arg(&script)
         .arg("check")
         .arg("--models")
@@ -137,22 +147,43 @@ fn finish(work: &Path, (passed, failed): (u64, u64)) -> Result<(u64, u64)> {
     Ok((passed, failed))
 }
 
-/// Trains `model` for two steps with LoRA (rank 4) on all seven target modules, one checkpoint
+/// How a training plan names its model.
+enum ModelSource<'a> {
+    /// `model.path`.
+    Folder(&'a Path),
+    /// `model.hub_id` alone, found in this Hugging Face cache.
+    HubId(&'a str, &'a Path),
+}
+
+/// Trains a model for two steps with LoRA (rank 4) on all seven target modules, one checkpoint
 /// per step, into `work/run`; returns the run folder.
-fn train_lora(root: &Path, bin: &Path, work: &Path, name: &str, model: &Path) -> Result<PathBuf> {
+fn train_lora(
+    root: &Path,
+    bin: &Path,
+    work: &Path,
+    name: &str,
+    model: ModelSource<'_>,
+) -> Result<PathBuf> {
     let environment = serde_json::json!({"backend": "fixture",
         "tasks": {"kind": "digits", "count": 4, "seed": 1}});
     let grpo = serde_json::json!({"tasks_per_step": 2, "num_generations": 4,
         "max_completion_length": 8, "max_turn_tokens": 8, "prompt_format": "plain"});
     let plan_path = training_plan(root, work, name, &environment, &grpo, 2)?;
     let mut plan: serde_json::Value = serde_json::from_slice(&std::fs::read(&plan_path)?)?;
-    plan["model"]["path"] = serde_json::json!(model);
+    let mut train = Command::new(bin);
+    match model {
+        ModelSource::Folder(dir) => plan["model"]["path"] = serde_json::json!(dir),
+        ModelSource::HubId(id, cache) => {
+            plan["model"] = serde_json::json!({"hub_id": id});
+            train.env("HF_HUB_CACHE", cache);
+        }
+    }
     plan["model"]["lora"] = serde_json::json!({"rank": 4, "alpha": 8.0, "targets":
         ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]});
     plan["optimizer"]["learning_rate"] = serde_json::json!(0.05);
     std::fs::write(&plan_path, serde_json::to_vec_pretty(&plan)?)?;
     let run = work.join("run");
-    let status = Command::new(bin)
+    let status = train
         .arg("train")
         .arg("--plan")
         .arg(&plan_path)
@@ -161,7 +192,7 @@ fn train_lora(root: &Path, bin: &Path, work: &Path, name: &str, model: &Path) ->
         .status()
         .context("running hessian-recipes train")?;
     if !status.success() {
-        bail!("conformance: train on {} failed ({status})", model.display());
+        bail!("conformance: train for {name} failed ({status})");
     }
     Ok(run)
 }
@@ -206,7 +237,9 @@ fn first_checkpoint_adapter(run: &Path) -> Result<PathBuf> {
     let text = std::fs::read_to_string(&list).with_context(|| list.display().to_string())?;
     let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap_or_default())
         .with_context(|| format!("{}: the first line", list.display()))?;
-    let uuid = first["uuid"].as_str().context("a checkpoint line without uuid")?;
+    let uuid = first["uuid"]
+        .as_str()
+        .context("a checkpoint line without uuid")?;
     let mut stack = vec![hr_files::RunDir::new(run).checkpoint(uuid)];
     while let Some(dir) = stack.pop() {
         if dir.join(ADAPTER_CONFIG).is_file() {
@@ -219,5 +252,8 @@ fn first_checkpoint_adapter(run: &Path) -> Result<PathBuf> {
             }
         }
     }
-    bail!("checkpoint {uuid} of {} holds no adapter_config.json", run.display())
+    bail!(
+        "checkpoint {uuid} of {} holds no adapter_config.json",
+        run.display()
+    )
 }

@@ -129,7 +129,9 @@ fn main() -> Result<()> {
             let name = args.get(1).map(String::as_str);
             let Some((name, suite)) = conformance::SUITES.iter().find(|(n, _)| Some(*n) == name)
             else {
-                bail!("unknown conformance suite {name:?}: available: det, envs, peft, families\n\n{HELP}")
+                bail!(
+                    "unknown conformance suite {name:?}: available: det, envs, peft, families\n\n{HELP}"
+                )
             };
             let (passed, failed) = suite(&root)?;
             println!("conformance {name}: {passed} passed, {failed} failed");

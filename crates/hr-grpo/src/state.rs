@@ -77,10 +77,12 @@ fn corrupt(what: impl Into<String>) -> GrpoError {
 }
 
 impl<B: AutodiffBackend> Trainer<B> {
-    /// Captures the state that continues this run exactly.
-    pub fn capture(&self) -> Result<NativeState, GrpoError> {
+    /// Captures the state that continues this run exactly. Its PEFT files name `base_model`
+    /// (a Hub id or a model folder) as their `base_model_name_or_path`, so PEFT loads a
+    /// checkpoint's adapter as it loads any other; resuming reads only the tensors.
+    pub fn capture(&self, base_model: &str) -> Result<NativeState, GrpoError> {
         let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
-        let adapters = adapter_files(&self.adapters, "base").map_err(policy_err)?;
+        let adapters = adapter_files(&self.adapters, base_model).map_err(policy_err)?;
         let record = self.optimizer.to_record();
         let mut tensors = Vec::new();
         let mut adam_steps = BTreeMap::new();

@@ -104,13 +104,13 @@ fn resuming_from_files_equals_the_uninterrupted_run_and_controls_diverge() -> an
 
     let mut reference = fresh(&model)?;
     let all = steps(&mut reference, &tasks, 4)?;
-    let final_state = reference.capture()?;
+    let final_state = reference.capture("tiny")?;
 
     let mut first = fresh(&model)?;
     assert_eq!(steps(&mut first, &tasks, 2)?, all[..2]);
     let saved = dir.path().join("step-2");
     std::fs::create_dir(&saved)?;
-    first.capture()?.write(&saved)?;
+    first.capture("tiny")?.write(&saved)?;
     drop(first);
     let state = NativeState::read(&saved)?;
 
@@ -122,7 +122,7 @@ fn resuming_from_files_equals_the_uninterrupted_run_and_controls_diverge() -> an
         "steps 3-4 after resume"
     );
     assert_eq!(
-        second.capture()?,
+        second.capture("tiny")?,
         final_state,
         "adapter, optimizer, step and RNG bytes"
     );

@@ -3,16 +3,19 @@
 //! seed. Parsing rejects unknown fields and every out-of-range value before any work starts,
 //! naming the field by its path (`grpo.beta`) and the accepted range.
 //!
-//! Plain data: it knows nothing about tensors, services or clusters; the binary maps it onto the
+//! Plain data: it knows nothing about tensors, services or clusters (a model named by its Hub id
+//! is looked up in the local Hugging Face cache, never downloaded); the binary maps it onto the
 //! trainer's types.
 
 mod error;
+mod hub_cache;
 mod load;
 mod plan;
 mod validate;
 mod vocabulary;
 
 pub use error::PlanError;
+pub use hub_cache::{hub_cache_dir, is_hub_id, snapshot_in};
 pub use plan::{
     Checkpoints, Environment, Evaluation, FixtureTasks, Grpo, Lora, Model, Optimizer, Plan, Seeds,
     TaskSet,

@@ -47,10 +47,11 @@ impl Plan {
         Ok(())
     }
 
-    /// Parses and checks plan text; `path` only names the file in errors.
+    /// Parses and checks plan text; `path` only names the file in errors. A model named only by
+    /// `model.hub_id` is looked up in the local Hugging Face cache.
     pub fn parse(path: &Path, text: &str) -> Result<Self, PlanError> {
         let de = &mut serde_json::Deserializer::from_str(text);
-        let plan: Plan = serde_path_to_error::deserialize(de).map_err(|e| {
+        let mut plan: Plan = serde_path_to_error::deserialize(de).map_err(|e| {
             let field = e.path().to_string();
             PlanError::Field {
                 path: path.to_owned(),
@@ -63,6 +64,19 @@ impl Plan {
             }
         })?;
         crate::validate::validate(&plan, path)?;
+        if plan.model.path.as_os_str().is_empty()
+            && let Some(id) = &plan.model.hub_id
+        {
+            let field = |message: String| PlanError::Field {
+                path: path.to_owned(),
+                field: "model.hub_id".to_owned(),
+                message,
+            };
+            let cache = crate::hub_cache::hub_cache_dir().ok_or_else(|| {
+                field("no Hugging Face cache folder: set HF_HOME or HF_HUB_CACHE".to_owned())
+            })?;
+            plan.model.path = crate::hub_cache::snapshot_in(&cache, id).map_err(field)?;
+        }
         Ok(plan)
     }
 }

@@ -91,11 +91,32 @@ pub enum TaskSet {
 #[serde(deny_unknown_fields)]
 pub struct Model {
     /// An HF model folder (config.json, model.safetensors, tokenizer.json); relative paths are
-    /// relative to the plan file.
+    /// relative to the plan file. May be left out when `hub_id` names a model in the local
+    /// Hugging Face cache: reading the plan fills it with that model's snapshot folder.
+    #[serde(default)]
     pub path: PathBuf,
+    /// The model's Hugging Face Hub id (`Qwen/Qwen3-0.6B`): what adapters name as their
+    /// `base_model_name_or_path`, and where to find the model when `path` is left out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hub_id: Option<String>,
     /// The LoRA adapters that train.
     #[serde(default)]
     pub lora: Lora,
+}
+
+impl Model {
+    /// What PEFT adapter files name as `base_model_name_or_path`: the Hub id when the plan has
+    /// one (PEFT and transformers then find the model in any Hugging Face cache), else the model
+    /// folder's absolute path.
+    pub fn peft_base(&self) -> String {
+        match &self.hub_id {
+            Some(id) => id.clone(),
+            None => std::path::absolute(&self.path)
+                .unwrap_or_else(|_| self.path.clone())
+                .display()
+                .to_string(),
+        }
+    }
 }
 
 /// LoRA settings.

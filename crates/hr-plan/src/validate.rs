@@ -44,10 +44,18 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
         "must be non-empty and use only letters, digits, '-', '_' and '.'".to_owned(),
     )?;
     check(
-        !plan.model.path.as_os_str().is_empty(),
+        !plan.model.path.as_os_str().is_empty() || plan.model.hub_id.is_some(),
         "model.path",
-        "must name an HF model folder".to_owned(),
+        "must name an HF model folder (or leave it out and name a cached model by model.hub_id)"
+            .to_owned(),
     )?;
+    if let Some(id) = &plan.model.hub_id {
+        check(
+            crate::hub_cache::is_hub_id(id),
+            "model.hub_id",
+            format!("{id:?} is not a Hugging Face model id such as \"Qwen/Qwen3-0.6B\""),
+        )?;
+    }
     check(
         plan.model.lora.rank >= 1,
         "model.lora.rank",

@@ -341,7 +341,7 @@ pub fn run<B: Backend>(
         let batch = sampler.next_batch(plan.grpo.tasks_per_step);
         let report = trainer.step(&batch, env.as_mut())?;
         let step = report.step + 1;
-        let state = trainer.capture()?;
+        let state = trainer.capture(&plan.model.peft_base())?;
         progress.cursor = sampler.cursor();
         let row = metrics_row(&report);
         let line = evidence_line(&report, &state, progress.cursor);
@@ -403,7 +403,7 @@ pub fn run<B: Backend>(
     // The terminal save: native cleanup, service shutdown, the final manifest published once
     // (or the selected checkpoint reused), then for a stop the durable receipt and the ack.
     let step = trainer.step_index();
-    let state = trainer.capture()?;
+    let state = trainer.capture(&plan.model.peft_base())?;
     let budget_now = charged(started);
     let kind = match reason {
         Stop::Preempted | Stop::Requested => TerminalKind::Preemption,
@@ -461,15 +461,15 @@ pub fn run<B: Backend>(
 }
 
 /// The finished run's adapter outside the snapshots: `<run>/adapter/`, PEFT's two files
-/// with `base_model_name_or_path` naming the plan's model folder, so `PeftModel.from_pretrained`
-/// and `AutoPeftModel` load it as they load any adapter. (Snapshots keep the placeholder `base`,
-/// so their bytes do not depend on where the model lives.)
+/// with `base_model_name_or_path` naming the plan's Hub id or model folder (as every
+/// checkpoint's do), so `PeftModel.from_pretrained` and `AutoPeftModel` load it as they load
+/// any adapter.
 fn export_adapter<B: burn::tensor::backend::AutodiffBackend>(
     run_dir: &Path,
     plan: &Plan,
     adapters: &hr_policy::Adapters<B>,
 ) -> Result<(), TrainError> {
-    let files = hr_policy::adapter_files(adapters, &plan.model.path.to_string_lossy())?;
+    let files = hr_policy::adapter_files(adapters, &plan.model.peft_base())?;
     let staging = run_dir.join(".adapter.partial");
     let dir = RunDir::new(run_dir).adapter();
     let _ = std::fs::remove_dir_all(&staging);

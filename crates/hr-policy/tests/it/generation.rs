@@ -167,7 +167,7 @@ fn scoring_reproduces_the_sampling_log_probs_and_the_reference_ignores_adapters(
 fn only_adapters_receive_gradients() -> anyhow::Result<()> {
     type Train = Autodiff<Cpu>;
     let dir = tempfile::tempdir()?;
-    hr_tests::tiny_model::write_tiny_model(dir.path(), &TinySpec::default());
+    write_tiny_model(dir.path(), &TinySpec::default());
     let policy = Policy::<Train>::load(dir.path(), &Default::default())?;
     let lora = LoraConfig::new(2, 4.0, vec![Target::VProj])?;
     let adapters = Adapters::<Train>::init(
@@ -227,7 +227,7 @@ fn bad_requests_are_refused_with_the_reason() -> anyhow::Result<()> {
 fn repeated_prompts_run_once_with_the_same_samples_scores_and_gradients() -> anyhow::Result<()> {
     type Train = Autodiff<Cpu>;
     let dir = tempfile::tempdir()?;
-    hr_tests::tiny_model::write_tiny_model(dir.path(), &TinySpec::default());
+    write_tiny_model(dir.path(), &TinySpec::default());
     let policy = Policy::<Train>::load(dir.path(), &Default::default())?;
     let lora = LoraConfig::new(2, 4.0, vec![Target::QProj, Target::VProj])?;
     let mut adapters = Adapters::<Train>::init(
@@ -319,7 +319,7 @@ fn repeated_prompts_run_once_with_the_same_samples_scores_and_gradients() -> any
 fn scoring_in_row_chunks_gives_the_same_scores_and_gradients() -> anyhow::Result<()> {
     type Train = Autodiff<Cpu>;
     let dir = tempfile::tempdir()?;
-    hr_tests::tiny_model::write_tiny_model(dir.path(), &TinySpec::default());
+    write_tiny_model(dir.path(), &TinySpec::default());
     let whole = Policy::<Train>::load(dir.path(), &Default::default())?;
     // One row's logits at a time (the chunk is smaller than any row).
     let chunked = whole.clone().with_score_chunk_elements(1);
