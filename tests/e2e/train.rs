@@ -287,6 +287,82 @@ fn a_bad_plan_is_refused_before_any_work() {
     assert!(!s.path().join("runs/bad").exists(), "nothing was created");
 }
 
+/// `train` in `s` with the Hugging Face cache at `s/hf-cache`.
+fn train_with_hub_cache(s: &Scratch, plan: &str, run: &str) -> std::process::Output {
+    Command::new(binary())
+        .args(["train", "--plan", plan, "--output", run])
+        .env("HF_HUB_CACHE", s.path().join("hf-cache"))
+        .current_dir(s.path())
+        .output()
+        .expect("run hessian-recipes")
+}
+
+#[test]
+fn a_model_named_by_hub_id_is_found_in_the_cache_and_adapters_name_their_base() -> Result<()> {
+    let s = setup(2, 1);
+    // Named by its folder: every checkpoint's adapter and the final one give its absolute path.
+    ok(
+        &s,
+        &["train", "--plan", "plan.json", "--output", "runs/path"],
+    );
+    let base_of = |dir: &str| -> Result<String> {
+        let config: serde_json::Value =
+            serde_json::from_str(&read(&s, &format!("{dir}/adapter_config.json")))?;
+        Ok(config["base_model_name_or_path"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned())
+    };
+    let model = s.path().join("model").display().to_string();
+    assert_eq!(
+        base_of(&format!("{}/payload/native", snapshot(&s, "runs/path", 1)))?,
+        model
+    );
+    assert_eq!(base_of("runs/path/adapter")?, model);
+
+    // Named by its Hub id alone: absent from the cache, a bad id, then present.
+    let mut by_id = plan(2, 1);
+    by_id["model"] = json!({"hub_id": "tiny-org/tiny-llama",
+        "lora": {"rank": 2, "alpha": 4.0, "targets": ["q_proj", "v_proj"]}});
+    s.write("by-id.json", &by_id.to_string());
+    let out = train_with_hub_cache(&s, "by-id.json", "runs/absent");
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`model.hub_id`") && stderr.contains("hf download tiny-org/tiny-llama"),
+        "{stderr}"
+    );
+    assert!(
+        !s.path().join("runs/absent").exists(),
+        "nothing was created"
+    );
+    let mut bad_id = by_id.clone();
+    bad_id["model"]["hub_id"] = json!("../model");
+    s.write("bad-id.json", &bad_id.to_string());
+    let out = train_with_hub_cache(&s, "bad-id.json", "runs/bad-id");
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("`model.hub_id`"), "{stderr}");
+
+    let repo = s.path().join("hf-cache/models--tiny-org--tiny-llama");
+    write_tiny_model(&repo.join("snapshots/c0ffee"), &TinySpec::default());
+    s.write("hf-cache/models--tiny-org--tiny-llama/refs/main", "c0ffee");
+    let out = train_with_hub_cache(&s, "by-id.json", "runs/by-id");
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(
+        base_of(&format!("{}/payload/native", snapshot(&s, "runs/by-id", 1)))?,
+        "tiny-org/tiny-llama"
+    );
+    assert_eq!(base_of("runs/by-id/adapter")?, "tiny-org/tiny-llama");
+    // Same weights, same seeds: the same training, whichever way the model was named.
+    assert_eq!(
+        read(&s, "runs/by-id/evidence.jsonl"),
+        read(&s, "runs/path/evidence.jsonl")
+    );
+    Ok(())
+}
+
 #[test]
 fn the_device_budget_accumulates_over_three_allocations() {
     let s = setup(3, 100);
