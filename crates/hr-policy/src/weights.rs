@@ -1,13 +1,16 @@
 //! Reading HF `model.safetensors` (single file, or shards listed by
 //! `model.safetensors.index.json`) into a [`BaseModel`], checking every tensor's name, shape and
-//! dtype (f32, f16 or bf16, converted to f32).
+//! dtype (f32, f16 or bf16, converted to f32). Files are read tensor by tensor, so loading needs
+//! little more memory than the loaded weights.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
 
 use burn::module::Param;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
+use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::{Dtype, SafeTensors};
 
 use crate::model::{Attention, BaseModel, Block, Mlp};
@@ -32,29 +35,72 @@ pub(crate) fn to_f32(dtype: Dtype, bytes: &[u8]) -> Option<Vec<f32>> {
     })
 }
 
+/// Where a safetensors file's bytes are: an open file (read one tensor at a time) or memory.
+enum Source {
+    File(std::fs::File),
+    Bytes(Vec<u8>),
+}
+
+/// One safetensors file: its validated header and where its tensor data starts.
+struct Shard {
+    path: PathBuf,
+    source: Source,
+    /// Offset of the data section (after the 8-byte length and the JSON header).
+    data_start: u64,
+    metadata: Metadata,
+}
+
+impl Shard {
+    /// The raw bytes of tensor `info`, read from the file at its offset (nothing else is read).
+    fn bytes(&self, info: &TensorInfo) -> Result<Vec<u8>, PolicyError> {
+        let (start, end) = info.data_offsets;
+        match &self.source {
+            Source::Bytes(bytes) => {
+                let at = self.data_start as usize;
+                Ok(bytes[at + start..at + end].to_vec())
+            }
+            Source::File(file) => {
+                let mut buffer = vec![0; end - start];
+                let mut reader = file;
+                reader
+                    .seek(SeekFrom::Start(self.data_start + start as u64))
+                    .and_then(|_| reader.read_exact(&mut buffer))
+                    .map_err(|e| PolicyError::io(&self.path, e))?;
+                Ok(buffer)
+            }
+        }
+    }
+}
+
 /// Tensors of one or more safetensors files, taken by name; what is never taken is an error.
+/// Only the headers are read up front; each tensor's bytes are read when it is taken, so loading
+/// holds one tensor's raw bytes at a time beside the converted weights.
 pub(crate) struct TensorFile {
     origin: PathBuf,
-    files: Vec<(PathBuf, Vec<u8>)>,
-    /// name → file index
+    shards: Vec<Shard>,
+    /// name → shard index
     names: BTreeMap<String, usize>,
     taken: BTreeSet<String>,
 }
 
 impl TensorFile {
-    /// Reads one safetensors file.
-    pub(crate) fn open(path: &Path) -> Result<Self, PolicyError> {
-        let mut this = Self {
-            origin: path.to_owned(),
-            files: Vec::new(),
+    fn empty(origin: &Path) -> Self {
+        Self {
+            origin: origin.to_owned(),
+            shards: Vec::new(),
             names: BTreeMap::new(),
             taken: BTreeSet::new(),
-        };
+        }
+    }
+
+    /// Opens one safetensors file.
+    pub(crate) fn open(path: &Path) -> Result<Self, PolicyError> {
+        let mut this = Self::empty(path);
         this.add_file(path)?;
         Ok(this)
     }
 
-    /// Reads the weights of a model folder: `model.safetensors`, or the shards named by
+    /// Opens the weights of a model folder: `model.safetensors`, or the shards named by
     /// `model.safetensors.index.json`.
     pub(crate) fn open_model_dir(dir: &Path) -> Result<Self, PolicyError> {
         let single = dir.join("model.safetensors");
@@ -83,12 +129,7 @@ impl TensorFile {
             .get("weight_map")
             .and_then(serde_json::Value::as_object)
             .ok_or_else(|| bad("must be an object of tensor name → shard file".to_owned()))?;
-        let mut this = Self {
-            origin: dir.to_owned(),
-            files: Vec::new(),
-            names: BTreeMap::new(),
-            taken: BTreeSet::new(),
-        };
+        let mut this = Self::empty(dir);
         if map.values().any(|v| !v.is_string()) {
             return Err(bad("every value must be a shard file name".to_owned()));
         }
@@ -115,38 +156,72 @@ impl TensorFile {
 
     /// Tensors of one in-memory safetensors file; `path` names it in errors.
     pub(crate) fn from_bytes(path: &Path, bytes: Vec<u8>) -> Result<Self, PolicyError> {
-        let mut this = Self {
-            origin: path.to_owned(),
-            files: Vec::new(),
-            names: BTreeMap::new(),
-            taken: BTreeSet::new(),
-        };
-        this.add_bytes(path, bytes)?;
+        let mut this = Self::empty(path);
+        let (n, metadata) =
+            SafeTensors::read_metadata(&bytes).map_err(|e| PolicyError::Safetensors {
+                path: path.to_owned(),
+                message: e.to_string(),
+            })?;
+        this.add_shard(Shard {
+            path: path.to_owned(),
+            data_start: (HEADER_LENGTH + n) as u64,
+            metadata,
+            source: Source::Bytes(bytes),
+        })?;
         Ok(this)
     }
 
+    /// Reads and validates a file's header as `safetensors` does for a whole buffer: offsets
+    /// contiguous, sizes matching shapes and dtypes, data ending where the file ends.
     fn add_file(&mut self, path: &Path) -> Result<(), PolicyError> {
-        let bytes = std::fs::read(path).map_err(|e| PolicyError::io(path, e))?;
-        self.add_bytes(path, bytes)
+        let invalid = |message: String| PolicyError::Safetensors {
+            path: path.to_owned(),
+            message,
+        };
+        let mut file = std::fs::File::open(path).map_err(|e| PolicyError::io(path, e))?;
+        let file_len = file.metadata().map_err(|e| PolicyError::io(path, e))?.len();
+        let mut length = [0u8; HEADER_LENGTH];
+        file.read_exact(&mut length)
+            .map_err(|_| invalid("the header is too small".to_owned()))?;
+        let n = u64::from_le_bytes(length);
+        if n > MAX_HEADER || HEADER_LENGTH as u64 + n > file_len {
+            return Err(invalid(format!(
+                "the header length {n} does not fit the file"
+            )));
+        }
+        let mut header = vec![0u8; n as usize];
+        file.read_exact(&mut header)
+            .map_err(|e| PolicyError::io(path, e))?;
+        let metadata: Metadata =
+            serde_json::from_slice(&header).map_err(|e| invalid(format!("invalid header: {e}")))?;
+        let data_start = HEADER_LENGTH as u64 + n;
+        if data_start + metadata.data_len() as u64 != file_len {
+            return Err(invalid(format!(
+                "the header describes {} bytes of data but the file holds {}",
+                metadata.data_len(),
+                file_len - data_start
+            )));
+        }
+        self.add_shard(Shard {
+            path: path.to_owned(),
+            source: Source::File(file),
+            data_start,
+            metadata,
+        })
     }
 
-    fn add_bytes(&mut self, path: &Path, bytes: Vec<u8>) -> Result<(), PolicyError> {
-        let parsed = SafeTensors::deserialize(&bytes).map_err(|e| PolicyError::Safetensors {
-            path: path.to_owned(),
-            message: e.to_string(),
-        })?;
-        let index = self.files.len();
-        for name in parsed.names() {
-            if self.names.insert(name.to_owned(), index).is_some() {
+    fn add_shard(&mut self, shard: Shard) -> Result<(), PolicyError> {
+        let index = self.shards.len();
+        for name in shard.metadata.tensors().keys() {
+            if self.names.insert(name.clone(), index).is_some() {
                 return Err(PolicyError::tensor(
-                    path,
+                    &shard.path,
                     name,
                     "appears in more than one shard",
                 ));
             }
         }
-        drop(parsed);
-        self.files.push((path.to_owned(), bytes));
+        self.shards.push(shard);
         Ok(())
     }
 
@@ -159,34 +234,36 @@ impl TensorFile {
                 format!("missing (expected shape {shape:?})"),
             ));
         };
-        let (path, bytes) = &self.files[index];
-        let parsed = SafeTensors::deserialize(bytes).map_err(|e| PolicyError::Safetensors {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
-        let view = parsed
-            .tensor(name)
-            .map_err(|e| PolicyError::tensor(path, name, e.to_string()))?;
-        if view.shape() != shape {
+        let shard = &self.shards[index];
+        let info = shard
+            .metadata
+            .info(name)
+            .ok_or_else(|| PolicyError::tensor(&shard.path, name, "absent from the header"))?;
+        if info.shape != shape {
             return Err(PolicyError::tensor(
-                path,
+                &shard.path,
                 name,
                 format!(
                     "shape {:?} does not match the config's {shape:?}",
-                    view.shape()
+                    info.shape
                 ),
             ));
         }
-        let data = to_f32(view.dtype(), view.data()).ok_or_else(|| {
+        let unsupported = || {
             PolicyError::tensor(
-                path,
+                &shard.path,
                 name,
                 format!(
                     "dtype {:?} is not supported; use f32, f16 or bf16",
-                    view.dtype()
+                    info.dtype
                 ),
             )
-        })?;
+        };
+        if !matches!(info.dtype, Dtype::F32 | Dtype::F16 | Dtype::BF16) {
+            return Err(unsupported());
+        }
+        let bytes = shard.bytes(info)?;
+        let data = to_f32(info.dtype, &bytes).ok_or_else(unsupported)?;
         self.taken.insert(name.to_owned());
         Ok(data)
     }
@@ -207,6 +284,11 @@ impl TensorFile {
         }
     }
 }
+
+/// The little-endian u64 before a safetensors header.
+const HEADER_LENGTH: usize = 8;
+/// The largest header `safetensors` accepts (100 MB).
+const MAX_HEADER: u64 = 100_000_000;
 
 /// `[rows, cols]` row-major → `[cols, rows]` row-major.
 pub(crate) fn transpose(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {

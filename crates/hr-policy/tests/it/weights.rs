@@ -77,6 +77,26 @@ fn a_missing_wrong_shaped_or_unknown_tensor_is_named() -> anyhow::Result<()> {
         "{err}"
     );
 
+    // Files are read tensor by tensor, so their headers are checked against the file itself:
+    // a truncated or padded file, or a header that lies about its length, is refused.
+    write_weights(&path, &model.tensors)?;
+    let whole = std::fs::read(&path)?;
+    for (what, bytes) in [
+        ("truncated", whole[..whole.len() - 4].to_vec()),
+        ("padded", [whole.as_slice(), &[0; 4]].concat()),
+        (
+            "header length",
+            [&u64::MAX.to_le_bytes()[..], &whole[8..]].concat(),
+        ),
+        ("short", whole[..5].to_vec()),
+    ] {
+        std::fs::write(&path, bytes)?;
+        let err = load_err(dir.path());
+        assert!(
+            err.contains("not a valid safetensors file"),
+            "{what}: {err}"
+        );
+    }
     std::fs::write(&path, b"not safetensors")?;
     assert!(load_err(dir.path()).contains("not a valid safetensors file"));
     Ok(())
