@@ -355,6 +355,24 @@ fn a_model_named_by_hub_id_is_found_in_the_cache_and_adapters_name_their_base() 
         "tiny-org/tiny-llama"
     );
     assert_eq!(base_of("runs/by-id/adapter")?, "tiny-org/tiny-llama");
+    // generate takes the same id.
+    let generate = |model: &str| {
+        Command::new(binary())
+            .args([
+                "generate", "--raw", "--json", "--prompt", "the", "--model", model,
+            ])
+            .env("HF_HUB_CACHE", s.path().join("hf-cache"))
+            .current_dir(s.path())
+            .output()
+            .expect("run hessian-recipes")
+    };
+    let by_id = generate("tiny-org/tiny-llama");
+    assert!(by_id.status.success(), "{}", text(&by_id).1);
+    let by_folder = generate("hf-cache/models--tiny-org--tiny-llama/snapshots/c0ffee");
+    assert_eq!(by_id.stdout, by_folder.stdout);
+    let absent = generate("tiny-org/absent");
+    assert_eq!(absent.status.code(), Some(2), "{}", text(&absent).1);
+    assert!(text(&absent).1.contains("hf download tiny-org/absent"));
     // Same weights, same seeds: the same training, whichever way the model was named.
     assert_eq!(
         read(&s, "runs/by-id/evidence.jsonl"),

@@ -290,7 +290,7 @@ fn plan_for(o: &Options, model: &Path) -> Value {
 }
 
 /// Runs `cmd` under the venv's Python to learn its peak RSS (KiB).
-fn peak_rss(python: &Path, cmd: &Command, file: &Path) -> Result<u64> {
+pub(crate) fn peak_rss(python: &Path, cmd: &Command, file: &Path) -> Result<u64> {
     let mut wrapped = Command::new(python);
     wrapped
         .args(["-c", PEAK_RSS])

@@ -8,6 +8,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench_core;
+mod bench_load;
 mod bench_trl;
 mod ci;
 mod conformance;
@@ -96,6 +97,10 @@ Tasks:
               Core API metric reports/s and checkpoints/s of hr-core and Python determined.core
               0.35 against one devmaster, and `det experiment pause` -> acked and PAUSED
               latency; writes docs/bench/core.md
+  bench load
+              peak RSS while the release binary loads a random 0.5B model of Qwen2-0.5B's shape
+              (bf16, written by transformers into the cache; one file and 300 MB shards) against
+              the loaded f32 weights; writes docs/bench/load.md
 ";
 
 fn main() -> Result<()> {
@@ -418,6 +423,7 @@ fn bench(root: &Path, args: &[String]) -> Result<()> {
             run(cmd)
         }
         Some("core") => bench_core::run_task(root, &args[1..]),
+        Some("load") => bench_load::run_task(root, &args[1..]),
         Some("grpo") if args[1..].iter().any(|a| a == "--vs-trl") => {
             let rest: Vec<String> = args[1..]
                 .iter()
@@ -435,7 +441,9 @@ fn bench(root: &Path, args: &[String]) -> Result<()> {
             run(cmd)
         }
         other => {
-            bail!("unknown benchmark {other:?}: available: seal, policy, grpo, core\n\n{HELP}")
+            bail!(
+                "unknown benchmark {other:?}: available: seal, policy, grpo, core, load\n\n{HELP}"
+            )
         }
     }
 }

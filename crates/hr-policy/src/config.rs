@@ -68,7 +68,7 @@ impl RopeScaling {
     pub const SUPPORTED: &'static str = "`default`, `linear` or `llama3`";
 }
 
-/// The shape and constants of a decoder-only Qwen2/Llama causal LM.
+/// The shape and constants of a decoder-only causal LM of a supported family.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ModelConfig {
     /// The architecture family.

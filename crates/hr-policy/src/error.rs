@@ -13,7 +13,7 @@ pub enum PolicyError {
         /// The cause.
         source: std::io::Error,
     },
-    /// `config.json` (or `adapter_config.json`) is not what a Qwen2/Llama model needs.
+    /// `config.json` (or `adapter_config.json`) is not what a supported model needs.
     #[error("{path}: field `{field}`: {message}")]
     Config {
         /// The file.

@@ -1,7 +1,8 @@
-//! The policy model: a decoder-only causal LM of the Qwen2/Llama family on Burn (RMSNorm,
-//! rotate-half RoPE, grouped-query attention, SwiGLU, tied or untied embeddings, Qwen2's q/k/v
-//! biases), generic over the Burn backend. It loads HF `config.json`, `model.safetensors`
-//! (single or sharded) and `tokenizer.json`; adds LoRA adapters that alone train, saved and loaded
+//! The policy model: a decoder-only causal LM of the Llama, Mistral, Qwen2 and Qwen3 families on
+//! Burn (RMSNorm, rotate-half RoPE with `linear` or `llama3` scaling, grouped-query attention
+//! with full or sliding-window masks, SwiGLU, tied or untied embeddings, Qwen2's q/k/v biases,
+//! Qwen3's per-head q/k norms), generic over the Burn backend. It loads HF `config.json`,
+//! `model.safetensors` (single or sharded, read tensor by tensor) and `tokenizer.json`; adds LoRA adapters that alone train, saved and loaded
 //! as PEFT files; samples completions with a KV cache, temperature and top-p from an explicit,
 //! serialisable RNG, returning token ids and log-probs; and scores given completions under the
 //! policy or the reference (the same base with no adapters: no second copy of the weights).

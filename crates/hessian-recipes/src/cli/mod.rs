@@ -307,7 +307,8 @@ fn parse_comparison(text: &str) -> Result<hr_train::Comparison, String> {
 
 #[derive(Debug, Args)]
 pub(crate) struct GenerateArgs {
-    /// The model folder.
+    /// The model folder, or a Hub id (`ORG/NAME`) of a model in the local Hugging Face cache
+    /// (`HF_HUB_CACHE`, `HF_HOME/hub` or `~/.cache/huggingface/hub`; nothing is downloaded).
     #[arg(long)]
     pub(crate) model: PathBuf,
     /// A user prompt; repeat for a batch.
