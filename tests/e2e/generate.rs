@@ -65,14 +65,53 @@ fn the_same_seed_in_two_processes_gives_identical_tokens_and_logprobs() -> Resul
 }
 
 #[test]
-fn generate_refuses_a_missing_model_or_an_unavailable_device() {
+fn generate_refuses_a_missing_or_unsupported_model_or_an_unavailable_device() {
     let s = Scratch::new();
-    let out = s.run(&["generate", "--model", "nowhere", "--prompt", "x"]);
+    let out = s.run(&["generate", "--model", "./nowhere", "--prompt", "x"]);
     let (_, stderr) = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("nowhere/tokenizer.json"), "{stderr}");
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("--model: ./nowhere/config.json"),
+        "{stderr}"
+    );
+    // A name spelled as a Hub id is looked up in the Hugging Face cache (here, an empty one).
+    let out = std::process::Command::new(hr_tests::binary())
+        .args(["generate", "--model", "nowhere", "--prompt", "x"])
+        .env("HF_HUB_CACHE", s.path().join("empty-cache"))
+        .current_dir(s.path())
+        .output()
+        .expect("run hessian-recipes");
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("`nowhere` is not in the Hugging Face cache"),
+        "{stderr}"
+    );
 
     write_tiny_model(&s.path().join("model"), &TinySpec::default());
+    // An unsupported family or RoPE type names the field and what is supported.
+    let config_path = s.path().join("model/config.json");
+    let config = std::fs::read_to_string(&config_path).expect("config");
+    for (from, to, expected) in [
+        (
+            "\"llama\"",
+            "\"gpt2\"",
+            "`model_type`: `gpt2` is not supported; use a `llama`, `mistral`, `qwen2` or `qwen3`",
+        ),
+        (
+            "\"rope_scaling\": null",
+            "\"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 4.0}",
+            "`rope_scaling.rope_type`: `yarn` is not supported; use `default`, `linear` or `llama3`",
+        ),
+    ] {
+        assert!(config.contains(from), "{config}");
+        std::fs::write(&config_path, config.replace(from, to)).expect("write config");
+        let out = s.run(&["generate", "--model", "model", "--prompt", "x"]);
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expected), "{stderr}");
+    }
+    std::fs::write(&config_path, config).expect("restore config");
     let out = s.run(&[
         "generate", "--model", "model", "--prompt", "x", "--device", "cuda",
     ]);

@@ -285,6 +285,28 @@ fn a_bad_plan_is_refused_before_any_work() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("`grpo.beta`"), "{stderr}");
     assert!(!s.path().join("runs/bad").exists(), "nothing was created");
+
+    // A model folder without a loadable config is bad input too, found before any output.
+    let mut missing = plan(4, 2);
+    missing["model"]["path"] = json!("no-model");
+    s.write("missing.json", &missing.to_string());
+    let out = s.run(&[
+        "train",
+        "--plan",
+        "missing.json",
+        "--output",
+        "runs/missing",
+    ]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("model.path:") && stderr.contains("no-model/config.json"),
+        "{stderr}"
+    );
+    assert!(
+        !s.path().join("runs/missing").exists(),
+        "nothing was created"
+    );
 }
 
 /// `train` in `s` with the Hugging Face cache at `s/hf-cache`.

@@ -148,6 +148,7 @@ fn finish(work: &Path, (passed, failed): (u64, u64)) -> Result<(u64, u64)> {
 }
 
 /// How a training plan names its model.
+#[derive(Clone, Copy)]
 enum ModelSource<'a> {
     /// `model.path`.
     Folder(&'a Path),

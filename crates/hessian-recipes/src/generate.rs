@@ -12,22 +12,12 @@ use hr_policy::{ChatTokenizer, Message, Policy, PolicyRng, SamplingConfig, load_
 use crate::Refused;
 use crate::backend::{OnBackend, dispatch};
 use crate::cli::GenerateArgs;
+use crate::model_folder;
 
 pub(crate) fn run(mut args: GenerateArgs) -> anyhow::Result<ExitCode> {
-    args.model = model_folder(&args.model)?;
+    args.model = model_folder::resolve(&args.model, "--model")?;
+    model_folder::check(&args.model, "--model")?;
     dispatch(args.device, Job(args))
-}
-
-/// `--model` as given when it exists; else, spelled as a Hub id, that model's snapshot folder in
-/// the local Hugging Face cache (refused, exit 2, when it is not there).
-fn model_folder(model: &std::path::Path) -> anyhow::Result<std::path::PathBuf> {
-    let id = model.to_string_lossy();
-    if model.exists() || !hr_plan::is_hub_id(&id) {
-        return Ok(model.to_owned());
-    }
-    let cache = hr_plan::hub_cache_dir()
-        .ok_or_else(|| Refused("--model: no Hugging Face cache folder; set HF_HOME".to_owned()))?;
-    hr_plan::snapshot_in(&cache, &id).map_err(|e| Refused(format!("--model: {e}")).into())
 }
 
 struct Job(GenerateArgs);

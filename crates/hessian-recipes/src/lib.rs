@@ -18,6 +18,7 @@ mod gate;
 mod generate;
 mod keys;
 mod logging;
+mod model_folder;
 mod output;
 mod prepare;
 mod qualify;

@@ -21,8 +21,11 @@ use crate::{Refused, source_binding};
 /// Exit status of a run that stopped because its deadline or device budget ran out.
 pub(crate) const EXIT_OUT_OF_BUDGET: u8 = 4;
 
+/// The plan, with its model's `config.json` checked before anything is created.
 fn load_plan(path: &Path) -> anyhow::Result<Plan> {
-    Plan::from_file(path).map_err(|e| Refused(e.to_string()).into())
+    let plan = Plan::from_file(path).map_err(|e| Refused(e.to_string()))?;
+    crate::model_folder::check(&plan.model.path, "model.path")?;
+    Ok(plan)
 }
 
 pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
