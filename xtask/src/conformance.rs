@@ -17,11 +17,10 @@ use crate::{describe, run};
 pub(crate) type Suite = fn(&Path) -> Result<(u64, u64)>;
 
 /// Every suite, in the order CI runs them.
-pub(crate) const SUITES: [(&str, Suite); 4] = [
+pub(crate) const SUITES: [(&str, Suite); 3] = [
     ("det", det),
     ("envs", envs),
-    ("peft", crate::conformance_peft::peft),
-    ("families", crate::conformance_peft::families),
+    ("families", crate::conformance_families::families),
 ];
 
 /// The pinned client.

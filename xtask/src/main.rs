@@ -12,7 +12,7 @@ mod bench_load;
 mod bench_trl;
 mod ci;
 mod conformance;
-mod conformance_peft;
+mod conformance_families;
 mod cycles;
 mod fetch_model;
 mod python;
@@ -44,15 +44,13 @@ Tasks:
               echo_env template) and the real NeMo Gym example_single_tool_call server
               (nemo-gym 0.7.0 on CPython 3.13 built from Debian source); all cached outside
               the repo
-  conformance peft
-              a trained run's RUN/adapter/ loaded by the real peft + transformers (the TRL
-              bench's venv, cached outside the repo): log-probabilities equal ours within 1e-4
   conformance families
-              for each model family (llama, llama3 RoPE scaling, linear RoPE, qwen2, qwen3 tied
-              and untied, mistral with a sliding window) a tiny random model written by
+              for each model family (llama, llama3 RoPE scaling, linear RoPE, qwen2 with and
+              without windows, qwen3 tied and untied, mistral) a tiny random model written by
               transformers in f32/bf16/f16 and both config spellings: greedy tokens equal and
-              log-probs within 1e-4 of transformers; a 2-step LoRA adapter and an intermediate
-              checkpoint's load with peft and match; negative controls differ
+              log-probs within 1e-4 of transformers; a 2-step LoRA run's RUN/adapter and an
+              intermediate checkpoint's load with the real peft and match; negative controls
+              differ (the TRL bench's venv, cached outside the repo)
   qualify cpu [--master URL] [--output runs/NAME]
               build the release binary and run the managed CPU lifecycle qualification
               (a local devmaster unless --master); writes runs/NAME/proof.json
@@ -135,7 +133,7 @@ fn main() -> Result<()> {
             let Some((name, suite)) = conformance::SUITES.iter().find(|(n, _)| Some(*n) == name)
             else {
                 bail!(
-                    "unknown conformance suite {name:?}: available: det, envs, peft, families\n\n{HELP}"
+                    "unknown conformance suite {name:?}: available: det, envs, families\n\n{HELP}"
                 )
             };
             let (passed, failed) = suite(&root)?;

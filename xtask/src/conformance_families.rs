@@ -1,21 +1,16 @@
-//! `cargo xtask conformance peft` and `cargo xtask conformance families`: our adapters and our
-//! forward pass against the real `peft` and `transformers`, in the Hugging Face venv (the one
-//! the TRL bench uses).
+//! `cargo xtask conformance families`: our forward pass and our PEFT adapters against the real
+//! `transformers` and `peft`, in the Hugging Face venv (the one the TRL bench uses).
 //!
-//! `peft`: trains the tiny test model for two steps with LoRA on every target module (a learning
-//! rate high enough that the adapters move away from PEFT's zero-initialised B), generates
-//! greedily with `generate --adapter RUN/adapter --json`, and runs
-//! `xtask/conformance/peft_adapter.py`: `AutoPeftModelForCausalLM` loads the folder as it is and
-//! its log-probabilities of our completions must match ours within 1e-4 relative error, with the
-//! base model alone as the negative control.
-//!
-//! `families`: `xtask/conformance/families.py` has `transformers` write a tiny random model per
-//! family (Llama, Llama 3 with RoPE scaling, linear RoPE, Qwen2 with and without a sliding
-//! window on some layers, Qwen3 tied and untied, Mistral with a sliding window; f32, bf16 and
-//! f16 weights; both config spellings); each is generated
-//! from greedily, trained for two steps with LoRA and generated from with its adapter, and the
-//! script checks tokens and log-probs against `transformers`, loads the final and an intermediate
-//! checkpoint's adapter with PEFT, and runs negative controls.
+//! `xtask/conformance/families.py` has `transformers` write a tiny random model per family
+//! (Llama, Llama 3 with RoPE scaling, linear RoPE, Qwen2 with and without a sliding window on
+//! some layers, Qwen3 tied and untied, Mistral with a sliding window; f32, bf16 and f16
+//! weights; both config spellings; one named by its Hub id from a Hugging Face cache). Each is
+//! generated from greedily, trained for two steps with LoRA on all seven target modules (a
+//! learning rate high enough that the adapters move away from PEFT's zero-initialised B) and
+//! generated from with its adapter; the script checks tokens and log-probs against
+//! `transformers` within 1e-4, loads the final and an intermediate checkpoint's adapter with
+//! `AutoPeftModelForCausalLM` through their own `base_model_name_or_path`, and runs negative
+//! controls.
 
 use std::{
     path::{Path, PathBuf},
@@ -34,28 +29,6 @@ const ADAPTER_CONFIG: &str = "adapter_config.json";
 
 /// Prompts whose greedy completions are compared (raw text, no chat template).
 const PROMPTS: [&str; 2] = ["12 + 30 =", "Answer with digits only:"];
-
-/// Returns (passed, failed).
-pub(crate) fn peft(root: &Path) -> Result<(u64, u64)> {
-    let python = venv(HF_VENV, HF_PACKAGES)?.join("bin/python");
-    let bin = crate::debug_binaries(root)?.join("hessian-recipes");
-    let work = work_dir(root, "peft")?;
-    let model = tiny_model(root);
-    let run = train_lora(root, &bin, &work, "peft", ModelSource::Folder(&model))?;
-    let adapter = run.join("adapter");
-    let generations = work.join("generations.jsonl");
-    generate_json(&bin, &model, Some(&adapter), 8, &generations)?;
-    let mut driver = offline(&python);
-    driver
-        .arg(root.join("xtask/conformance/peft_adapter.py"))
-        .arg("--adapter")
-        .arg(&adapter)
-        .arg("--model")
-        .arg(&model)
-        .arg("--generations")
-        .arg(&generations);
-    finish(&work, run_driver(driver, "peft-conformance")?)
-}
 
 /// Returns (passed, failed).
 pub(crate) fn families(root: &Path) -> Result<(u64, u64)> {
