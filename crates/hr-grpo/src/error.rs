@@ -23,4 +23,16 @@ pub enum GrpoError {
     /// The policy or tokenizer failed.
     #[error("policy: {0}")]
     Policy(String),
+    /// A step produced a non-finite loss, gradient norm or adapter weight: the run cannot go on,
+    /// and nothing of this step may be saved.
+    #[error(
+        "step {step} diverged ({what}); nothing of it is saved, the last checkpoint is from before it. \
+         Lower `optimizer.learning_rate` (or `grpo.beta`) and resume or start again"
+    )]
+    Diverged {
+        /// The step (1-based, as progress lines count).
+        step: u64,
+        /// What went non-finite.
+        what: String,
+    },
 }

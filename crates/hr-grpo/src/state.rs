@@ -45,7 +45,7 @@ struct TrainerStateFile {
 }
 
 /// `(name, pair, which)` for every adapter tensor, in a fixed order.
-fn named_params<B: AutodiffBackend>(
+pub(crate) fn named_params<B: AutodiffBackend>(
     adapters: &Adapters<B>,
 ) -> Vec<(String, &burn::module::Param<Tensor<B, 2>>)> {
     let mut out = Vec::new();

@@ -193,6 +193,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         let adv = advantages(&rewards, g, &self.config.advantage)?;
         let (loss_mean, grad_norm, mut metrics) =
             self.optimise(&episodes, &adv, lr, &mut timing)?;
+        self.check_finite(loss_mean, grad_norm)?;
         let step = self.step;
         self.step += 1;
         let policy_tokens: Vec<usize> = episodes
@@ -255,6 +256,35 @@ impl<B: AutodiffBackend> Trainer<B> {
 }
 
 impl<B: AutodiffBackend> Trainer<B> {
+    /// Refuses a step whose loss, gradient norm or updated adapters are not finite (NaN or
+    /// infinite): a diverged run must stop before its state is captured, never be sealed.
+    fn check_finite(&self, loss: f64, grad_norm: f64) -> Result<(), GrpoError> {
+        let diverged = |what: String| GrpoError::Diverged {
+            step: self.step + 1,
+            what,
+        };
+        if !loss.is_finite() {
+            return Err(diverged(format!("loss {loss}")));
+        }
+        if !grad_norm.is_finite() {
+            return Err(diverged(format!("grad_norm {grad_norm}")));
+        }
+        for (name, param) in crate::state::named_params(&self.adapters) {
+            let total = param
+                .val()
+                .abs()
+                .sum()
+                .into_data()
+                .convert::<f64>()
+                .to_vec::<f64>()
+                .map_err(|e| GrpoError::Policy(format!("reading {name}: {e:?}")))?;
+            if !total.iter().all(|v| v.is_finite()) {
+                return Err(diverged(format!("adapter weight {name} is not finite")));
+            }
+        }
+        Ok(())
+    }
+
     /// μ iterations over the episodes, each accumulating gradients over
     /// `gradient_accumulation_steps` micro-batches before one AdamW step. Returns the mean loss,
     /// the last gradient norm (before clipping) and the loss statistics.
