@@ -22,7 +22,7 @@ mod verify;
 
 pub use error::QualifyError;
 pub use fixture::{FixtureRng, FixtureState};
-pub use qualify::{Control, QualifyOptions, qualify_cpu, verify_proof};
+pub use qualify::{Control, QualifyOptions, STEPS as CPU_FIXTURE_STEPS, qualify_cpu, verify_proof};
 pub use soak::{SoakOptions, SoakReport, kill_soak};
 pub use source::{SourceRecord, record_source};
 pub use training::{ManagedOptions, ManagedRecovery, managed_recovery};

@@ -59,7 +59,8 @@ pub struct QualifyOptions {
     pub timeout: Duration,
 }
 
-const STEPS: u64 = 8;
+/// Steps of the fixture plan `qualify cpu` runs.
+pub const STEPS: u64 = 8;
 
 pub(crate) struct Run {
     pub(crate) experiment: i32,

@@ -474,8 +474,24 @@ mod tests {
     use super::Cli;
 
     #[test]
+    fn pause_after_step_must_be_a_step_the_fixture_runs_before_its_last() {
+        for (value, ok) in [("0", false), ("1", true), ("7", true), ("8", false)] {
+            let parsed = Cli::try_parse_from([
+                "hessian-recipes",
+                "qualify",
+                "cpu",
+                "--output",
+                "runs/q",
+                "--pause-after-step",
+                value,
+            ]);
+            assert_eq!(parsed.is_ok(), ok, "--pause-after-step {value}");
+        }
+    }
+
+    #[test]
     fn step_seconds_must_be_a_finite_number_of_seconds() {
-        for bad in ["nan", "inf", "-1", "soon"] {
+        for bad in ["nan", "inf", "-1", "soon", "1e300", "3601"] {
             let parsed = Cli::try_parse_from([
                 "hessian-recipes",
                 "qualify",

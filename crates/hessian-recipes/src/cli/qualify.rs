@@ -109,13 +109,14 @@ pub(crate) struct QualifyCpuArgs {
     /// as for `det`). Sign-in: `DET_USER_TOKEN`, else `DET_USER`/`DET_PASS`.
     #[arg(long, env = "DET_MASTER")]
     pub(crate) master: Option<String>,
-    /// Pause once the training metric of this step is visible.
-    #[arg(long, default_value_t = 3)]
+    /// Pause once the training metric of this step is visible (1 to 7: the fixture has 8 steps).
+    #[arg(long, default_value_t = 3,
+          value_parser = clap::value_parser!(u64).range(1..hr_qualify::CPU_FIXTURE_STEPS))]
     pub(crate) pause_after_step: u64,
     /// Wait this long after that metric before pausing.
     #[arg(long, default_value_t = 0)]
     pub(crate) pause_delay_ms: u64,
-    /// Seconds per fixture step (a finite number ≥ 0).
+    /// Seconds per fixture step (0 to 3600).
     #[arg(long, default_value_t = 0.5, value_parser = seconds)]
     pub(crate) step_seconds: f64,
     /// Limit for each run, seconds.
@@ -127,12 +128,16 @@ pub(crate) struct QualifyCpuArgs {
     pub(crate) control: Option<String>,
 }
 
-/// A duration in seconds: a finite number ≥ 0.
+/// The longest fixture step: an hour (a longer one would only stall the qualification, and a
+/// huge one overflows a `Duration`).
+const MAX_STEP_SECONDS: f64 = 3600.0;
+
+/// A duration in seconds: a number from 0 to [`MAX_STEP_SECONDS`].
 fn seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        Ok(v) if (0.0..=MAX_STEP_SECONDS).contains(&v) => Ok(v),
         _ => Err(format!(
-            "`{text}` is not a number of seconds ≥ 0 (e.g. 0.5)"
+            "`{text}` is not a number of seconds from 0 to {MAX_STEP_SECONDS} (e.g. 0.5)"
         )),
     }
 }
