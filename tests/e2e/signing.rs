@@ -155,6 +155,22 @@ fn trusted_readers_refuse_unsigned_and_foreign_signed_seals() {
         &s,
         &["snapshot", "verify", "eval", "--trust", "k1/signing.pub"],
     );
+    // A trust file as `train` reads it (several keys, `#` comments) works for `snapshot verify`
+    // too, and the signature must be by one of its keys.
+    let key =
+        |dir: &str| std::fs::read_to_string(s.path().join(dir).join("signing.pub")).expect("key");
+    s.write(
+        "team.pub",
+        &format!(
+            "# the team's keys\n{}  # k2\n{}\n",
+            key("k2").trim(),
+            key("k1").trim()
+        ),
+    );
+    ok(&s, &["snapshot", "verify", "eval", "--trust", "team.pub"]);
+    s.write("k2-only.pub", &format!("# k2 alone\n{}", key("k2")));
+    let out = s.run(&["snapshot", "verify", "eval", "--trust", "k2-only.pub"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out).0);
 
     // A secret key others can read is refused before any work.
     std::fs::set_permissions(

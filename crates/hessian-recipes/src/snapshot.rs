@@ -1,10 +1,10 @@
 //! `hessian-recipes snapshot verify`.
 
-use std::{path::Path, process::ExitCode};
+use std::process::ExitCode;
 
-use hr_seal::{Expectations, Trust, Verified, VerifyingKey, key_id, parse_verifying_key, verify};
+use hr_seal::{Expectations, Trust, Verified, key_id, verify};
 
-use crate::{cli::SnapshotCommand, output::Refused};
+use crate::cli::SnapshotCommand;
 
 pub(crate) fn run(command: SnapshotCommand) -> anyhow::Result<ExitCode> {
     match command {
@@ -16,10 +16,10 @@ pub(crate) fn run(command: SnapshotCommand) -> anyhow::Result<ExitCode> {
             step,
             json,
         } => {
-            let keys = key
-                .iter()
-                .map(|k| load_key(k))
-                .collect::<anyhow::Result<Vec<_>>>()?;
+            let mut keys = Vec::new();
+            for arg in &key {
+                keys.extend(crate::keys::trusted_keys(arg)?);
+            }
             let signed = !keys.is_empty();
             let trust = if signed {
                 Trust::Keys(keys.clone())
@@ -64,15 +64,6 @@ pub(crate) fn run(command: SnapshotCommand) -> anyhow::Result<ExitCode> {
             }
         }
     }
-}
-
-fn load_key(arg: &str) -> anyhow::Result<VerifyingKey> {
-    let text = if Path::new(arg).is_file() {
-        std::fs::read_to_string(arg)?
-    } else {
-        arg.to_owned()
-    };
-    parse_verifying_key(&text).map_err(|e| Refused(format!("--key {arg}: {e}")).into())
 }
 
 fn summary_json(v: &Verified, seal: &str) -> serde_json::Value {
