@@ -222,8 +222,8 @@ pub(crate) struct DevmasterArgs {
     /// Seconds a preempted allocation may take to exit before it is killed (upstream: 3600).
     #[arg(long, default_value_t = 3600)]
     pub(crate) preemption_timeout_seconds: u64,
-    /// Append every request's method, path and body (never headers or tokens) to this JSONL
-    /// file, e.g. to capture what a real client sends.
+    /// Append every request's method, path and body (never headers or tokens; passwords
+    /// redacted) to this JSONL file (mode 0600), e.g. to capture what a real client sends.
     #[arg(long)]
     pub(crate) record_requests: Option<PathBuf>,
 }

@@ -64,28 +64,32 @@ async fn log_server_errors(
     response
 }
 
-/// Appends `{"method", "path", "body"}` of a request to `path` (headers, and so tokens, are
-/// never written).
+/// Appends `{"method", "path", "body"}` of a request to `path`, a file only its owner may read
+/// (mode 0600). Headers, and so tokens, are never written, and every `password` field of a body
+/// is replaced by `"<redacted>"`.
 async fn record_request(
     path: std::path::PathBuf,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     let (parts, body) = req.into_parts();
     let bytes = axum::body::to_bytes(body, 64 << 20)
         .await
         .unwrap_or_default();
-    let body_json = if bytes.is_empty() {
+    let mut body_json = if bytes.is_empty() {
         Value::Null
     } else {
         serde_json::from_slice(&bytes).unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)))
     };
+    redact_passwords(&mut body_json);
     let line =
         json!({"method": parts.method.as_str(), "path": parts.uri.to_string(), "body": body_json});
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
+        .mode(0o600)
         .open(&path)
     {
         let _ = writeln!(f, "{line}");
@@ -95,6 +99,23 @@ async fn record_request(
         axum::body::Body::from(bytes),
     ))
     .await
+}
+
+/// Replaces the value of every `password` field, at any depth, with `"<redacted>"`.
+fn redact_passwords(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, field) in map.iter_mut() {
+                if key.eq_ignore_ascii_case("password") {
+                    *field = json!("<redacted>");
+                } else {
+                    redact_passwords(field);
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(redact_passwords),
+        _ => {}
+    }
 }
 
 fn routes(master: Arc<Master>) -> Router {

@@ -390,3 +390,32 @@ async fn another_address_needs_a_password_and_then_every_login_needs_it() {
         .expect("the configured password");
     master.shutdown();
 }
+
+#[tokio::test]
+async fn recorded_requests_hold_no_password_and_only_their_owner_reads_them() {
+    use std::os::unix::fs::PermissionsExt;
+    let tmp = tempfile::tempdir().expect("tmp");
+    let recording = tmp.path().join("requests.jsonl");
+    let master = hr_devmaster::Devmaster::start(hr_devmaster::DevmasterConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        state_dir: tmp.path().join("state"),
+        info_dir: None,
+        preemption_timeout: Duration::from_secs(60),
+        record_requests: Some(recording.clone()),
+        password: Some("s3cret-pw".to_owned()),
+    })
+    .await
+    .expect("start");
+    let mut client = Client::new(master.url()).expect("client");
+    client.login("admin", "s3cret-pw").await.expect("login");
+    master.shutdown();
+    let text = std::fs::read_to_string(&recording).expect("recording");
+    assert!(text.contains("/api/v1/auth/login"), "{text}");
+    assert!(!text.contains("s3cret-pw"), "{text}");
+    assert!(text.contains("\"password\":\"<redacted>\""), "{text}");
+    let mode = std::fs::metadata(&recording)
+        .expect("meta")
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o077, 0, "mode {mode:o}");
+}
