@@ -625,6 +625,69 @@ fn a_checkpoint_whose_payload_manifest_or_source_differs_is_refused_at_restore()
 }
 
 #[test]
+fn resume_refuses_links_and_fifos_in_its_source_without_reading_them() {
+    let s = setup(3, 1);
+    ok(
+        &s,
+        &[
+            "train",
+            "--plan",
+            "plan.json",
+            "--output",
+            "runs/a",
+            "--stop-after-step",
+            "2",
+        ],
+    );
+    let checkpoint = snapshot(&s, "runs/a", 2);
+    let uuid = checkpoint.rsplit('/').next().expect("uuid").to_owned();
+    let copy = |name: &str| {
+        let to = s.path().join(name).join(&uuid);
+        std::fs::create_dir_all(s.path().join(name)).expect("mkdir");
+        let status = Command::new("cp")
+            .arg("-r")
+            .arg(s.path().join(&checkpoint))
+            .arg(&to)
+            .status()
+            .expect("cp");
+        assert!(status.success());
+        to
+    };
+    // A payload file replaced by a link to the same bytes elsewhere: `snapshot verify` rejects
+    // it, so the import must not follow it.
+    let linked = copy("linked");
+    let weights = linked.join("payload/native/adapter_model.safetensors");
+    std::fs::rename(&weights, s.path().join("elsewhere.safetensors")).expect("move");
+    std::os::unix::fs::symlink(s.path().join("elsewhere.safetensors"), &weights).expect("link");
+    // A FIFO would block a copy forever.
+    let fifo = copy("fifo");
+    let status = Command::new("mkfifo")
+        .arg(fifo.join("payload/native/queue"))
+        .status()
+        .expect("mkfifo");
+    assert!(status.success());
+    for (source, why) in [(&linked, "symbolic link"), (&fifo, "FIFO")] {
+        let source = source.to_str().expect("utf-8");
+        let out = s.run(&[
+            "train",
+            "--plan",
+            "plan.json",
+            "--output",
+            "runs/b",
+            "--resume",
+            source,
+        ]);
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(
+            stderr.contains("--resume") && stderr.contains(why),
+            "{stderr}"
+        );
+        assert!(!s.path().join("runs/b").exists(), "nothing left behind");
+    }
+}
+
+#[test]
 fn resume_refuses_other_base_weights_and_partial_optimizer_state() {
     let s = setup(3, 1);
     ok(

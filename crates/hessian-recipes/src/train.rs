@@ -43,13 +43,11 @@ pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     let out = args.output.clone();
     create_fresh(&out)?;
     let result = start(args, plan, &out, signing_key, trust, source);
-    // A refused resume adopted nothing: the folder this invocation created goes with it, so no
-    // half-started run is left behind.
-    if result
-        .as_ref()
-        .err()
-        .is_some_and(|e| e.downcast_ref::<Invalid>().is_some())
-    {
+    // Bad input or a refused resume trained and adopted nothing: the folder this invocation
+    // created goes with it, so no half-started run is left behind.
+    if result.as_ref().err().is_some_and(|e| {
+        e.downcast_ref::<Invalid>().is_some() || e.downcast_ref::<Refused>().is_some()
+    }) {
         let _ = std::fs::remove_dir_all(&out);
     }
     result

@@ -98,16 +98,29 @@ pub(crate) fn write_metadata(dir: &Path, metadata: &Value) -> Result<(), CoreErr
         .map_err(Into::into)
 }
 
-/// Copies a folder tree.
+/// Copies a folder tree of regular files and folders; a symlink, FIFO, socket or device in it
+/// is refused before it is read.
 pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<(), CoreError> {
     std::fs::create_dir_all(to).at("create", to)?;
     for entry in std::fs::read_dir(from).at("read", from)? {
         let entry = entry.at("read", from)?;
         let target = to.join(entry.file_name());
-        if entry.file_type().at("stat", entry.path())?.is_dir() {
+        // Never follow a link (the copy would hold what a verifier of the source refuses) nor
+        // open a FIFO or device (it could block forever before anything is verified).
+        let kind = entry.file_type().at("stat", entry.path())?;
+        if kind.is_dir() {
             copy_tree(&entry.path(), &target)?;
-        } else {
+        } else if kind.is_file() {
             std::fs::copy(entry.path(), &target).at("copy", &target)?;
+        } else {
+            return Err(CoreError::NotACheckpoint {
+                path: entry.path(),
+                why: if kind.is_symlink() {
+                    "a symbolic link; checkpoints hold only regular files and folders".to_owned()
+                } else {
+                    "not a regular file or folder (a FIFO, socket or device)".to_owned()
+                },
+            });
         }
     }
     Ok(())

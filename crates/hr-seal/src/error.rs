@@ -78,6 +78,12 @@ pub enum SealError {
         /// Relative path.
         path: String,
     },
+    /// A folder inside `payload/` that holds nothing (no manifest entry can account for it).
+    #[error("empty folder {path}")]
+    EmptyFolder {
+        /// Relative path.
+        path: String,
+    },
     /// A file the manifest lists is absent.
     #[error("missing file {path}")]
     MissingFile {
@@ -167,6 +173,7 @@ impl SealError {
             Self::SourceMismatch { .. } => "SourceMismatch",
             Self::StepMismatch { .. } => "StepMismatch",
             Self::UnexpectedFile { .. } => "UnexpectedFile",
+            Self::EmptyFolder { .. } => "EmptyFolder",
             Self::MissingFile { .. } => "MissingFile",
             Self::SymlinkRejected { .. } => "SymlinkRejected",
             Self::InvalidPath { .. } => "InvalidPath",

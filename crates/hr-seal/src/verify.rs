@@ -1,7 +1,8 @@
 //! Verification before adoption, in the order of `checkpoints.md` §4, cheap to expensive, failing
 //! closed at the first failed check: folder, seal and signature, statement and manifest digest,
-//! schema, identity (run, config, source), step, file set (no symlinks, no stray or missing
-//! files), sizes, digests, then safetensors structure.
+//! schema, identity (run, config, source), step, file set (regular files only: no symlinks,
+//! FIFOs or devices; UTF-8 names; no stray or missing files, no empty folders), sizes, digests,
+//! then safetensors structure.
 
 use hr_files::IoResultExt;
 use std::{
@@ -85,7 +86,24 @@ impl Verified {
     }
 }
 
+/// Reads at most `cap` bytes of a regular file; anything else (a FIFO would block the open, a
+/// symlink points elsewhere) is refused before it is opened.
 fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, SealError> {
+    let kind = std::fs::symlink_metadata(path)
+        .at("stat", path)?
+        .file_type();
+    if !kind.is_file() {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        return Err(if kind.is_symlink() {
+            SealError::SymlinkRejected {
+                path: name.into_owned(),
+            }
+        } else {
+            SealError::UnexpectedFile {
+                path: name.into_owned(),
+            }
+        });
+    }
     let file = File::open(path).at("open", path)?;
     let mut bytes = Vec::new();
     file.take(cap + 1)
@@ -117,8 +135,10 @@ pub fn verify(dir: &Path, expect: &Expectations) -> Result<Verified, SealError> 
     }
     let sealed_digest = Envelope::open(&read_capped(&seal_path, MAX_SEAL_BYTES)?, &expect.trust)?;
     let manifest_path = dir.join(MANIFEST_FILE);
-    let bytes = read_capped(&manifest_path, MAX_MANIFEST_BYTES).map_err(|_| {
-        SealError::MalformedManifest(format!("{MANIFEST_FILE} is missing or too large"))
+    let bytes = read_capped(&manifest_path, MAX_MANIFEST_BYTES).map_err(|e| {
+        SealError::MalformedManifest(format!(
+            "{MANIFEST_FILE} is missing, not a regular file or too large ({e})"
+        ))
     })?;
     let actual = sha256_hex(&bytes);
     if actual != sealed_digest {
@@ -138,7 +158,8 @@ pub fn verify(dir: &Path, expect: &Expectations) -> Result<Verified, SealError> 
         });
     }
     // 6. File set.
-    let on_disk = list_payload(dir)?;
+    let mut empty_folders = Vec::new();
+    let on_disk = list_payload(dir, &mut empty_folders)?;
     let listed: BTreeSet<&str> = manifest.files.iter().map(|f| f.path.as_str()).collect();
     if let Some(extra) = on_disk.iter().find(|p| !listed.contains(p.as_str())) {
         return Err(SealError::UnexpectedFile {
@@ -149,6 +170,9 @@ pub fn verify(dir: &Path, expect: &Expectations) -> Result<Verified, SealError> 
         return Err(SealError::MissingFile {
             path: missing.path.clone(),
         });
+    }
+    if let Some(path) = empty_folders.into_iter().next() {
+        return Err(SealError::EmptyFolder { path });
     }
     // 7. Sizes by stat, then streaming digests.
     for f in &manifest.files {
@@ -225,40 +249,64 @@ fn check_identity(manifest: &Manifest, expect: &Expectations) -> Result<(), Seal
     Ok(())
 }
 
-/// Lists the files under `payload/` (relative paths); rejects symlinks and anything at the top
-/// level other than the payload, the manifest, the seal and Determined's `metadata.json`.
-fn list_payload(dir: &Path) -> Result<BTreeSet<String>, SealError> {
+/// Lists the files under `payload/` (relative paths) and adds the folders that hold nothing to
+/// `empty`; rejects symlinks, anything not a regular file or folder, names that are not UTF-8,
+/// and anything at the top level other than the payload, the manifest, the seal and
+/// Determined's `metadata.json`.
+fn list_payload(dir: &Path, empty: &mut Vec<String>) -> Result<BTreeSet<String>, SealError> {
     let mut files = BTreeSet::new();
     for entry in std::fs::read_dir(dir).at("read", dir)? {
         let entry = entry.at("read", dir)?;
-        let name = entry.file_name().to_string_lossy().into_owned();
+        let name = utf8_name(&entry, "")?;
         let kind = entry.file_type().at("stat", entry.path())?;
         if kind.is_symlink() {
             return Err(SealError::SymlinkRejected { path: name });
         }
         match name.as_str() {
             MANIFEST_FILE | SEAL_FILE | DETERMINED_METADATA if kind.is_file() => {}
-            PAYLOAD_DIR if kind.is_dir() => walk(&entry.path(), PAYLOAD_DIR, &mut files)?,
+            PAYLOAD_DIR if kind.is_dir() => walk(&entry.path(), PAYLOAD_DIR, &mut files, empty)?,
             _ => return Err(SealError::UnexpectedFile { path: name }),
         }
     }
     Ok(files)
 }
 
-fn walk(dir: &Path, rel: &str, files: &mut BTreeSet<String>) -> Result<(), SealError> {
+/// An entry's name, refused when it is not UTF-8 (a lossy rendering could pass for a listed
+/// name); `rel` is the folder it is in, for the error.
+fn utf8_name(entry: &std::fs::DirEntry, rel: &str) -> Result<String, SealError> {
+    entry
+        .file_name()
+        .into_string()
+        .map_err(|raw| SealError::UnexpectedFile {
+            path: format!("{rel}{} (not UTF-8)", raw.to_string_lossy()),
+        })
+}
+
+/// Adds the files under `dir` to `files` and its folders that hold nothing to `empty`.
+fn walk(
+    dir: &Path,
+    rel: &str,
+    files: &mut BTreeSet<String>,
+    empty: &mut Vec<String>,
+) -> Result<(), SealError> {
+    let mut holds_nothing = true;
     for entry in std::fs::read_dir(dir).at("read", dir)? {
+        holds_nothing = false;
         let entry = entry.at("read", dir)?;
-        let path = format!("{rel}/{}", entry.file_name().to_string_lossy());
+        let path = format!("{rel}/{}", utf8_name(&entry, &format!("{rel}/"))?);
         let kind = entry.file_type().at("stat", entry.path())?;
         if kind.is_symlink() {
             return Err(SealError::SymlinkRejected { path });
         } else if kind.is_dir() {
-            walk(&entry.path(), &path, files)?;
+            walk(&entry.path(), &path, files, empty)?;
         } else if kind.is_file() {
             files.insert(path);
         } else {
             return Err(SealError::UnexpectedFile { path });
         }
+    }
+    if holds_nothing {
+        empty.push(rel.to_owned());
     }
     Ok(())
 }

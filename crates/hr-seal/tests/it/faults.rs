@@ -206,6 +206,58 @@ fn extra_missing_and_symlinked_files_are_rejected() {
     assert_last_good_intact(&store, &good);
 }
 
+#[test]
+fn fifos_empty_folders_and_names_that_are_not_utf8_are_rejected() {
+    use std::os::unix::ffi::OsStrExt;
+    let (_tmp, store, good) = two_step_store();
+    let dir = step2(&store);
+    let mkfifo = |path: &Path| {
+        let status = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+    };
+    // A FIFO as the manifest is refused without being opened (opening it would block).
+    let manifest = dir.join("MANIFEST.json");
+    let saved = fs::read(&manifest).expect("read");
+    fs::remove_file(&manifest).expect("rm");
+    mkfifo(&manifest);
+    let err = verify(&dir, &expect("run-a")).expect_err("fifo manifest");
+    assert!(
+        matches!(err, SealError::MalformedManifest(ref m) if m.contains("not a regular file")),
+        "{err}"
+    );
+    fs::remove_file(&manifest).expect("rm");
+    fs::write(&manifest, saved).expect("restore");
+    // A FIFO in the payload.
+    let fifo = dir.join("payload/queue");
+    mkfifo(&fifo);
+    assert!(
+        matches!(verify(&dir, &expect("run-a")), Err(SealError::UnexpectedFile { ref path }) if path == "payload/queue")
+    );
+    fs::remove_file(&fifo).expect("rm");
+    // An empty folder.
+    fs::create_dir(dir.join("payload/empty")).expect("mkdir");
+    assert!(
+        matches!(verify(&dir, &expect("run-a")), Err(SealError::EmptyFolder { ref path }) if path == "payload/empty")
+    );
+    fs::remove_dir(dir.join("payload/empty")).expect("rmdir");
+    // A name that is not UTF-8 (its lossy form would read as U+FFFD).
+    let odd = dir
+        .join("payload")
+        .join(std::ffi::OsStr::from_bytes(b"odd-\xff"));
+    fs::write(&odd, b"x").expect("odd name");
+    let err = verify(&dir, &expect("run-a")).expect_err("non-UTF-8 name");
+    assert!(
+        matches!(err, SealError::UnexpectedFile { ref path } if path.ends_with("(not UTF-8)")),
+        "{err}"
+    );
+    fs::remove_file(&odd).expect("rm");
+    verify(&dir, &expect("run-a")).expect("restored snapshot verifies again");
+    assert_last_good_intact(&store, &good);
+}
+
 /// Rewrites step 2's manifest with `edit` and reseals it with the trusted key, so only the
 /// edited content is wrong.
 fn reseal_with(store: &Store, edit: impl FnOnce(&mut serde_json::Value)) {
