@@ -1,11 +1,11 @@
 //! The seal: a DSSE v1 envelope over an in-toto Statement v1 whose subject is `MANIFEST.json`'s
-//! sha256, optionally signed with Ed25519 (`verify_strict`). Key ids are hints only: trust comes
-//! from verifying against the configured keys.
+//! sha256 and whose predicate names the run and step, optionally signed with Ed25519
+//! (`verify_strict`). Trust comes from verifying against the configured keys. A seal has one
+//! encoding only: canonical JSON, standard padded base64, at most one signature whose `keyid`
+//! names the key that made it, and a statement in the exact bytes we write; anything else is
+//! refused, so no two byte strings are the same valid seal.
 
-use base64::{
-    Engine,
-    engine::general_purpose::{STANDARD, URL_SAFE, URL_SAFE_NO_PAD},
-};
+use base64::{Engine, engine::general_purpose::STANDARD};
 use ed25519_dalek::{Signature, Signer, SigningKey, VerifyingKey};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -98,13 +98,23 @@ pub enum Trust {
     Keys(Vec<VerifyingKey>),
 }
 
+/// Standard padded base64, and only in its canonical form (what [`STANDARD`] encodes).
 fn decode_b64(text: &str) -> Option<Vec<u8>> {
     STANDARD
         .decode(text)
-        .or_else(|_| URL_SAFE.decode(text))
-        .or_else(|_| URL_SAFE_NO_PAD.decode(text))
-        .or_else(|_| STANDARD.decode(format!("{text}{}", "=".repeat((4 - text.len() % 4) % 4))))
         .ok()
+        .filter(|bytes| STANDARD.encode(bytes) == text)
+}
+
+/// What a seal says: the manifest's digest, and the run and step it seals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sealed {
+    /// sha256 of `MANIFEST.json`.
+    pub manifest_sha256: String,
+    /// The predicate's run id.
+    pub run_id: String,
+    /// The predicate's step.
+    pub step: u64,
 }
 
 impl Envelope {
@@ -140,9 +150,9 @@ impl Envelope {
         bytes
     }
 
-    /// Parses the envelope, checks the payload type, the signatures against `trust`, and the
-    /// statement; returns the sealed manifest digest.
-    pub fn open(bytes: &[u8], trust: &Trust) -> Result<String, SealError> {
+    /// Parses the envelope, checks its encoding, the payload type, the signatures against
+    /// `trust`, and the statement; returns what it seals.
+    pub fn open(bytes: &[u8], trust: &Trust) -> Result<Sealed, SealError> {
         let env: Envelope =
             serde_json::from_slice(bytes).map_err(|e| SealError::MalformedSeal(e.to_string()))?;
         // The seal is written in one canonical layout; any other bytes are not ours, even when
@@ -158,13 +168,33 @@ impl Envelope {
                 env.payload_type
             )));
         }
-        let body = decode_b64(&env.payload)
-            .ok_or_else(|| SealError::MalformedSeal("payload is not base64".into()))?;
+        let body = decode_b64(&env.payload).ok_or_else(|| {
+            SealError::MalformedSeal("payload is not canonical padded base64".into())
+        })?;
+        if env.signatures.len() > 1 {
+            return Err(SealError::MalformedSeal(format!(
+                "{} signatures: a seal carries at most one",
+                env.signatures.len()
+            )));
+        }
+        if let Some(s) = env.signatures.first()
+            && (s.keyid.len() != 64 || !s.keyid.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            return Err(SealError::MalformedSeal(format!(
+                "keyid {:?} is not the signing key's id (64 hex characters)",
+                s.keyid
+            )));
+        }
         if let Trust::Keys(keys) = trust {
             env.check_signatures(&body, keys)?;
         }
         let statement: Value =
             serde_json::from_slice(&body).map_err(|e| SealError::MalformedSeal(e.to_string()))?;
+        if serde_json::to_vec(&statement).ok().as_deref() != Some(body.as_slice()) {
+            return Err(SealError::MalformedSeal(
+                "the statement is not in canonical form".into(),
+            ));
+        }
         if statement["_type"] != STATEMENT_TYPE {
             return Err(SealError::UnsupportedSchema(format!(
                 "statement _type {}",
@@ -181,13 +211,28 @@ impl Envelope {
             .as_array()
             .map(Vec::as_slice)
             .unwrap_or(&[]);
-        match subjects {
+        let manifest_sha256 = match subjects {
             [subject] if subject["name"] == MANIFEST_FILE => subject["digest"]["sha256"]
                 .as_str()
                 .map(str::to_owned)
-                .ok_or_else(|| SealError::MalformedSeal("subject has no sha256 digest".into())),
+                .ok_or_else(|| SealError::MalformedSeal("subject has no sha256 digest".into()))?,
+            _ => {
+                return Err(SealError::MalformedSeal(
+                    "the statement must have one MANIFEST.json subject".into(),
+                ));
+            }
+        };
+        let predicate = &statement["predicate"];
+        match (predicate["run_id"].as_str(), predicate["step"].as_u64()) {
+            (Some(run_id), Some(step)) if predicate.as_object().is_some_and(|p| p.len() == 2) => {
+                Ok(Sealed {
+                    manifest_sha256,
+                    run_id: run_id.to_owned(),
+                    step,
+                })
+            }
             _ => Err(SealError::MalformedSeal(
-                "the statement must have one MANIFEST.json subject".into(),
+                "the predicate must be exactly {\"run_id\", \"step\"}".into(),
             )),
         }
     }
@@ -202,7 +247,7 @@ impl Envelope {
             };
             for key in keys {
                 if key.verify_strict(&message, &sig).is_ok() {
-                    if s.keyid.is_empty() || s.keyid == key_id(key) {
+                    if s.keyid == key_id(key) {
                         return Ok(());
                     }
                     return Err(SealError::MalformedSeal(format!(
@@ -237,8 +282,60 @@ mod tests {
     }
 
     #[test]
-    fn url_safe_and_unpadded_base64_are_accepted() {
-        assert_eq!(decode_b64("-_8"), Some(vec![0xfb, 0xff]));
+    fn only_canonical_padded_base64_is_read() {
         assert_eq!(decode_b64("+/8="), Some(vec![0xfb, 0xff]));
+        for other in ["-_8=", "-_8", "+/8", "+/9=", " +/8="] {
+            assert_eq!(decode_b64(other), None, "{other}");
+        }
+    }
+
+    fn key() -> KeyPair {
+        KeyPair::from_seed([3; 32])
+    }
+
+    /// `edit` applied to a signed seal of run `r-1` step 4, then opened with the key trusted.
+    fn open_edited(edit: impl FnOnce(&mut Envelope)) -> Result<Sealed, SealError> {
+        let mut env = Envelope::seal(&"a".repeat(64), "r-1", 4, Some(&key()));
+        edit(&mut env);
+        Envelope::open(&env.to_bytes(), &Trust::Keys(vec![key().verifying_key()]))
+    }
+
+    #[test]
+    fn one_seal_has_one_encoding() {
+        let sealed = open_edited(|_| {}).expect("the seal as written");
+        assert_eq!((sealed.run_id.as_str(), sealed.step), ("r-1", 4));
+        let refused = |what: &str, edit: fn(&mut Envelope)| {
+            let err = open_edited(edit).expect_err(what);
+            assert!(
+                matches!(
+                    err,
+                    SealError::MalformedSeal(_) | SealError::BadSignature { .. }
+                ),
+                "{what}: {err}"
+            );
+        };
+        refused("unpadded payload", |e| {
+            e.payload = e.payload.trim_end_matches('=').to_owned();
+            assert!(
+                e.payload.len() % 4 != 0,
+                "the test payload must need padding"
+            );
+        });
+        refused("URL-safe signature", |e| {
+            let sig = &mut e.signatures[0].sig;
+            *sig = sig.replace('+', "-").replace('/', "_");
+            assert!(sig.contains(['-', '_']), "the test signature must differ");
+        });
+        refused("blank keyid", |e| e.signatures[0].keyid.clear());
+        refused("a junk second signature", |e| {
+            let mut junk = e.signatures[0].clone();
+            junk.sig = STANDARD.encode([0u8; 64]);
+            e.signatures.push(junk);
+        });
+        refused("a re-encoded statement", |e| {
+            let body = STANDARD.decode(&e.payload).expect("b64");
+            let value: Value = serde_json::from_slice(&body).expect("json");
+            e.payload = STANDARD.encode(serde_json::to_vec_pretty(&value).expect("json"));
+        });
     }
 }

@@ -23,7 +23,7 @@ mod writer;
 pub use commit::{CommitOutcome, fsync_dir};
 pub use digest::{hash_file, hash_files, sha256_hex};
 pub use dsse::{
-    Envelope, KeyPair, PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, Trust, key_id, pae,
+    Envelope, KeyPair, PAYLOAD_TYPE, PREDICATE_TYPE, STATEMENT_TYPE, Sealed, Trust, key_id, pae,
     parse_verifying_key,
 };
 pub use ed25519_dalek::VerifyingKey;

@@ -133,7 +133,7 @@ pub fn verify(dir: &Path, expect: &Expectations) -> Result<Verified, SealError> 
             "{SEAL_FILE} is missing: the snapshot was never sealed"
         )));
     }
-    let sealed_digest = Envelope::open(&read_capped(&seal_path, MAX_SEAL_BYTES)?, &expect.trust)?;
+    let sealed = Envelope::open(&read_capped(&seal_path, MAX_SEAL_BYTES)?, &expect.trust)?;
     let manifest_path = dir.join(MANIFEST_FILE);
     let bytes = read_capped(&manifest_path, MAX_MANIFEST_BYTES).map_err(|e| {
         SealError::MalformedManifest(format!(
@@ -141,13 +141,20 @@ pub fn verify(dir: &Path, expect: &Expectations) -> Result<Verified, SealError> 
         ))
     })?;
     let actual = sha256_hex(&bytes);
-    if actual != sealed_digest {
+    if actual != sealed.manifest_sha256 {
         return Err(SealError::ManifestDigestMismatch {
-            expected: sealed_digest,
+            expected: sealed.manifest_sha256,
             actual,
         });
     }
     let manifest = Manifest::parse(&bytes)?;
+    // The seal's predicate says the same run and step as the manifest it seals.
+    if sealed.run_id != manifest.run.run_id || sealed.step != manifest.step {
+        return Err(SealError::MalformedSeal(format!(
+            "the seal names run {:?} step {}, its manifest run {:?} step {}",
+            sealed.run_id, sealed.step, manifest.run.run_id, manifest.step
+        )));
+    }
     // 4. Identity.
     check_identity(&manifest, expect)?;
     // 5. Step.

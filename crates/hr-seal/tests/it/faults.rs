@@ -273,6 +273,27 @@ fn reseal_with(store: &Store, edit: impl FnOnce(&mut serde_json::Value)) {
 }
 
 #[test]
+fn a_seal_whose_predicate_contradicts_its_manifest_is_refused() {
+    let (_tmp, store, good) = two_step_store();
+    let dir = step2(&store);
+    let manifest = fs::read(dir.join("MANIFEST.json")).expect("read");
+    let digest = hr_seal::sha256_hex(&manifest);
+    for (run, step) in [("run-b", 2), ("run-a", 7)] {
+        let seal = hr_seal::Envelope::seal(&digest, run, step, Some(&key()));
+        fs::write(dir.join("SEAL.dsse.json"), seal.to_bytes()).expect("write seal");
+        let err = verify(&dir, &expect("run-a")).expect_err("contradicting predicate");
+        assert!(
+            matches!(err, SealError::MalformedSeal(ref m) if m.contains("its manifest")),
+            "{run} {step}: {err}"
+        );
+    }
+    let seal = hr_seal::Envelope::seal(&digest, "run-a", 2, Some(&key()));
+    fs::write(dir.join("SEAL.dsse.json"), seal.to_bytes()).expect("write seal");
+    verify(&dir, &expect("run-a")).expect("the matching predicate verifies");
+    assert_last_good_intact(&store, &good);
+}
+
+#[test]
 fn dot_dot_and_absolute_paths_are_invalid_even_when_sealed() {
     let (_tmp, store, good) = two_step_store();
     reseal_with(&store, |m| {
