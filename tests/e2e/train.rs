@@ -625,7 +625,7 @@ fn a_checkpoint_whose_payload_manifest_or_source_differs_is_refused_at_restore()
 }
 
 #[test]
-fn resume_refuses_links_and_fifos_in_its_source_without_reading_them() {
+fn resume_refuses_links_fifos_and_garbage_in_its_source_and_leaves_nothing() {
     let s = setup(3, 1);
     ok(
         &s,
@@ -666,7 +666,21 @@ fn resume_refuses_links_and_fifos_in_its_source_without_reading_them() {
         .status()
         .expect("mkfifo");
     assert!(status.success());
-    for (source, why) in [(&linked, "symbolic link"), (&fifo, "FIFO")] {
+    // A run folder whose checkpoint list is garbage.
+    let garbage = s.path().join("garbage");
+    let status = Command::new("cp")
+        .arg("-r")
+        .arg(s.path().join("runs/a"))
+        .arg(&garbage)
+        .status()
+        .expect("cp");
+    assert!(status.success());
+    std::fs::write(garbage.join("core/checkpoints.jsonl"), "garbage{\n").expect("garbage");
+    for (source, why) in [
+        (&linked, "symbolic link"),
+        (&fifo, "FIFO"),
+        (&garbage, "checkpoint list cannot be read"),
+    ] {
         let source = source.to_str().expect("utf-8");
         let out = s.run(&[
             "train",

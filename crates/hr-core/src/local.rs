@@ -109,7 +109,9 @@ impl CoreContext {
             why: why.to_owned(),
         };
         let dir = if src.join(local_core::CHECKPOINT_LIST).is_file() {
-            let (uuid, _) = local_latest(src)?.ok_or_else(|| not("its run has no checkpoint"))?;
+            let (uuid, _) = local_latest(src)
+                .map_err(|e| not(&format!("its checkpoint list cannot be read ({e})")))?
+                .ok_or_else(|| not("its run has no checkpoint"))?;
             src.join(local_core::CHECKPOINTS_DIR).join(uuid)
         } else {
             src.to_owned()
