@@ -42,7 +42,7 @@ pub(super) async fn create_command(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
+    caller(&m, &headers)?.must_be_user()?;
     let req: hr_det::wire::CreateCommandRequest = parse(&body)?;
     if !req.config.is_object() {
         return Err(ApiError::InvalidArgument("config must be an object".into()));

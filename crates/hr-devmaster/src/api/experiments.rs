@@ -106,7 +106,7 @@ pub(super) async fn create_experiment(
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
+    caller(&m, &headers)?.must_be_user()?;
     let req: hr_det::wire::CreateExperimentRequest = parse(&body)?;
     let mut config = hr_config::parse_yaml(&req.config, "config")
         .map_err(|e| ApiError::InvalidArgument(format!("invalid experiment config: {e}")))?;
@@ -263,7 +263,7 @@ pub(super) async fn experiment_action(
     headers: HeaderMap,
     Path((id, action)): Path<(i32, String)>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
+    caller(&m, &headers)?.must_be_user()?;
     let exp = find_experiment(&m.state(), id)?;
     let incompatible = || {
         ApiError::FailedPrecondition(format!(

@@ -208,6 +208,19 @@ pub(super) struct Caller {
 }
 
 impl Caller {
+    /// Refuses a trial's token on a route that changes what runs (creating experiments or
+    /// commands, pausing, killing): those are a user's, and a trial's token acts for its own
+    /// allocation only.
+    pub(super) fn must_be_user(&self) -> ApiResult<()> {
+        match &self.scope {
+            Some(s) => Err(ApiError::PermissionDenied(format!(
+                "the token of allocation {} acts for that allocation only; sign in as a user",
+                s.allocation_id
+            ))),
+            None => Ok(()),
+        }
+    }
+
     /// Refuses a trial's token acting for another trial.
     pub(super) fn may_act_for_trial(&self, trial: i32) -> ApiResult<()> {
         match &self.scope {
@@ -232,12 +245,28 @@ impl Caller {
     }
 }
 
-/// The caller of a request whose token is a live session.
+/// The caller of a request whose token is a live session. A trial's token is live only while
+/// its allocation is the trial's current one: once a pause or a restart started another, the
+/// earlier allocation's token acts for nothing, whatever a request body names.
 pub(super) fn caller(master: &Master, headers: &HeaderMap) -> ApiResult<Caller> {
-    let (user, scope) = master
-        .state()
+    let state = master.state();
+    let (user, scope) = state
         .session(token(headers)?)
         .ok_or_else(|| ApiError::Unauthenticated("invalid or expired credentials".into()))?;
+    if let Some(s) = &scope {
+        let current = state
+            .trials
+            .get(&s.trial_id)
+            .map(|t| format!("{}.{}", t.task_id, t.run_id));
+        if current.as_deref() != Some(s.allocation_id.as_str()) {
+            return Err(ApiError::PermissionDenied(format!(
+                "the token of allocation {} is stale: trial {} runs {} now",
+                s.allocation_id,
+                s.trial_id,
+                current.as_deref().unwrap_or("nothing")
+            )));
+        }
+    }
     Ok(Caller { user, scope })
 }
 

@@ -321,10 +321,10 @@ async fn a_trials_token_acts_only_for_its_own_allocation() {
         let file = tmp.path().join("work").join(&allocation).join("token");
         crate::support::eventually("the trial wrote its token", || async { file.exists() }).await;
         let token = std::fs::read_to_string(&file).expect("token");
-        trials.push((trial.id, allocation, token));
+        trials.push((trial.id, trial.experiment_id, allocation, token));
     }
-    let (own_trial, own_allocation, token) = &trials[0];
-    let (other_trial, other_allocation, _) = &trials[1];
+    let (own_trial, own_experiment, own_allocation, token) = &trials[0];
+    let (other_trial, other_experiment, other_allocation, _) = &trials[1];
     let as_trial = Client::new(master.url())
         .expect("client")
         .with_token(token.clone());
@@ -352,6 +352,86 @@ async fn a_trials_token_acts_only_for_its_own_allocation() {
         .report_progress(*other_trial, 0.5)
         .await
         .expect("a user's login");
+    // A trial's token changes nothing else: no experiments or commands (which run processes),
+    // no pausing or killing, its own experiment's included.
+    match as_trial
+        .create_experiment(&config("true", 0), None, true)
+        .await
+    {
+        Err(DetError::Forbidden(_)) => {}
+        other => panic!("a trial's token created an experiment: {other:?}"),
+    }
+    match as_trial
+        .create_command(json!({"entrypoint": ["true"]}), None)
+        .await
+    {
+        Err(DetError::Forbidden(_)) => {}
+        other => panic!("a trial's token created a command: {other:?}"),
+    }
+    for experiment in [own_experiment, other_experiment] {
+        for action in [ExperimentAction::Pause, ExperimentAction::Kill] {
+            forbidden(as_trial.experiment_action(*experiment, action).await);
+        }
+    }
+    master.shutdown();
+}
+
+#[tokio::test]
+async fn a_stale_allocations_token_acts_for_nothing() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    // The first allocation writes its token and fails; the restart writes its own and waits.
+    let script = "printf %s \"$DET_SESSION_TOKEN\" > token.tmp && mv token.tmp token; \
+                  [ \"$DET_TRIAL_RUN_ID\" = 1 ] && exit 1; exec sleep 60";
+    let trial = crate::support::create_trial(&client, &config(script, 1)).await;
+    let task = trial.task_id.expect("task id");
+    let token_of = |run: u32| {
+        let file = tmp
+            .path()
+            .join("work")
+            .join(format!("{task}.{run}"))
+            .join("token");
+        async move {
+            crate::support::eventually("the allocation wrote its token", || async {
+                file.exists()
+            })
+            .await;
+            std::fs::read_to_string(&file).expect("token")
+        }
+    };
+    let stale = Client::new(master.url())
+        .expect("client")
+        .with_token(token_of(1).await);
+    let current = Client::new(master.url())
+        .expect("client")
+        .with_token(token_of(2).await);
+    match stale
+        .report_metrics(trial.id, 1, "training", 1, json!({"loss": 1.0}), None)
+        .await
+    {
+        Err(DetError::Forbidden(m)) => assert!(m.contains("stale"), "{m}"),
+        other => panic!("the stale token reported metrics: {other:?}"),
+    }
+    // A checkpoint report that names no allocation is the token's allocation's: refused too.
+    let checkpoint = Checkpoint {
+        uuid: "99999999-9999-4999-8999-999999999999".into(),
+        task_id: Some(task.clone()),
+        allocation_id: None,
+        report_time: None,
+        state: CheckpointState::Completed,
+        resources: [("state.json".to_owned(), 3)].into(),
+        metadata: json!({"steps_completed": 999}),
+        training: CheckpointTraining::default(),
+        storage_id: Some(1),
+    };
+    match stale.report_checkpoint(&checkpoint).await {
+        Err(DetError::Forbidden(m)) => assert!(m.contains("stale"), "{m}"),
+        other => panic!("the stale token published a checkpoint: {other:?}"),
+    }
+    current
+        .report_metrics(trial.id, 2, "training", 1, json!({"loss": 1.0}), None)
+        .await
+        .expect("the current allocation's token");
     master.shutdown();
 }
 
