@@ -11,12 +11,12 @@ use burn::optim::{AdamWState, AdaptiveMomentumState, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use hr_policy::{
-    ADAPTER_CONFIG, ADAPTER_WEIGHTS, AdapterFiles, Adapters, ChatTokenizer, LoraPair, Policy,
-    PolicyRng, RngState, Target, adapter_files, adapters_from_files, f32_safetensors,
-    read_f32_safetensors,
+    ADAPTER_CONFIG, ADAPTER_WEIGHTS, AdapterFiles, ChatTokenizer, Policy, PolicyRng, RngState,
+    adapter_files, adapters_from_files, f32_safetensors, read_f32_safetensors,
 };
 use serde::{Deserialize, Serialize};
 
+use crate::trainer::named_params;
 use crate::{GrpoConfig, GrpoError, Trainer};
 
 /// AdamW's state, by adapter tensor name.
@@ -42,22 +42,6 @@ struct TrainerStateFile {
     rng: RngState,
     /// AdamW's step count per adapter tensor.
     adam_steps: BTreeMap<String, usize>,
-}
-
-/// `(name, pair, which)` for every adapter tensor, in a fixed order.
-pub(crate) fn named_params<B: AutodiffBackend>(
-    adapters: &Adapters<B>,
-) -> Vec<(String, &burn::module::Param<Tensor<B, 2>>)> {
-    let mut out = Vec::new();
-    for (layer, slots) in adapters.layers.iter().enumerate() {
-        for (target, pair) in Target::ALL.iter().zip(&slots.slots) {
-            if let Some(LoraPair { a, b }) = pair {
-                out.push((format!("layers.{layer}.{}.lora_A", target.name()), a));
-                out.push((format!("layers.{layer}.{}.lora_B", target.name()), b));
-            }
-        }
-    }
-    out
 }
 
 fn host<B: burn::tensor::backend::Backend>(

@@ -11,7 +11,7 @@ use burn::optim::{AdamW, AdamWConfig, GradientsAccumulator, GradientsParams, Opt
 use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use hr_env::Task;
-use hr_policy::{Adapters, ChatTokenizer, Policy, PolicyRng};
+use hr_policy::{Adapters, ChatTokenizer, LoraPair, Policy, PolicyRng, Target};
 
 use crate::rollout::{EnvironmentFactory, Episode, RolloutConfig, rollouts};
 use crate::{AdvantageConfig, GrpoError, LossConfig, LossType, LrSchedule, advantages, grpo_loss};
@@ -269,7 +269,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         if !grad_norm.is_finite() {
             return Err(diverged(format!("grad_norm {grad_norm}")));
         }
-        for (name, param) in crate::state::named_params(&self.adapters) {
+        for (name, param) in named_params(&self.adapters) {
             let total = param
                 .val()
                 .abs()
@@ -509,4 +509,20 @@ fn clip_global_norm<B: AutodiffBackend>(
         }
     }
     norm
+}
+
+/// `(name, pair, which)` for every adapter tensor, in a fixed order.
+pub(crate) fn named_params<B: AutodiffBackend>(
+    adapters: &Adapters<B>,
+) -> Vec<(String, &burn::module::Param<Tensor<B, 2>>)> {
+    let mut out = Vec::new();
+    for (layer, slots) in adapters.layers.iter().enumerate() {
+        for (target, pair) in Target::ALL.iter().zip(&slots.slots) {
+            if let Some(LoraPair { a, b }) = pair {
+                out.push((format!("layers.{layer}.{}.lora_A", target.name()), a));
+                out.push((format!("layers.{layer}.{}.lora_B", target.name()), b));
+            }
+        }
+    }
+    out
 }
