@@ -5,7 +5,7 @@
 // goes to its stderr, like a master's log.
 
 // INFO_DIR: where the real Python Core API reads its info files, whatever the environment says.
-use hr_det::task_info::{CLUSTER_FILE, INFO_DIR};
+use hr_det::task_info::{CLUSTER_FILE, INFO_DIR, RENDEZVOUS_FILE, RESOURCES_FILE, TRIAL_FILE};
 use std::{
     path::{Path, PathBuf},
     process::{ExitStatus, Stdio},
@@ -199,12 +199,7 @@ fn runs_python(argv: &[String]) -> bool {
 /// log and on stderr (only for entrypoints that run Python: Rust trials read `HR_DET_INFO_DIR`).
 fn warn_if_foreign_info(info_dir: &Path, url: &str, log: &Path) {
     let path = info_dir.join(CLUSTER_FILE);
-    let Some(other) = std::fs::read(&path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .and_then(|v| v["master_url"].as_str().map(str::to_owned))
-        .filter(|other| other != url)
-    else {
+    let Some(other) = info_master(info_dir).filter(|other| other != url) else {
         return;
     };
     let line = format!(
@@ -219,6 +214,29 @@ fn warn_if_foreign_info(info_dir: &Path, url: &str, log: &Path) {
         .append(true)
         .open(log)
         .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
+}
+
+/// The master URL the cluster file in `info_dir` names, if there is one.
+fn info_master(info_dir: &Path) -> Option<String> {
+    std::fs::read(info_dir.join(CLUSTER_FILE))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v["master_url"].as_str().map(str::to_owned))
+}
+
+/// Removes the trial session this master wrote into `--info-dir` (while its cluster file still
+/// names this master: another master's session is not ours), so no later Python Core trial on the
+/// machine talks to a master that has stopped.
+pub(crate) fn clear_info(master: &Master) {
+    let Some(dir) = &master.config.info_dir else {
+        return;
+    };
+    if info_master(dir).as_deref() != Some(master.url.as_str()) {
+        return;
+    }
+    for file in [CLUSTER_FILE, TRIAL_FILE, RENDEZVOUS_FILE, RESOURCES_FILE] {
+        let _ = std::fs::remove_file(dir.join(file));
+    }
 }
 
 fn fail_trial(state: &mut MasterState, trial_id: i32, why: &str, log: &Path) {

@@ -58,10 +58,12 @@ impl Devmaster {
         self.master.failure()
     }
 
-    /// Stops serving and kills every running trial and command process group.
+    /// Stops serving, kills every running trial and command process group, and removes the
+    /// trial session it wrote into its `--info-dir`.
     pub fn shutdown(self) {
         self.server.abort();
         crate::scheduler::kill_all(&self.master);
+        crate::scheduler::clear_info(&self.master);
     }
 
     /// Stops serving and leaves every trial process running, as a crash of the devmaster would

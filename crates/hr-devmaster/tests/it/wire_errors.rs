@@ -499,3 +499,33 @@ async fn recorded_requests_hold_no_password_and_only_their_owner_reads_them() {
         .mode();
     assert_eq!(mode & 0o077, 0, "mode {mode:o}");
 }
+
+#[tokio::test]
+async fn shutdown_removes_the_trial_session_it_wrote_into_the_info_folder() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let info = tmp.path().join("info");
+    let master = hr_devmaster::Devmaster::start(hr_devmaster::DevmasterConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        state_dir: tmp.path().join("state"),
+        info_dir: Some(info.clone()),
+        preemption_timeout: Duration::from_secs(60),
+        record_requests: None,
+        password: None,
+    })
+    .await
+    .expect("start");
+    let mut client = Client::new(master.url()).expect("client");
+    client.login("determined", "").await.expect("login");
+    crate::support::create_trial(&client, &config("exec sleep 60", 0)).await;
+    let cluster = info.join(hr_det::task_info::CLUSTER_FILE);
+    crate::support::eventually("the trial's session is in the info folder", || async {
+        cluster.exists()
+    })
+    .await;
+    master.shutdown();
+    let left: Vec<_> = std::fs::read_dir(&info)
+        .expect("info folder")
+        .map(|e| e.expect("entry").file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
