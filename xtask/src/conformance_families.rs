@@ -205,7 +205,8 @@ fn generate_json(
 }
 
 /// The PEFT folder inside the run's first reported checkpoint (an intermediate one: the run has
-/// two steps, one checkpoint each).
+/// two steps, one checkpoint each): its native payload, `payload/native/` (hr-train's
+/// `NATIVE_DIR`; xtask does not link the tensor crates).
 fn first_checkpoint_adapter(run: &Path) -> Result<PathBuf> {
     let list = hr_files::RunDir::new(run).checkpoint_list();
     let text = std::fs::read_to_string(&list).with_context(|| list.display().to_string())?;
@@ -214,20 +215,11 @@ fn first_checkpoint_adapter(run: &Path) -> Result<PathBuf> {
     let uuid = first["uuid"]
         .as_str()
         .context("a checkpoint line without uuid")?;
-    let mut stack = vec![hr_files::RunDir::new(run).checkpoint(uuid)];
-    while let Some(dir) = stack.pop() {
-        if dir.join(ADAPTER_CONFIG).is_file() {
-            return Ok(dir);
-        }
-        for entry in std::fs::read_dir(&dir)? {
-            let path = entry?.path();
-            if path.is_dir() {
-                stack.push(path);
-            }
-        }
+    let adapter = hr_files::RunDir::new(run)
+        .checkpoint(uuid)
+        .join("payload/native");
+    if !adapter.join(ADAPTER_CONFIG).is_file() {
+        bail!("{} holds no {ADAPTER_CONFIG}", adapter.display());
     }
-    bail!(
-        "checkpoint {uuid} of {} holds no adapter_config.json",
-        run.display()
-    )
+    Ok(adapter)
 }

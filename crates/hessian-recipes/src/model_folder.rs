@@ -13,9 +13,7 @@ pub(crate) fn resolve(model: &Path, what: &str) -> Result<PathBuf, Refused> {
     if model.exists() || !hr_plan::is_hub_id(&id) {
         return Ok(model.to_owned());
     }
-    let cache = hr_plan::hub_cache_dir()
-        .ok_or_else(|| Refused(format!("{what}: no Hugging Face cache folder; set HF_HOME")))?;
-    hr_plan::snapshot_in(&cache, &id).map_err(|e| Refused(format!("{what}: {e}")))
+    hr_plan::find_cached(&id).map_err(|e| Refused(format!("{what}: {e}")))
 }
 
 /// Reads the folder's `config.json` as the policy does: a missing file, an unsupported family

@@ -269,17 +269,20 @@ impl<B: AutodiffBackend> Trainer<B> {
         if !grad_norm.is_finite() {
             return Err(diverged(format!("grad_norm {grad_norm}")));
         }
-        for (name, param) in named_params(&self.adapters) {
-            let total = param
-                .val()
-                .abs()
-                .sum()
+        // One reduction over every adapter tensor, off the autodiff graph, and one read back: a
+        // NaN or infinity anywhere makes the sum non-finite.
+        let total = named_params(&self.adapters)
+            .into_iter()
+            .map(|(_, param)| param.val().inner().abs().sum())
+            .reduce(|a, b| a + b);
+        if let Some(total) = total {
+            let total = total
                 .into_data()
                 .convert::<f64>()
                 .to_vec::<f64>()
-                .map_err(|e| GrpoError::Policy(format!("reading {name}: {e:?}")))?;
+                .map_err(|e| GrpoError::Policy(format!("reading the adapter weights: {e:?}")))?;
             if !total.iter().all(|v| v.is_finite()) {
-                return Err(diverged(format!("adapter weight {name} is not finite")));
+                return Err(diverged("the adapter weights are not finite".to_owned()));
             }
         }
         Ok(())

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// The cache folder `huggingface_hub` uses: `HF_HUB_CACHE`, else `HF_HOME/hub`, else
 /// `XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`.
-pub fn hub_cache_dir() -> Option<PathBuf> {
+pub(crate) fn hub_cache_dir() -> Option<PathBuf> {
     let var = |name: &str| {
         std::env::var_os(name)
             .filter(|v| !v.is_empty())
@@ -19,6 +19,13 @@ pub fn hub_cache_dir() -> Option<PathBuf> {
         .or_else(|| var("HF_HOME").map(|h| h.join("hub")))
         .or_else(|| var("XDG_CACHE_HOME").map(|x| x.join("huggingface").join("hub")))
         .or_else(|| var("HOME").map(|h| h.join(".cache").join("huggingface").join("hub")))
+}
+
+/// The snapshot folder of model `id` in the cache [`hub_cache_dir`] names, or why there is none.
+pub fn find_cached(id: &str) -> Result<PathBuf, String> {
+    let cache = hub_cache_dir()
+        .ok_or_else(|| "no Hugging Face cache folder: set HF_HOME or HF_HUB_CACHE".to_owned())?;
+    snapshot_in(&cache, id)
 }
 
 /// Whether `id` is spelled as a Hub model id: `NAME` or `ORG/NAME` of letters, digits, `-`,
@@ -36,7 +43,7 @@ pub fn is_hub_id(id: &str) -> bool {
 
 /// The snapshot folder of model `id` in `cache` (the commit `refs/main` names), or why there is
 /// none.
-pub fn snapshot_in(cache: &Path, id: &str) -> Result<PathBuf, String> {
+pub(crate) fn snapshot_in(cache: &Path, id: &str) -> Result<PathBuf, String> {
     let repo = cache.join(format!("models--{}", id.replace('/', "--")));
     let refs = repo.join("refs").join("main");
     let commit = std::fs::read_to_string(&refs).map_err(|e| {

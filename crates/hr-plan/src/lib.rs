@@ -15,7 +15,7 @@ mod validate;
 mod vocabulary;
 
 pub use error::PlanError;
-pub use hub_cache::{hub_cache_dir, is_hub_id, snapshot_in};
+pub use hub_cache::{find_cached, is_hub_id};
 pub use plan::{
     Checkpoints, Environment, Evaluation, FixtureTasks, Grpo, Lora, Model, Optimizer, Plan, Seeds,
     TaskSet,

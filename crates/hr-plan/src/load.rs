@@ -67,15 +67,12 @@ impl Plan {
         if plan.model.path.as_os_str().is_empty()
             && let Some(id) = &plan.model.hub_id
         {
-            let field = |message: String| PlanError::Field {
-                path: path.to_owned(),
-                field: "model.hub_id".to_owned(),
-                message,
-            };
-            let cache = crate::hub_cache::hub_cache_dir().ok_or_else(|| {
-                field("no Hugging Face cache folder: set HF_HOME or HF_HUB_CACHE".to_owned())
-            })?;
-            plan.model.path = crate::hub_cache::snapshot_in(&cache, id).map_err(field)?;
+            plan.model.path =
+                crate::hub_cache::find_cached(id).map_err(|message| PlanError::Field {
+                    path: path.to_owned(),
+                    field: "model.hub_id".to_owned(),
+                    message,
+                })?;
         }
         Ok(plan)
     }
