@@ -3,6 +3,7 @@
 mod cluster;
 mod demo;
 mod evaluate;
+mod flood;
 mod generate;
 mod learning;
 mod logging;

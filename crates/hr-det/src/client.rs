@@ -91,6 +91,9 @@ impl Client {
         }
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            // Drop an idle pooled connection before a master closes it (the devmaster closes one
+            // idle for 10 s), so a request never races the server's close.
+            .pool_idle_timeout(Duration::from_secs(5))
             .build()
             .map_err(|e| DetError::Config(e.to_string()))?;
         Ok(Self {

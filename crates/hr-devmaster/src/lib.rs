@@ -22,6 +22,7 @@ mod error;
 mod gc;
 mod guard;
 mod info;
+mod listen;
 mod master;
 mod persist;
 mod scheduler;

@@ -40,11 +40,7 @@ impl Devmaster {
         let master = Arc::new(Master::new(config, url, state, persister));
         crate::scheduler::recover(&master);
         let router = crate::api::router(master.clone());
-        let server = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, router).await {
-                panic!("devmaster server failed: {e}");
-            }
-        });
+        let server = tokio::spawn(crate::listen::serve(listener, router));
         Ok(Self { master, server })
     }
 
