@@ -12,7 +12,7 @@ use std::{
 use tokio::sync::watch;
 
 use crate::persist::{Persister, Ticket};
-use crate::state::{MasterState, MetricRec};
+use crate::state::{ExperimentRec, MasterState, MetricRec};
 
 /// How to run a devmaster.
 #[derive(Debug, Clone)]
@@ -91,10 +91,19 @@ impl Master {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Stages the state after a change (call with the lock held); [`Master::commit`] the
-    /// ticket once the lock is released.
-    pub(crate) fn stage(&self, state: &MasterState) -> Option<Ticket> {
+    /// Stages the state after a change (call with the lock held), first dropping the sessions of
+    /// allocations that ended; [`Master::commit`] the ticket once the lock is released.
+    pub(crate) fn stage(&self, state: &mut MasterState) -> Option<Ticket> {
+        state.prune_trial_sessions();
         self.staged(self.persister.stage_state(state))
+    }
+
+    /// Stages a new experiment's config file (call with the lock held, before staging the
+    /// state that lists the experiment: the same commit writes both, the file first).
+    pub(crate) fn stage_experiment(&self, rec: &ExperimentRec) {
+        if let Err(e) = self.persister.stage_experiment(rec) {
+            self.fail(&e);
+        }
     }
 
     /// Stages a metrics record just pushed (call with the lock held).
@@ -118,8 +127,8 @@ impl Master {
     }
 
     /// Stages the state, releases the lock, and commits.
-    pub(crate) fn persist(&self, state: MutexGuard<'_, MasterState>) {
-        let ticket = self.stage(&state);
+    pub(crate) fn persist(&self, mut state: MutexGuard<'_, MasterState>) {
+        let ticket = self.stage(&mut state);
         drop(state);
         self.commit(ticket);
     }

@@ -2,9 +2,11 @@
 //! is held (which fixes its order) and *committed* after the lock is released: one committer at a
 //! time writes everything staged so far, so concurrent requests share one fsync and no request
 //! waits on the disk while holding the state. Metrics, the one record that grows with every
-//! report, are appended to the `metrics.jsonl` journal; the rest of the state (small) is written
-//! as a `state.json` snapshot, atomically (tmp, fsync, rename, folder fsync). A request is
-//! answered only once its change is durable.
+//! report, are appended to the `metrics.jsonl` journal; each experiment's config (immutable, and
+//! as large as its author made it) is written once, to `experiments/<id>.json`; the rest of the
+//! state (small: ids, states, checkpoints, sessions) is written as a `state.json` snapshot. Files
+//! are written atomically (tmp, fsync, rename, folder fsync), a config before the snapshot that
+//! lists its experiment. A request is answered only once its change is durable.
 
 use std::{
     fs::{File, OpenOptions},
@@ -16,12 +18,23 @@ use std::{
     },
 };
 
-use crate::state::{MasterState, MetricRec};
+use serde::{Deserialize, Serialize};
+
+use crate::state::{ExperimentRec, MasterState, MetricRec};
 
 /// The metrics journal: one [`MetricRec`] per line, in report order.
 pub(crate) const METRICS_JOURNAL: &str = "metrics.jsonl";
 /// The snapshot of everything else.
 pub(crate) const STATE_FILE: &str = "state.json";
+/// The folder of experiment configs, one `<id>.json` each.
+pub(crate) const EXPERIMENTS_DIR: &str = "experiments";
+
+/// An experiment's config file.
+#[derive(Serialize, Deserialize)]
+struct ConfigFile {
+    original_config: String,
+    config: serde_json::Value,
+}
 
 /// What a staged change waits for.
 #[must_use = "a staged change is durable only once committed"]
@@ -32,6 +45,8 @@ struct Pending {
     seq: u64,
     snapshot: Option<Vec<u8>>,
     journal: Vec<u8>,
+    /// New experiments' config files: (file name, bytes).
+    configs: Vec<(String, Vec<u8>)>,
 }
 
 /// Staged changes and the one writer.
@@ -54,9 +69,32 @@ impl Persister {
     /// Loads the state in `dir` (the snapshot, then the journal replayed onto it) and returns it
     /// with its persister. A torn last journal line (a crash mid-append: never acknowledged) is
     /// cut off; a corrupt line before it is an error. A `state.json` from before the journal
-    /// (metrics inside it) is moved into a new journal.
+    /// (metrics inside it) is moved into a new journal, and one with configs inside it has them
+    /// moved into `experiments/`.
     pub(crate) fn open(dir: &Path) -> std::io::Result<(MasterState, Self)> {
         let mut state = MasterState::load(dir)?;
+        let configs = dir.join(EXPERIMENTS_DIR);
+        std::fs::create_dir_all(&configs)?;
+        let mut moved = false;
+        for rec in state.experiments.values_mut() {
+            let name = config_file_name(rec.id);
+            if rec.config.is_null() {
+                let path = configs.join(&name);
+                let file: ConfigFile = std::fs::read(&path)
+                    .and_then(|b| serde_json::from_slice(&b).map_err(std::io::Error::other))
+                    .map_err(|e| {
+                        std::io::Error::new(
+                            e.kind(),
+                            format!("experiment {}'s config {}: {e}", rec.id, path.display()),
+                        )
+                    })?;
+                rec.original_config = file.original_config;
+                rec.config = file.config;
+            } else {
+                write_atomically(&configs, &name, &config_bytes(rec)?)?;
+                moved = true;
+            }
+        }
         let journal_path = dir.join(METRICS_JOURNAL);
         let embedded = std::mem::take(&mut state.metrics);
         let persister = Self {
@@ -80,7 +118,10 @@ impl Persister {
             file.write_all(&lines)?;
             file.sync_all()?;
             File::open(dir)?.sync_all()?;
-            // The snapshot without metrics, so they are never counted twice.
+            moved = true;
+        }
+        if moved {
+            // The snapshot without metrics (never counted twice) and without configs.
             state.save(dir)?;
         }
         Ok((state, persister))
@@ -93,6 +134,16 @@ impl Persister {
         p.seq += 1;
         p.snapshot = Some(bytes);
         Ok(Ticket(p.seq))
+    }
+
+    /// Stages the config file of a new experiment (call with the state lock held, before staging
+    /// the state that lists it; that state's commit writes it, first).
+    pub(crate) fn stage_experiment(&self, rec: &ExperimentRec) -> std::io::Result<()> {
+        let bytes = config_bytes(rec)?;
+        lock(&self.pending)
+            .configs
+            .push((config_file_name(rec.id), bytes));
+        Ok(())
     }
 
     /// Stages one metrics record (call with the state lock held, in the order records were
@@ -123,10 +174,18 @@ impl Persister {
     }
 
     fn write_pending(&self, writer: &mut Option<File>) -> std::io::Result<()> {
-        let (seq, snapshot, journal) = {
+        let (seq, snapshot, journal, configs) = {
             let mut p = lock(&self.pending);
-            (p.seq, p.snapshot.take(), std::mem::take(&mut p.journal))
+            (
+                p.seq,
+                p.snapshot.take(),
+                std::mem::take(&mut p.journal),
+                std::mem::take(&mut p.configs),
+            )
         };
+        for (name, bytes) in configs {
+            write_atomically(&self.dir.join(EXPERIMENTS_DIR), &name, &bytes)?;
+        }
         if !journal.is_empty() {
             let file = match writer {
                 Some(f) => f,
@@ -145,6 +204,18 @@ impl Persister {
         self.durable.store(seq, Ordering::Release);
         Ok(())
     }
+}
+
+fn config_file_name(id: i32) -> String {
+    format!("{id}.json")
+}
+
+fn config_bytes(rec: &ExperimentRec) -> std::io::Result<Vec<u8>> {
+    serde_json::to_vec(&ConfigFile {
+        original_config: rec.original_config.clone(),
+        config: rec.config.clone(),
+    })
+    .map_err(std::io::Error::other)
 }
 
 fn journal_line(rec: &MetricRec) -> std::io::Result<Vec<u8>> {
@@ -282,5 +353,29 @@ mod tests {
             .err()
             .expect("a corrupt line is refused");
         assert!(err.to_string().contains("line 1"), "{err}");
+    }
+
+    #[test]
+    fn configs_inside_an_older_snapshot_move_to_their_own_files() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let old = serde_json::json!({
+            "cluster_id": "c", "next_experiment": 2, "next_trial": 1, "next_metric": 1,
+            "experiments": {"1": {
+                "id": 1, "name": "e", "original_config": "name: e\n", "config": {"name": "e"},
+                "state": "STATE_PAUSED", "project_id": 1, "start_time": "t", "end_time": null,
+                "trial_id": null, "max_length": 4, "max_restarts": 0
+            }},
+            "trials": {}, "checkpoints": [], "commands": {}, "sessions": {}
+        });
+        std::fs::write(dir.path().join(STATE_FILE), old.to_string()).expect("write");
+        let (state, _) = Persister::open(dir.path()).expect("open");
+        assert_eq!(state.experiments[&1].original_config, "name: e\n");
+        let snapshot = std::fs::read_to_string(dir.path().join(STATE_FILE)).expect("read");
+        assert!(!snapshot.contains("original_config"), "{snapshot}");
+        let (again, _) = Persister::open(dir.path()).expect("reopen");
+        assert_eq!(again.experiments[&1].config, serde_json::json!({"name": "e"}));
+        std::fs::remove_file(dir.path().join(EXPERIMENTS_DIR).join("1.json")).expect("rm");
+        let err = Persister::open(dir.path()).err().expect("a lost config is refused");
+        assert!(err.to_string().contains("experiment 1's config"), "{err}");
     }
 }

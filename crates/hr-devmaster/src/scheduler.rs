@@ -338,7 +338,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
         t.allocated = true;
         t.process = child.id().and_then(crate::state::ProcessRef::of);
     }
-    let ticket = master.stage(&state);
+    let ticket = master.stage(&mut state);
     let (preempt, _) = watch::channel(false);
     master.allocs().insert(
         trial_id,

@@ -1,5 +1,6 @@
 //! The durable state: experiments, trials, checkpoints, metrics, commands and sessions. Metrics
-//! live in the `metrics.jsonl` journal, everything else in the `state.json` snapshot (see
+//! live in the `metrics.jsonl` journal, each experiment's config (immutable, and possibly large)
+//! in its own `experiments/<id>.json`, everything else in the `state.json` snapshot (see
 //! `persist.rs`).
 
 use std::{collections::BTreeMap, path::PathBuf};
@@ -13,7 +14,12 @@ use serde_json::Value;
 pub(crate) struct ExperimentRec {
     pub(crate) id: i32,
     pub(crate) name: String,
+    /// The config as submitted; kept in `experiments/<id>.json`, never in the snapshot (read from
+    /// an older snapshot only to move it there).
+    #[serde(default, skip_serializing)]
     pub(crate) original_config: String,
+    /// The config as expanded; kept beside `original_config`.
+    #[serde(default, skip_serializing)]
     pub(crate) config: Value,
     pub(crate) state: State,
     pub(crate) project_id: i32,
@@ -198,6 +204,31 @@ impl MasterState {
         self.session_expiry.remove(&key);
         self.session_scope.remove(&key);
         self.sessions.remove(&key).is_some()
+    }
+
+    /// Drops the sessions of trial allocations that can no longer act: every one of a trial that
+    /// ended (or is gone), and of a running trial all but its current allocation and the one
+    /// before it (whose token is then told it is stale rather than unknown). So sessions stay
+    /// bounded by the trials that run.
+    pub(crate) fn prune_trial_sessions(&mut self) {
+        let live = |scope: &TrialScope| {
+            self.trials.get(&scope.trial_id).is_some_and(|t| {
+                !t.state.is_terminal()
+                    && [t.run_id, t.run_id - 1]
+                        .iter()
+                        .any(|run| scope.allocation_id == format!("{}.{run}", t.task_id))
+            })
+        };
+        let ended: Vec<String> = self
+            .session_scope
+            .iter()
+            .filter(|(_, scope)| !live(scope))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in ended {
+            self.sessions.remove(&key);
+            self.session_scope.remove(&key);
+        }
     }
 
     /// The user of a session token that exists and has not expired and, for a trial's token,

@@ -180,6 +180,7 @@ pub(super) async fn create_experiment(
         max_length,
         max_restarts,
     };
+    m.stage_experiment(&rec);
     state.experiments.insert(id, rec.clone());
     let body =
         json!({"experiment": experiment_json(&state, &rec), "config": rec.config, "warnings": []});

@@ -262,3 +262,51 @@ async fn a_restarted_devmaster_stops_the_allocations_of_the_one_that_crashed() {
     assert_eq!(trials.trials[0].state, State::Active);
     master.shutdown();
 }
+
+#[tokio::test]
+async fn large_configs_stay_out_of_the_snapshot_and_ended_trials_leave_no_session() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    // Under the 128 KiB a single environment string may hold (DET_EXPERIMENT_CONFIG).
+    let big = "x".repeat(100_000);
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let yaml = format!("{}description: {big}\n", config("echo done", 0));
+        let exp = client
+            .create_experiment(&yaml, None, true)
+            .await
+            .expect("create");
+        ids.push(exp.experiment.id);
+    }
+    for id in &ids {
+        eventually("COMPLETED", || async {
+            client
+                .get_experiment(*id)
+                .await
+                .is_ok_and(|e| e.experiment.state == State::Completed)
+        })
+        .await;
+    }
+    let mut again = client.clone();
+    again.login("determined", "").await.expect("login");
+    let snapshot = std::fs::read(tmp.path().join("state.json")).expect("state.json");
+    assert!(
+        snapshot.len() < 64 << 10,
+        "every change rewrites the snapshot: {} bytes",
+        snapshot.len()
+    );
+    let snapshot: serde_json::Value = serde_json::from_slice(&snapshot).expect("json");
+    assert_eq!(
+        snapshot["session_scope"],
+        json!({}),
+        "the ended trials' tokens are gone"
+    );
+    master.shutdown();
+
+    let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    for id in ids {
+        let exp = client.get_experiment(id).await.expect("get");
+        assert_eq!(exp.config["description"], json!(big), "the config survives");
+    }
+    master.shutdown();
+}
