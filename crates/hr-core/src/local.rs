@@ -18,6 +18,13 @@ use crate::{
     CoreContext, CoreError, TrialInfo, checkpoint::copy_tree, context::Mode, journal::append_local,
 };
 
+#[allow(clippy::print_stderr)] // off-cluster, the terminal is the one who asked
+fn announce_stop() {
+    eprintln!(
+        "stop signal: finishing this step, then a final save (a second signal exits at once)"
+    );
+}
+
 #[allow(clippy::print_stderr)] // the only way left to say why the process ends
 fn abort_on_second_signal() -> ! {
     eprintln!("second stop signal: exiting now without a final save (exit 130)");
@@ -73,6 +80,7 @@ impl CoreContext {
                     _ = int.recv() => {}
                 }
                 flag.store(true, Ordering::SeqCst);
+                announce_stop();
                 // A second signal while the stop is under way aborts at once (as a second Ctrl-C
                 // does elsewhere): no final save; the last sealed checkpoint stays the resume
                 // point, and a half-written one is never adopted.

@@ -67,6 +67,36 @@ pub(crate) struct Run {
     pub(crate) trial: i32,
 }
 
+/// Lines of a failed trial's log quoted in the error.
+const LOG_TAIL: usize = 20;
+
+/// `end` (a run's terminal state) and, unless it completed, the last lines of its trial's log
+/// (from the master), so that a failed qualification says why its trial failed.
+pub(crate) async fn ending(client: &Client, run: &Run, end: State) -> String {
+    let mut text = end.as_str().to_owned();
+    if end == State::Completed {
+        return text;
+    }
+    let task = client
+        .list_trials(run.experiment)
+        .await
+        .ok()
+        .and_then(|t| t.trials.into_iter().next())
+        .and_then(|t| t.task_id);
+    match task {
+        Some(task) => match client.task_logs(&task).await {
+            Ok(logs) => {
+                let lines: Vec<&str> = logs.iter().map(|l| l.log.trim_end()).collect();
+                let tail = &lines[lines.len().saturating_sub(LOG_TAIL)..];
+                text.push_str(&format!("; its trial's log ends:\n{}", tail.join("\n")));
+            }
+            Err(e) => text.push_str(&format!(" (its trial's log is unavailable: {e})")),
+        },
+        None => text.push_str(" (it has no trial)"),
+    }
+    text
+}
+
 /// Polls `f` every 100 ms until it yields a value or `timeout` passes.
 pub(crate) async fn poll<T, F, Fut>(
     what: &str,
@@ -89,8 +119,6 @@ where
     )))
 }
 
-/// The managed CPU template's experiment config: the jaif profile for a real master (its pool,
-/// mount and defaults), the local one for the devmaster.
 /// The cluster profile a qualification's configs use: the local devmaster's, or JAIF's for a
 /// real master.
 pub(crate) fn profile_for(master: Option<&str>, root: &Path) -> hr_config::ClusterProfile {
@@ -100,6 +128,8 @@ pub(crate) fn profile_for(master: Option<&str>, root: &Path) -> hr_config::Clust
     }
 }
 
+/// The managed CPU template's experiment config: the jaif profile for a real master (its pool,
+/// mount and defaults), the local one for the devmaster.
 fn managed_cpu_config(
     master: Option<&str>,
     root: &Path,
@@ -321,7 +351,7 @@ async fn run_both(
     if end != State::Completed {
         return Err(QualifyError::Failed(format!(
             "the reference run ended {}",
-            end.as_str()
+            ending(&client, &reference, end).await
         )));
     }
 
@@ -333,7 +363,7 @@ async fn run_both(
         if end != State::Completed {
             return Err(QualifyError::Failed(format!(
                 "the killed run was not recovered: it ended {}",
-                end.as_str()
+                ending(&client, &managed, end).await
             )));
         }
         let restore = read_restores(storage, &managed)
@@ -434,12 +464,12 @@ async fn pause_and_resume(
         .await?;
     let end = wait_terminal(client, managed, opts.timeout).await?;
     let restores = read_restores(storage, managed);
-    let restore = restores.first().ok_or_else(|| {
-        QualifyError::Failed(format!(
+    let Some(restore) = restores.first() else {
+        return Err(QualifyError::Failed(format!(
             "no restore was recorded; the run ended {}",
-            end.as_str()
-        ))
-    })?;
+            ending(client, managed, end).await
+        )));
+    };
     let selected = restore["selected_uuid"].as_str().unwrap_or("").to_owned();
     if selected != receipt.uuid {
         return Err(QualifyError::Failed(format!(
@@ -449,8 +479,9 @@ async fn pause_and_resume(
     }
     if end != State::Completed {
         return Err(QualifyError::Failed(format!(
-            "the managed run ended {}",
-            end.as_str()
+            "the managed run ended {} (its restore: {})",
+            ending(client, managed, end).await,
+            restore["outcome"]
         )));
     }
     let run_id = restore["trial_run_id"].as_i64().unwrap_or(0);

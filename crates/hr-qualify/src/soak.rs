@@ -256,7 +256,7 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
     if end != hr_det::wire::State::Completed {
         return Err(QualifyError::Failed(format!(
             "the trial ended {} after {} kills",
-            end.as_str(),
+            crate::qualify::ending(&client, &run, end).await,
             opts.kills
         )));
     }

@@ -186,7 +186,7 @@ async fn drive(
     if end != State::Completed {
         return Err(QualifyError::Failed(format!(
             "the managed run ended {}",
-            end.as_str()
+            crate::qualify::ending(&client, &run, end).await
         )));
     }
     let listed = client

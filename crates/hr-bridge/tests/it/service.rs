@@ -23,11 +23,23 @@ fn spec(dir: &std::path::Path, mode: &str) -> ServiceSpec {
         env: vec![("PYTHONUNBUFFERED".into(), "1".into())],
         log_path: dir.join("logs/service.log"),
         ready_path: "/health".into(),
-        ready_timeout: Duration::from_secs(20),
+        // A bound on a broken start, generous for a loaded machine.
+        ready_timeout: Duration::from_secs(120),
         grace: Duration::from_secs(5),
         attempts: 3,
         first_port: None,
     }
+}
+
+/// Whether `done` holds within a minute (a killed process vanishes once the kernel has run its
+/// exit, which a loaded machine may delay; no test relies on how soon).
+fn ends(done: impl Fn() -> bool) -> bool {
+    (0..3000).any(|_| {
+        done() || {
+            std::thread::sleep(Duration::from_millis(20));
+            false
+        }
+    })
 }
 
 fn alive(pid: u32) -> bool {
@@ -56,9 +68,8 @@ fn a_ready_service_answers_and_shutdown_leaves_no_process_of_its_group() {
     let grandchild = grandchild_pid(&s.log_path).expect("grandchild started");
     assert!(alive(pid) && alive(grandchild));
     service.shutdown().expect("a TERM stop is clean");
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!alive(pid), "leader gone");
-    assert!(!alive(grandchild), "the whole process group is gone");
+    assert!(ends(|| !alive(pid)), "leader gone");
+    assert!(ends(|| !alive(grandchild)), "the whole process group is gone");
 }
 
 #[test]
@@ -68,8 +79,7 @@ fn dropping_a_service_kills_its_group() {
     let service = OwnedService::start(&s).expect("ready");
     let grandchild = grandchild_pid(&s.log_path).expect("grandchild started");
     drop(service);
-    std::thread::sleep(Duration::from_millis(200));
-    assert!(!alive(grandchild));
+    assert!(ends(|| !alive(grandchild)));
 }
 
 #[test]
@@ -115,17 +125,21 @@ fn a_service_that_never_becomes_ready_times_out_with_its_log_and_is_killed() {
         matches!(err, EnvError::NotReady { ref log_tail, .. } if log_tail.contains("service starting: never-ready")),
         "{err}"
     );
-    // Nothing of it is left: no python process runs service.py never-ready.
-    std::thread::sleep(Duration::from_millis(200));
-    // Only this test runs the never-ready mode, so no process may be running it now.
-    let leftovers = std::fs::read_dir("/proc")
-        .expect("proc")
-        .filter_map(|e| e.ok())
-        .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
-        .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
-        .filter(|c| c.contains("service.py") && c.contains("never-ready"))
-        .count();
-    assert_eq!(leftovers, 0, "a never-ready service was left running");
+    // Nothing of it is left: no python process runs service.py never-ready (only this test runs
+    // that mode).
+    let leftovers = || {
+        std::fs::read_dir("/proc")
+            .expect("proc")
+            .filter_map(|e| e.ok())
+            .filter_map(|e| std::fs::read(e.path().join("cmdline")).ok())
+            .map(|c| String::from_utf8_lossy(&c).replace('\0', " "))
+            .filter(|c| c.contains("service.py") && c.contains("never-ready"))
+            .count()
+    };
+    assert!(
+        ends(|| leftovers() == 0),
+        "a never-ready service was left running"
+    );
 }
 
 #[test]
@@ -140,7 +154,7 @@ fn a_service_that_dies_in_use_is_reported_with_its_log_tail() {
         let _ = c.write_all(b"GET /exit HTTP/1.1\r\nHost: x\r\n\r\n");
     });
     let mut died = None;
-    for _ in 0..100 {
+    for _ in 0..1200 {
         if let Err(e) = service.check_alive() {
             died = Some(e);
             break;

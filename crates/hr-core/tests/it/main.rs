@@ -14,7 +14,7 @@ use hr_devmaster::{Devmaster, DevmasterConfig};
 const TRIAL: &str = env!("CARGO_BIN_EXE_hr-core-conformance-trial");
 
 async fn wait_for(what: &str, mut f: impl AsyncFnMut() -> bool) {
-    for _ in 0..600 {
+    for _ in 0..2400 {
         if f().await {
             return;
         }
@@ -228,18 +228,18 @@ fn a_second_interrupt_aborts_at_once_and_the_run_resumes_from_its_last_checkpoin
     let tmp = tempfile::tempdir().expect("tmp");
     let run_dir = tmp.path().to_str().expect("utf-8");
     // Steps of 30 s: after step 1 the trial sleeps, so only the second signal can end it soon.
-    let (child, _lines) = local_trial(run_dir, "30");
-    let started = std::time::Instant::now();
+    let (mut child, _lines) = local_trial(run_dir, "30");
     assert!(send(child.id(), "-INT"));
-    std::thread::sleep(Duration::from_millis(300));
+    // The second signal only once the first was taken (two pending signals may merge into one).
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let first = stderr.next().expect("a line").expect("utf-8");
+    assert!(first.starts_with("stop signal: finishing this step"), "{first}");
     assert!(send(child.id(), "-INT"));
-    let out = child.wait_with_output().expect("wait");
-    assert_eq!(out.status.code(), Some(130), "{out:?}");
-    assert!(
-        started.elapsed() < Duration::from_secs(20),
-        "it did not wait for the step to end"
-    );
-    assert!(String::from_utf8_lossy(&out.stderr).contains("second stop signal"));
+    let rest: Vec<String> = stderr.map(|l| l.expect("utf-8")).collect();
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130), "{rest:?}");
+    // It exits by the abort, not after the 30 s step.
+    assert!(rest.iter().any(|l| l.contains("second stop signal")), "{rest:?}");
     let out = rerun_local(run_dir);
     assert!(out.contains("at step 1 run 2"), "{out}");
     assert!(out.contains("completed at step 8"), "{out}");

@@ -233,6 +233,10 @@ async fn a_record_creating_post_whose_answer_is_lost_is_not_sent_again() {
         .await
         .expect_err("no answer");
     assert!(matches!(err, DetError::Unconfirmed { .. }), "{err}");
+    // Once the server has the one request, a replay would follow within the retry delays.
+    while counters.calls.load(Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(
         counters.calls.load(Ordering::SeqCst),

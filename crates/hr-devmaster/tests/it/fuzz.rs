@@ -24,7 +24,7 @@ async fn mutated_request_bodies_get_typed_answers_and_the_master_keeps_serving()
     let tmp = tempfile::tempdir().expect("tmp");
     let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
     // A live trial (id 1, allocation `<task>.1`), so valid-looking bodies reach the handlers.
-    let trial = create_trial(&client, &config("exec sleep 60", 0)).await;
+    let trial = create_trial(&client, &config("exec sleep 3600", 0)).await;
     let allocation = format!("{}.1", trial.task_id.clone().expect("task"));
     eventually("the trial's work folder", || async {
         tmp.path().join("work").join(&allocation).exists()

@@ -13,7 +13,7 @@ async fn gc_run(retention: &str) -> (Vec<(u64, bool, CheckpointState)>, tempfile
     let storage = dir.path().join("ckpts");
     let (master, client) = start(&dir.path().join("state"), Duration::from_secs(5)).await;
     let config = format!(
-        "name: gc\nentrypoint: \"sleep 30\"\nsearcher: {{name: single, metric: loss, max_length: {{batches: 6}}}}\n\
+        "name: gc\nentrypoint: \"exec sleep 3600\"\nsearcher: {{name: single, metric: loss, max_length: {{batches: 6}}}}\n\
          resources: {{slots_per_trial: 0}}\nmax_restarts: 0\n\
          checkpoint_storage: {{type: directory, container_path: {:?}{retention}}}\n",
         storage.display().to_string()

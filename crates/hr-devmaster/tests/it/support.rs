@@ -42,13 +42,14 @@ pub(crate) fn config(script: &str, max_restarts: u32) -> String {
     )
 }
 
-/// Polls `f` every 50 ms for up to 20 s.
+/// Polls `f` every 50 ms for up to 2 minutes (a bound on a hung test, generous for a loaded
+/// machine; nothing relies on how soon).
 pub(crate) async fn eventually<F, Fut>(what: &str, mut f: F)
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
-    for _ in 0..400 {
+    for _ in 0..2400 {
         if f().await {
             return;
         }

@@ -58,7 +58,7 @@ async fn bad_inputs_get_the_upstream_status_and_envelope() {
 
     // A running trial: wrong trialRunId is 400; a duplicate UUID is 500 Unknown.
     let exp = client
-        .create_experiment(&config("sleep 30", 0), None, true)
+        .create_experiment(&config("exec sleep 3600", 0), None, true)
         .await
         .expect("create");
     let trials = client.list_trials(exp.experiment.id).await.expect("trials");
@@ -313,7 +313,7 @@ async fn a_trials_token_acts_only_for_its_own_allocation() {
     let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
     // Each trial writes its session token where the test can read it, then waits.
     let script =
-        "printf %s \"$DET_SESSION_TOKEN\" > token.tmp && mv token.tmp token; exec sleep 60";
+        "printf %s \"$DET_SESSION_TOKEN\" > token.tmp && mv token.tmp token; exec sleep 3600";
     let mut trials = Vec::new();
     for _ in 0..2 {
         let trial = crate::support::create_trial(&client, &config(script, 0)).await;
@@ -382,7 +382,7 @@ async fn a_stale_allocations_token_acts_for_nothing() {
     let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
     // The first allocation writes its token and fails; the restart writes its own and waits.
     let script = "printf %s \"$DET_SESSION_TOKEN\" > token.tmp && mv token.tmp token; \
-                  [ \"$DET_TRIAL_RUN_ID\" = 1 ] && exit 1; exec sleep 60";
+                  [ \"$DET_TRIAL_RUN_ID\" = 1 ] && exit 1; exec sleep 3600";
     let trial = crate::support::create_trial(&client, &config(script, 1)).await;
     let task = trial.task_id.expect("task id");
     let token_of = |run: u32| {
@@ -516,7 +516,7 @@ async fn shutdown_removes_the_trial_session_it_wrote_into_the_info_folder() {
     .expect("start");
     let mut client = Client::new(master.url()).expect("client");
     client.login("determined", "").await.expect("login");
-    crate::support::create_trial(&client, &config("exec sleep 60", 0)).await;
+    crate::support::create_trial(&client, &config("exec sleep 3600", 0)).await;
     let cluster = info.join(hr_det::task_info::CLUSTER_FILE);
     crate::support::eventually("the trial's session is in the info folder", || async {
         cluster.exists()
