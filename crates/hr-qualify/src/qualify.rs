@@ -147,11 +147,21 @@ fn managed_cpu_config(
     }
 }
 
+/// Which of the two runs a launch config is for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// Runs uninterrupted.
+    Reference,
+    /// Is paused (or killed) and resumed.
+    Managed,
+}
+
 fn launch_config(
     opts: &QualifyOptions,
     record: &SourceRecord,
     storage: &Path,
     name: &str,
+    role: Role,
 ) -> Result<String, QualifyError> {
     // Checkpoints go to `output/checkpoints`, which the qualifier reads back (on JAIF the output
     // folder lies on the shared mount the trial containers see).
@@ -175,6 +185,12 @@ fn launch_config(
             config.max_restarts = 1;
         }
         _ => {}
+    }
+    if role == Role::Managed && opts.control != Some(Control::KillDuringSave) {
+        // However slow the machine, the pause lands before the run ends: its first allocation
+        // waits at the second step after the one the pause follows until it is asked to stop.
+        let hold = (opts.pause_after_step + 2).min(STEPS);
+        env.push(format!("HR_FIXTURE_HOLD_AT=1:{hold}"));
     }
     config.environment.environment_variables.extend(env);
     use hr_config::YamlConfig;
@@ -330,12 +346,14 @@ async fn run_both(
         record,
         storage,
         "hessian-recipes managed CPU lifecycle (reference)",
+        Role::Reference,
     )?;
     let managed_yaml = launch_config(
         opts,
         record,
         storage,
         "hessian-recipes managed CPU lifecycle",
+        Role::Managed,
     )?;
     for (name, yaml) in [
         ("launch-config.yaml", &managed_yaml),

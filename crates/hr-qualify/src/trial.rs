@@ -23,6 +23,10 @@ pub struct TrialControls {
     pub skip_rng_restore: bool,
     /// SIGKILL itself in the middle of the save of `(run, step)` (`HR_FIXTURE_KILL_AT=run:step`).
     pub kill_at: Option<(i32, u64)>,
+    /// In `(run, step)`, after reporting the step's metrics, wait until asked to preempt
+    /// (`HR_FIXTURE_HOLD_AT=run:step`): a pause aimed before that step then lands in time on a
+    /// machine of any speed.
+    pub hold_at: Option<(i32, u64)>,
 }
 
 impl TrialControls {
@@ -34,12 +38,15 @@ impl TrialControls {
                 .and_then(|v| v.parse().ok())
                 .unwrap_or(0.5),
             skip_rng_restore: var("HR_FIXTURE_SKIP_RNG_RESTORE").is_some_and(|v| v == "1"),
-            kill_at: var("HR_FIXTURE_KILL_AT").and_then(|v| {
-                let (run, step) = v.split_once(':')?;
-                Some((run.parse().ok()?, step.parse().ok()?))
-            }),
+            kill_at: var("HR_FIXTURE_KILL_AT").and_then(|v| run_step(&v)),
+            hold_at: var("HR_FIXTURE_HOLD_AT").and_then(|v| run_step(&v)),
         }
     }
+}
+
+fn run_step(v: &str) -> Option<(i32, u64)> {
+    let (run, step) = v.split_once(':')?;
+    Some((run.parse().ok()?, step.parse().ok()?))
 }
 
 /// The run folder that outlives allocations (receipts, restore records), next to the storage.
@@ -142,6 +149,11 @@ pub fn managed_trial_cpu(
         let mut rng = state.rng;
         publisher.report_metrics(&mut rng, step, json!({"loss": state.loss()}))?;
         let kill = controls.kill_at == Some((info.trial_run_id, step));
+        if controls.hold_at == Some((info.trial_run_id, step)) {
+            while !publisher.core().should_preempt() {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
         if publisher.core().should_preempt() {
             let (published, receipt) = publisher
                 .terminal(TerminalKind::Preemption, step)?
