@@ -373,9 +373,14 @@ mod tests {
         let snapshot = std::fs::read_to_string(dir.path().join(STATE_FILE)).expect("read");
         assert!(!snapshot.contains("original_config"), "{snapshot}");
         let (again, _) = Persister::open(dir.path()).expect("reopen");
-        assert_eq!(again.experiments[&1].config, serde_json::json!({"name": "e"}));
+        assert_eq!(
+            again.experiments[&1].config,
+            serde_json::json!({"name": "e"})
+        );
         std::fs::remove_file(dir.path().join(EXPERIMENTS_DIR).join("1.json")).expect("rm");
-        let err = Persister::open(dir.path()).err().expect("a lost config is refused");
+        let err = Persister::open(dir.path())
+            .err()
+            .expect("a lost config is refused");
         assert!(err.to_string().contains("experiment 1's config"), "{err}");
     }
 }

@@ -69,7 +69,10 @@ fn a_ready_service_answers_and_shutdown_leaves_no_process_of_its_group() {
     assert!(alive(pid) && alive(grandchild));
     service.shutdown().expect("a TERM stop is clean");
     assert!(ends(|| !alive(pid)), "leader gone");
-    assert!(ends(|| !alive(grandchild)), "the whole process group is gone");
+    assert!(
+        ends(|| !alive(grandchild)),
+        "the whole process group is gone"
+    );
 }
 
 #[test]

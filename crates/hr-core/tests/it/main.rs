@@ -233,13 +233,19 @@ fn a_second_interrupt_aborts_at_once_and_the_run_resumes_from_its_last_checkpoin
     // The second signal only once the first was taken (two pending signals may merge into one).
     let mut stderr = BufReader::new(child.stderr.take().expect("stderr")).lines();
     let first = stderr.next().expect("a line").expect("utf-8");
-    assert!(first.starts_with("stop signal: finishing this step"), "{first}");
+    assert!(
+        first.starts_with("stop signal: finishing this step"),
+        "{first}"
+    );
     assert!(send(child.id(), "-INT"));
     let rest: Vec<String> = stderr.map(|l| l.expect("utf-8")).collect();
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(130), "{rest:?}");
     // It exits by the abort, not after the 30 s step.
-    assert!(rest.iter().any(|l| l.contains("second stop signal")), "{rest:?}");
+    assert!(
+        rest.iter().any(|l| l.contains("second stop signal")),
+        "{rest:?}"
+    );
     let out = rerun_local(run_dir);
     assert!(out.contains("at step 1 run 2"), "{out}");
     assert!(out.contains("completed at step 8"), "{out}");

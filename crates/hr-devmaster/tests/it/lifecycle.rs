@@ -30,8 +30,7 @@ async fn pause_is_immediate_activate_restores_by_steps_with_a_tie_break_and_stat
     let tmp = tempfile::tempdir().expect("tmp");
     let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
     // The trial records its environment, then waits.
-    let script =
-        "env | grep ^DET_ | sort > env.tmp && mv env.tmp env-$DET_TRIAL_RUN_ID.txt; exec sleep 3600";
+    let script = "env | grep ^DET_ | sort > env.tmp && mv env.tmp env-$DET_TRIAL_RUN_ID.txt; exec sleep 3600";
     let exp = client
         .create_experiment(&config(script, 0), Some(363), true)
         .await
