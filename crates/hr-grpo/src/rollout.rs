@@ -37,6 +37,9 @@ pub struct Episode {
     pub turns: usize,
     /// Whether the environment ended the episode (false: cut by the turn or length limit).
     pub done: bool,
+    /// Whether the policy's last turn was cut by a token limit (`max_completion_length` or
+    /// `max_turn_tokens`) instead of ending on a stop token: TRL's clipped completion.
+    pub truncated: bool,
 }
 
 /// How episodes are sampled: the plan's GRPO settings (of which rollouts read G, temperature,
@@ -140,6 +143,7 @@ fn run_episodes<B: Backend>(
             reward: 0.0,
             turns: 0,
             done: false,
+            truncated: false,
         });
     }
     let mut stop_tokens = policy.config().eos_token_ids.clone();
@@ -182,6 +186,7 @@ fn run_episodes<B: Backend>(
                 .policy_mask
                 .extend(std::iter::repeat_n(true, tokens.len()));
             episode.turns += 1;
+            episode.truncated = !generated.stopped[k];
             let outcome = live[i].step(&text).map_err(|e| env_err(&e))?;
             episode.reward += outcome.reward;
             episode.done = outcome.done;

@@ -229,9 +229,29 @@ impl<B: AutodiffBackend> Trainer<B> {
             "completions/max_length".to_owned(),
             policy_tokens.iter().copied().max().unwrap_or(0) as f64,
         );
+        // TRL's meanings: clipped = cut by a token limit; terminated = ended on a stop token
+        // (lengths 0 when none did).
+        let terminated: Vec<usize> = episodes
+            .iter()
+            .zip(&policy_tokens)
+            .filter(|(e, _)| !e.truncated)
+            .map(|(_, len)| *len)
+            .collect();
         metrics.insert(
             "completions/clipped_ratio".to_owned(),
-            episodes.iter().filter(|e| !e.done).count() as f64 / n,
+            1.0 - terminated.len() as f64 / n,
+        );
+        metrics.insert(
+            "completions/mean_terminated_length".to_owned(),
+            terminated.iter().sum::<usize>() as f64 / terminated.len().max(1) as f64,
+        );
+        metrics.insert(
+            "completions/min_terminated_length".to_owned(),
+            terminated.iter().copied().min().unwrap_or(0) as f64,
+        );
+        metrics.insert(
+            "completions/max_terminated_length".to_owned(),
+            terminated.iter().copied().max().unwrap_or(0) as f64,
         );
         metrics.insert("learning_rate".to_owned(), lr);
         metrics.insert("grad_norm".to_owned(), grad_norm);

@@ -157,6 +157,24 @@ fn environment_replies_are_in_the_sequence_but_masked_out_of_the_loss() -> anyho
         assert!(masked.ends_with(&reply), "the reply is masked: {masked:?}");
         assert!(e.policy_mask.first() == Some(&true) && e.policy_mask.last() == Some(&true));
     }
+    // TRL's clipped completion: the last turn hit a token limit (6 here) without a stop token,
+    // whether or not the environment ended the episode (it ended every one).
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("config.json"))?)?;
+    let mut stops = tokenizer.stop_token_ids();
+    stops.extend(config["eos_token_id"].as_u64().map(|t| t as u32));
+    let cut: Vec<bool> = report
+        .episodes
+        .iter()
+        .map(|e| {
+            let last_turn = e.policy_mask.iter().rev().take_while(|m| **m).count();
+            last_turn == 6 && !e.completion.last().is_some_and(|t| stops.contains(t))
+        })
+        .collect();
+    assert_eq!(cut, report.episodes.iter().map(|e| e.truncated).collect::<Vec<_>>());
+    assert!(cut.iter().any(|c| *c), "some last turns are cut at 6 tokens");
+    let share = cut.iter().filter(|c| **c).count() as f64 / cut.len() as f64;
+    assert_eq!(report.metrics["completions/clipped_ratio"], share);
     // Equal rewards in every group: zero advantages, all groups zero-std.
     assert_eq!(report.metrics["frac_reward_zero_std"], 1.0);
     assert!(report.advantages.iter().all(|a| *a == 0.0));
