@@ -24,13 +24,13 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     let tty = std::io::stderr().is_terminal();
     let eval = evaluate(&suites, &mut policy, |suite, done, total| {
         if tty {
-            eprint!("\r{suite}: {done}/{total}");
+            eprint!("\r{suite}: {done} of {total} tasks run");
             if done == total {
                 eprintln!();
             }
             let _ = std::io::stderr().flush();
         } else if done == total {
-            eprintln!("{suite}: {done}/{total}");
+            eprintln!("{suite}: {done} of {total} tasks run");
         }
     })?;
     let meta = ReportMeta {

@@ -54,8 +54,9 @@ pub(crate) enum Command {
         command: ProofCommand,
     },
     /// Sample completions from an HF model folder (config.json, model.safetensors,
-    /// tokenizer.json), e.g. the one `cargo xtask fetch-model smollm2` prints. Prompts are
-    /// formatted with the ChatML template unless --raw; stops at <|im_end|> or the model's EOS.
+    /// tokenizer.json) or a cached Hub id. Prompts are formatted with the model's own chat
+    /// template (tokenizer_config.json) unless --raw; stops at the template's end-of-turn
+    /// token or the model's EOS.
     Generate(GenerateArgs),
     /// Assess a finished run: verify and adopt the checkpoints its plan's `evaluation` section
     /// lists (a missing or tampered one refuses the whole evaluation, exit 3), score each on the
