@@ -11,89 +11,116 @@ pub(crate) use qualify::*;
 /// GRPO fine-tuning of LM agents on Determined 0.35, with checkpoints that survive pause,
 /// preemption and restart exactly.
 #[derive(Debug, Parser)]
-#[command(name = "hessian-recipes", version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("HR_GIT_COMMIT"), ")"))]
+#[command(
+    name = "hessian-recipes",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("HR_GIT_COMMIT"), ")"),
+    after_help = EXIT_CODES,
+)]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
 }
 
+/// What every command's exit status means.
+const EXIT_CODES: &str = "Exit codes: 0 done (also a stop that saved its step); 1 failed; \
+2 refused: bad input or a used output folder, nothing written; 3 verification failed: a tampered, \
+untrusted or missing seal or checkpoint; 4 the run's deadline or device budget ran out, a final \
+checkpoint was saved; 130 a second stop signal ended it without saving. (managed-training and \
+managed-trial, which Determined runs as entrypoints, are not listed.)";
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Run the authored evaluation fixture on the CPU with a scripted policy (no GPU, model,
-    /// provider key or Python needed). The output folder becomes a sealed snapshot: payload/
-    /// holds results.jsonl, report.json and report.md; MANIFEST.json and SEAL.dsse.json seal them.
-    Demo(DemoArgs),
-    /// Determined cluster configs: render the templates, check config files, build the bounded
-    /// CPU command line.
-    Cluster {
-        #[command(subcommand)]
-        command: ClusterCommand,
-    },
-    /// Run a local Determined-0.35-compatible master on loopback (for local runs and tests),
-    /// keeping its state in --state-dir so a restart loses nothing. Stops on Ctrl-C / SIGTERM,
-    /// killing the trial and command processes it started.
-    Devmaster(DevmasterArgs),
-    /// Managed training experiments: prepare one for submission.
-    Managed {
-        #[command(subcommand)]
-        command: ManagedCommand,
-    },
-    /// Managed Core API trials (run by Determined as an experiment's entrypoint).
-    ManagedTrial {
-        #[command(subcommand)]
-        kind: ManagedTrialKind,
-    },
-    /// Qualification checks that prove a resumed run equals an uninterrupted one.
-    Qualify {
-        #[command(subcommand)]
-        kind: QualifyKind,
-    },
-    /// Proofs written by a qualification.
-    Proof {
-        #[command(subcommand)]
-        command: ProofCommand,
-    },
-    /// Sample completions from an HF model folder (config.json, model.safetensors,
-    /// tokenizer.json) or a cached Hub id. Prompts are formatted with the model's own chat
-    /// template (tokenizer_config.json) unless --raw; stops at the template's end-of-turn
-    /// token or the model's EOS.
-    Generate(GenerateArgs),
-    /// Assess a finished run: verify and adopt the checkpoints its plan's `evaluation` section
-    /// lists (a missing or tampered one refuses the whole evaluation, exit 3), score each on the
-    /// DEV tasks only and select one (highest mean DEV reward, earlier step on a tie), then run
-    /// the HELD-OUT episodes for the selected checkpoint and the base model (and any --compare
-    /// adapter) and the MGSM retention check. Writes a sealed folder: payload/report.json,
-    /// report.md and SVG plots.
+    /// Run a training plan locally (GRPO with LoRA)
+    ///
+    /// Writes metrics.jsonl, evidence.jsonl, sealed checkpoints in
+    /// OUTPUT/core/checkpoints/<uuid>/ (listed with their steps in OUTPUT/core/checkpoints.jsonl)
+    /// on the plan's schedule, and report.md with reward and loss plots. SIGTERM or Ctrl-C
+    /// finishes the current step, saves it and exits 0; --resume continues exactly from a run
+    /// folder or checkpoint into a new output folder. The same lifecycle as `managed-training`,
+    /// on a local Core context.
+    Train(TrainArgs),
+    /// Assess a finished run on DEV and HELD-OUT tasks
+    ///
+    /// Verifies and adopts the checkpoints its plan's `evaluation` section lists (a missing or
+    /// tampered one refuses the whole evaluation, exit 3), scores each on the DEV tasks only and
+    /// selects one (highest mean DEV reward, earlier step on a tie), then runs the HELD-OUT
+    /// episodes for the selected checkpoint and the base model (and any --compare adapter) and
+    /// the MGSM retention check. Writes a sealed folder: payload/report.json, report.md and SVG
+    /// plots.
     Evaluate(EvaluateArgs),
-    /// Create an Ed25519 key pair for signed seals: DIR/signing.key (secret, mode 600) for
-    /// --signing-key / HR_SIGNING_KEY, DIR/signing.pub for --trust / HR_TRUST.
+    /// Sample completions from a model (and PEFT adapters)
+    ///
+    /// The model is an HF model folder (config.json, model.safetensors, tokenizer.json) or a
+    /// cached Hub id. Prompts are formatted with the model's own chat template
+    /// (tokenizer_config.json) unless --raw; generation stops at the template's end-of-turn token
+    /// or the model's EOS.
+    Generate(GenerateArgs),
+    /// Run the evaluation fixture on the CPU with a scripted policy
+    ///
+    /// No GPU, model, provider key or Python needed. The output folder becomes a sealed
+    /// snapshot: payload/ holds results.jsonl, report.json and report.md; MANIFEST.json and
+    /// SEAL.dsse.json seal them.
+    Demo(DemoArgs),
+    /// Verify sealed snapshots (checkpoints and run outputs)
+    Snapshot {
+        #[command(subcommand)]
+        command: SnapshotCommand,
+    },
+    /// Create an Ed25519 key pair for signed seals
+    ///
+    /// DIR/signing.key (secret, mode 600) is for --signing-key / HR_SIGNING_KEY, DIR/signing.pub
+    /// for --trust / HR_TRUST.
     Keygen {
         /// Fresh output folder.
         #[arg(long)]
         output: PathBuf,
     },
-    /// Run a training plan locally (GRPO with LoRA): metrics.jsonl, evidence.jsonl, sealed
-    /// checkpoints in OUTPUT/core/checkpoints/<uuid>/ (listed with their steps in
-    /// OUTPUT/core/checkpoints.jsonl) on the plan's schedule, report.md with reward and loss
-    /// plots. SIGTERM or Ctrl-C finishes the current step, saves it and exits 0; --resume
-    /// continues exactly from a run folder or checkpoint into a new output folder. The same
-    /// lifecycle as `managed-training`, on a local Core context.
-    Train(TrainArgs),
-    /// Run a training plan as a Determined trial (the experiment's entrypoint; see
-    /// cluster/determined/jaif-managed-*.yaml). Restores the checkpoint the scheduler selected
-    /// (seal, source, plan and run identity verified first; exit 3 if refused), reports TRL
-    /// metrics and progress, publishes sealed checkpoints on the plan's schedule, and completes
-    /// the searcher operation at the plan's last step. On pause or preemption it finishes the
-    /// step, stops the environment service, publishes once, writes the preempted_at_checkpoint
-    /// receipt, acknowledges and exits 0. The deadline (--max-wall-seconds from the first start)
-    /// and the device budget are sealed and never renewed; when one runs out the run saves a
-    /// final checkpoint and exits 4. The run folder (metrics, evidence, allocations.jsonl,
-    /// receipts) is <checkpoint storage>/hr-run-<experiment>-<trial>/.
-    ManagedTraining(ManagedTrainingArgs),
-    /// Sealed snapshots (checkpoints and run outputs).
-    Snapshot {
+    /// Determined cluster configs: render the templates, check config files, build the bounded
+    /// CPU command line
+    Cluster {
         #[command(subcommand)]
-        command: SnapshotCommand,
+        command: ClusterCommand,
+    },
+    /// Managed training experiments: prepare one for submission
+    Managed {
+        #[command(subcommand)]
+        command: ManagedCommand,
+    },
+    /// Run a local Determined-0.35-compatible master
+    ///
+    /// Serves on loopback (for local runs and tests), keeping its state in --state-dir so a
+    /// restart loses nothing. Stops on Ctrl-C / SIGTERM, killing the trial and command processes
+    /// it started.
+    Devmaster(DevmasterArgs),
+    /// Qualification checks that prove a resumed run equals an uninterrupted one
+    Qualify {
+        #[command(subcommand)]
+        kind: QualifyKind,
+    },
+    /// Proofs written by a qualification
+    Proof {
+        #[command(subcommand)]
+        command: ProofCommand,
+    },
+    /// Run a training plan as a Determined trial (an experiment's entrypoint)
+    ///
+    /// See cluster/determined/jaif-managed-*.yaml. Restores the checkpoint the scheduler
+    /// selected (seal, source, plan and run identity verified first; exit 3 if refused), reports
+    /// TRL metrics and progress, publishes sealed checkpoints on the plan's schedule, and
+    /// completes the searcher operation at the plan's last step. On pause or preemption it
+    /// finishes the step, stops the environment service, publishes once, writes the
+    /// preempted_at_checkpoint receipt, acknowledges and exits 0. The deadline
+    /// (--max-wall-seconds from the first start) and the device budget are sealed and never
+    /// renewed; when one runs out the run saves a final checkpoint and exits 4. The run folder
+    /// (metrics, evidence, allocations.jsonl, receipts) is
+    /// <checkpoint storage>/hr-run-<experiment>-<trial>/.
+    #[command(hide = true)]
+    ManagedTraining(ManagedTrainingArgs),
+    /// Managed Core API trials (run by Determined as an experiment's entrypoint)
+    #[command(hide = true)]
+    ManagedTrial {
+        #[command(subcommand)]
+        kind: ManagedTrialKind,
     },
 }
 
@@ -470,9 +497,38 @@ pub(crate) enum ClusterCommand {
 
 #[cfg(test)]
 mod tests {
-    use clap::Parser;
+    use clap::{CommandFactory, Parser};
 
     use super::Cli;
+
+    #[test]
+    fn the_top_help_lists_one_line_per_command_users_run_first_and_the_exit_codes() {
+        let help = Cli::command().render_help().to_string();
+        let commands: Vec<&str> = help
+            .lines()
+            .skip_while(|l| !l.starts_with("Commands:"))
+            .skip(1)
+            .take_while(|l| l.starts_with("  "))
+            .map(|l| l.split_whitespace().next().unwrap_or(""))
+            .collect();
+        assert_eq!(commands[..3], ["train", "evaluate", "generate"], "{help}");
+        assert!(
+            !commands.iter().any(|c| c.starts_with("managed-t")),
+            "entrypoints are hidden: {help}"
+        );
+        // One line each: no command's summary wraps onto a line of its own.
+        assert!(
+            help.lines()
+                .skip_while(|l| !l.starts_with("Commands:"))
+                .skip(1)
+                .take_while(|l| l.starts_with("  "))
+                .all(|l| !l.starts_with("        ")),
+            "{help}"
+        );
+        assert!(help.contains("Exit codes: 0 done"), "{help}");
+        // Hidden commands still run.
+        assert!(Cli::try_parse_from(["hessian-recipes", "managed-trial", "cpu"]).is_ok());
+    }
 
     /// Whether `qualify cpu --output runs/q FLAG VALUE` parses.
     fn qualify_cpu_parses(flag: &str, value: &str) -> bool {
