@@ -30,7 +30,10 @@ fn demo_writes_three_reports_with_the_scripted_scores() -> Result<()> {
     assert_eq!(report["total"]["correct"], 25);
     assert_eq!(report["suites"].as_array().map(Vec::len), Some(3));
     assert!(report["tool_versions"]["hessian-recipes"].is_string());
-    assert!(stderr.contains("mgsm: 12 of 12 tasks run"), "progress lines: {stderr}");
+    assert!(
+        stderr.contains("mgsm: 12 of 12 tasks run"),
+        "progress lines: {stderr}"
+    );
     // Nothing was written outside the output folder.
     assert_eq!(snapshot(s.path()).len(), 5);
     Ok(())

@@ -171,8 +171,18 @@ fn environment_replies_are_in_the_sequence_but_masked_out_of_the_loss() -> anyho
             last_turn == 6 && !e.completion.last().is_some_and(|t| stops.contains(t))
         })
         .collect();
-    assert_eq!(cut, report.episodes.iter().map(|e| e.truncated).collect::<Vec<_>>());
-    assert!(cut.iter().any(|c| *c), "some last turns are cut at 6 tokens");
+    assert_eq!(
+        cut,
+        report
+            .episodes
+            .iter()
+            .map(|e| e.truncated)
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        cut.iter().any(|c| *c),
+        "some last turns are cut at 6 tokens"
+    );
     let share = cut.iter().filter(|c| **c).count() as f64 / cut.len() as f64;
     assert_eq!(report.metrics["completions/clipped_ratio"], share);
     // Equal rewards in every group: zero advantages, all groups zero-std.

@@ -22,11 +22,16 @@ pub(crate) struct Cli {
 }
 
 /// What every command's exit status means.
-const EXIT_CODES: &str = "Exit codes: 0 done (also a stop that saved its step); 1 failed; \
-2 refused: bad input or a used output folder, nothing written; 3 verification failed: a tampered, \
-untrusted or missing seal or checkpoint; 4 the run's deadline or device budget ran out, a final \
-checkpoint was saved; 130 a second stop signal ended it without saving. (managed-training and \
-managed-trial, which Determined runs as entrypoints, are not listed.)";
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    done (also a stop that saved its step)
+  1    failed
+  2    refused: bad input or a used output folder; nothing written
+  3    verification failed: a tampered, untrusted or missing seal or checkpoint
+  4    the run's deadline or device budget ran out; a final checkpoint was saved
+  130  a second stop signal ended the run without saving
+
+Not listed: managed-training and managed-trial, which Determined runs as entrypoints.";
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
@@ -75,8 +80,7 @@ pub(crate) enum Command {
         #[arg(long)]
         output: PathBuf,
     },
-    /// Determined cluster configs: render the templates, check config files, build the bounded
-    /// CPU command line
+    /// Determined cluster configs: render templates, check configs, build the CPU command
     Cluster {
         #[command(subcommand)]
         command: ClusterCommand,
@@ -525,7 +529,7 @@ mod tests {
                 .all(|l| !l.starts_with("        ")),
             "{help}"
         );
-        assert!(help.contains("Exit codes: 0 done"), "{help}");
+        assert!(help.contains("Exit codes:\n  0    done"), "{help}");
         // Hidden commands still run.
         assert!(Cli::try_parse_from(["hessian-recipes", "managed-trial", "cpu"]).is_ok());
     }
