@@ -57,8 +57,8 @@ pub(crate) enum Command {
     ///
     /// The model is an HF model folder (config.json, model.safetensors, tokenizer.json) or a
     /// cached Hub id. Prompts are formatted with the model's own chat template
-    /// (tokenizer_config.json) unless --raw; generation stops at the template's end-of-turn token
-    /// or the model's EOS.
+    /// (tokenizer_config.json; ChatML when it has none) unless --raw; generation stops at the
+    /// template's end-of-turn token or the model's EOS.
     Generate(GenerateArgs),
     /// Run the evaluation fixture on the CPU with a scripted policy
     ///
