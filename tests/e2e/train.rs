@@ -233,42 +233,63 @@ fn wait_for_lines(path: &Path, lines: usize) {
 }
 
 #[test]
-fn sigterm_snapshots_the_current_step_exits_0_and_resume_reaches_the_same_state() -> Result<()> {
+fn sigterm_snapshots_the_current_step_exits_5_and_the_printed_command_resumes_exactly() -> Result<()>
+{
     let s = setup(12, 100);
     ok(
         &s,
         &["train", "--plan", "plan.json", "--output", "runs/full"],
     );
-    let mut child = Command::new(binary())
+    let child = Command::new(binary())
         .args(["train", "--plan", "plan.json", "--output", "runs/cut"])
         .current_dir(s.path())
-        .stdout(Stdio::null())
+        .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()?;
     wait_for_lines(&s.path().join("runs/cut/metrics.jsonl"), 1);
     Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()?;
-    let status = child.wait()?;
-    assert_eq!(status.code(), Some(0), "SIGTERM exits cleanly");
+    let out = child.wait_with_output()?;
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "a signal stop is not a completion: {stdout}{stderr}"
+    );
+    assert!(
+        stderr.contains("stop signal: finishing this step"),
+        "{stderr}"
+    );
     let done = read(&s, "runs/cut/metrics.jsonl").lines().count() as u64;
     assert!((1..12).contains(&done), "stopped early, after step {done}");
     ok(&s, &["snapshot", "verify", &snapshot(&s, "runs/cut", done)]);
-    // A run folder resumes from its latest checkpoint: the one the SIGTERM saved.
-    ok(
-        &s,
-        &[
+    // The printed command resumes from the run folder's latest checkpoint: the one the SIGTERM
+    // saved.
+    let command = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("resume with: "))
+        .unwrap_or_else(|| panic!("no resume command in {stdout}"));
+    let words = shlex::split(command).expect("a shell command");
+    assert_eq!(
+        words[1..],
+        [
             "train",
             "--plan",
             "plan.json",
             "--output",
-            "runs/rest",
+            "runs/cut-resumed",
             "--resume",
-            "runs/cut",
-        ],
+            "runs/cut"
+        ]
     );
+    let resumed = Command::new(&words[0])
+        .args(&words[1..])
+        .current_dir(s.path())
+        .output()?;
+    assert_eq!(resumed.status.code(), Some(0), "{:?}", text(&resumed));
     assert_eq!(
-        read(&s, "runs/rest/evidence.jsonl"),
+        read(&s, "runs/cut-resumed/evidence.jsonl"),
         read(&s, "runs/full/evidence.jsonl")
     );
     Ok(())

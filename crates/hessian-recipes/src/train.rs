@@ -20,6 +20,8 @@ use crate::{Refused, source_binding};
 
 /// Exit status of a run that stopped because its deadline or device budget ran out.
 pub(crate) const EXIT_OUT_OF_BUDGET: u8 = 4;
+/// Exit status of a local run stopped by SIGTERM or Ctrl-C after saving its step (resumable).
+pub(crate) const EXIT_STOPPED: u8 = 5;
 
 /// The plan, with its model's `config.json` checked before anything is created.
 fn load_plan(path: &Path) -> anyhow::Result<Plan> {
@@ -66,6 +68,10 @@ fn start(
         import_checkpoint(&core_dir, src).map_err(exit_error)?;
     }
     let core = CoreContext::local(&core_dir, plan.steps)?;
+    let local = Local {
+        resume_command: resume_command(args),
+        stop_after_step: args.stop_after_step,
+    };
     let opts = RunOptions {
         run_id: plan.name.clone(),
         plan,
@@ -82,7 +88,55 @@ fn start(
         signing_key,
         trust,
     };
-    dispatch(args.device, Job { opts, core })
+    dispatch(
+        args.device,
+        Job {
+            opts,
+            core,
+            local: Some(local),
+        },
+    )
+}
+
+/// The command that continues the run `args` started, into a fresh sibling folder
+/// (`OUTPUT-resumed`, or `-resumed-2`, ...), with the flags that matter to a resume.
+fn resume_command(args: &TrainArgs) -> String {
+    let next = (1..)
+        .map(|n| {
+            let mut name = args.output.as_os_str().to_owned();
+            name.push(if n == 1 {
+                "-resumed".to_owned()
+            } else {
+                format!("-resumed-{n}")
+            });
+            PathBuf::from(name)
+        })
+        .find(|p| !p.exists())
+        .unwrap_or_default();
+    let program = std::env::args()
+        .next()
+        .unwrap_or_else(|| "hessian-recipes".to_owned());
+    let text = |p: &Path| p.to_string_lossy().into_owned();
+    let mut words = vec![
+        program,
+        "train".to_owned(),
+        "--plan".to_owned(),
+        text(&args.plan),
+        "--output".to_owned(),
+        text(&next),
+        "--resume".to_owned(),
+        text(&args.output),
+    ];
+    if args.device != crate::backend::DeviceKind::Cpu {
+        words.extend(["--device".to_owned(), args.device.flag().to_owned()]);
+    }
+    if let Some(key) = &args.signing.signing_key {
+        words.extend(["--signing-key".to_owned(), text(key)]);
+    }
+    for trust in &args.trust.trust {
+        words.extend(["--trust".to_owned(), trust.clone()]);
+    }
+    shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" ")) // only a NUL byte cannot be quoted
 }
 
 /// The plan with `--backend` and `--service-python` applied: the backend must be the plan's;
@@ -147,7 +201,14 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         signing_key: args.signing.load()?,
         trust: args.trust.load()?,
     };
-    dispatch(args.device, Job { opts, core })
+    dispatch(
+        args.device,
+        Job {
+            opts,
+            core,
+            local: None,
+        },
+    )
 }
 
 /// The recovery tests' fault injection, `NAME=RUN:STEP` (an allocation run and a step):
@@ -197,13 +258,22 @@ pub(crate) fn exit_error(e: TrainError) -> anyhow::Error {
 struct Job {
     opts: RunOptions,
     core: CoreContext,
+    /// For `train` (a local run); `None` inside a Determined trial, where a stop is the
+    /// scheduler's preemption and exits 0.
+    local: Option<Local>,
+}
+
+/// What a local run says when it stops before its plan's end.
+struct Local {
+    resume_command: String,
+    stop_after_step: Option<u64>,
 }
 
 impl OnBackend for Job {
     type Output = ExitCode;
 
     fn run<B: Backend>(self, device: B::Device, name: &str) -> anyhow::Result<ExitCode> {
-        let Job { opts, core } = self;
+        let Job { opts, core, local } = self;
         let (run_dir, plan_name): (PathBuf, String) =
             (opts.run_dir.clone(), opts.plan.name.clone());
         let outcome = hr_train::run::<B>(opts, core, &device, name).map_err(exit_error)?;
@@ -223,7 +293,17 @@ impl OnBackend for Job {
             }
             Outcome::Stopped { step, uuid } => {
                 println!("stopped after step {step}; checkpoint {uuid} (resumable)");
-                ExitCode::SUCCESS
+                match local {
+                    Some(local) => {
+                        println!("resume with: {}", local.resume_command);
+                        if local.stop_after_step == Some(step) {
+                            ExitCode::SUCCESS // the stop it was asked for
+                        } else {
+                            ExitCode::from(EXIT_STOPPED)
+                        }
+                    }
+                    None => ExitCode::SUCCESS,
+                }
             }
             Outcome::OutOfBudget { step, uuid, reason } => {
                 write_report(&run_dir, &plan_name, &rows)?;

@@ -24,11 +24,12 @@ pub(crate) struct Cli {
 /// What every command's exit status means.
 const EXIT_CODES: &str = "\
 Exit codes:
-  0    done (also a stop that saved its step)
+  0    done (also a stop that saved its step, as asked or as Determined preempts)
   1    failed
   2    refused: bad input or a used output folder; nothing written
   3    verification failed: a tampered, untrusted or missing seal or checkpoint
   4    the run's deadline or device budget ran out; a final checkpoint was saved
+  5    `train` stopped by SIGTERM or Ctrl-C after saving its step; it printed the resume command
   130  a second stop signal ended the run without saving
 
 Not listed: managed-training and managed-trial, which Determined runs as entrypoints.";
@@ -40,8 +41,9 @@ pub(crate) enum Command {
     /// Writes metrics.jsonl, evidence.jsonl, sealed checkpoints in
     /// OUTPUT/core/checkpoints/<uuid>/ (listed with their steps in OUTPUT/core/checkpoints.jsonl)
     /// on the plan's schedule, and report.md with reward and loss plots. SIGTERM or Ctrl-C
-    /// finishes the current step, saves it and exits 0; --resume continues exactly from a run
-    /// folder or checkpoint into a new output folder. The same lifecycle as `managed-training`,
+    /// finishes the current step, saves it, prints the command that resumes the run and exits 5
+    /// (a second signal exits 130 at once); --resume continues exactly from a run folder or
+    /// checkpoint into a new output folder. The same lifecycle as `managed-training`,
     /// on a local Core context.
     Train(TrainArgs),
     /// Assess a finished run on DEV and HELD-OUT tasks
