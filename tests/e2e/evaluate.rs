@@ -66,13 +66,26 @@ fn refused(s: &Scratch, code: i32, needle: &str) {
 #[test]
 fn evaluate_adopts_the_listed_checkpoints_selects_on_dev_and_writes_a_sealed_report() {
     let s = trained(&plan(Some(evaluation())));
-    let out = evaluate(&s, &[]);
+    let out = evaluate(&s, &["--json"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
     let report: Value = serde_json::from_slice(
         &std::fs::read(s.path().join("eval/payload/report.json")).expect("report.json"),
     )
     .expect("report json");
+    // --json: stdout is one summary object that agrees with the sealed report.
+    let summary: Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
+    assert_eq!(summary["selected_step"], report["selected_step"]);
+    assert_eq!(
+        summary["held_out_mean_reward"]["base"],
+        report["held_out_base"]["mean_reward"]
+    );
+    assert!(
+        summary["report"]
+            .as_str()
+            .is_some_and(|r| r.ends_with("eval/payload/report.md")),
+        "{summary}"
+    );
     let steps: Vec<u64> = report["checkpoints"]
         .as_array()
         .expect("checkpoints")

@@ -97,19 +97,30 @@ fn stop_and_resume_in_new_processes_matches_the_uninterrupted_run() -> Result<()
         "every 2 steps only"
     );
 
-    ok(
-        &s,
-        &[
-            "train",
-            "--plan",
-            "plan.json",
-            "--output",
-            "runs/part",
-            "--stop-after-step",
-            "2",
-        ],
+    let part = s.run(&[
+        "train",
+        "--plan",
+        "plan.json",
+        "--output",
+        "runs/part",
+        "--stop-after-step",
+        "2",
+        "--json",
+    ]);
+    let (stdout, stderr) = text(&part);
+    assert_eq!(
+        part.status.code(),
+        Some(0),
+        "the stop it asked for: {stderr}"
+    );
+    // --json: stdout is one summary object.
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim())?;
+    assert_eq!(
+        (&summary["outcome"], &summary["step"], &summary["exit_code"]),
+        (&json!("stopped"), &json!(2), &json!(0))
     );
     let resume = snapshot(&s, "runs/part", 2);
+    assert!(resume.ends_with(summary["checkpoint"].as_str().unwrap_or("?")));
     ok(&s, &["snapshot", "verify", &resume]);
     // The stop is a terminal save: published once, then the durable receipt.
     let receipt: serde_json::Value =

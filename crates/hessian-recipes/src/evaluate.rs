@@ -62,6 +62,7 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
         compare: args.compare.clone(),
         output: args.output.clone(),
         key,
+        json: args.json,
     };
     let result = dispatch(args.device, job);
     if result.is_err() {
@@ -78,6 +79,7 @@ struct Job {
     compare: Vec<hr_train::Comparison>,
     output: PathBuf,
     key: Option<hr_seal::KeyPair>,
+    json: bool,
 }
 
 impl OnBackend for Job {
@@ -96,19 +98,38 @@ impl OnBackend for Job {
             self.key.as_ref(),
         )?;
         let a = &assessment;
-        let compared: String = a
-            .held_out_compared
-            .iter()
-            .map(|c| format!(", {} {:.3}", c.name, c.held_out.mean_reward))
-            .collect();
-        println!(
-            "selected step {} on DEV; HELD-OUT mean reward: base {:.3}, selected {:.3}{compared}",
-            a.selected_step, a.held_out_base.mean_reward, a.held_out_selected.mean_reward
-        );
-        println!(
-            "wrote and sealed {}/payload/report.md",
-            self.output.display()
-        );
+        let report = self.output.join("payload/report.md");
+        if self.json {
+            let compared: serde_json::Map<String, Value> = a
+                .held_out_compared
+                .iter()
+                .map(|c| (c.name.clone(), json!(c.held_out.mean_reward)))
+                .collect();
+            println!(
+                "{}",
+                json!({
+                    "selected_step": a.selected_step,
+                    "held_out_mean_reward": {
+                        "base": a.held_out_base.mean_reward,
+                        "selected": a.held_out_selected.mean_reward,
+                        "compared": compared,
+                    },
+                    "report": report,
+                    "output": self.output,
+                })
+            );
+        } else {
+            let compared: String = a
+                .held_out_compared
+                .iter()
+                .map(|c| format!(", {} {:.3}", c.name, c.held_out.mean_reward))
+                .collect();
+            println!(
+                "selected step {} on DEV; HELD-OUT mean reward: base {:.3}, selected {:.3}{compared}",
+                a.selected_step, a.held_out_base.mean_reward, a.held_out_selected.mean_reward
+            );
+            println!("wrote and sealed {}", report.display());
+        }
         Ok(ExitCode::SUCCESS)
     }
 }

@@ -11,6 +11,7 @@ use burn::tensor::backend::Backend;
 use hr_core::CoreContext;
 use hr_plan::{Environment, Plan};
 use hr_train::{Outcome, RunOptions, TrainError, import_checkpoint};
+use serde_json::json;
 
 use crate::backend::{OnBackend, dispatch};
 use crate::cli::{ManagedTrainingArgs, PlanBackend, TrainArgs};
@@ -71,6 +72,7 @@ fn start(
     let local = Local {
         resume_command: resume_command(args),
         stop_after_step: args.stop_after_step,
+        json: args.json,
     };
     let opts = RunOptions {
         run_id: plan.name.clone(),
@@ -267,6 +269,8 @@ struct Job {
 struct Local {
     resume_command: String,
     stop_after_step: Option<u64>,
+    /// `--json`: one summary object on stdout instead of the human lines.
+    json: bool,
 }
 
 impl OnBackend for Job {
@@ -274,6 +278,7 @@ impl OnBackend for Job {
 
     fn run<B: Backend>(self, device: B::Device, name: &str) -> anyhow::Result<ExitCode> {
         let Job { opts, core, local } = self;
+        let json = local.as_ref().is_some_and(|l| l.json);
         let (run_dir, plan_name): (PathBuf, String) =
             (opts.run_dir.clone(), opts.plan.name.clone());
         let outcome = hr_train::run::<B>(opts, core, &device, name).map_err(exit_error)?;
@@ -282,28 +287,36 @@ impl OnBackend for Job {
                 .lines()
                 .map(serde_json::from_str)
                 .collect::<Result<_, _>>()?;
-        Ok(match outcome {
+        let report = hr_files::RunDir::new(&run_dir).report();
+        let (summary, code) = match outcome {
             Outcome::Completed { step } => {
                 write_report(&run_dir, &plan_name, &rows)?;
-                println!(
-                    "completed step {step}; report {}",
-                    hr_files::RunDir::new(&run_dir).report().display()
-                );
-                ExitCode::SUCCESS
+                human(json, || {
+                    println!("completed step {step}; report {}", report.display());
+                });
+                (
+                    json!({"outcome": "completed", "step": step, "report": report}),
+                    0,
+                )
             }
             Outcome::Stopped { step, uuid } => {
-                println!("stopped after step {step}; checkpoint {uuid} (resumable)");
-                match local {
-                    Some(local) => {
-                        println!("resume with: {}", local.resume_command);
-                        if local.stop_after_step == Some(step) {
-                            ExitCode::SUCCESS // the stop it was asked for
-                        } else {
-                            ExitCode::from(EXIT_STOPPED)
-                        }
+                let resume = local.as_ref().map(|l| l.resume_command.as_str());
+                human(json, || {
+                    println!("stopped after step {step}; checkpoint {uuid} (resumable)");
+                    if let Some(command) = resume {
+                        println!("resume with: {command}");
                     }
-                    None => ExitCode::SUCCESS,
-                }
+                });
+                let code = match &local {
+                    // A signal, not the stop it was asked for.
+                    Some(l) if l.stop_after_step != Some(step) => EXIT_STOPPED,
+                    _ => 0,
+                };
+                (
+                    json!({"outcome": "stopped", "step": step, "checkpoint": uuid,
+                           "resume_command": resume}),
+                    code,
+                )
             }
             Outcome::OutOfBudget { step, uuid, reason } => {
                 write_report(&run_dir, &plan_name, &rows)?;
@@ -311,9 +324,27 @@ impl OnBackend for Job {
                     "error: the run's {reason} ran out at step {step}; final checkpoint {uuid}. \
                      Neither pause nor restart renews it."
                 );
-                ExitCode::from(EXIT_OUT_OF_BUDGET)
+                (
+                    json!({"outcome": "out_of_budget", "step": step, "checkpoint": uuid,
+                           "ran_out": reason, "report": report}),
+                    EXIT_OUT_OF_BUDGET,
+                )
             }
-        })
+        };
+        if json {
+            let mut summary = summary;
+            summary["run_dir"] = json!(run_dir);
+            summary["exit_code"] = json!(code);
+            println!("{summary}");
+        }
+        Ok(ExitCode::from(code))
+    }
+}
+
+/// Prints the human lines unless `--json` asked for the summary object alone.
+fn human(json: bool, print: impl FnOnce()) {
+    if !json {
+        print();
     }
 }
 

@@ -292,6 +292,10 @@ pub(crate) struct EvaluateArgs {
     /// Fresh output folder for the sealed report.
     #[arg(long)]
     pub(crate) output: PathBuf,
+    /// Print one JSON object on stdout at the end (selected_step, held_out_mean_reward for
+    /// base, selected and each compared adapter, report, output) instead of the human lines.
+    #[arg(long)]
+    pub(crate) json: bool,
     /// Also assess a PEFT LoRA adapter trained elsewhere (e.g. by TRL) on the same model:
     /// NAME=DIR, DIR holding adapter_config.json and adapter_model.safetensors. It runs the same
     /// HELD-OUT episodes (same seeds) and MGSM items as the base and the selected checkpoint and
@@ -389,6 +393,10 @@ pub(crate) struct TrainArgs {
     /// Stop (with a resumable checkpoint and receipt) after this step.
     #[arg(long)]
     pub(crate) stop_after_step: Option<u64>,
+    /// Print one JSON object on stdout when the run ends (outcome, step, checkpoint, report,
+    /// resume_command, run_dir, exit_code) instead of the human lines.
+    #[arg(long)]
+    pub(crate) json: bool,
     /// Continue from an earlier run of the same plan: its output folder (its latest checkpoint)
     /// or one checkpoint folder (OUTPUT/core/checkpoints/<uuid>), written by this same build
     /// (see --allow-source-change). Verified in full before anything is adopted.
