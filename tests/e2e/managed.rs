@@ -66,8 +66,38 @@ fn a_paused_and_activated_trial_restores_the_receipts_checkpoint_and_equals_the_
         (Some(true), Some(true)),
         "{v}"
     );
-    // ...and refuses it once one recorded reward of the managed run is changed,
     let run_dir = proof["run_dir"].as_str().expect("run_dir");
+    // TensorBoard event files go where Determined's TensorBoard manager syncs a trial's:
+    // <storage>/<cluster id>/tensorboard/experiment/<e>/trial/<t>/, one file per allocation.
+    let run_path = std::path::Path::new(run_dir);
+    let (storage, name) = (
+        run_path.parent().expect("storage"),
+        run_path.file_name().expect("name").to_string_lossy(),
+    );
+    let (e, t) = name
+        .strip_prefix("hr-run-")
+        .and_then(|ids| ids.split_once('-'))
+        .expect("hr-run-<e>-<t>");
+    let event_files: Vec<_> = std::fs::read_dir(storage)
+        .expect("storage")
+        .filter_map(Result::ok)
+        .map(|cluster| {
+            cluster
+                .path()
+                .join(format!("tensorboard/experiment/{e}/trial/{t}"))
+        })
+        .filter(|dir| dir.is_dir())
+        .flat_map(|dir| std::fs::read_dir(dir).expect("tensorboard folder"))
+        .filter_map(Result::ok)
+        .filter(|f| {
+            f.file_name()
+                .to_string_lossy()
+                .starts_with("events.out.tfevents.")
+        })
+        .collect();
+    assert_eq!(event_files.len(), 2, "one per allocation: {event_files:?}");
+    assert!(!run_path.join("tensorboard").exists());
+    // ...and refuses it once one recorded reward of the managed run is changed,
     let evidence = std::path::Path::new(run_dir).join("evidence.jsonl");
     let original = std::fs::read_to_string(&evidence).expect("evidence");
     let tampered = original.replacen("\"rewards\":[", "\"rewards\":[0.5,", 1);

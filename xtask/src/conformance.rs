@@ -17,10 +17,11 @@ use crate::{describe, run};
 pub(crate) type Suite = fn(&Path) -> Result<(u64, u64)>;
 
 /// Every suite, in the order CI runs them.
-pub(crate) const SUITES: [(&str, Suite); 3] = [
+pub(crate) const SUITES: [(&str, Suite); 4] = [
     ("det", det),
     ("envs", envs),
     ("families", crate::conformance_families::families),
+    ("tensorboard", crate::conformance_tensorboard::tensorboard),
 ];
 
 /// The pinned client.

@@ -13,6 +13,7 @@ mod bench_trl;
 mod ci;
 mod conformance;
 mod conformance_families;
+mod conformance_tensorboard;
 mod cycles;
 mod fetch_model;
 mod python;
@@ -51,6 +52,10 @@ Tasks:
               log-probs within 1e-4 of transformers; a 2-step LoRA run's RUN/adapter and an
               intermediate checkpoint's load with the real peft and match; negative controls
               differ (the TRL bench's venv, cached outside the repo)
+  conformance tensorboard
+              the TensorBoard event files of a stopped and a resumed `train` run, read back
+              by the real tensorboard 2.21.0 package: every metrics number as a
+              `train/<name>` scalar at its step (its venv cached outside the repo)
   qualify cpu [--master URL] [--output runs/NAME]
               build the release binary and run the managed CPU lifecycle qualification
               (a local devmaster unless --master); writes runs/NAME/proof.json
@@ -133,7 +138,7 @@ fn main() -> Result<()> {
             let Some((name, suite)) = conformance::SUITES.iter().find(|(n, _)| Some(*n) == name)
             else {
                 bail!(
-                    "unknown conformance suite {name:?}: available: det, envs, families\n\n{HELP}"
+                    "unknown conformance suite {name:?}: available: det, envs, families, tensorboard\n\n{HELP}"
                 )
             };
             let (passed, failed) = suite(&root)?;

@@ -35,6 +35,8 @@ pub struct TrialInfo {
     pub config: Value,
     /// Hyperparameters.
     pub hparams: Value,
+    /// The cluster id (`DET_CLUSTER_ID`), inside a Determined trial.
+    pub cluster_id: Option<String>,
     pub(crate) user_token: Option<String>,
 }
 
@@ -119,6 +121,7 @@ impl TrialInfo {
                 latest_checkpoint: cluster.latest_checkpoint.filter(|s| !s.is_empty()),
                 hparams: trial.hparams,
                 config: trial.config,
+                cluster_id: Some(cluster.cluster_id).filter(|c| !c.is_empty()),
                 user_token,
             });
         }
@@ -137,6 +140,9 @@ impl TrialInfo {
                 .filter(|s| !s.is_empty()),
             hparams: json(env::HPARAMS)
                 .unwrap_or_else(|_| config.get("hyperparameters").cloned().unwrap_or_default()),
+            cluster_id: std::env::var(env::CLUSTER_ID)
+                .ok()
+                .filter(|c| !c.is_empty()),
             config,
             user_token,
         })

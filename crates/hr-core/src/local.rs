@@ -59,6 +59,7 @@ impl CoreContext {
             latest_checkpoint: latest.map(|l| l.0),
             config: json!({"checkpoint_storage": {"type": "directory", "container_path": storage}}),
             hparams: json!({}),
+            cluster_id: None,
             user_token: None,
         };
         let runtime = tokio::runtime::Builder::new_multi_thread()

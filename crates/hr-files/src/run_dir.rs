@@ -65,6 +65,12 @@ impl RunDir {
         self.root.join("metrics.jsonl")
     }
 
+    /// `tensorboard/`: TensorBoard event files with the metrics rows as scalars (one file per
+    /// start; a fresh folder's first file carries the restored history).
+    pub fn tensorboard(&self) -> PathBuf {
+        self.root.join("tensorboard")
+    }
+
     /// `allocations.jsonl`: every allocation's start (what it restored, its deadline and
     /// budget) and end.
     pub fn allocations(&self) -> PathBuf {

@@ -1,6 +1,6 @@
 //! The one GRPO training lifecycle. [`run`] takes a plan from its first step (or from the
 //! checkpoint Core selects) to its last: it starts the plan's environment service, runs GRPO
-//! steps, writes metrics and evidence, reports them through Core with the policy RNG preserved,
+//! steps, writes metrics (also as TensorBoard scalars) and evidence, reports them through Core with the policy RNG preserved,
 //! and publishes sealed snapshots through `hr-snapshot`'s [`hr_snapshot::Publisher`] (periodic
 //! saves after sealing; preemption, stop and final saves once, after native cleanup and service
 //! shutdown, then the durable receipt and the acknowledgement). The persistent deadline and the
@@ -23,6 +23,7 @@ mod evidence;
 mod lifecycle;
 mod payload;
 mod start;
+mod tensorboard;
 
 pub use adopt::{Adopted, adopt, evaluation};
 pub use assess::{

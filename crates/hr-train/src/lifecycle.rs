@@ -21,6 +21,7 @@ use crate::environment::environment;
 use crate::evidence::{evidence_line, metrics_row, rollout_record};
 use crate::payload;
 use crate::start;
+use crate::tensorboard::EventWriter;
 use crate::{Control, TrainError, plan_sha256};
 
 /// What to run.
@@ -294,6 +295,26 @@ pub fn run<B: Backend>(
     let (evidence_path, metrics_path) = (layout.evidence(), layout.metrics());
     replace(&evidence_path, &progress.evidence)?;
     replace(&metrics_path, &progress.metrics)?;
+    let tensorboard_dir = match &info.cluster_id {
+        // Where Determined's own TensorBoard manager syncs a trial's event files (its
+        // `get_sync_path` under the checkpoint storage), so `det tensorboard` shows them.
+        Some(cluster) => publisher
+            .core()
+            .storage_dir()
+            .join(cluster)
+            .join("tensorboard/experiment")
+            .join(info.experiment_id.to_string())
+            .join("trial")
+            .join(info.trial_id.to_string()),
+        None => layout.tensorboard(),
+    };
+    let (mut tensorboard, had_events) = EventWriter::create(&tensorboard_dir)?;
+    if !had_events {
+        // A fresh folder (a resume into a new one): the restored history first.
+        for line in progress.metrics.lines() {
+            tensorboard.row(&serde_json::from_str(line).unwrap_or_default())?;
+        }
+    }
     let limited = |v: u64| (v != u64::MAX).then_some(v);
     append(
         &allocations,
@@ -346,6 +367,7 @@ pub fn run<B: Backend>(
         let row = metrics_row(&report);
         let line = evidence_line(&report, &state, progress.cursor);
         append(&metrics_path, &row)?;
+        tensorboard.row(&row)?;
         append(&evidence_path, &line)?;
         progress.metrics.push_str(&format!("{row}\n"));
         progress.evidence.push_str(&format!("{line}\n"));

@@ -1,0 +1,47 @@
+"""Reads a run folder's TensorBoard event files with the real tensorboard package and checks
+them against its metrics.jsonl: every number of every row is a `train/<name>` scalar at the
+row's step (as a float32), exactly once, and the steps are 1..STEPS.
+
+Usage: read_tfevents.py RUN_DIR STEPS (not named tensorboard.py, which would shadow the package). Prints a JSON verdict; exits 1 on any mismatch.
+"""
+
+import json
+import math
+import pathlib
+import struct
+import sys
+
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+
+def main() -> int:
+    run = pathlib.Path(sys.argv[1])
+    steps = int(sys.argv[2])
+    acc = EventAccumulator(str(run / "tensorboard"), size_guidance={"scalars": 0})
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    rows = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    errors = []
+    if [r["step"] for r in rows] != list(range(1, steps + 1)):
+        errors.append(f"metrics.jsonl steps {[r['step'] for r in rows]}")
+    checked = 0
+    for row in rows:
+        for name, value in row.items():
+            if name == "step" or isinstance(value, bool) or not isinstance(value, (int, float)):
+                continue
+            tag = f"train/{name}"
+            events = [e for e in acc.Scalars(tag) if e.step == row["step"]] if tag in tags else []
+            if len(events) != 1:
+                errors.append(f"{tag} at step {row['step']}: {len(events)} events")
+                continue
+            want = struct.unpack("<f", struct.pack("<f", value))[0]
+            got = events[0].value
+            if not (got == want or (math.isnan(got) and math.isnan(want))):
+                errors.append(f"{tag} at step {row['step']}: {got} != {want}")
+            checked += 1
+    print(json.dumps({"scalars": checked, "tags": len(tags), "errors": errors[:10]}))
+    return 1 if errors or checked == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
