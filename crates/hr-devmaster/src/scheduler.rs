@@ -254,8 +254,15 @@ fn fail_trial(state: &mut MasterState, trial_id: i32, why: &str, log: &Path) {
 
 /// Starts allocation `run_id + 1` of a trial: restores the latest checkpoint by the master's
 /// rule, writes the environment and info files, and spawns the entrypoint.
+///
+/// At most one allocation runs per trial: a trial that already has one keeps it (an activate
+/// racing an allocation's exit must not start a second beside the one the exit starts). The
+/// check and the insert happen under the state lock, as does [`on_exit`]'s removal.
 pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
     let mut state = master.state();
+    if master.allocs().contains_key(&trial_id) {
+        return;
+    }
     let Some(trial) = state.trials.get(&trial_id).cloned() else {
         return;
     };
@@ -362,16 +369,18 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
 
 /// An allocation ended: decide the trial's fate as the master does.
 fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<ExitStatus>) {
-    let acked = {
-        let mut allocs = master.allocs();
-        match allocs.get(&trial_id) {
-            Some(a) if a.run_id == run_id => allocs.remove(&trial_id).is_some_and(|a| a.acked),
-            _ => return,
-        }
-    };
     let success = status.is_some_and(|s| s.success());
     let reallocate = {
+        // The allocation leaves and its trial's fate is decided under one hold of the state
+        // lock, so no activate sees the trial without an allocation before that is decided.
         let mut state = master.state();
+        let acked = {
+            let mut allocs = master.allocs();
+            match allocs.get(&trial_id) {
+                Some(a) if a.run_id == run_id => allocs.remove(&trial_id).is_some_and(|a| a.acked),
+                _ => return,
+            }
+        };
         let Some(trial) = state.trials.get(&trial_id).cloned() else {
             return;
         };

@@ -73,28 +73,31 @@ const LOG_TAIL: usize = 20;
 /// `end` (a run's terminal state) and, unless it completed, the last lines of its trial's log
 /// (from the master), so that a failed qualification says why its trial failed.
 pub(crate) async fn ending(client: &Client, run: &Run, end: State) -> String {
-    let mut text = end.as_str().to_owned();
     if end == State::Completed {
-        return text;
+        return end.as_str().to_owned();
     }
+    format!("{}; {}", end.as_str(), log_tail(client, run).await)
+}
+
+/// The last [`LOG_TAIL`] lines of a run's trial log, as the master serves them.
+pub(crate) async fn log_tail(client: &Client, run: &Run) -> String {
     let task = client
         .list_trials(run.experiment)
         .await
         .ok()
         .and_then(|t| t.trials.into_iter().next())
         .and_then(|t| t.task_id);
-    match task {
-        Some(task) => match client.task_logs(&task).await {
-            Ok(logs) => {
-                let lines: Vec<&str> = logs.iter().map(|l| l.log.trim_end()).collect();
-                let tail = &lines[lines.len().saturating_sub(LOG_TAIL)..];
-                text.push_str(&format!("; its trial's log ends:\n{}", tail.join("\n")));
-            }
-            Err(e) => text.push_str(&format!(" (its trial's log is unavailable: {e})")),
-        },
-        None => text.push_str(" (it has no trial)"),
+    let Some(task) = task else {
+        return "it has no trial".to_owned();
+    };
+    match client.task_logs(&task).await {
+        Ok(logs) => {
+            let lines: Vec<&str> = logs.iter().map(|l| l.log.trim_end()).collect();
+            let tail = &lines[lines.len().saturating_sub(LOG_TAIL)..];
+            format!("its trial's log ends:\n{}", tail.join("\n"))
+        }
+        Err(e) => format!("its trial's log is unavailable: {e}"),
     }
-    text
 }
 
 /// Polls `f` every 100 ms until it yields a value or `timeout` passes.
@@ -511,7 +514,9 @@ async fn pause_and_resume(
         .unwrap_or_default();
     if run_id != 2 || !allocation.starts_with(&format!("{paused_task}.")) {
         return Err(QualifyError::Failed(format!(
-            "the restore ran in allocation {allocation} (run {run_id}), not run 2 of the paused trial's task {paused_task}"
+            "the restore ran in allocation {allocation} (run {run_id}), not run 2 of the paused \
+             trial's task {paused_task}; {}",
+            log_tail(client, managed).await
         )));
     }
     Ok(Interruption {

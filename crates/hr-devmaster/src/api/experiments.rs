@@ -241,9 +241,8 @@ pub(super) fn start_trial(m: &Arc<Master>, experiment: i32) {
         m.persist(state);
         trial_id
     };
-    if !m.allocs().contains_key(&trial_id) {
-        scheduler::allocate(m, trial_id);
-    }
+    // A trial with a running allocation keeps it (`allocate` checks under the state lock).
+    scheduler::allocate(m, trial_id);
 }
 
 pub(super) async fn get_experiment(
