@@ -110,7 +110,15 @@ fn evaluate_adopts_the_listed_checkpoints_selects_on_dev_and_writes_a_sealed_rep
         .map(|r| r["lang"].as_str().expect("lang"))
         .collect();
     assert!(langs.contains(&"de") && langs.contains(&"zh"), "{langs:?}");
-    for plot in ["reward", "loss", "dev", "held_out", "retention"] {
+    for plot in [
+        "reward",
+        "kl",
+        "entropy",
+        "completion_length",
+        "dev",
+        "held_out",
+        "retention",
+    ] {
         let svg = std::fs::read_to_string(s.path().join(format!("eval/payload/{plot}.svg")))
             .expect("plot");
         assert!(

@@ -18,7 +18,7 @@ use crate::Refused;
 use crate::backend::{OnBackend, dispatch};
 use crate::cli::EvaluateArgs;
 use crate::output::{create_fresh, ensure_fresh};
-use crate::report::{bars_svg, series, svg};
+use crate::report::{bars_svg, training_plots};
 use crate::train::exit_error;
 
 pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
@@ -134,9 +134,13 @@ impl OnBackend for Job {
     }
 }
 
-fn markdown(plan: &Plan, a: &Assessment) -> String {
+fn markdown(plan: &Plan, a: &Assessment, plots: &[(&str, &str, String)]) -> String {
+    let training: String = plots
+        .iter()
+        .map(|(file, title, _)| format!("![{title}]({file})\n\n"))
+        .collect();
     let mut md = format!(
-        "# Evaluation of `{}`\n\n![reward](reward.svg)\n\n![loss](loss.svg)\n\n\
+        "# Evaluation of `{}`\n\n{training}\
          ## DEV selection\n\nRule: {}.\n\n| step | checkpoint | DEV mean reward | DEV solved |\n|---|---|---|---|\n",
         plan.name, a.selection_rule
     );
@@ -237,14 +241,10 @@ fn write(
     policies.extend(a.held_out_compared.iter().map(|c| c.name.as_str()));
     let mut held_out = vec![a.held_out_base.mean_reward, a.held_out_selected.mean_reward];
     held_out.extend(a.held_out_compared.iter().map(|c| c.held_out.mean_reward));
-    let files: Vec<(&str, Vec<u8>)> = vec![
+    let plots = training_plots(rows);
+    let mut files: Vec<(&str, Vec<u8>)> = vec![
         ("report.json", serde_json::to_vec_pretty(a)?),
-        ("report.md", markdown(plan, a).into_bytes()),
-        (
-            "reward.svg",
-            svg("reward", &series(rows, "reward")).into_bytes(),
-        ),
-        ("loss.svg", svg("loss", &series(rows, "loss")).into_bytes()),
+        ("report.md", markdown(plan, a, &plots).into_bytes()),
         (
             "dev.svg",
             bars_svg(
@@ -292,6 +292,11 @@ fn write(
             .into_bytes(),
         ),
     ];
+    files.extend(
+        plots
+            .iter()
+            .map(|(file, _, svg)| (*file, svg.clone().into_bytes())),
+    );
     // The output depends on the run's plan and exactly these checkpoints.
     let config = json!({
         "command": "evaluate",

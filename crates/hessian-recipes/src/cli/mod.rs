@@ -40,10 +40,10 @@ pub(crate) enum Command {
     ///
     /// Writes metrics.jsonl, evidence.jsonl, sealed checkpoints in
     /// OUTPUT/core/checkpoints/<uuid>/ (listed with their steps in OUTPUT/core/checkpoints.jsonl)
-    /// on the plan's schedule, and report.md with reward and loss plots. SIGTERM or Ctrl-C
-    /// finishes the current step, saves it, prints the command that resumes the run and exits 5
-    /// (a second signal exits 130 at once); --resume continues exactly from a run folder or
-    /// checkpoint into a new output folder. The same lifecycle as `managed-training`,
+    /// on the plan's schedule, and report.md with reward, KL, entropy and completion-length
+    /// plots. SIGTERM or Ctrl-C finishes the current step, saves it, prints the command that
+    /// resumes the run and exits 5 (a second signal exits 130 at once); --resume continues
+    /// exactly from a run folder or checkpoint into a new output folder. The same lifecycle as `managed-training`,
     /// on a local Core context.
     Train(TrainArgs),
     /// Assess a finished run on DEV and HELD-OUT tasks
