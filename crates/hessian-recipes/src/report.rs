@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use plotters::coord::ranged1d::BindKeyPoints as _;
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde_json::Value;
 
 const WIDTH: u32 = 640;
@@ -44,8 +44,9 @@ impl Curve {
 }
 
 /// The y range: from 0 when no value is negative (the honest baseline for rewards, lengths,
-/// KL), else the data's range; padded so the curves do not touch the frame.
-fn y_range(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
+/// KL), else the data's range; padded so the curves do not touch the frame, with `headroom`
+/// (a share of the span) above them for a legend.
+fn y_range(values: impl Iterator<Item = f64>, headroom: f64) -> std::ops::Range<f64> {
     let (lo, hi) = values
         .filter(|v| v.is_finite())
         .fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
@@ -55,7 +56,17 @@ fn y_range(values: impl Iterator<Item = f64>) -> std::ops::Range<f64> {
     let lo = if lo >= 0.0 { 0.0 } else { lo };
     let span = (hi - lo).max(hi.abs() * 1e-3).max(1e-9);
     let lo = if lo == 0.0 { 0.0 } else { lo - 0.08 * span };
-    lo..hi + 0.08 * span
+    lo..hi + (0.08 + headroom) * span
+}
+
+/// A tick label with as many decimals as the axis' span needs.
+fn tick(v: f64, span: f64) -> String {
+    match span {
+        s if s >= 20.0 => format!("{v:.0}"),
+        s if s >= 2.0 => format!("{v:.1}"),
+        s if s >= 0.2 => format!("{v:.2}"),
+        _ => format!("{v:.3}"),
+    }
 }
 
 /// A line plot of `curves` against the step, as a standalone SVG.
@@ -91,12 +102,15 @@ fn draw_lines(
             .map(|p| p.1)
             .chain(c.band.iter().flat_map(|b| [b.1, b.2]))
     });
+    let legend = curves.len() > 1 || curves.iter().any(|c| !c.band.is_empty());
+    let y = y_range(ys, if legend { 0.3 } else { 0.0 });
+    let span = y.end - y.start;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 16))
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(64)
-        .build_cartesian_2d(x0..x1, y_range(ys))?;
+        .build_cartesian_2d(x0..x1, y)?;
     chart
         .configure_mesh()
         .x_desc("step")
@@ -104,7 +118,7 @@ fn draw_lines(
         .x_labels(8)
         .y_labels(6)
         .x_label_formatter(&|x| format!("{x:.0}"))
-        .y_label_formatter(&|y| format!("{y:.3}"))
+        .y_label_formatter(&|y| tick(*y, span))
         .light_line_style(WHITE.mix(0.0))
         .bold_line_style(BLACK.mix(0.08))
         .draw()?;
@@ -127,10 +141,11 @@ fn draw_lines(
             .label(curve.name.as_str())
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
     }
-    if curves.len() > 1 || curves.iter().any(|c| !c.band.is_empty()) {
+    if legend {
+        // In the headroom above the curves.
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::LowerRight)
+            .position(SeriesLabelPosition::UpperRight)
             .background_style(WHITE.mix(0.85))
             .border_style(BLACK.mix(0.3))
             .draw()?;
@@ -158,42 +173,51 @@ fn draw_bars(
     let width = WIDTH.max(120 + 36 * (series.len() * groups.len()) as u32);
     let root = SVGBackend::with_string(svg, (width, HEIGHT)).into_drawing_area();
     root.fill(&WHITE)?;
-    let n = groups.len().max(1) as f64;
     let top = groups
         .iter()
         .flat_map(|(_, v)| v.iter().copied())
         .fold(0.0_f64, f64::max);
-    let y_top = if top > 0.0 { top * 1.18 } else { 1.0 };
-    let centres: Vec<f64> = (0..groups.len()).map(|g| g as f64 + 0.5).collect();
+    // Headroom above the bars for their value labels and, with several series, the legend.
+    let headroom = if series.len() > 1 { 1.45 } else { 1.18 };
+    let y_top = if top > 0.0 { top * headroom } else { 1.0 };
+    // Slots on the x axis: a group's bars side by side, then one empty slot between groups.
+    let k = i32::try_from(series.len().max(1)).unwrap_or(1);
+    let n = i32::try_from(groups.len()).unwrap_or(i32::MAX / (k + 1));
+    let slot = |g: usize, i: usize| (g as i32) * (k + 1) + i as i32;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 16))
         .margin(12)
         .x_label_area_size(36)
         .y_label_area_size(56)
-        .build_cartesian_2d((0.0..n).with_key_points(centres), 0.0..y_top)?;
+        .build_cartesian_2d((0..(n * (k + 1)).max(1)).into_segmented(), 0.0..y_top)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
+        .x_labels(((n * (k + 1)).max(1)) as usize)
         .y_labels(6)
-        .y_label_formatter(&|y| format!("{y:.2}"))
-        .x_label_formatter(&|x| {
-            let g = (x - 0.5).round();
-            groups
-                .get(g as usize)
-                .filter(|_| g >= 0.0)
-                .map_or_else(String::new, |(label, _)| label.clone())
+        .y_label_formatter(&|y| tick(*y, y_top))
+        .x_label_formatter(&|v| match v {
+            // Under the group's middle bar.
+            SegmentValue::CenterOf(s) if s % (k + 1) == (k - 1) / 2 => groups
+                .get((s / (k + 1)) as usize)
+                .map_or_else(String::new, |(label, _)| label.clone()),
+            _ => String::new(),
         })
         .light_line_style(WHITE.mix(0.0))
         .bold_line_style(BLACK.mix(0.08))
         .draw()?;
-    let k = series.len().max(1) as f64;
-    let bar = 0.8 / k;
     for (i, name) in series.iter().enumerate() {
         let colour = COLOURS[i % COLOURS.len()];
         let bars = groups.iter().enumerate().filter_map(|(g, (_, values))| {
             let v = values.get(i)?.max(0.0);
-            let x = g as f64 + 0.1 + i as f64 * bar;
-            Some(Rectangle::new([(x, 0.0), (x + bar * 0.92, v)], colour.filled()))
+            let s = slot(g, i);
+            Some(Rectangle::new(
+                [
+                    (SegmentValue::Exact(s), 0.0),
+                    (SegmentValue::Exact(s + 1), v),
+                ],
+                colour.filled(),
+            ))
         });
         chart
             .draw_series(bars)?
@@ -201,11 +225,16 @@ fn draw_bars(
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], colour.filled()));
         let labels = groups.iter().enumerate().filter_map(|(g, (_, values))| {
             let v = *values.get(i)?;
-            let x = g as f64 + 0.1 + i as f64 * bar;
             Some(Text::new(
                 format!("{v:.2}"),
-                (x, v.max(0.0) + y_top * 0.02),
-                ("sans-serif", 11),
+                (
+                    SegmentValue::CenterOf(slot(g, i)),
+                    v.max(0.0) + y_top * 0.01,
+                ),
+                ("sans-serif", 11)
+                    .into_font()
+                    .color(&BLACK)
+                    .pos(Pos::new(HPos::Center, VPos::Bottom)),
             ))
         });
         chart.draw_series(labels)?;
@@ -223,8 +252,10 @@ fn draw_bars(
 }
 
 /// The training plots of metrics rows: `(file name, title, svg)` for reward (mean with a ±std
-/// band), KL to the reference, entropy and completion length.
+/// band), KL to the reference, entropy and completion length; a metric the run did not log
+/// (KL when `grpo.beta` is 0) gets no plot.
 pub(crate) fn training_plots(rows: &[Value]) -> Vec<(&'static str, &'static str, String)> {
+    let logged = |key: &str| rows.iter().any(|r| r[key].as_f64().is_some());
     let mut reward = Curve::of(rows, "reward", "mean reward");
     reward.band = rows
         .iter()
@@ -238,7 +269,7 @@ pub(crate) fn training_plots(rows: &[Value]) -> Vec<(&'static str, &'static str,
         })
         .collect();
     reward.name = "mean reward (band: ±1 std)".to_owned();
-    vec![
+    let plots = [
         (
             "reward.svg",
             "reward",
@@ -278,7 +309,14 @@ pub(crate) fn training_plots(rows: &[Value]) -> Vec<(&'static str, &'static str,
                 ],
             ),
         ),
-    ]
+    ];
+    let keys = ["reward", "kl", "entropy", "completions/mean_length"];
+    plots
+        .into_iter()
+        .zip(keys)
+        .filter(|(_, key)| logged(key))
+        .map(|(plot, _)| plot)
+        .collect()
 }
 
 /// Writes `report.md` and the training plots into `out` for the metrics rows of this run.
@@ -317,4 +355,37 @@ pub(crate) fn write_report(out: &Path, name: &str, rows: &[Value]) -> anyhow::Re
     }
     std::fs::write(hr_files::RunDir::new(out).report(), md)?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bars_and_lines_have_escaped_titles_axes_and_labels() {
+        let groups: Vec<(String, Vec<f64>)> = ["de", "fr", "zh", "ja"]
+            .iter()
+            .enumerate()
+            .map(|(i, l)| ((*l).to_owned(), vec![0.1 * i as f64, 0.25, 0.0]))
+            .collect();
+        let svg = bars_svg(
+            "MGSM <accuracy> & more",
+            &["base", "step 4", "trl"],
+            &groups,
+        );
+        if let Some(dir) = std::env::var_os("HR_PLOT_DIR") {
+            std::fs::write(std::path::Path::new(&dir).join("bars.svg"), &svg).expect("write");
+        }
+        assert!(svg.contains("MGSM &lt;accuracy&gt; &amp; more"), "{svg}");
+        for label in ["de", "zh", "0.30", "step 4"] {
+            assert!(svg.contains(&format!("\n{label}\n")), "{label}: {svg}");
+        }
+        let rows: Vec<Value> = (1..=3)
+            .map(|s| serde_json::json!({"step": s, "reward": 0.5, "reward_std": 0.1}))
+            .collect();
+        let plots = training_plots(&rows);
+        let names: Vec<&str> = plots.iter().map(|p| p.0).collect();
+        assert_eq!(names, ["reward.svg"], "only what the run logged");
+        assert!(plots[0].2.contains("\nstep\n") && plots[0].2.contains("±1 std"));
+    }
 }
