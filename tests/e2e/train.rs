@@ -80,7 +80,7 @@ fn stop_and_resume_in_new_processes_matches_the_uninterrupted_run() -> Result<()
         &["train", "--plan", "plan.json", "--output", "runs/full"],
     );
     assert_eq!(read(&s, "runs/full/metrics.jsonl").lines().count(), 4);
-    for file in ["report.md", "reward.svg", "kl.svg", "plan.json"] {
+    for file in ["report.md", "reward.svg", "entropy.svg", "plan.json"] {
         assert!(s.path().join("runs/full").join(file).is_file(), "{file}");
     }
     for step in [2, 4] {

@@ -373,9 +373,6 @@ mod tests {
             &["base", "step 4", "trl"],
             &groups,
         );
-        if let Some(dir) = std::env::var_os("HR_PLOT_DIR") {
-            std::fs::write(std::path::Path::new(&dir).join("bars.svg"), &svg).expect("write");
-        }
         assert!(svg.contains("MGSM &lt;accuracy&gt; &amp; more"), "{svg}");
         for label in ["de", "zh", "0.30", "step 4"] {
             assert!(svg.contains(&format!("\n{label}\n")), "{label}: {svg}");
