@@ -69,6 +69,18 @@ fn tick(v: f64, span: f64) -> String {
     }
 }
 
+/// The series' legend, upper right: in the headroom both plots leave above their data.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+) -> Result<(), DrawingAreaErrorKind<DB::ErrorType>> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK.mix(0.3))
+        .draw()
+}
+
 /// A line plot of `curves` against the step, as a standalone SVG.
 pub(crate) fn line_svg(title: &str, y_desc: &str, curves: &[Curve]) -> String {
     let mut svg = String::new();
@@ -142,13 +154,7 @@ fn draw_lines(
             .legend(move |(x, y)| PathElement::new([(x, y), (x + 18, y)], colour.stroke_width(2)));
     }
     if legend {
-        // In the headroom above the curves.
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .draw()?;
+        draw_legend(&mut chart)?;
     }
     root.present()?;
     Ok(())
@@ -240,12 +246,7 @@ fn draw_bars(
         chart.draw_series(labels)?;
     }
     if series.len() > 1 {
-        chart
-            .configure_series_labels()
-            .position(SeriesLabelPosition::UpperRight)
-            .background_style(WHITE.mix(0.85))
-            .border_style(BLACK.mix(0.3))
-            .draw()?;
+        draw_legend(&mut chart)?;
     }
     root.present()?;
     Ok(())
