@@ -330,7 +330,7 @@ impl CoreContext {
                 .block_on(client.ack_preemption(&self.info.allocation_id))?),
             Mode::Local { run_dir, .. } => crate::journal::append_local(
                 run_dir,
-                "events.jsonl",
+                local_core::EVENTS,
                 &json!({"event": "preemption-acknowledged", "trial_run_id": self.info.trial_run_id}),
             ),
         }
@@ -354,7 +354,7 @@ impl CoreContext {
                 run_dir,
                 max_length,
             } => {
-                let done = std::fs::read_to_string(run_dir.join("events.jsonl"))
+                let done = std::fs::read_to_string(run_dir.join(local_core::EVENTS))
                     .unwrap_or_default()
                     .lines()
                     .any(|l| l.contains("\"searcher-completed\""));
@@ -388,7 +388,7 @@ impl CoreContext {
             }
             Mode::Local { run_dir, .. } => crate::journal::append_local(
                 run_dir,
-                "events.jsonl",
+                local_core::EVENTS,
                 &json!({"event": "searcher-completed", "length": op.length, "metric": metric}),
             ),
         }

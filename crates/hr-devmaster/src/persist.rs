@@ -10,7 +10,7 @@
 
 use std::{
     fs::{File, OpenOptions},
-    io::{BufRead, Write},
+    io::Write,
     path::{Path, PathBuf},
     sync::{
         Mutex,
@@ -225,18 +225,12 @@ fn journal_line(rec: &MetricRec) -> std::io::Result<Vec<u8>> {
 }
 
 fn read_journal(path: &Path) -> std::io::Result<Vec<MetricRec>> {
-    let bytes = std::fs::read(path)?;
-    let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
-    if complete < bytes.len() {
-        // Cut the torn tail so the next append starts on a line of its own.
-        let file = OpenOptions::new().write(true).open(path)?;
-        file.set_len(complete as u64)?;
-        file.sync_all()?;
-    }
+    let text = std::fs::read_to_string(path)?;
+    // Cut the torn tail so the next append starts on a line of its own.
+    hr_files::cut_torn_tail(path).map_err(io_error)?;
     let mut recs = Vec::new();
-    for (n, line) in bytes[..complete].lines().enumerate() {
-        let line = line?;
-        let rec = serde_json::from_str(&line).map_err(|e| {
+    for (n, line) in hr_files::complete_lines(&text).enumerate() {
+        let rec = serde_json::from_str(line).map_err(|e| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
                 format!("{} line {}: {e}", path.display(), n + 1),
@@ -249,12 +243,12 @@ fn read_journal(path: &Path) -> std::io::Result<Vec<MetricRec>> {
 
 /// Writes `dir/name` atomically and durably: tmp, fsync, rename, folder fsync.
 pub(crate) fn write_atomically(dir: &Path, name: &str, bytes: &[u8]) -> std::io::Result<()> {
-    let tmp = dir.join(format!("{name}.tmp"));
-    let mut file = File::create(&tmp)?;
-    file.write_all(bytes)?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, dir.join(name))?;
-    File::open(dir)?.sync_all()
+    hr_files::write_atomic(&dir.join(name), bytes).map_err(io_error)
+}
+
+/// An [`hr_files::IoError`] as the `std::io::Error` the persister returns, keeping its message.
+fn io_error(e: hr_files::IoError) -> std::io::Error {
+    std::io::Error::new(e.source.kind(), e)
 }
 
 impl MasterState {

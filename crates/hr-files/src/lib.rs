@@ -1,16 +1,19 @@
 //! Files the workspace shares: the one I/O error, [`IoError`], which names what was being done
 //! and on which path (`write /runs/a/plan.json: No space left on device`), with
 //! [`IoResultExt::at`] to attach both to a `std::io::Result` (each crate's error wraps it,
-//! `#[from] IoError`, instead of repeating the variant and its helper); and [`RunDir`], the
-//! layout of a training run's folder, spelled once.
+//! `#[from] IoError`, instead of repeating the variant and its helper); the durable writes every
+//! crate uses ([`append_line`] for JSON lines that survive a crash mid-line, [`write_atomic`],
+//! [`fsync_dir`]); and [`RunDir`], the layout of a training run's folder, spelled once.
 //!
 //! Not here: file formats (plans, evidence lines, manifests); those belong to the crates that
 //! own them.
 
+mod durable;
 mod run_dir;
 
 use std::path::PathBuf;
 
+pub use durable::{append_line, complete_lines, cut_torn_tail, fsync_dir, write_atomic};
 pub use run_dir::{RunDir, local_core};
 
 /// A filesystem operation failed.

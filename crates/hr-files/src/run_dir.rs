@@ -15,6 +15,9 @@ pub mod local_core {
     pub const METRICS: &str = "metrics.jsonl";
     /// The number of allocations so far (each start is the next).
     pub const RUNS: &str = "local-runs";
+    /// What stands in for the master's searcher: `preemption-acknowledged` and
+    /// `searcher-completed` events, one JSON line each.
+    pub const EVENTS: &str = "events.jsonl";
 }
 
 /// The name of a Determined trial's run folder starts with this: `hr-run-<experiment>-<trial>`.
@@ -85,6 +88,12 @@ impl RunDir {
     /// `adapter/`: the finished run's PEFT adapter.
     pub fn adapter(&self) -> PathBuf {
         self.root.join("adapter")
+    }
+
+    /// `local-records.jsonl`: what a run outside Determined records in place of the master's
+    /// acknowledgements (its checkpoints' publications), one JSON line each.
+    pub fn local_records(&self) -> PathBuf {
+        self.root.join("local-records.jsonl")
     }
 
     /// `service.log`: the output of the environment service the run owns.

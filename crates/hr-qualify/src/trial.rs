@@ -4,7 +4,7 @@
 //! receipt, ack, exit 0); step 8 is the final save.
 
 use hr_files::IoResultExt;
-use std::{io::Write, path::PathBuf, time::Duration};
+use std::{path::PathBuf, time::Duration};
 
 use hr_core::CoreContext;
 use hr_seal::{SnapshotWriter, SourceBinding, Trust, sha256_hex};
@@ -57,15 +57,7 @@ pub(crate) fn run_dir(storage: &std::path::Path, experiment: i32, trial: i32) ->
 }
 
 fn append(path: &std::path::Path, value: &serde_json::Value) -> Result<(), QualifyError> {
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .at("open", path)?;
-    writeln!(f, "{value}")
-        .and_then(|()| f.sync_all())
-        .at("write", path)
-        .map_err(Into::into)
+    hr_files::append_line(path, &value.to_string()).map_err(Into::into)
 }
 
 fn payload(

@@ -2,8 +2,7 @@
 //! staging folder onto its final name (or `link` of the seal inside a folder written in place),
 //! then an fsync of the parent so the new name is durable.
 
-use hr_files::IoResultExt;
-use std::{fs::File, io, path::Path};
+use std::{io, path::Path};
 
 use rustix::fs::{CWD, RenameFlags, renameat_with};
 
@@ -28,10 +27,7 @@ pub(crate) fn parent_dir(path: &Path) -> &Path {
 
 /// fsyncs a folder, making the names in it durable.
 pub fn fsync_dir(dir: &Path) -> Result<(), SealError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .at("fsync", dir)
-        .map_err(Into::into)
+    hr_files::fsync_dir(dir).map_err(Into::into)
 }
 
 /// Renames `from` to `to` only if `to` does not exist. Returns `Ok(false)` when it exists.

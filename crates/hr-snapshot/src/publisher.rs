@@ -299,18 +299,12 @@ impl<C: CoreCheckpoints> Publisher<C> {
     }
 
     fn record_locally(&self, record: &Value) -> Result<(), SnapshotError> {
-        use std::io::Write;
         std::fs::create_dir_all(&self.run_dir).at("create", &self.run_dir)?;
-        let path = self.run_dir.join("local-records.jsonl");
-        let mut file = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .at("open", &path)?;
-        writeln!(file, "{record}")
-            .and_then(|()| file.sync_all())
-            .at("write", &path)
-            .map_err(Into::into)
+        hr_files::append_line(
+            &hr_files::RunDir::new(&self.run_dir).local_records(),
+            &record.to_string(),
+        )
+        .map_err(Into::into)
     }
 }
 

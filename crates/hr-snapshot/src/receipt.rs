@@ -2,7 +2,7 @@
 //! written durably (tmp, fsync, rename, folder fsync) before preemption is acknowledged.
 
 use hr_files::IoResultExt;
-use std::{fs::File, io::Write, path::Path};
+use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
@@ -42,14 +42,10 @@ impl Receipt {
     /// Writes the receipt durably into `dir`.
     pub(crate) fn write_durable(self, dir: &Path) -> Result<DurableReceipt, SnapshotError> {
         std::fs::create_dir_all(dir).at("create", dir)?;
-        let path = dir.join(RECEIPT_FILE);
-        let tmp = dir.join(format!("{RECEIPT_FILE}.tmp"));
-        let mut file = File::create(&tmp).at("create", &tmp)?;
-        file.write_all(&serde_json::to_vec_pretty(&self).expect("receipt serialises"))
-            .and_then(|()| file.sync_all())
-            .at("write", &tmp)?;
-        std::fs::rename(&tmp, &path).at("rename", &path)?;
-        hr_seal::fsync_dir(dir)?;
+        hr_files::write_atomic(
+            &dir.join(RECEIPT_FILE),
+            &serde_json::to_vec_pretty(&self).expect("receipt serialises"),
+        )?;
         Ok(DurableReceipt { receipt: self })
     }
 

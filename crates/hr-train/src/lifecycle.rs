@@ -3,7 +3,6 @@
 //! then one terminal save in the seed's order.
 
 use hr_files::{IoResultExt, RunDir};
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -142,21 +141,12 @@ fn unix_now() -> u64 {
 }
 
 fn append(path: &Path, value: &impl std::fmt::Display) -> Result<(), TrainError> {
-    let mut f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(path)
-        .at("open", path)?;
-    writeln!(f, "{value}").at("write", path).map_err(Into::into)
+    hr_files::append_line(path, &value.to_string()).map_err(Into::into)
 }
 
 /// Replaces a file's content atomically (a derived view, rebuilt from the restored snapshot).
 fn replace(path: &Path, text: &str) -> Result<(), TrainError> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).at("write", &tmp)?;
-    std::fs::rename(&tmp, path)
-        .at("rename", path)
-        .map_err(Into::into)
+    hr_files::write_atomic(path, text.as_bytes()).map_err(Into::into)
 }
 
 fn sync(paths: &[PathBuf]) -> Result<(), String> {
