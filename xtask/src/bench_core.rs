@@ -12,7 +12,8 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use crate::bench_trl::measured_commit;
-use crate::conformance::{DETERMINED, INFO_DIR, det_driver, start_devmaster, target_dir, venv};
+use crate::cache::venv;
+use crate::conformance::{DETERMINED, INFO_DIR, det_driver, start_devmaster, target_dir};
 use crate::{cargo, release_binary, run, timestamped};
 
 /// `cargo xtask bench core [--reports N] [--rounds N] [--pauses N]`.

@@ -9,7 +9,8 @@ use std::{path::Path, process::Command};
 use anyhow::{Context, Result, bail};
 
 use crate::bench_trl::{HF_PACKAGES, HF_VENV, measured_commit, peak_rss};
-use crate::conformance::{cache_dir, tiny_model, venv};
+use crate::cache::{cache_dir, venv};
+use crate::conformance::tiny_model;
 use crate::release_binary;
 
 /// Qwen2-0.5B's shape (494M parameters).

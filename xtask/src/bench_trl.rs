@@ -15,7 +15,7 @@ use std::process::Command;
 use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
-use crate::conformance::{cache_dir, venv};
+use crate::cache::{cache_dir, venv};
 use crate::{fetch_model, release_binary, run, timestamped};
 
 /// The Hugging Face stack TRL runs on; the PEFT conformance loads adapters with the same venv.

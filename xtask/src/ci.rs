@@ -68,7 +68,7 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
     ]);
     let (mut passed, mut failed) = run_tests(test)?;
     phases.done("test");
-    for (name, suite) in crate::conformance::SUITES {
+    for (name, suite) in crate::SUITES {
         if failed == 0 {
             let (p, f) = suite(root)?;
             println!("conformance {name}: {p} passed, {f} failed");

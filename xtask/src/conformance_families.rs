@@ -21,7 +21,8 @@ use anyhow::{Context, Result, bail};
 
 use crate::{
     bench_trl::{HF_PACKAGES, HF_VENV},
-    conformance::{run_driver, target_dir, tiny_model, training_plan, venv},
+    cache::venv,
+    conformance::{run_driver, target_dir, tiny_model, training_plan},
 };
 
 /// A PEFT folder's config file (xtask does not link the tensor crate that names it).

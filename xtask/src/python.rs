@@ -10,7 +10,7 @@ use std::{
 
 use anyhow::{Context, Result, bail};
 
-use crate::{conformance::cache_dir, run};
+use crate::{cache::cache_dir, run};
 
 const MINIMUM: (u32, u32, u32) = (3, 13, 14);
 

@@ -223,6 +223,9 @@ fn publish(root: &Path, work: &Path) -> Result<()> {
         std::fs::remove_dir_all(&dest)?;
     }
     copy_dir(&evaluation, &dest.join("evaluation"))?;
+    for (file, _, svg) in side_by_side(&Logs::read(work)?)? {
+        std::fs::write(dest.join(file), svg)?;
+    }
     let readme = render(&record, work)?;
     std::fs::write(dest.join("README.md"), &readme)?;
     println!("{readme}");
@@ -253,6 +256,83 @@ fn read_json(path: &Path) -> Result<Value> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
     serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// The per-step logs of both training runs in a work folder.
+struct Logs {
+    /// Our `metrics.jsonl` rows.
+    ours: Vec<Value>,
+    /// TRL's logged rows (`trl_logs`: its own metric names, which ours share).
+    trl: Vec<Value>,
+    /// TRL's library versions.
+    versions: Value,
+}
+
+impl Logs {
+    fn read(work: &Path) -> Result<Self> {
+        let metrics = work.join("ours/metrics.jsonl");
+        let ours = std::fs::read_to_string(&metrics)
+            .with_context(|| format!("reading {}", metrics.display()))?
+            .lines()
+            .map(|l| Ok(serde_json::from_str(l)?))
+            .collect::<Result<_>>()?;
+        let mut trl_run: Value = serde_json::from_str(
+            std::fs::read_to_string(work.join("trl.jsonl"))?
+                .lines()
+                .last()
+                .context("no TRL result line")?,
+        )?;
+        let trl = serde_json::from_value(trl_run["trl_logs"].take()).context("trl_logs")?;
+        Ok(Self {
+            ours,
+            trl,
+            versions: trl_run["versions"].take(),
+        })
+    }
+}
+
+/// `(step, value)` of `key` in logged rows that have both.
+fn curve(rows: &[Value], key: &str) -> Vec<(f64, f64)> {
+    rows.iter()
+        .filter_map(|r| Some((r["step"].as_f64()?, r[key].as_f64()?)))
+        .collect()
+}
+
+/// `(file, title, svg)`: each metric both runs logged, ours and TRL's per step on one axis.
+fn side_by_side(logs: &Logs) -> Result<Vec<(&'static str, &'static str, String)>> {
+    let metrics = [
+        (
+            "reward.svg",
+            "Training reward per step",
+            "reward",
+            "mean reward",
+        ),
+        (
+            "completion_length.svg",
+            "Completion length per step",
+            "completions/mean_length",
+            "policy tokens",
+        ),
+        (
+            "entropy.svg",
+            "Policy entropy per step",
+            "entropy",
+            "nats per token",
+        ),
+    ];
+    let mut plots = Vec::new();
+    for (file, title, key, y_desc) in metrics {
+        let (ours, trl) = (curve(&logs.ours, key), curve(&logs.trl, key));
+        if ours.is_empty() || trl.is_empty() {
+            continue;
+        }
+        let curves = [
+            hr_plot::Curve::new("hessian-recipes", ours),
+            hr_plot::Curve::new("TRL", trl),
+        ];
+        plots.push((file, title, hr_plot::line_svg(title, y_desc, &curves)?));
+    }
+    Ok(plots)
 }
 
 /// Mean training reward per block of `block` steps.
@@ -304,26 +384,11 @@ fn render(record: &RunRecord, work: &Path) -> Result<String> {
         Path::new("<folder printed by `cargo xtask fetch-model smollm2`>"),
     );
     let report = read_json(&work.join("evaluation/payload/report.json"))?;
-    let ours: Vec<f64> = std::fs::read_to_string(work.join("ours/metrics.jsonl"))?
-        .lines()
-        .map(|l| {
-            let row: Value = serde_json::from_str(l)?;
-            row["reward"].as_f64().context("metrics row without reward")
-        })
-        .collect::<Result<_>>()?;
-    let trl_run: Value = serde_json::from_str(
-        std::fs::read_to_string(work.join("trl.jsonl"))?
-            .lines()
-            .last()
-            .context("no TRL result line")?,
-    )?;
-    let trl: Vec<f64> = trl_run["trl_logs"]
-        .as_array()
-        .context("trl_logs")?
-        .iter()
-        .filter_map(|r| r["reward"].as_f64())
-        .collect();
-    let versions = &trl_run["versions"];
+    let logs = Logs::read(work)?;
+    let rewards =
+        |rows: &[Value]| -> Vec<f64> { curve(rows, "reward").iter().map(|p| p.1).collect() };
+    let (ours, trl) = (rewards(&logs.ours), rewards(&logs.trl));
+    let versions = &logs.versions;
     let score = |v: &Value| -> Result<(f64, f64, u64)> {
         Ok((
             v["mean_reward"].as_f64().context("mean_reward")?,
@@ -406,7 +471,15 @@ fn render(record: &RunRecord, work: &Path) -> Result<String> {
     }
     writeln!(
         md,
-        "\nWall time: hessian-recipes training {:.0} s, TRL training {:.0} s (each including \
+        "\nPer step, both runs on the same axes (each point is the mean over the step's 32 \
+         completions, so single steps are noisy; the blocks above average them):\n"
+    )?;
+    for (file, title, _) in side_by_side(&logs)? {
+        writeln!(md, "![{title}]({file})\n")?;
+    }
+    writeln!(
+        md,
+        "Wall time: hessian-recipes training {:.0} s, TRL training {:.0} s (each including \
          model load), evaluation {:.0} s.\n",
         record.seconds[0], record.seconds[1], record.seconds[2]
     )?;
@@ -513,6 +586,27 @@ mod tests {
                 .expect("summary")
                 .contains("cannot show forgetting")
         );
+    }
+
+    #[test]
+    fn side_by_side_plots_only_what_both_runs_logged() {
+        let rows = |r: f64| -> Vec<Value> {
+            (1..=4)
+                .map(|s| json!({"step": s, "reward": r * f64::from(s), "entropy": 0.5}))
+                .collect()
+        };
+        let mut logs = Logs {
+            ours: rows(0.1),
+            trl: rows(0.2),
+            versions: Value::Null,
+        };
+        for r in &mut logs.trl {
+            r["entropy"] = Value::Null;
+        }
+        let plots = side_by_side(&logs).expect("plots");
+        let files: Vec<&str> = plots.iter().map(|p| p.0).collect();
+        assert_eq!(files, ["reward.svg"], "entropy is ours alone");
+        assert!(plots[0].2.contains("\nTRL\n") && plots[0].2.contains("\nhessian-recipes\n"));
     }
 
     #[test]

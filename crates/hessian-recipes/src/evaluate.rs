@@ -1,6 +1,6 @@
 //! `hessian-recipes evaluate`: the assessment of a finished run (`hr_train::adopt` and
 //! `hr_train::assess`) written as a sealed folder: `payload/report.json`, `payload/report.md`
-//! and SVG plots (the run's reward and loss, DEV reward by checkpoint, HELD-OUT base vs
+//! and SVG plots (the run's training plots, DEV reward by checkpoint, HELD-OUT base vs
 //! selected, MGSM retention by language), with any `--compare` adapters beside them.
 
 use std::fmt::Write as _;
@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use burn::tensor::backend::Backend;
 use hr_plan::Plan;
+use hr_plot::bars_svg;
 use hr_seal::{RunIdentity, SnapshotWriter, sha256_hex};
 use hr_train::{Adopted, Assessment};
 use serde_json::{Value, json};
@@ -18,7 +19,7 @@ use crate::Refused;
 use crate::backend::{OnBackend, dispatch};
 use crate::cli::EvaluateArgs;
 use crate::output::{create_fresh, ensure_fresh};
-use crate::report::{bars_svg, training_plots};
+use crate::report::training_plots;
 use crate::train::exit_error;
 
 pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
@@ -241,7 +242,7 @@ fn write(
     policies.extend(a.held_out_compared.iter().map(|c| c.name.as_str()));
     let mut held_out = vec![a.held_out_base.mean_reward, a.held_out_selected.mean_reward];
     held_out.extend(a.held_out_compared.iter().map(|c| c.held_out.mean_reward));
-    let plots = training_plots(rows);
+    let plots = training_plots(rows)?;
     let mut files: Vec<(&str, Vec<u8>)> = vec![
         ("report.json", serde_json::to_vec_pretty(a)?),
         ("report.md", markdown(plan, a, &plots).into_bytes()),
@@ -259,7 +260,7 @@ fn write(
                         )
                     })
                     .collect::<Vec<_>>(),
-            )
+            )?
             .into_bytes(),
         ),
         (
@@ -268,7 +269,7 @@ fn write(
                 "HELD-OUT mean reward",
                 &policies,
                 &[("held-out".to_owned(), held_out)],
-            )
+            )?
             .into_bytes(),
         ),
         (
@@ -288,7 +289,7 @@ fn write(
                         (r.lang.clone(), bars)
                     })
                     .collect::<Vec<_>>(),
-            )
+            )?
             .into_bytes(),
         ),
     ];
