@@ -61,9 +61,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 json!({"step": step}).to_string(),
             )?;
             let uuid = ctx.report_checkpoint(ck, step, json!({}))?;
-            println!("step {step} checkpoint {uuid}");
             ctx.report_progress(step as f64 / op.length as f64)?;
-            if ctx.should_preempt() {
+            // The step's line comes after the preemption check, so a caller that signals on
+            // seeing it knows the trial has decided to go on (and sleeps STEP_SECONDS).
+            let preempted = ctx.should_preempt();
+            println!("step {step} checkpoint {uuid}");
+            if preempted {
                 ctx.acknowledge_preemption()?;
                 println!("preempted at step {step}");
                 return Ok(());

@@ -227,7 +227,8 @@ fn send(pid: u32, signal: &str) -> bool {
 fn a_second_interrupt_aborts_at_once_and_the_run_resumes_from_its_last_checkpoint() {
     let tmp = tempfile::tempdir().expect("tmp");
     let run_dir = tmp.path().to_str().expect("utf-8");
-    // Steps of 30 s: after step 1 the trial sleeps, so only the second signal can end it soon.
+    // Steps of 30 s: the step-1 line comes after the trial decided to go on, so it then sleeps
+    // and only the second signal can end it soon.
     let (mut child, _lines) = local_trial(run_dir, "30");
     assert!(send(child.id(), "-INT"));
     // The second signal only once the first was taken (two pending signals may merge into one).
