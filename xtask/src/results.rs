@@ -506,8 +506,8 @@ fn render(record: &RunRecord, work: &Path) -> Result<String> {
     writeln!(
         md,
         "The sealed evaluation is in [`evaluation/`](evaluation/) (`hessian-recipes snapshot \
-         verify docs/results/{NAME}/evaluation`); its report with the reward and loss curves, \
-         DEV scores by checkpoint, HELD-OUT and MGSM retention bars: \
+         verify docs/results/{NAME}/evaluation`); its report with our run's training curves (reward, \
+         completion length, entropy), DEV scores by checkpoint, HELD-OUT and MGSM retention bars: \
          [`evaluation/payload/report.md`](evaluation/payload/report.md)."
     )?;
     Ok(md)
