@@ -217,16 +217,19 @@ fn publish(root: &Path, work: &Path) -> Result<()> {
     let record: RunRecord = serde_json::from_value(read_json(&work.join("run.json"))?)
         .with_context(|| format!("{}: not a finished results run", work.display()))?;
     let evaluation = work.join("evaluation");
+    // Everything read and drawn before the old docs are replaced.
+    let logs = Logs::read(work)?;
+    let plots = side_by_side(&logs)?;
     let dest = root.join("docs/results").join(NAME);
     if dest.exists() {
         eprintln!("results: replacing {}", dest.display());
         std::fs::remove_dir_all(&dest)?;
     }
     copy_dir(&evaluation, &dest.join("evaluation"))?;
-    for (file, _, svg) in side_by_side(&Logs::read(work)?)? {
+    for (file, _, svg) in &plots {
         std::fs::write(dest.join(file), svg)?;
     }
-    let readme = render(&record, work)?;
+    let readme = render(&record, work, &logs, &plots)?;
     std::fs::write(dest.join("README.md"), &readme)?;
     println!("{readme}");
     eprintln!(
@@ -376,7 +379,12 @@ fn retention_summary(report: &Value) -> Result<String> {
 }
 
 /// The README of the results in the finished work folder `work`.
-fn render(record: &RunRecord, work: &Path) -> Result<String> {
+fn render(
+    record: &RunRecord,
+    work: &Path,
+    logs: &Logs,
+    plots: &[(&str, &str, String)],
+) -> Result<String> {
     use std::fmt::Write;
     let o = &record.options;
     let plan = &plan(
@@ -384,7 +392,6 @@ fn render(record: &RunRecord, work: &Path) -> Result<String> {
         Path::new("<folder printed by `cargo xtask fetch-model smollm2`>"),
     );
     let report = read_json(&work.join("evaluation/payload/report.json"))?;
-    let logs = Logs::read(work)?;
     let rewards =
         |rows: &[Value]| -> Vec<f64> { curve(rows, "reward").iter().map(|p| p.1).collect() };
     let (ours, trl) = (rewards(&logs.ours), rewards(&logs.trl));
@@ -474,7 +481,7 @@ fn render(record: &RunRecord, work: &Path) -> Result<String> {
         "\nPer step, both runs on the same axes (each point is the mean over the step's 32 \
          completions, so single steps are noisy; the blocks above average them):\n"
     )?;
-    for (file, title, _) in side_by_side(&logs)? {
+    for (file, title, _) in plots {
         writeln!(md, "![{title}]({file})\n")?;
     }
     writeln!(

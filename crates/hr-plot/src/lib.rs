@@ -91,12 +91,7 @@ fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
 /// A line plot of `curves` against the step, as a standalone SVG: the y axis from 0 when no
 /// value is negative, a legend when there are several curves or a band.
 pub fn line_svg(title: &str, y_desc: &str, curves: &[Curve]) -> Result<String, PlotError> {
-    let mut svg = String::new();
-    draw_lines(&mut svg, title, y_desc, curves).map_err(|e| PlotError {
-        title: title.to_owned(),
-        cause: e.to_string(),
-    })?;
-    Ok(svg)
+    render(title, |svg| draw_lines(svg, title, y_desc, curves))
 }
 
 fn draw_lines(
@@ -175,8 +170,16 @@ pub fn bars_svg(
     series: &[&str],
     groups: &[(String, Vec<f64>)],
 ) -> Result<String, PlotError> {
+    render(title, |svg| draw_bars(svg, title, series, groups))
+}
+
+/// The SVG that `draw` writes, or the plot's error naming its title.
+fn render(
+    title: &str,
+    draw: impl FnOnce(&mut String) -> Result<(), Box<dyn std::error::Error + '_>>,
+) -> Result<String, PlotError> {
     let mut svg = String::new();
-    draw_bars(&mut svg, title, series, groups).map_err(|e| PlotError {
+    draw(&mut svg).map_err(|e| PlotError {
         title: title.to_owned(),
         cause: e.to_string(),
     })?;
