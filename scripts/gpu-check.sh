@@ -8,10 +8,9 @@
 #      step 2 and resumed in a new process)                          -> OUT/qualify/proof.json
 #   4. GRPO throughput: `train --device cuda` with TRL's benchmark settings (4 prompts x G = 8,
 #      32 new tokens, LoRA r8 a16 on q,k,v,o) and, when TRL_PYTHON names a Python with torch
-#      (CUDA), trl, peft and transformers and TRL_WORKDIR a folder prepared by
-#      `scripts/trl_grpo_cpu.py --model tiny|smollm2 --prepare --workdir DIR` (the machine may
-#      have no network), TRL's GRPOTrainer on the same GPU and model. For the same weights on
-#      both sides pass --tiny TRL_WORKDIR/tiny.                      -> OUT/train/, OUT/trl.jsonl
+#      (CUDA), trl, peft, transformers and datasets, TRL's GRPOTrainer on the same GPU and the
+#      same model folder (`scripts/trl_grpo_cpu.py --model-dir`; TRL_WORKDIR, when set, holds
+#      its scratch files).                                             -> OUT/train/, OUT/trl.jsonl
 #   5. OUT/summary.txt: each stage's exit status and the throughput figures.
 # Stages are independent: one failing does not stop the others; the script exits 1 if any failed.
 #
@@ -19,8 +18,9 @@
 #   --bin      the binary (default target/release/hessian-recipes)
 #   --tiny     the tiny test model folder (default target/tiny-model, written by `cargo xtask ci`
 #              or `cargo test -p hr-tests`)
-#   --smollm2  an HF folder of SmolLM2-135M-Instruct (`cargo xtask fetch-model smollm2` prints it);
-#              without it the throughput stage uses the tiny model
+#   --smollm2  an HF folder of SmolLM2-135M-Instruct (`cargo xtask fetch-model smollm2` prints it;
+#              where it cannot travel, `scripts/random_model.py` writes one of its shape from its
+#              config and tokenizer); without it the throughput stage uses the tiny model
 #   --device   cpu rehearses the whole script without a GPU (stage 1 is then skipped)
 set -uo pipefail
 
@@ -35,7 +35,7 @@ while [ $# -gt 0 ]; do
     --tiny) tiny="$2"; shift 2 ;;
     --smollm2) smollm2="$2"; shift 2 ;;
     --device) device="$2"; shift 2 ;;
-    -h|--help) sed -n '2,27p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
     -*) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) [ -z "$out" ] || { echo "gpu-check: one OUT folder only" >&2; exit 2; }; out="$1"; shift ;;
   esac
@@ -83,7 +83,7 @@ sed "s#\"path\": \"[^\"]*\"#\"path\": \"$(cd "$tiny" && pwd)\"#" "$here/plans/na
 stage qualify 180 "$bin" qualify native --device "$device" --plan "$out/plans/native-tiny.json" \
   --output "$out/qualify"
 
-model="$tiny"; format=plain; system=null; trl_model=tiny
+model=$(cd "$tiny" && pwd); format=plain; system=null; trl_model=tiny
 if [ -n "$smollm2" ]; then
   model=$(cd "$smollm2" && pwd); format=chat; trl_model=smollm2
   system='"You are a helpful AI assistant named SmolLM, trained by Hugging Face"'
@@ -99,12 +99,12 @@ cat > "$out/plans/bench.json" <<JSON
 JSON
 stage train 240 "$bin" train --device "$device" --plan "$out/plans/bench.json" --output "$out/train"
 
-if [ -n "${TRL_PYTHON:-}" ] && [ -n "${TRL_WORKDIR:-}" ]; then
+if [ -n "${TRL_PYTHON:-}" ]; then
   stage trl 240 "$TRL_PYTHON" "$here/scripts/trl_grpo_cpu.py" --model "$trl_model" --lora \
-    --device "$device" --steps 6 --warmup 1 --question "What is {a} + {b}?" --operands 0 9 \
-    --workdir "$TRL_WORKDIR" --out "$out/trl.jsonl"
+    --model-dir "$model" --device "$device" --steps 6 --warmup 1 --question "What is {a} + {b}?" \
+    --operands 0 9 --workdir "${TRL_WORKDIR:-$out/trl-work}" --out "$out/trl.jsonl"
 else
-  echo "trl          skipped: set TRL_PYTHON and TRL_WORKDIR" >> "$summary"
+  echo "trl          skipped: set TRL_PYTHON" >> "$summary"
 fi
 
 # Throughput: completion tokens / step seconds over the steps after the first.

