@@ -1,7 +1,9 @@
 //! Records the git commit the binary is built from (`HR_GIT_COMMIT`, `-dirty` when tracked
 //! files differ from it, or `unknown` outside a git checkout), for the source binding of sealed
 //! outputs. It reruns whenever the commit moves (HEAD, the branch refs, the reflog, the index) or
-//! a source the binary is built from changes, so the stamp never goes stale.
+//! a source the binary is built from changes, so the stamp never goes stale. It also records the
+//! locked burn and cubecl versions (`HR_TENSOR_LIBRARIES`), which every allocation's device
+//! record names.
 
 use std::process::Command;
 
@@ -40,4 +42,20 @@ fn main() {
     for path in ["../../crates", "../../Cargo.toml", "../../Cargo.lock"] {
         println!("cargo::rerun-if-changed={path}");
     }
+    let lock = std::fs::read_to_string("../../Cargo.lock").unwrap_or_default();
+    let libraries = ["burn", "cubecl"]
+        .iter()
+        .map(|name| format!("{name} {}", locked_version(&lock, name)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    println!("cargo::rustc-env=HR_TENSOR_LIBRARIES={libraries}");
+}
+
+/// The version Cargo.lock holds for the package `name` (`unknown` when it holds none).
+fn locked_version(lock: &str, name: &str) -> String {
+    let entry = format!("name = \"{name}\"\nversion = \"");
+    lock.find(&entry)
+        .and_then(|at| lock[at + entry.len()..].split('"').next())
+        .unwrap_or("unknown")
+        .to_owned()
 }

@@ -135,9 +135,28 @@ fn proof_verify_rechecks_a_native_proof_and_refuses_a_tampered_copy() {
     let (code, stdout) = verify();
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains("stopped after 2 and resumed"), "{stdout}");
-    // A proof claiming the resumed run started elsewhere than it did does not hold.
+    // It names the device every allocation of the three runs recorded.
+    let arch = std::env::consts::ARCH;
+    assert!(
+        stdout.contains(&format!("on cpu: {arch} (burn 0.21.0")),
+        "{stdout}"
+    );
     let path = s.path().join("n/proof.json");
     let original = std::fs::read_to_string(&path).expect("proof");
+    let mut p: serde_json::Value = serde_json::from_str(&original).expect("json");
+    assert_eq!(p["device"]["kind"], "cpu", "{p}");
+    // A proof claiming another device than its runs recorded does not hold.
+    p["device"]["kind"] = json!("cuda");
+    p["device"]["name"] = json!("NVIDIA H200");
+    std::fs::write(&path, p.to_string()).expect("write");
+    let (code, stdout) = verify();
+    assert_eq!(code, Some(3), "{stdout}");
+    assert!(
+        stdout.contains(&format!("the runs ran on cpu: {arch}")) && stdout.contains("NVIDIA H200"),
+        "{stdout}"
+    );
+    std::fs::write(&path, &original).expect("restore");
+    // A proof claiming the resumed run started elsewhere than it did does not hold.
     let mut moved: serde_json::Value = serde_json::from_str(&original).expect("json");
     moved["stopped_after"] = json!(3);
     std::fs::write(&path, moved.to_string()).expect("write");
@@ -319,6 +338,39 @@ fn sustained_training_needs_proofs_of_its_backend_family_and_binary() {
     let (code, stderr) = managed("other.json", &["--proofs", "proofs"]);
     assert_eq!(code, Some(2));
     assert!(stderr.contains("another family"), "{stderr}");
+    // Proofs made on the CPU do not admit a GPU run: `managed prepare --device cuda` (away from
+    // the GPU, the kind alone) refuses, naming both devices.
+    let prepare = |device: &str| {
+        let out = s.run(&[
+            "managed",
+            "prepare",
+            "--plan",
+            "plan.json",
+            "--output",
+            &format!("runs/{device}"),
+            "--profile",
+            "local",
+            "--max-wall-seconds",
+            "600",
+            "--device",
+            device,
+            "--proofs",
+            "proofs",
+        ]);
+        (out.status.code(), text(&out).1)
+    };
+    let (code, stderr) = prepare("cuda");
+    assert_eq!(code, Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "the native proof was made on cpu: {}",
+            std::env::consts::ARCH
+        )) && stderr.contains("not on --device cuda"),
+        "{stderr}"
+    );
+    assert!(!s.path().join("runs/cuda").exists(), "nothing prepared");
+    let (code, stderr) = prepare("cpu");
+    assert_eq!(code, Some(0), "{stderr}");
     // A managed proof without a pause (here relabelled as a kill, which still verifies) cannot
     // satisfy the gate: an uninterrupted or merely restarted run proves no recovery from pause.
     let proof = s.path().join("proofs/managed/managed-proof.json");

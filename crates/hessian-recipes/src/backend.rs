@@ -1,9 +1,10 @@
 //! Backend selection: the Flex CPU backend by default; CUDA (burn-cuda) when built with
 //! `--features cuda` and asked for with `--device cuda`. Whether a CUDA driver and GPU exist is
-//! checked before any device is created, because cudarc panics on a device thread when `libcuda`
-//! is missing.
+//! checked before any device is created, and so is NVRTC, which burn-cuda compiles its kernels
+//! with, because cudarc panics on a device thread when `libcuda` or `libnvrtc` is missing.
 
 use burn::tensor::backend::Backend;
+use hr_proof::Device;
 
 use crate::Refused;
 
@@ -37,6 +38,23 @@ pub(crate) trait OnBackend {
     fn run<B: Backend>(self, device: B::Device, name: &str) -> anyhow::Result<Self::Output>;
 }
 
+/// The locked tensor libraries' versions, as device records name them.
+const LIBRARIES: &str = env!("HR_TENSOR_LIBRARIES");
+
+/// The device `kind` names on this machine, for allocation records and the gate: refused when
+/// it cannot run here.
+pub(crate) fn identify(kind: DeviceKind) -> anyhow::Result<Device> {
+    match kind {
+        DeviceKind::Cpu => Ok(Device {
+            kind: "cpu".to_owned(),
+            name: std::env::consts::ARCH.to_owned(),
+            detail: None,
+            libraries: LIBRARIES.to_owned(),
+        }),
+        DeviceKind::Cuda => cuda::identify(),
+    }
+}
+
 /// Runs `job` on the chosen backend.
 pub(crate) fn dispatch<J: OnBackend>(kind: DeviceKind, job: J) -> anyhow::Result<J::Output> {
     match kind {
@@ -47,47 +65,107 @@ pub(crate) fn dispatch<J: OnBackend>(kind: DeviceKind, job: J) -> anyhow::Result
 
 #[cfg(feature = "cuda")]
 mod cuda {
+    use cudarc::driver::{CudaContext, DriverError, sys::CUresult};
+    use hr_proof::Device;
+
     use super::{OnBackend, Refused};
 
-    /// Counts CUDA devices without letting cudarc's "cannot load libcuda" panic escape.
-    fn device_count() -> Result<i32, String> {
+    /// Runs `f`, turning a panic into `None` without printing it: cudarc panics when it cannot
+    /// load `libcuda` or `libnvrtc`.
+    fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Option<T> {
         let hook = std::panic::take_hook();
         std::panic::set_hook(Box::new(|_| {}));
-        let counted = std::panic::catch_unwind(cudarc::driver::CudaContext::device_count);
+        let ran = std::panic::catch_unwind(f);
         std::panic::set_hook(hook);
-        match counted {
-            Ok(Ok(n)) => Ok(n),
-            Ok(Err(e)) => Err(format!("the CUDA driver failed to initialise ({e})")),
-            Err(_) => Err(
+        ran.ok()
+    }
+
+    /// Counts CUDA devices.
+    fn device_count() -> Result<i32, String> {
+        match quietly(CudaContext::device_count) {
+            Some(Ok(n)) => Ok(n),
+            Some(Err(DriverError(CUresult::CUDA_ERROR_STUB_LIBRARY))) => Err(
+                "the libcuda.so loaded is the CUDA toolkit's stub, not the driver's: take the \
+                 toolkit's `lib64/stubs` folder off LD_LIBRARY_PATH"
+                    .to_owned(),
+            ),
+            Some(Err(e)) => Err(format!("the CUDA driver failed to initialise ({e})")),
+            None => Err(
                 "libcuda could not be loaded: no NVIDIA driver is installed or it is not on the \
-                           loader path"
+                 loader path"
                     .to_owned(),
             ),
         }
     }
 
-    pub(super) fn run<J: OnBackend>(job: J) -> anyhow::Result<J::Output> {
-        match device_count() {
-            Ok(n) if n > 0 => job.run::<burn::backend::Cuda>(Default::default(), "cuda:0"),
-            Ok(_) => Err(Refused(
-                "--device cuda: the CUDA driver reports no GPU; use --device cpu".to_owned(),
-            )
-            .into()),
-            Err(why) => Err(Refused(format!("--device cuda: {why}; use --device cpu")).into()),
+    /// burn-cuda compiles its kernels at run time with NVRTC: check that it loads and compiles
+    /// before a device thread needs it.
+    fn nvrtc_compiles() -> Result<(), String> {
+        match quietly(|| cudarc::nvrtc::compile_ptx("extern \"C\" __global__ void probe() {}")) {
+            Some(Ok(_)) => Ok(()),
+            Some(Err(e)) => Err(format!("NVRTC failed to compile a probe kernel ({e:?})")),
+            None => Err(
+                "libnvrtc could not be loaded: burn-cuda compiles its kernels at run time \
+                 with NVRTC from the CUDA toolkit; put the folder holding libnvrtc.so.N (the \
+                 toolkit's lib64) on LD_LIBRARY_PATH"
+                    .to_owned(),
+            ),
         }
+    }
+
+    fn refused(why: impl std::fmt::Display) -> Refused {
+        Refused(format!("--device cuda: {why}; use --device cpu"))
+    }
+
+    /// The first GPU, once the driver and NVRTC are known to work.
+    pub(super) fn identify() -> anyhow::Result<Device> {
+        match device_count() {
+            Ok(n) if n > 0 => {}
+            Ok(_) => return Err(refused("the CUDA driver reports no GPU").into()),
+            Err(why) => return Err(refused(why).into()),
+        }
+        nvrtc_compiles().map_err(refused)?;
+        let gpu = CudaContext::new(0).map_err(|e| refused(format!("GPU 0: {e}")))?;
+        let name = gpu
+            .name()
+            .map_err(|e| refused(format!("GPU 0's name: {e}")))?;
+        let (major, minor) = gpu
+            .compute_capability()
+            .map_err(|e| refused(format!("GPU 0's compute capability: {e}")))?;
+        Ok(Device {
+            kind: "cuda".to_owned(),
+            name,
+            detail: Some(format!("compute capability {major}.{minor}")),
+            libraries: super::LIBRARIES.to_owned(),
+        })
+    }
+
+    pub(super) fn run<J: OnBackend>(job: J) -> anyhow::Result<J::Output> {
+        identify()?;
+        job.run::<burn::backend::Cuda>(Default::default(), "cuda:0")
     }
 }
 
 #[cfg(not(feature = "cuda"))]
 mod cuda {
+    use hr_proof::Device;
+
     use super::{OnBackend, Refused};
 
-    pub(super) fn run<J: OnBackend>(_job: J) -> anyhow::Result<J::Output> {
-        Err(Refused(
+    fn refused() -> anyhow::Error {
+        Refused(
             "--device cuda: this binary was built without CUDA; rebuild with \
              `cargo build --release -p hessian-recipes --features cuda`, or use --device cpu"
                 .to_owned(),
         )
-        .into())
+        .into()
+    }
+
+    pub(super) fn identify() -> anyhow::Result<Device> {
+        Err(refused())
+    }
+
+    pub(super) fn run<J: OnBackend>(_job: J) -> anyhow::Result<J::Output> {
+        Err(refused())
     }
 }

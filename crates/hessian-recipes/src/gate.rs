@@ -1,14 +1,16 @@
 //! The gate before sustained managed training: a plan longer than the four-step qualification
 //! runs only with verified proofs (`--proofs DIR`, the output of `cargo xtask qualify BACKEND`)
-//! of the same backend, plan family and binary, or with an explicit `--unqualified`, which the
-//! run records.
+//! of the same backend, plan family, binary and device, or with an explicit `--unqualified`,
+//! which the run records.
 
 use std::path::Path;
 
 use hr_plan::{Environment, Plan};
+use hr_proof::Device;
 use hr_qualify::{verify_managed_proof, verify_native_proof};
 use hr_seal::SourceBinding;
 
+use crate::backend::DeviceKind;
 use crate::{Refused, cli::ManagedRunArgs};
 
 /// The seed's qualification length: longer plans are sustained training.
@@ -24,6 +26,26 @@ fn refused(dir: &Path, why: impl std::fmt::Display) -> anyhow::Error {
     .into()
 }
 
+/// Where the main run will run: the device itself inside the trial, only its kind where the run
+/// is prepared (away from the GPU it will get).
+pub(crate) enum Target<'a> {
+    /// `managed prepare --device KIND`.
+    Kind(DeviceKind),
+    /// `managed-training`, on the device it found.
+    Device(&'a Device),
+}
+
+impl Target<'_> {
+    /// Why a proof made on `made_on` does not hold here, if it does not.
+    fn refuses(&self, made_on: &Device) -> Option<String> {
+        match self {
+            Target::Kind(kind) => (made_on.kind != kind.flag())
+                .then(|| format!("made on {made_on}, not on --device {}", kind.flag())),
+            Target::Device(device) => made_on.mismatch(device),
+        }
+    }
+}
+
 /// The plan's environment backend, as `--backend` names it.
 pub(crate) fn backend(plan: &Plan) -> &'static str {
     match plan.environment {
@@ -33,16 +55,17 @@ pub(crate) fn backend(plan: &Plan) -> &'static str {
     }
 }
 
-/// The gate for `plan` run by the binary `source`: the proofs in `proofs` hold for it, or the
-/// plan is no longer than the qualification, or the run is `unqualified` by choice.
+/// The gate for `plan` run by the binary `source` on `target`: the proofs in `proofs` hold for
+/// it, or the plan is no longer than the qualification, or the run is `unqualified` by choice.
 pub(crate) fn require(
     plan: &Plan,
     proofs: Option<&Path>,
     unqualified: bool,
     source: &SourceBinding,
+    target: &Target<'_>,
 ) -> anyhow::Result<()> {
     match (proofs, unqualified) {
-        (Some(dir), _) => check(dir, plan, source),
+        (Some(dir), _) => check(dir, plan, source, target),
         (None, false) if plan.steps > QUALIFICATION_STEPS => Err(Refused(format!(
             "the plan runs {} steps, more than the {QUALIFICATION_STEPS}-step qualification: pass \
              --proofs DIR (DIR/native from `qualify native`, DIR/managed from `qualify managed` \
@@ -55,8 +78,13 @@ pub(crate) fn require(
     }
 }
 
-/// Checks the proofs in `dir` for `plan`, run by the binary `source`.
-fn check(dir: &Path, plan: &Plan, source: &SourceBinding) -> anyhow::Result<()> {
+/// Checks the proofs in `dir` for `plan`, run by the binary `source` on `target`.
+fn check(
+    dir: &Path,
+    plan: &Plan,
+    source: &SourceBinding,
+    target: &Target<'_>,
+) -> anyhow::Result<()> {
     let backend = backend(plan);
     let native = verify_native_proof(&dir.join("native/proof.json"))
         .map_err(|e| refused(dir, format!("the native proof does not hold: {e}")))?;
@@ -82,6 +110,12 @@ fn check(dir: &Path, plan: &Plan, source: &SourceBinding) -> anyhow::Result<()> 
                 managed.backend
             ),
         ));
+    }
+    // A proof holds for the device it was made on: another kind or GPU model needs fresh ones.
+    for (name, made_on) in [("native", &native.device), ("managed", &managed.device)] {
+        if let Some(why) = target.refuses(made_on) {
+            return Err(refused(dir, format!("the {name} proof was {why}")));
+        }
     }
     // Another binary (a consumed-source change) needs fresh proofs.
     for (name, proof_source) in [("native", &native.source), ("managed", &managed.source)] {
@@ -113,15 +147,60 @@ fn check(dir: &Path, plan: &Plan, source: &SourceBinding) -> anyhow::Result<()> 
 }
 
 impl ManagedRunArgs {
-    /// Both limits at least 1 and, for `plan`, proofs that admit it or an explicit
+    /// Both limits at least 1 and, for `plan` on `target`, proofs that admit it or an explicit
     /// `--unqualified` (`gate::require`).
-    pub(crate) fn admit(&self, plan: &Plan, source: &SourceBinding) -> anyhow::Result<()> {
+    pub(crate) fn admit(
+        &self,
+        plan: &Plan,
+        source: &SourceBinding,
+        target: &Target<'_>,
+    ) -> anyhow::Result<()> {
         if self.max_wall_seconds == 0 || self.gpu_budget_seconds == 0 {
             return Err(Refused(
                 "--max-wall-seconds and --gpu-budget-seconds must be at least 1".to_owned(),
             )
             .into());
         }
-        require(plan, self.proofs.as_deref(), self.unqualified, source)
+        require(
+            plan,
+            self.proofs.as_deref(),
+            self.unqualified,
+            source,
+            target,
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn device(kind: &str, name: &str) -> Device {
+        Device {
+            kind: kind.into(),
+            name: name.into(),
+            detail: None,
+            libraries: "burn 0.21.0".into(),
+        }
+    }
+
+    #[test]
+    fn a_proof_holds_on_its_own_device_kind_and_model_only() {
+        let h200 = device("cuda", "NVIDIA H200");
+        let cpu = device("cpu", "x86_64");
+        // Preparing, away from the GPU: the kind alone.
+        assert_eq!(Target::Kind(DeviceKind::Cuda).refuses(&h200), None);
+        assert_eq!(
+            Target::Kind(DeviceKind::Cuda).refuses(&cpu).as_deref(),
+            Some("made on cpu: x86_64 (burn 0.21.0), not on --device cuda")
+        );
+        // In the trial: the model too.
+        assert_eq!(Target::Device(&h200).refuses(&h200.clone()), None);
+        let a100 = device("cuda", "NVIDIA A100-SXM4-80GB");
+        assert!(
+            Target::Device(&a100)
+                .refuses(&h200)
+                .is_some_and(|why| why.contains("NVIDIA H200") && why.contains("A100"))
+        );
     }
 }

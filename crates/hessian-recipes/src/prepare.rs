@@ -13,6 +13,7 @@ use hr_qualify::record_source;
 use crate::Refused;
 use crate::backend::DeviceKind;
 use crate::cli::PrepareArgs;
+use crate::gate::Target;
 use crate::output::{create_fresh, plain_relative};
 
 pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
@@ -26,7 +27,7 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let source = crate::source_binding()?;
-    args.run.admit(&plan, &source)?;
+    args.run.admit(&plan, &source, &Target::Kind(args.device))?;
     let proofs = args
         .run
         .proofs

@@ -101,30 +101,40 @@ pub(crate) fn verify(path: &std::path::Path, json: bool) -> anyhow::Result<ExitC
     let checked = match schema.as_str() {
         hr_proof::NATIVE_PROOF_SCHEMA => verify_native_proof(path).map(|p| {
             let what = format!(
-                "native: {} steps in each run, stopped after {} and resumed",
-                p.steps, p.stopped_after
+                "native: {} steps in each run, stopped after {} and resumed, on {}",
+                p.steps, p.stopped_after, p.device
             );
-            (what, p.equal)
+            (what, p.equal, Some(p.device))
         }),
         hr_proof::MANAGED_PROOF_SCHEMA => verify_managed_proof(path).map(|p| {
             let i = &p.interruption;
             let what = format!(
-                "managed {}: {} steps, {} at step {}, {} restored in {}",
-                p.backend, p.steps, i.kind, i.step, i.uuid_at_restore, i.restored_allocation
+                "managed {}: {} steps, {} at step {}, {} restored in {}, on {} under {} \
+                 (Determined {})",
+                p.backend,
+                p.steps,
+                i.kind,
+                i.step,
+                i.uuid_at_restore,
+                i.restored_allocation,
+                p.device,
+                p.master_url,
+                p.master_version
             );
-            (what, p.equal)
+            (what, p.equal, Some(p.device))
         }),
         _ => verify_proof(path).map(|p| {
             let what = format!("{} steps per run re-verified", p.resumed.steps.len());
-            (what, p.equal)
+            (what, p.equal, None)
         }),
     };
     match checked {
-        Ok((what, equal)) => {
+        Ok((what, equal, device)) => {
             if json {
                 println!(
                     "{}",
-                    serde_json::json!({"proof": path, "holds": true, "equal": equal, "what": what})
+                    serde_json::json!({"proof": path, "holds": true, "equal": equal, "what": what,
+                                       "device": device})
                 );
             } else {
                 println!("proof holds: {what}; equal: {equal}");

@@ -133,6 +133,7 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
     let complete = ours.len() as u64 == plan.steps && theirs.len() as u64 == plan.steps;
     let divergence = first_divergence(&ours, &theirs);
     let equal = complete && divergence.is_none();
+    let device = hr_qualify::runs_device(&[&reference, &managed.run_dir])?;
     let proof = ManagedProof {
         schema: MANAGED_PROOF_SCHEMA.to_owned(),
         plan_sha256: hr_train::plan_sha256(&plan),
@@ -153,6 +154,8 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
             binary_sha256: record.binding.binary_sha256.clone().unwrap_or_default(),
         },
         master_version: managed.master_version.clone(),
+        master_url: managed.master_url.clone(),
+        device,
         service_package: service_package(&plan)?,
     };
     proof.write(&output.join("managed-proof.json"))?;

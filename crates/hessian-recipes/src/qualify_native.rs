@@ -85,6 +85,7 @@ pub(crate) fn run(args: &QualifyNativeArgs) -> anyhow::Result<ExitCode> {
     }
     let divergence = first_divergence(&ours, &theirs);
     let plan_text = std::fs::read(hr_files::RunDir::new(&reference).plan())?;
+    let device = hr_qualify::runs_device(&[&reference, &interrupted, &resumed])?;
     let proof = NativeProof {
         schema: NATIVE_PROOF_SCHEMA.to_owned(),
         plan_sha256: hr_seal::sha256_hex(&plan_text),
@@ -97,6 +98,7 @@ pub(crate) fn run(args: &QualifyNativeArgs) -> anyhow::Result<ExitCode> {
         equal: divergence.is_none(),
         first_divergence: divergence.clone(),
         source: crate::source_binding()?,
+        device,
     };
     proof.write(&out.join("proof.json"))?;
     match divergence {

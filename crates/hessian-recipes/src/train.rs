@@ -15,6 +15,7 @@ use serde_json::json;
 
 use crate::backend::{OnBackend, dispatch};
 use crate::cli::{ManagedTrainingArgs, PlanBackend, TrainArgs};
+use crate::gate::Target;
 use crate::output::{Invalid, create_fresh};
 use crate::report::write_report;
 use crate::{Refused, source_binding};
@@ -43,9 +44,10 @@ pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     }
     let (signing_key, trust, source) =
         (args.signing.load()?, args.trust.load()?, source_binding()?);
+    let device = crate::backend::identify(args.device)?;
     let out = args.output.clone();
     create_fresh(&out)?;
-    let result = start(args, plan, &out, signing_key, trust, source);
+    let result = start(args, plan, &out, (signing_key, trust), source, device);
     // Bad input or a refused resume trained and adopted nothing: the folder this invocation
     // created goes with it, so no half-started run is left behind.
     if result.as_ref().err().is_some_and(|e| {
@@ -60,9 +62,9 @@ fn start(
     args: &TrainArgs,
     plan: Plan,
     out: &Path,
-    signing_key: Option<hr_seal::KeyPair>,
-    trust: hr_seal::Trust,
+    (signing_key, trust): (Option<hr_seal::KeyPair>, hr_seal::Trust),
     source: hr_seal::SourceBinding,
+    device: hr_proof::Device,
 ) -> anyhow::Result<ExitCode> {
     let core_dir = hr_files::RunDir::new(out).core();
     if let Some(src) = &args.resume {
@@ -89,6 +91,7 @@ fn start(
         unqualified: false,
         signing_key,
         trust,
+        device,
     };
     dispatch(
         args.device,
@@ -176,7 +179,8 @@ fn managed_plan(args: &ManagedTrainingArgs) -> anyhow::Result<Plan> {
 pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
     let plan = managed_plan(args)?;
     let source = source_binding()?;
-    args.run.admit(&plan, &source)?;
+    let device = crate::backend::identify(args.device)?;
+    args.run.admit(&plan, &source, &Target::Device(&device))?;
     let core = CoreContext::from_environment().map_err(|e| {
         Refused(format!(
             "managed-training runs inside a Determined trial (the experiment's entrypoint): {e}; \
@@ -202,6 +206,7 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         unqualified: args.run.unqualified,
         signing_key: args.signing.load()?,
         trust: args.trust.load()?,
+        device,
     };
     dispatch(
         args.device,

@@ -1,16 +1,18 @@
 //! Qualification proofs: the per-step evidence of an uninterrupted reference run and of a run
 //! that was interrupted and resumed, their comparison (equal, or the first divergent step and
-//! field), and `proof.json`, which binds the source and the Core implementation and can be
-//! re-checked later against the sealed snapshots it names.
+//! field), and `proof.json`, which binds the source, the device and the Core implementation and
+//! can be re-checked later against the sealed snapshots it names.
 //!
 //! Pure data and local files: it knows nothing about Determined's API or about tensors.
 
+mod device;
 mod managed;
 mod native;
 mod run_folder;
 
 use std::path::{Path, PathBuf};
 
+pub use device::Device;
 pub use managed::{MANAGED_PROOF_SCHEMA, ManagedProof};
 pub use native::{Divergence, NATIVE_FIELDS, NATIVE_PROOF_SCHEMA, NativeProof, first_divergence};
 pub use run_folder::{CursorRecord, EvidenceLine, parse_evidence, read_evidence};

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use hr_seal::SourceBinding;
 use serde::{Deserialize, Serialize};
 
-use crate::{CoreIdentity, Divergence, Interruption, ProofError};
+use crate::{CoreIdentity, Device, Divergence, Interruption, ProofError};
 
 /// The schema of `managed-proof.json`.
-pub const MANAGED_PROOF_SCHEMA: &str = "hessian-recipes/managed-training-proof/v1";
+pub const MANAGED_PROOF_SCHEMA: &str = "hessian-recipes/managed-training-proof/v2";
 
 /// `managed-proof.json` of a managed training qualification.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -42,10 +42,14 @@ pub struct ManagedProof {
     pub first_divergence: Option<Divergence>,
     /// The source binding of the binary that ran both.
     pub source: SourceBinding,
+    /// The device both ran on (as every allocation of each recorded it).
+    pub device: Device,
     /// The Core implementation the trial used.
     pub core: CoreIdentity,
     /// The version the master reported (`GET /api/v1/master`).
     pub master_version: String,
+    /// The master's URL.
+    pub master_url: String,
     /// The environment server's package and version (`nemo-gym 0.7.0`), none for the fixture.
     pub service_package: Option<String>,
 }

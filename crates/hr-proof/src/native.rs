@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use hr_seal::SourceBinding;
 use serde::{Deserialize, Serialize};
 
-use crate::{EvidenceLine, ProofError};
+use crate::{Device, EvidenceLine, ProofError};
 
 /// The schema of `proof.json` for native qualifications.
-pub const NATIVE_PROOF_SCHEMA: &str = "hessian-recipes/native-proof/v1";
+pub const NATIVE_PROOF_SCHEMA: &str = "hessian-recipes/native-proof/v2";
 
 /// Evidence fields in the order they are compared ([`EvidenceLine::first_difference`]): a step's
 /// first differing field is the earliest cause (different tasks explain different tokens, which
@@ -93,6 +93,8 @@ pub struct NativeProof {
     pub first_divergence: Option<Divergence>,
     /// The source binding of the binary that ran all three.
     pub source: SourceBinding,
+    /// The device all three ran on (as every allocation of each recorded it).
+    pub device: Device,
 }
 
 impl NativeProof {

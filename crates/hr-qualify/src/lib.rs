@@ -27,4 +27,4 @@ pub use soak::{SoakOptions, SoakReport, kill_soak};
 pub use source::{SourceRecord, record_source};
 pub use training::{ManagedOptions, ManagedRecovery, managed_recovery};
 pub use trial::{TrialControls, managed_trial_cpu};
-pub use verify::{verify_managed_proof, verify_native_proof};
+pub use verify::{runs_device, verify_managed_proof, verify_native_proof};

@@ -56,6 +56,8 @@ pub struct ManagedRecovery {
     pub checkpoints_listed: u64,
     /// The version the master reported.
     pub master_version: String,
+    /// The master's URL.
+    pub master_url: String,
 }
 
 fn launch_config(opts: &ManagedOptions, storage: &Path) -> Result<String, QualifyError> {
@@ -198,6 +200,7 @@ async fn drive(
         interruption,
         checkpoints_listed: listed.checkpoints.len() as u64,
         master_version: client.info().await?.version,
+        master_url: client.master().to_owned(),
         run_dir,
     })
 }

@@ -1,14 +1,15 @@
 //! Re-checking a training qualification's proof against the run folders and checkpoints it
 //! names, not only its digests: every run has all its steps of evidence, the recorded verdict
 //! follows from that evidence, the interruption happened where the proof says (the allocation
-//! that resumed restored that step, and for a pause exactly the receipt's checkpoint), and the
-//! checkpoints verify with the proof's source binding.
+//! that resumed restored that step, and for a pause exactly the receipt's checkpoint), every
+//! allocation of every run recorded the proof's device, and the checkpoints verify with the
+//! proof's source binding.
 
 use hr_files::{IoResultExt, RunDir};
 use std::path::Path;
 
 use hr_proof::{
-    EvidenceLine, MANAGED_PROOF_SCHEMA, ManagedProof, NATIVE_PROOF_SCHEMA, NativeProof,
+    Device, EvidenceLine, MANAGED_PROOF_SCHEMA, ManagedProof, NATIVE_PROOF_SCHEMA, NativeProof,
     first_divergence,
 };
 use hr_seal::{Expectations, SourceBinding, Trust, verify};
@@ -55,6 +56,63 @@ fn allocations(run: &Path) -> Vec<Value> {
         .lines()
         .filter_map(|l| serde_json::from_str(l).ok())
         .collect()
+}
+
+/// The device every allocation of the run in `run` recorded: an error when one recorded none
+/// or they differ.
+fn run_device(run: &Path) -> Result<Device, QualifyError> {
+    let path = RunDir::new(run).allocations();
+    let mut device: Option<Device> = None;
+    // An allocation's first line (the one with its pid) names its device.
+    for record in allocations(run).iter().filter(|r| r.get("pid").is_some()) {
+        let this: Device = serde_json::from_value(record["device"].clone()).map_err(|e| {
+            failed(format!(
+                "{}: an allocation records no device ({e}); it was run by an older binary",
+                path.display()
+            ))
+        })?;
+        match &device {
+            Some(first) if *first != this => {
+                return Err(failed(format!(
+                    "{}: its allocations ran on different devices ({first}; {this})",
+                    path.display()
+                )));
+            }
+            Some(_) => {}
+            None => device = Some(this),
+        }
+    }
+    device.ok_or_else(|| failed(format!("{} records no allocation", path.display())))
+}
+
+/// The device every allocation of every run in `runs` recorded.
+pub fn runs_device(runs: &[&Path]) -> Result<Device, QualifyError> {
+    let mut device: Option<Device> = None;
+    for run in runs {
+        let this = run_device(run)?;
+        match &device {
+            Some(first) if *first != this => {
+                return Err(failed(format!(
+                    "{} ran on {this}, the other runs on {first}",
+                    run.display()
+                )));
+            }
+            Some(_) => {}
+            None => device = Some(this),
+        }
+    }
+    device.ok_or_else(|| failed("no runs"))
+}
+
+/// Checks that the runs in `runs` ran where the proof says.
+fn check_device(runs: &[&Path], device: &Device) -> Result<(), QualifyError> {
+    let ran = runs_device(runs)?;
+    if ran != *device {
+        return Err(failed(format!(
+            "the runs ran on {ran}, but the proof says {device}"
+        )));
+    }
+    Ok(())
 }
 
 /// Checks that the recorded verdict follows from the two evidence streams.
@@ -104,6 +162,7 @@ pub fn verify_native_proof(path: &Path) -> Result<NativeProof, QualifyError> {
     let resumed = evidence(&p.resumed, p.steps)?;
     evidence(&p.interrupted, p.stopped_after)?;
     check_verdict(&reference, &resumed, p.first_divergence.as_ref(), p.equal)?;
+    check_device(&[&p.reference, &p.interrupted, &p.resumed], &p.device)?;
     // The interruption: the resumed run's only allocation restored the stopped step.
     let first = allocations(&p.resumed)
         .into_iter()
@@ -138,6 +197,7 @@ pub fn verify_managed_proof(path: &Path) -> Result<ManagedProof, QualifyError> {
     let reference = evidence(&p.reference, p.steps)?;
     let managed = evidence(&p.run_dir, p.steps)?;
     check_verdict(&reference, &managed, p.first_divergence.as_ref(), p.equal)?;
+    check_device(&[&p.reference, &p.run_dir], &p.device)?;
     let i = &p.interruption;
     // The trial's second allocation restored the checkpoint and step the proof names.
     let records = allocations(&p.run_dir);

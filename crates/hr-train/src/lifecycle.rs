@@ -59,6 +59,8 @@ pub struct RunOptions {
     pub signing_key: Option<KeyPair>,
     /// Which seals a restore accepts (with keys: only seals signed by one of them).
     pub trust: Trust,
+    /// The device this allocation runs on, recorded in its allocation line (proofs name it).
+    pub device: hr_proof::Device,
 }
 
 /// The `tracing` target of the one event per training step (fields `step`, `steps` and `last`,
@@ -214,6 +216,7 @@ pub fn run<B: Backend>(
         unqualified,
         signing_key,
         trust,
+        device: device_record,
     } = opts;
     std::fs::create_dir_all(&run_dir).at("create", &run_dir)?;
     // The run's plan, as `evaluate` reads it later (written once; every checkpoint is bound to
@@ -319,6 +322,7 @@ pub fn run<B: Backend>(
             "device_seconds_used": budget.gpu_seconds_used,
             "device_seconds_limit": limited(budget.gpu_seconds_limit),
             "unqualified": unqualified,
+            "device": device_record,
         }),
     )?;
     // This allocation's charge, in whole seconds rounded up, is added to what earlier
