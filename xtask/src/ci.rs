@@ -1,9 +1,10 @@
 //! `cargo xtask ci`: the single gate, cheapest checks first. Format, tidy, clippy with warnings
-//! denied (the `cuda` backend included), one debug build of every binary and test with
-//! `--features hessian-recipes/cuda` (the CUDA backend compiled and linked offline), the whole
-//! test suite (the end-to-end tests drive that binary), the conformance of the devmaster with the
-//! real `determined==0.35.0` client and of the bridges with the real environment servers, and
-//! the CPU qualifications of that same binary (the kill soak among them). It ends with one
+//! denied (the `cuda` and `vulkan` backends included), one debug build of every binary and test
+//! with [`crate::CI_FEATURES`] (the CUDA backend compiled and linked offline, the Vulkan one
+//! too), the whole test suite (the end-to-end tests drive that binary), the conformance of the
+//! devmaster with the real `determined==0.35.0` client and of the bridges with the real
+//! environment servers, the CPU qualifications of that same binary (the kill soak among them),
+//! and the `vulkan` phase on lavapipe ([`crate::vulkan`]). It ends with one
 //! summary line, `ci: N passed, M failed`, and fails when no test ran.
 
 use std::{
@@ -48,7 +49,7 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         "--all-targets",
         "--locked",
         "--features",
-        "hessian-recipes/cuda",
+        crate::CI_FEATURES,
         "--",
         "-D",
         "warnings",
@@ -64,7 +65,7 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         "--workspace",
         "--locked",
         "--features",
-        "hessian-recipes/cuda",
+        crate::CI_FEATURES,
     ]);
     let (mut passed, mut failed) = run_tests(test)?;
     phases.done("test");
@@ -107,6 +108,13 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
     if failed == 0 {
         let (p, f) = qualify_native_with_controls(root)?;
         phases.done("qualify native with controls");
+        passed += p;
+        failed += f;
+    }
+    if failed == 0 {
+        let bin = crate::debug_binaries(root)?.join("hessian-recipes");
+        let (p, f) = crate::vulkan::phase(root, &bin)?;
+        phases.done("vulkan");
         passed += p;
         failed += f;
     }

@@ -23,6 +23,7 @@ mod python;
 mod qualify_backend;
 mod results;
 mod tidy;
+mod vulkan;
 
 use std::{
     path::{Path, PathBuf},
@@ -200,9 +201,12 @@ fn describe(cmd: &Command) -> String {
     words.join(" ")
 }
 
+/// The features of CI's one build: both GPU-class backends compiled and linked, CUDA offline
+/// (it runs on the CPU where there is no GPU), Vulkan to run on lavapipe in the `vulkan` phase.
+pub(crate) const CI_FEATURES: &str = "hessian-recipes/cuda,hessian-recipes/vulkan";
+
 /// Builds every debug binary and test of the workspace in one invocation, `hessian-recipes`
-/// with its `cuda` feature (so the CUDA backend is compiled and linked offline, then runs on
-/// the CPU), and returns the folder of the binaries (`target/debug`). CI's build, its tests,
+/// with [`CI_FEATURES`], and returns the folder of the binaries (`target/debug`). CI's build, its tests,
 /// the conformance drivers and its qualifications all use this same selection, so Cargo
 /// resolves features once (dev-dependencies included) and nothing is compiled twice: a narrower
 /// `cargo build -p ...` resolves other features (e.g. `fastrand`'s, through `tempfile`) and
@@ -216,7 +220,7 @@ pub(crate) fn debug_binaries(root: &Path) -> Result<PathBuf> {
         "--bins",
         "--tests",
         "--features",
-        "hessian-recipes/cuda",
+        CI_FEATURES,
     ]);
     run(build)?;
     Ok(conformance::target_dir(root).join("debug"))
@@ -246,7 +250,7 @@ fn release_binary(root: &Path, features: &[&str]) -> Result<PathBuf> {
 pub(crate) enum Binary<'a> {
     /// The release build with these features (what users qualify).
     Release(&'a [&'a str]),
-    /// CI's one debug build ([`debug_binaries`], with `cuda`): the binary its tests drove.
+    /// CI's one debug build ([`debug_binaries`], with `cuda` and `vulkan`): the binary its tests drove.
     Ci,
 }
 
@@ -280,7 +284,7 @@ pub(crate) fn qualify_cpu(root: &Path, args: &[String]) -> Result<()> {
     qualify_cpu_with(root, args, Binary::Release(&[]))
 }
 
-/// [`qualify_cpu`] with `binary` (CI qualifies the one debug build, with `cuda`, on the CPU).
+/// [`qualify_cpu`] with `binary` (CI qualifies the one debug build, with `cuda` and `vulkan`, on the CPU).
 pub(crate) fn qualify_cpu_with(root: &Path, args: &[String], binary: Binary<'_>) -> Result<()> {
     let mut output = None;
     let mut master = None;

@@ -1,7 +1,9 @@
 //! Backend selection: the Flex CPU backend by default; CUDA (burn-cuda) when built with
-//! `--features cuda` and asked for with `--device cuda`. Whether a CUDA driver and GPU exist is
-//! checked before any device is created, and so is NVRTC, which burn-cuda compiles its kernels
-//! with, because cudarc panics on a device thread when `libcuda` or `libnvrtc` is missing.
+//! `--features cuda` and asked for with `--device cuda`; Vulkan (burn-wgpu, SPIR-V) with
+//! `--features vulkan` and `--device vulkan`. Whether a CUDA driver and GPU exist is checked
+//! before any device is created, and so is NVRTC, which burn-cuda compiles its kernels with,
+//! because cudarc panics on a device thread when `libcuda` or `libnvrtc` is missing; a Vulkan
+//! device is set up once, with a refusal instead of wgpu's panic when there is none.
 
 use burn::tensor::backend::Backend;
 use hr_proof::Device;
@@ -15,6 +17,8 @@ pub(crate) enum DeviceKind {
     Cpu,
     /// The first CUDA GPU (needs a binary built with `--features cuda`).
     Cuda,
+    /// The first Vulkan device (needs a binary built with `--features vulkan`).
+    Vulkan,
 }
 
 impl DeviceKind {
@@ -23,6 +27,7 @@ impl DeviceKind {
         match self {
             DeviceKind::Cpu => "cpu",
             DeviceKind::Cuda => "cuda",
+            DeviceKind::Vulkan => "vulkan",
         }
     }
 }
@@ -52,6 +57,7 @@ pub(crate) fn identify(kind: DeviceKind) -> anyhow::Result<Device> {
             libraries: LIBRARIES.to_owned(),
         }),
         DeviceKind::Cuda => cuda::identify(),
+        DeviceKind::Vulkan => vulkan::identify(),
     }
 }
 
@@ -60,6 +66,7 @@ pub(crate) fn dispatch<J: OnBackend>(kind: DeviceKind, job: J) -> anyhow::Result
     match kind {
         DeviceKind::Cpu => job.run::<Cpu>(Default::default(), "cpu"),
         DeviceKind::Cuda => cuda::run(job),
+        DeviceKind::Vulkan => vulkan::run(job),
     }
 }
 
@@ -156,6 +163,79 @@ mod cuda {
         Refused(
             "--device cuda: this binary was built without CUDA; rebuild with \
              `cargo build --release -p hessian-recipes --features cuda`, or use --device cpu"
+                .to_owned(),
+        )
+        .into()
+    }
+
+    pub(super) fn identify() -> anyhow::Result<Device> {
+        Err(refused())
+    }
+
+    pub(super) fn run<J: OnBackend>(_job: J) -> anyhow::Result<J::Output> {
+        Err(refused())
+    }
+}
+
+#[cfg(feature = "vulkan")]
+mod vulkan {
+    use std::sync::OnceLock;
+
+    use burn::backend::wgpu::{RuntimeOptions, WgpuDevice, graphics, init_setup};
+    use hr_proof::Device;
+
+    use super::{OnBackend, Refused};
+
+    /// The one Vulkan setup of this process (wgpu registers a device once), or why there is none.
+    fn setup() -> &'static Result<Device, String> {
+        static SETUP: OnceLock<Result<Device, String>> = OnceLock::new();
+        SETUP.get_or_init(|| {
+            let hook = std::panic::take_hook();
+            std::panic::set_hook(Box::new(|_| {}));
+            let made = std::panic::catch_unwind(|| {
+                init_setup::<graphics::Vulkan>(
+                    &WgpuDevice::DefaultDevice,
+                    RuntimeOptions::default(),
+                )
+            });
+            std::panic::set_hook(hook);
+            let setup = made.map_err(|_| {
+                "no Vulkan device could be set up: install a Vulkan driver (on a machine with no \
+                 GPU, Mesa's lavapipe: the Debian package mesa-vulkan-drivers)"
+                    .to_owned()
+            })?;
+            let info = setup.adapter.get_info();
+            Ok(Device {
+                kind: "vulkan".to_owned(),
+                name: info.name,
+                detail: Some(format!("{} {}", info.driver, info.driver_info)),
+                libraries: super::LIBRARIES.to_owned(),
+            })
+        })
+    }
+
+    pub(super) fn identify() -> anyhow::Result<Device> {
+        setup()
+            .clone()
+            .map_err(|why| Refused(format!("--device vulkan: {why}; use --device cpu")).into())
+    }
+
+    pub(super) fn run<J: OnBackend>(job: J) -> anyhow::Result<J::Output> {
+        identify()?;
+        job.run::<burn::backend::Vulkan>(WgpuDevice::DefaultDevice, "vulkan")
+    }
+}
+
+#[cfg(not(feature = "vulkan"))]
+mod vulkan {
+    use hr_proof::Device;
+
+    use super::{OnBackend, Refused};
+
+    fn refused() -> anyhow::Error {
+        Refused(
+            "--device vulkan: this binary was built without Vulkan; rebuild with \
+             `cargo build --release -p hessian-recipes --features vulkan`, or use --device cpu"
                 .to_owned(),
         )
         .into()

@@ -1,0 +1,212 @@
+//! The `vulkan` phase of `cargo xtask ci`: the GPU path rehearsed on Mesa's lavapipe, a Vulkan
+//! device on the CPU, with CI's one debug binary (built with `--features vulkan`). burn-wgpu runs
+//! the same cubecl kernels, autotune and fusion as burn-cuda, compiled to SPIR-V. Three checks:
+//! greedy generation equal to the CPU backend's (the same tokens, log-probabilities within
+//! 1e-4), a native qualification equal across processes whose proof names the lavapipe device,
+//! and a managed qualification on the devmaster, equal.
+
+use std::{
+    path::{Path, PathBuf},
+    process::Command,
+};
+
+use anyhow::{Context, Result, bail, ensure};
+
+use crate::describe;
+
+/// Where Debian's lavapipe package puts its driver manifest.
+const LAVAPIPE_ICD: &str = "/usr/share/vulkan/icd.d";
+
+/// Installs lavapipe (`mesa-vulkan-drivers`) and the Vulkan loader when they are missing.
+fn ensure_lavapipe() -> Result<()> {
+    let present = std::fs::read_dir(LAVAPIPE_ICD)
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .any(|e| e.file_name().to_string_lossy().starts_with("lvp_icd"))
+        })
+        .unwrap_or(false);
+    let loader = Path::new("/usr/lib/x86_64-linux-gnu/libvulkan.so.1").exists()
+        || Path::new("/usr/lib/aarch64-linux-gnu/libvulkan.so.1").exists();
+    if present && loader {
+        return Ok(());
+    }
+    eprintln!("vulkan: installing lavapipe (mesa-vulkan-drivers, libvulkan1) from Debian");
+    let apt = |args: &[&str]| -> Result<()> {
+        let mut cmd = Command::new("apt-get");
+        cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        let status = cmd
+            .status()
+            .with_context(|| format!("running {}", describe(&cmd)))?;
+        ensure!(
+            status.success(),
+            "{} failed ({status}); install mesa-vulkan-drivers and libvulkan1 as root",
+            describe(&cmd)
+        );
+        Ok(())
+    };
+    apt(&["-q", "update"])?;
+    apt(&[
+        "-q",
+        "install",
+        "-y",
+        "--no-install-recommends",
+        "mesa-vulkan-drivers",
+        "libvulkan1",
+    ])
+}
+
+/// Runs `bin` with `args` in `root`, failing with its output when it fails.
+fn output(root: &Path, bin: &Path, args: &[&str]) -> Result<String> {
+    let mut cmd = Command::new(bin);
+    cmd.args(args).current_dir(root);
+    eprintln!("$ {}", describe(&cmd));
+    let out = cmd
+        .output()
+        .with_context(|| format!("running {}", describe(&cmd)))?;
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        bail!(
+            "{} failed ({}):\n{text}{}",
+            describe(&cmd),
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(text)
+}
+
+/// Greedy generation on `vulkan` equals the CPU's: the same tokens, log-probabilities within 1e-4.
+fn parity(root: &Path, bin: &Path) -> Result<()> {
+    let generate = |device: &str| -> Result<Vec<serde_json::Value>> {
+        let text = output(
+            root,
+            bin,
+            &[
+                "generate",
+                "--device",
+                device,
+                "--model",
+                "target/tiny-model",
+                "--json",
+                "--prompt",
+                "What is 2 + 3?",
+                "--prompt",
+                "Name a colour.",
+                "--max-new-tokens",
+                "16",
+            ],
+        )?;
+        text.lines()
+            .map(|l| serde_json::from_str(l).context("a generate --json line"))
+            .collect()
+    };
+    let (cpu, vulkan) = (generate("cpu")?, generate("vulkan")?);
+    ensure!(cpu.len() == 2 && vulkan.len() == 2, "two completions each");
+    for (a, b) in cpu.iter().zip(&vulkan) {
+        ensure!(
+            a["tokens"] == b["tokens"],
+            "tokens differ: cpu {} vulkan {}",
+            a["tokens"],
+            b["tokens"]
+        );
+        let logprobs = |v: &serde_json::Value| -> Vec<f64> {
+            v["logprobs"]
+                .as_array()
+                .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
+                .unwrap_or_default()
+        };
+        let worst = logprobs(a)
+            .iter()
+            .zip(logprobs(b))
+            .map(|(x, y)| (x - y).abs())
+            .fold(0.0, f64::max);
+        ensure!(
+            worst <= 1e-4,
+            "log-probabilities differ by {worst:e} (> 1e-4)"
+        );
+        eprintln!("vulkan: parity holds (largest log-probability difference {worst:e})");
+    }
+    Ok(())
+}
+
+/// The proof at `path`: equal, and made on lavapipe.
+fn check_proof(path: &Path) -> Result<()> {
+    let proof: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(path).with_context(|| format!("reading {}", path.display()))?,
+    )?;
+    ensure!(
+        proof["equal"] == true,
+        "{} is not equal: {proof}",
+        path.display()
+    );
+    let device = &proof["device"];
+    ensure!(
+        device["kind"] == "vulkan"
+            && device["name"]
+                .as_str()
+                .is_some_and(|n| n.contains("llvmpipe")),
+        "{} names the device {device}, not lavapipe",
+        path.display()
+    );
+    Ok(())
+}
+
+/// Runs `qualify KIND --device vulkan` of the tiny plan into `out` and checks its proof.
+fn qualify(root: &Path, bin: &Path, kind: &str, out: &Path) -> Result<()> {
+    let folder = out.display().to_string();
+    output(
+        root,
+        bin,
+        &[
+            "qualify",
+            kind,
+            "--device",
+            "vulkan",
+            "--plan",
+            "plans/native-tiny.json",
+            "--output",
+            &folder,
+        ],
+    )?;
+    let proof = if kind == "native" {
+        "proof.json"
+    } else {
+        "managed-proof.json"
+    };
+    check_proof(&root.join(out).join(proof))
+}
+
+/// The phase: each check counted on its own; output folders are removed when they pass.
+pub(crate) fn phase(root: &Path, bin: &Path) -> Result<(u64, u64)> {
+    ensure_lavapipe()?;
+    let (mut passed, mut failed) = (0, 0);
+    for name in ["parity", "qualify native", "qualify managed"] {
+        let out = PathBuf::from(format!(
+            "target/vulkan-ci-{}-{}",
+            std::process::id(),
+            name.replace(' ', "-")
+        ));
+        let verdict = match name {
+            "parity" => parity(root, bin),
+            "qualify native" => qualify(root, bin, "native", &out),
+            _ => qualify(root, bin, "managed", &out),
+        };
+        match verdict {
+            Ok(()) => {
+                println!("vulkan {name}: 1 passed, 0 failed");
+                passed += 1;
+                if root.join(&out).exists() {
+                    std::fs::remove_dir_all(root.join(&out))?;
+                }
+            }
+            Err(e) => {
+                println!(
+                    "vulkan {name}: 0 passed, 1 failed ({e:#}); see {}",
+                    out.display()
+                );
+                failed += 1;
+            }
+        }
+    }
+    Ok((passed, failed))
+}
