@@ -3,7 +3,8 @@
 //! the same cubecl kernels, autotune and fusion as burn-cuda, compiled to SPIR-V. Three checks:
 //! greedy generation equal to the CPU backend's (the same tokens, log-probabilities within
 //! 1e-4), a native qualification equal across processes whose proof names the lavapipe device,
-//! and a managed qualification on the devmaster, equal.
+//! a managed qualification on the devmaster, equal, and the gate admitting a longer plan of their
+//! family on `vulkan` with those proofs and refusing it on `cpu`.
 
 use std::{
     path::{Path, PathBuf},
@@ -151,21 +152,16 @@ fn check_proof(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Runs `qualify KIND --device vulkan` of the tiny plan into `out` and checks its proof.
-fn qualify(root: &Path, bin: &Path, kind: &str, out: &Path) -> Result<()> {
-    let folder = out.display().to_string();
+/// Runs `qualify KIND --device vulkan` of `dir/plan.json` into `dir/proofs/KIND` (the layout
+/// the gate reads) and checks its proof.
+fn qualify(root: &Path, bin: &Path, kind: &str, dir: &Path) -> Result<()> {
+    let (plan, out) = (dir.join("plan.json"), dir.join("proofs").join(kind));
+    let (plan, folder) = (plan.display().to_string(), out.display().to_string());
     output(
         root,
         bin,
         &[
-            "qualify",
-            kind,
-            "--device",
-            "vulkan",
-            "--plan",
-            "plans/native-tiny.json",
-            "--output",
-            &folder,
+            "qualify", kind, "--device", "vulkan", "--plan", &plan, "--output", &folder,
         ],
     )?;
     let proof = if kind == "native" {
@@ -176,37 +172,81 @@ fn qualify(root: &Path, bin: &Path, kind: &str, out: &Path) -> Result<()> {
     check_proof(&root.join(out).join(proof))
 }
 
-/// The phase: each check counted on its own; output folders are removed when they pass.
+/// The gate with those proofs: a six-step plan of their family is admitted on `--device vulkan`
+/// and refused on `--device cpu`, the refusal naming the proofs' device.
+fn gate(root: &Path, bin: &Path, dir: &Path) -> Result<()> {
+    let prepare = |device: &str| {
+        let mut cmd = Command::new(bin);
+        cmd.current_dir(root).args(["managed", "prepare", "--plan"]);
+        cmd.arg(dir.join("plan-6.json"))
+            .arg("--output")
+            .arg(dir.join(format!("prepared-{device}")))
+            .args(["--profile", "local", "--max-wall-seconds", "600"])
+            .args(["--device", device, "--proofs"])
+            .arg(dir.join("proofs"));
+        eprintln!("$ {}", describe(&cmd));
+        cmd.output()
+            .with_context(|| format!("running {}", describe(&cmd)))
+    };
+    let admitted = prepare("vulkan")?;
+    ensure!(
+        admitted.status.success(),
+        "not admitted on vulkan: {}",
+        String::from_utf8_lossy(&admitted.stderr)
+    );
+    let refused = prepare("cpu")?;
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    ensure!(
+        refused.status.code() == Some(2) && stderr.contains("made on vulkan: llvmpipe"),
+        "a cpu run was not refused as made elsewhere ({}): {stderr}",
+        refused.status
+    );
+    Ok(())
+}
+
+/// The tiny qualification plan, and a six-step one of its family, in `dir` (which both name
+/// their model from).
+fn write_plans(root: &Path, dir: &Path) -> Result<()> {
+    let mut plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.join("plans/native-tiny.json"))?)?;
+    plan["model"]["path"] = root.join("target/tiny-model").display().to_string().into();
+    std::fs::create_dir_all(root.join(dir))?;
+    std::fs::write(root.join(dir).join("plan.json"), plan.to_string())?;
+    plan["steps"] = 6.into();
+    plan["name"] = "native-tiny-6".into();
+    std::fs::write(root.join(dir).join("plan-6.json"), plan.to_string())?;
+    Ok(())
+}
+
+/// The phase: each check counted on its own; the folder is removed when all pass.
 pub(crate) fn phase(root: &Path, bin: &Path) -> Result<(u64, u64)> {
     ensure_lavapipe()?;
+    let dir = PathBuf::from(format!("target/vulkan-ci-{}", std::process::id()));
+    write_plans(root, &dir)?;
     let (mut passed, mut failed) = (0, 0);
-    for name in ["parity", "qualify native", "qualify managed"] {
-        let out = PathBuf::from(format!(
-            "target/vulkan-ci-{}-{}",
-            std::process::id(),
-            name.replace(' ', "-")
-        ));
+    for name in ["parity", "qualify native", "qualify managed", "gate"] {
         let verdict = match name {
             "parity" => parity(root, bin),
-            "qualify native" => qualify(root, bin, "native", &out),
-            _ => qualify(root, bin, "managed", &out),
+            "qualify native" => qualify(root, bin, "native", &dir),
+            "qualify managed" => qualify(root, bin, "managed", &dir),
+            _ => gate(root, bin, &dir),
         };
         match verdict {
             Ok(()) => {
                 println!("vulkan {name}: 1 passed, 0 failed");
                 passed += 1;
-                if root.join(&out).exists() {
-                    std::fs::remove_dir_all(root.join(&out))?;
-                }
             }
             Err(e) => {
                 println!(
                     "vulkan {name}: 0 passed, 1 failed ({e:#}); see {}",
-                    out.display()
+                    dir.display()
                 );
                 failed += 1;
             }
         }
+    }
+    if failed == 0 {
+        std::fs::remove_dir_all(root.join(&dir))?;
     }
     Ok((passed, failed))
 }
