@@ -61,6 +61,16 @@ pub(crate) fn identify(kind: DeviceKind) -> anyhow::Result<Device> {
     }
 }
 
+/// The refusal of `--device FLAG` by a binary built without that backend.
+#[cfg(not(all(feature = "cuda", feature = "vulkan")))]
+fn built_without(flag: &str, name: &str) -> anyhow::Error {
+    Refused(format!(
+        "--device {flag}: this binary was built without {name}; rebuild with `cargo build \
+         --release -p hessian-recipes --features {flag}`, or use --device cpu"
+    ))
+    .into()
+}
+
 /// Runs `job` on the chosen backend.
 pub(crate) fn dispatch<J: OnBackend>(kind: DeviceKind, job: J) -> anyhow::Result<J::Output> {
     match kind {
@@ -157,23 +167,14 @@ mod cuda {
 mod cuda {
     use hr_proof::Device;
 
-    use super::{OnBackend, Refused};
-
-    fn refused() -> anyhow::Error {
-        Refused(
-            "--device cuda: this binary was built without CUDA; rebuild with \
-             `cargo build --release -p hessian-recipes --features cuda`, or use --device cpu"
-                .to_owned(),
-        )
-        .into()
-    }
+    use super::{OnBackend, built_without};
 
     pub(super) fn identify() -> anyhow::Result<Device> {
-        Err(refused())
+        Err(built_without("cuda", "CUDA"))
     }
 
     pub(super) fn run<J: OnBackend>(_job: J) -> anyhow::Result<J::Output> {
-        Err(refused())
+        Err(built_without("cuda", "CUDA"))
     }
 }
 
@@ -230,22 +231,13 @@ mod vulkan {
 mod vulkan {
     use hr_proof::Device;
 
-    use super::{OnBackend, Refused};
-
-    fn refused() -> anyhow::Error {
-        Refused(
-            "--device vulkan: this binary was built without Vulkan; rebuild with \
-             `cargo build --release -p hessian-recipes --features vulkan`, or use --device cpu"
-                .to_owned(),
-        )
-        .into()
-    }
+    use super::{OnBackend, built_without};
 
     pub(super) fn identify() -> anyhow::Result<Device> {
-        Err(refused())
+        Err(built_without("vulkan", "Vulkan"))
     }
 
     pub(super) fn run<J: OnBackend>(_job: J) -> anyhow::Result<J::Output> {
-        Err(refused())
+        Err(built_without("vulkan", "Vulkan"))
     }
 }

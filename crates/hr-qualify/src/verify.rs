@@ -58,50 +58,47 @@ fn allocations(run: &Path) -> Vec<Value> {
         .collect()
 }
 
-/// The device every allocation of the run in `run` recorded: an error when one recorded none
-/// or they differ.
-fn run_device(run: &Path) -> Result<Device, QualifyError> {
+/// The device each allocation of the run in `run` recorded (an allocation's first line, the one
+/// with its pid, names it), with where it was recorded.
+fn run_devices(run: &Path) -> Result<Vec<(Device, String)>, QualifyError> {
     let path = RunDir::new(run).allocations();
-    let mut device: Option<Device> = None;
-    // An allocation's first line (the one with its pid) names its device.
-    for record in allocations(run).iter().filter(|r| r.get("pid").is_some()) {
-        let this: Device = serde_json::from_value(record["device"].clone()).map_err(|e| {
-            failed(format!(
-                "{}: an allocation records no device ({e}); it was run by an older binary",
-                path.display()
-            ))
-        })?;
-        match &device {
-            Some(first) if *first != this => {
-                return Err(failed(format!(
-                    "{}: its allocations ran on different devices ({first}; {this})",
+    let devices = allocations(run)
+        .iter()
+        .filter(|r| r.get("pid").is_some())
+        .map(|record| {
+            let device = serde_json::from_value(record["device"].clone()).map_err(|e| {
+                failed(format!(
+                    "{}: an allocation records no device ({e}); it was run by an older binary",
                     path.display()
-                )));
-            }
-            Some(_) => {}
-            None => device = Some(this),
-        }
+                ))
+            })?;
+            Ok((
+                device,
+                format!("{} ({})", run.display(), record["allocation"]),
+            ))
+        })
+        .collect::<Result<Vec<_>, QualifyError>>()?;
+    if devices.is_empty() {
+        return Err(failed(format!("{} records no allocation", path.display())));
     }
-    device.ok_or_else(|| failed(format!("{} records no allocation", path.display())))
+    Ok(devices)
 }
 
-/// The device every allocation of every run in `runs` recorded.
+/// The one device every allocation of every run in `runs` recorded: an error when one recorded
+/// none or two differ.
 pub fn runs_device(runs: &[&Path]) -> Result<Device, QualifyError> {
-    let mut device: Option<Device> = None;
+    let mut all = Vec::new();
     for run in runs {
-        let this = run_device(run)?;
-        match &device {
-            Some(first) if *first != this => {
-                return Err(failed(format!(
-                    "{} ran on {this}, the other runs on {first}",
-                    run.display()
-                )));
-            }
-            Some(_) => {}
-            None => device = Some(this),
+        all.extend(run_devices(run)?);
+    }
+    let mut all = all.into_iter();
+    let (first, at) = all.next().ok_or_else(|| failed("no runs"))?;
+    for (other, there) in all {
+        if other != first {
+            return Err(failed(format!("{there} ran on {other}, {at} on {first}")));
         }
     }
-    device.ok_or_else(|| failed("no runs"))
+    Ok(first)
 }
 
 /// Checks that the runs in `runs` ran where the proof says.
