@@ -71,6 +71,17 @@ fn built_without(flag: &str, name: &str) -> anyhow::Error {
     .into()
 }
 
+/// Runs `f`, turning a panic into `None` without printing it: cudarc panics when it cannot load
+/// `libcuda` or `libnvrtc`, wgpu when it finds no device.
+#[cfg(any(feature = "cuda", feature = "vulkan"))]
+fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Option<T> {
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let ran = std::panic::catch_unwind(f);
+    std::panic::set_hook(hook);
+    ran.ok()
+}
+
 /// Runs `job` on the chosen backend.
 pub(crate) fn dispatch<J: OnBackend>(kind: DeviceKind, job: J) -> anyhow::Result<J::Output> {
     match kind {
@@ -85,17 +96,7 @@ mod cuda {
     use cudarc::driver::{CudaContext, DriverError, sys::CUresult};
     use hr_proof::Device;
 
-    use super::{OnBackend, Refused};
-
-    /// Runs `f`, turning a panic into `None` without printing it: cudarc panics when it cannot
-    /// load `libcuda` or `libnvrtc`.
-    fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Option<T> {
-        let hook = std::panic::take_hook();
-        std::panic::set_hook(Box::new(|_| {}));
-        let ran = std::panic::catch_unwind(f);
-        std::panic::set_hook(hook);
-        ran.ok()
-    }
+    use super::{OnBackend, Refused, quietly};
 
     /// Counts CUDA devices.
     fn device_count() -> Result<i32, String> {
@@ -185,22 +186,19 @@ mod vulkan {
     use burn::backend::wgpu::{RuntimeOptions, WgpuDevice, graphics, init_setup};
     use hr_proof::Device;
 
-    use super::{OnBackend, Refused};
+    use super::{OnBackend, Refused, quietly};
 
     /// The one Vulkan setup of this process (wgpu registers a device once), or why there is none.
     fn setup() -> &'static Result<Device, String> {
         static SETUP: OnceLock<Result<Device, String>> = OnceLock::new();
         SETUP.get_or_init(|| {
-            let hook = std::panic::take_hook();
-            std::panic::set_hook(Box::new(|_| {}));
-            let made = std::panic::catch_unwind(|| {
+            let made = quietly(|| {
                 init_setup::<graphics::Vulkan>(
                     &WgpuDevice::DefaultDevice,
                     RuntimeOptions::default(),
                 )
             });
-            std::panic::set_hook(hook);
-            let setup = made.map_err(|_| {
+            let setup = made.ok_or_else(|| {
                 "no Vulkan device could be set up: install a Vulkan driver (on a machine with no \
                  GPU, Mesa's lavapipe: the Debian package mesa-vulkan-drivers)"
                     .to_owned()
