@@ -14,14 +14,16 @@
 #   5. OUT/summary.txt: each stage's exit status and the throughput figures.
 # Stages are independent: one failing does not stop the others; the script exits 1 if any failed.
 #
-# Usage: scripts/gpu-check.sh [--bin PATH] [--tiny DIR] [--smollm2 DIR] [--device cuda|cpu] OUT
+# Usage: scripts/gpu-check.sh [--bin PATH] [--tiny DIR] [--smollm2 DIR] [--device cuda|vulkan|cpu] OUT
 #   --bin      the binary (default target/release/hessian-recipes)
 #   --tiny     the tiny test model folder (default target/tiny-model, written by `cargo xtask ci`
 #              or `cargo test -p hr-tests`)
 #   --smollm2  an HF folder of SmolLM2-135M-Instruct (`cargo xtask fetch-model smollm2` prints it;
 #              where it cannot travel, `scripts/random_model.py` writes one of its shape from its
 #              config and tokenizer); without it the throughput stage uses the tiny model
-#   --device   cpu rehearses the whole script without a GPU (stage 1 is then skipped)
+#   --device   vulkan (a binary built with --features vulkan) or cpu rehearses the whole script
+#              without an NVIDIA GPU (stage 1 is then skipped); `cargo xtask ci` runs it with
+#              vulkan on lavapipe
 set -uo pipefail
 
 bin=target/release/hessian-recipes
@@ -41,7 +43,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$out" ] || { echo "gpu-check: name an OUT folder (see --help)" >&2; exit 2; }
-[ "$device" = cuda ] || [ "$device" = cpu ] || { echo "gpu-check: --device cuda|cpu" >&2; exit 2; }
+case "$device" in cuda|vulkan|cpu) ;; *) echo "gpu-check: --device cuda|vulkan|cpu" >&2; exit 2 ;; esac
 [ -e "$out" ] && { echo "gpu-check: $out exists; name a new folder" >&2; exit 2; }
 [ -x "$bin" ] || { echo "gpu-check: no binary at $bin (build it with --features cuda; --bin PATH)" >&2; exit 2; }
 [ -f "$tiny/config.json" ] || { echo "gpu-check: no tiny model at $tiny (--tiny DIR)" >&2; exit 2; }

@@ -1,10 +1,11 @@
 //! The `vulkan` phase of `cargo xtask ci`: the GPU path rehearsed on Mesa's lavapipe, a Vulkan
 //! device on the CPU, with CI's one debug binary (built with `--features vulkan`). burn-wgpu runs
-//! the same cubecl kernels, autotune and fusion as burn-cuda, compiled to SPIR-V. Three checks:
+//! the same cubecl kernels, autotune and fusion as burn-cuda, compiled to SPIR-V. The checks:
 //! greedy generation equal to the CPU backend's (the same tokens, log-probabilities within
-//! 1e-4), a native qualification equal across processes whose proof names the lavapipe device,
-//! a managed qualification on the devmaster, equal, and the gate admitting a longer plan of their
-//! family on `vulkan` with those proofs and refusing it on `cpu`.
+//! 1e-4); `scripts/gpu-check.sh --device vulkan`, whose native qualification must be equal
+//! across processes with a proof naming the lavapipe device; a managed qualification on the
+//! devmaster, equal; and the gate admitting a longer plan of their family on `vulkan` with those
+//! proofs and refusing it on `cpu`.
 
 use std::{
     path::{Path, PathBuf},
@@ -152,24 +153,46 @@ fn check_proof(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Runs `qualify KIND --device vulkan` of `dir/plan.json` into `dir/proofs/KIND` (the layout
-/// the gate reads) and checks its proof.
-fn qualify(root: &Path, bin: &Path, kind: &str, dir: &Path) -> Result<()> {
-    let (plan, out) = (dir.join("plan.json"), dir.join("proofs").join(kind));
+/// `scripts/gpu-check.sh --device vulkan` end to end (generate, the four-step native
+/// qualification of the tiny plan, train throughput; TRL left out), so the script itself is
+/// tested. Its native proof, checked here, is the one the gate reads (`dir/proofs/native`).
+fn gpu_check(root: &Path, bin: &Path, dir: &Path) -> Result<()> {
+    let out = root.join(dir).join("gpu-check");
+    let mut cmd = Command::new("bash");
+    cmd.current_dir(root)
+        .args(["scripts/gpu-check.sh", "--device", "vulkan", "--bin"])
+        .arg(bin)
+        .args(["--tiny", "target/tiny-model"])
+        .arg(&out)
+        .env_remove("TRL_PYTHON");
+    eprintln!("$ {}", describe(&cmd));
+    let status = cmd
+        .status()
+        .with_context(|| format!("running {}", describe(&cmd)))?;
+    ensure!(
+        status.success(),
+        "gpu-check failed ({status}):\n{}",
+        std::fs::read_to_string(out.join("summary.txt")).unwrap_or_default()
+    );
+    check_proof(&out.join("qualify/proof.json"))?;
+    std::fs::create_dir_all(root.join(dir).join("proofs"))?;
+    std::os::unix::fs::symlink(out.join("qualify"), root.join(dir).join("proofs/native"))?;
+    Ok(())
+}
+
+/// `qualify managed --device vulkan` of `dir/plan.json` into `dir/proofs/managed` (the layout the
+/// gate reads), with its proof checked.
+fn qualify_managed(root: &Path, bin: &Path, dir: &Path) -> Result<()> {
+    let (plan, out) = (dir.join("plan.json"), dir.join("proofs/managed"));
     let (plan, folder) = (plan.display().to_string(), out.display().to_string());
     output(
         root,
         bin,
         &[
-            "qualify", kind, "--device", "vulkan", "--plan", &plan, "--output", &folder,
+            "qualify", "managed", "--device", "vulkan", "--plan", &plan, "--output", &folder,
         ],
     )?;
-    let proof = if kind == "native" {
-        "proof.json"
-    } else {
-        "managed-proof.json"
-    };
-    check_proof(&root.join(out).join(proof))
+    check_proof(&root.join(out).join("managed-proof.json"))
 }
 
 /// The gate with those proofs: a six-step plan of their family is admitted on `--device vulkan`
@@ -224,11 +247,11 @@ pub(crate) fn phase(root: &Path, bin: &Path) -> Result<(u64, u64)> {
     let dir = PathBuf::from(format!("target/vulkan-ci-{}", std::process::id()));
     write_plans(root, &dir)?;
     let (mut passed, mut failed) = (0, 0);
-    for name in ["parity", "qualify native", "qualify managed", "gate"] {
+    for name in ["parity", "gpu-check", "qualify managed", "gate"] {
         let verdict = match name {
             "parity" => parity(root, bin),
-            "qualify native" => qualify(root, bin, "native", &dir),
-            "qualify managed" => qualify(root, bin, "managed", &dir),
+            "gpu-check" => gpu_check(root, bin, &dir),
+            "qualify managed" => qualify_managed(root, bin, &dir),
             _ => gate(root, bin, &dir),
         };
         match verdict {
