@@ -36,15 +36,7 @@ fn ensure_lavapipe() -> Result<()> {
     let apt = |args: &[&str]| -> Result<()> {
         let mut cmd = Command::new("apt-get");
         cmd.args(args).env("DEBIAN_FRONTEND", "noninteractive");
-        let status = cmd
-            .status()
-            .with_context(|| format!("running {}", describe(&cmd)))?;
-        ensure!(
-            status.success(),
-            "{} failed ({status}); install mesa-vulkan-drivers and libvulkan1 as root",
-            describe(&cmd)
-        );
-        Ok(())
+        crate::run(cmd).context("install mesa-vulkan-drivers and libvulkan1 as root")
     };
     apt(&["-q", "update"])?;
     apt(&[
@@ -165,15 +157,8 @@ fn gpu_check(root: &Path, bin: &Path, dir: &Path) -> Result<()> {
         .args(["--tiny", "target/tiny-model"])
         .arg(&out)
         .env_remove("TRL_PYTHON");
-    eprintln!("$ {}", describe(&cmd));
-    let status = cmd
-        .status()
-        .with_context(|| format!("running {}", describe(&cmd)))?;
-    ensure!(
-        status.success(),
-        "gpu-check failed ({status}):\n{}",
-        std::fs::read_to_string(out.join("summary.txt")).unwrap_or_default()
-    );
+    crate::run(cmd)
+        .with_context(|| std::fs::read_to_string(out.join("summary.txt")).unwrap_or_default())?;
     check_proof(&out.join("qualify/proof.json"))?;
     std::fs::create_dir_all(root.join(dir).join("proofs"))?;
     std::os::unix::fs::symlink(out.join("qualify"), root.join(dir).join("proofs/native"))?;

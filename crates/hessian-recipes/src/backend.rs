@@ -50,14 +50,19 @@ const LIBRARIES: &str = env!("HR_TENSOR_LIBRARIES");
 /// it cannot run here.
 pub(crate) fn identify(kind: DeviceKind) -> anyhow::Result<Device> {
     match kind {
-        DeviceKind::Cpu => Ok(Device {
-            kind: "cpu".to_owned(),
-            name: std::env::consts::ARCH.to_owned(),
-            detail: None,
-            libraries: LIBRARIES.to_owned(),
-        }),
+        DeviceKind::Cpu => Ok(device(kind, std::env::consts::ARCH.to_owned(), None)),
         DeviceKind::Cuda => cuda::identify(),
         DeviceKind::Vulkan => vulkan::identify(),
+    }
+}
+
+/// The record of a device of `kind` named `name`, built with this binary's tensor libraries.
+fn device(kind: DeviceKind, name: String, detail: Option<String>) -> Device {
+    Device {
+        kind: kind.flag().to_owned(),
+        name,
+        detail,
+        libraries: LIBRARIES.to_owned(),
     }
 }
 
@@ -93,10 +98,12 @@ pub(crate) fn dispatch<J: OnBackend>(kind: DeviceKind, job: J) -> anyhow::Result
 
 #[cfg(feature = "cuda")]
 mod cuda {
+    use std::sync::OnceLock;
+
     use cudarc::driver::{CudaContext, DriverError, sys::CUresult};
     use hr_proof::Device;
 
-    use super::{OnBackend, Refused, quietly};
+    use super::{DeviceKind, OnBackend, Refused, quietly};
 
     /// Counts CUDA devices.
     fn device_count() -> Result<i32, String> {
@@ -131,31 +138,32 @@ mod cuda {
         }
     }
 
-    fn refused(why: impl std::fmt::Display) -> Refused {
-        Refused(format!("--device cuda: {why}; use --device cpu"))
-    }
-
-    /// The first GPU, once the driver and NVRTC are known to work.
-    pub(super) fn identify() -> anyhow::Result<Device> {
-        match device_count() {
-            Ok(n) if n > 0 => {}
-            Ok(_) => return Err(refused("the CUDA driver reports no GPU").into()),
-            Err(why) => return Err(refused(why).into()),
+    /// The first GPU, once the driver and NVRTC are known to work, or why it cannot run here.
+    fn probe() -> Result<Device, String> {
+        match device_count()? {
+            n if n > 0 => {}
+            _ => return Err("the CUDA driver reports no GPU".to_owned()),
         }
-        nvrtc_compiles().map_err(refused)?;
-        let gpu = CudaContext::new(0).map_err(|e| refused(format!("GPU 0: {e}")))?;
-        let name = gpu
-            .name()
-            .map_err(|e| refused(format!("GPU 0's name: {e}")))?;
+        nvrtc_compiles()?;
+        let gpu = CudaContext::new(0).map_err(|e| format!("GPU 0: {e}"))?;
+        let name = gpu.name().map_err(|e| format!("GPU 0's name: {e}"))?;
         let (major, minor) = gpu
             .compute_capability()
-            .map_err(|e| refused(format!("GPU 0's compute capability: {e}")))?;
-        Ok(Device {
-            kind: "cuda".to_owned(),
+            .map_err(|e| format!("GPU 0's compute capability: {e}"))?;
+        Ok(super::device(
+            DeviceKind::Cuda,
             name,
-            detail: Some(format!("compute capability {major}.{minor}")),
-            libraries: super::LIBRARIES.to_owned(),
-        })
+            Some(format!("compute capability {major}.{minor}")),
+        ))
+    }
+
+    /// [`probe`], once per process (`train` identifies the device before it dispatches).
+    pub(super) fn identify() -> anyhow::Result<Device> {
+        static PROBED: OnceLock<Result<Device, String>> = OnceLock::new();
+        PROBED
+            .get_or_init(probe)
+            .clone()
+            .map_err(|why| Refused(format!("--device cuda: {why}; use --device cpu")).into())
     }
 
     pub(super) fn run<J: OnBackend>(job: J) -> anyhow::Result<J::Output> {
@@ -186,7 +194,7 @@ mod vulkan {
     use burn::backend::wgpu::{RuntimeOptions, WgpuDevice, graphics, init_setup};
     use hr_proof::Device;
 
-    use super::{OnBackend, Refused, quietly};
+    use super::{DeviceKind, OnBackend, Refused, quietly};
 
     /// The one Vulkan setup of this process (wgpu registers a device once), or why there is none.
     fn setup() -> &'static Result<Device, String> {
@@ -204,12 +212,11 @@ mod vulkan {
                     .to_owned()
             })?;
             let info = setup.adapter.get_info();
-            Ok(Device {
-                kind: "vulkan".to_owned(),
-                name: info.name,
-                detail: Some(format!("{} {}", info.driver, info.driver_info)),
-                libraries: super::LIBRARIES.to_owned(),
-            })
+            Ok(super::device(
+                DeviceKind::Vulkan,
+                info.name,
+                Some(format!("{} {}", info.driver, info.driver_info)),
+            ))
         })
     }
 

@@ -8,12 +8,13 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Device {
-    /// The `--device` value: `cpu` or `cuda`.
+    /// The `--device` value: `cpu`, `cuda` or `vulkan`.
     pub kind: String,
     /// The processor's architecture for `cpu` (`x86_64`), the GPU's name for `cuda`
-    /// (`NVIDIA H200`).
+    /// (`NVIDIA H200`), the adapter's for `vulkan` (`llvmpipe (LLVM 15.0.6, 256 bits)`).
     pub name: String,
-    /// What else decides the kernels, when there is anything (`compute capability 9.0`).
+    /// What else decides the kernels, when there is anything (`compute capability 9.0`, the
+    /// Vulkan driver and its version).
     pub detail: Option<String>,
     /// The tensor library's versions (`burn 0.21.0, cubecl 0.10.0`).
     pub libraries: String,
