@@ -14,7 +14,8 @@
 #   5. OUT/summary.txt: each stage's exit status and the throughput figures.
 # Stages are independent: one failing does not stop the others; the script exits 1 if any failed.
 #
-# Usage: scripts/gpu-check.sh [--bin PATH] [--tiny DIR] [--smollm2 DIR] [--device cuda|vulkan|cpu] OUT
+# Usage: scripts/gpu-check.sh [--bin PATH] [--tiny DIR] [--smollm2 DIR] [--device cuda|vulkan|cpu]
+#                             [--dtype f32|f16|bf16] OUT
 #   --bin      the binary (default target/release/hessian-recipes)
 #   --tiny     the tiny test model folder (default target/tiny-model, written by `cargo xtask ci`
 #              or `cargo test -p hr-tests`)
@@ -24,12 +25,15 @@
 #   --device   vulkan (a binary built with --features vulkan) or cpu rehearses the whole script
 #              without an NVIDIA GPU (stage 1 is then skipped); `cargo xtask ci` runs it with
 #              vulkan on lavapipe
+#   --dtype    the base weights' dtype (the plans' model.dtype, generate's --dtype; default f32):
+#              bf16 is what a GPU run of a real model uses; lavapipe holds f16 but not bf16
 set -uo pipefail
 
 bin=target/release/hessian-recipes
 tiny=target/tiny-model
 smollm2=""
 device=cuda
+dtype=f32
 out=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -37,6 +41,7 @@ while [ $# -gt 0 ]; do
     --tiny) tiny="$2"; shift 2 ;;
     --smollm2) smollm2="$2"; shift 2 ;;
     --device) device="$2"; shift 2 ;;
+    --dtype) dtype="$2"; shift 2 ;;
     -h|--help) sed -n '2,/^[^#]/{/^#/p}' "$0"; exit 0 ;;
     -*) echo "gpu-check: unknown option $1 (see --help)" >&2; exit 2 ;;
     *) [ -z "$out" ] || { echo "gpu-check: one OUT folder only" >&2; exit 2; }; out="$1"; shift ;;
@@ -44,6 +49,7 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$out" ] || { echo "gpu-check: name an OUT folder (see --help)" >&2; exit 2; }
 case "$device" in cuda|vulkan|cpu) ;; *) echo "gpu-check: --device cuda|vulkan|cpu" >&2; exit 2 ;; esac
+case "$dtype" in f32|f16|bf16) ;; *) echo "gpu-check: --dtype f32|f16|bf16" >&2; exit 2 ;; esac
 [ -e "$out" ] && { echo "gpu-check: $out exists; name a new folder" >&2; exit 2; }
 [ -x "$bin" ] || { echo "gpu-check: no binary at $bin (build it with --features cuda; --bin PATH)" >&2; exit 2; }
 [ -f "$tiny/config.json" ] || { echo "gpu-check: no tiny model at $tiny (--tiny DIR)" >&2; exit 2; }
@@ -53,6 +59,7 @@ out=$(cd "$out" && pwd)
 failed=0
 summary="$out/summary.txt"
 : > "$summary"
+echo "device $device, base weights $dtype" >> "$summary"
 
 stage() { # stage NAME SECONDS COMMAND...: runs with a time limit, logs, records the status
   local name="$1" limit="$2"; shift 2
@@ -71,17 +78,18 @@ if [ "$device" = cuda ]; then
 fi
 stage version 10 "$bin" --version && cp "$out/version.log" "$out/version.txt"
 
-stage generate-tiny 60 "$bin" generate --device "$device" --model "$tiny" --json \
+stage generate-tiny 60 "$bin" generate --device "$device" --dtype "$dtype" --model "$tiny" --json \
   --prompt "What is 2 + 3?" --prompt "Name a colour." --max-new-tokens 16
 if [ -n "$smollm2" ]; then
-  stage generate-smollm2 120 "$bin" generate --device "$device" --model "$smollm2" --json \
+  stage generate-smollm2 120 "$bin" generate --device "$device" --dtype "$dtype" --model "$smollm2" --json \
     --prompt "What is 2 + 3?" --max-new-tokens 32
 fi
 
-# The qualification plan names its model relative to itself: copy it next to the tiny model.
+# The qualification plan names its model relative to itself: copy it naming the tiny model's
+# folder absolutely, with the base dtype.
 mkdir -p "$out/plans"
-sed "s#\"path\": \"[^\"]*\"#\"path\": \"$(cd "$tiny" && pwd)\"#" "$here/plans/native-tiny.json" \
-  > "$out/plans/native-tiny.json"
+sed "s#\"path\": \"[^\"]*\"#\"path\": \"$(cd "$tiny" && pwd)\", \"dtype\": \"$dtype\"#" \
+  "$here/plans/native-tiny.json" > "$out/plans/native-tiny.json"
 stage qualify 180 "$bin" qualify native --device "$device" --plan "$out/plans/native-tiny.json" \
   --output "$out/qualify"
 
@@ -92,7 +100,7 @@ if [ -n "$smollm2" ]; then
 fi
 cat > "$out/plans/bench.json" <<JSON
 {"schema_version": 1, "name": "gpu-check-bench",
- "model": {"path": "$model", "lora": {"rank": 8, "alpha": 16.0, "targets": ["q_proj", "k_proj", "v_proj", "o_proj"]}},
+ "model": {"path": "$model", "dtype": "$dtype", "lora": {"rank": 8, "alpha": 16.0, "targets": ["q_proj", "k_proj", "v_proj", "o_proj"]}},
  "environment": {"backend": "fixture", "tasks": {"kind": "arithmetic", "count": 64, "seed": 0}},
  "grpo": {"tasks_per_step": 4, "num_generations": 8, "max_completion_length": 32, "max_turn_tokens": 32,
           "num_iterations": 1, "beta": 0.0, "prompt_format": "$format", "system_prompt": $system},

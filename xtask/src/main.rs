@@ -81,7 +81,9 @@ Tasks:
               the plan (default plans/native-tiny.json on the tiny test model) uninterrupted, then
               stopped after step 2 and resumed in a new process; writes runs/NAME/proof.json
   qualify openenv|nemo [--output runs/NAME] [--model DIR] [--master URL] [--device cpu|cuda]
-              the backend's four-step plan (tiny test model unless --model) against its real
+                       [--dtype f32|f16|bf16]
+              the backend's four-step plan (tiny test model unless --model; its base in bf16
+              with --device cuda unless --dtype says otherwise, else f32) against its real
               server (installed as for conformance envs), with the release binary: qualify native
               (stopped after step 2, resumed in a new process) into runs/NAME/native/proof.json,
               then qualify managed (a trial on a devmaster unless --master, paused after step 1,

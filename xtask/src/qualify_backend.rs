@@ -16,14 +16,16 @@ const STEPS: u64 = 4;
 /// Runs `qualify native` then `qualify managed` of the backend's plan in a fresh `--output`
 /// (default `runs/qualify-<backend>-<time>`); `--model DIR` replaces the tiny test model,
 /// `--master URL` a real master for the devmaster, `--device cuda` the CPU (a release binary is
-/// then built with the `cuda` feature). Returns the output folder.
+/// then built with the `cuda` feature), `--dtype f32|f16|bf16` the plan's `model.dtype` (default
+/// bf16 on `cuda`, as a GPU run of a real model holds its base, else f32). Returns the output
+/// folder.
 pub(crate) fn qualify_backend(
     root: &Path,
     backend: &str,
     args: &[String],
     binary: Binary<'_>,
 ) -> Result<PathBuf> {
-    let (mut output, mut model, mut master, mut device) = (None, None, None, None);
+    let (mut output, mut model, mut master, mut device, mut dtype) = (None, None, None, None, None);
     let mut rest = args.iter();
     while let Some(a) = rest.next() {
         match a.as_str() {
@@ -31,8 +33,9 @@ pub(crate) fn qualify_backend(
             "--model" => model = rest.next().cloned(),
             "--master" => master = rest.next().cloned(),
             "--device" => device = rest.next().cloned(),
+            "--dtype" => dtype = rest.next().cloned(),
             other => bail!(
-                "qualify {backend}: unknown argument {other:?}: use --output runs/NAME, --model DIR, --master URL, --device cpu|cuda"
+                "qualify {backend}: unknown argument {other:?}: use --output runs/NAME, --model DIR, --master URL, --device cpu|cuda, --dtype f32|f16|bf16"
             ),
         }
     }
@@ -53,12 +56,19 @@ pub(crate) fn qualify_backend(
     };
     let grpo = serde_json::json!({"tasks_per_step": 1, "num_generations": 4,
         "max_completion_length": 32, "max_turn_tokens": 16, "max_turns": 2});
+    let dtype = dtype.unwrap_or_else(|| {
+        let gpu = device.as_deref() == Some("cuda");
+        (if gpu { "bf16" } else { "f32" }).to_owned()
+    });
     let plan = training_plan(root, &output, "plan", &environment, &grpo, STEPS)?;
+    let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&plan)?)?;
     if let Some(model) = model {
-        let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&plan)?)?;
         value["model"]["path"] = serde_json::json!(std::path::absolute(model)?);
-        std::fs::write(&plan, serde_json::to_vec_pretty(&value)?)?;
     }
+    if dtype != "f32" {
+        value["model"]["dtype"] = dtype.into();
+    }
+    std::fs::write(&plan, serde_json::to_vec_pretty(&value)?)?;
     let binary = binary.path(root, device.as_deref() == Some("cuda"))?;
     let stage = |name: &str, extra: &[&str]| -> Result<f64> {
         let started = Instant::now();

@@ -7,7 +7,9 @@ use std::time::Instant;
 
 use anyhow::Context;
 use burn::tensor::backend::Backend;
-use hr_policy::{ChatTokenizer, Message, Policy, PolicyRng, SamplingConfig, load_adapters};
+use hr_policy::{
+    ChatTokenizer, Message, Policy, PolicyError, PolicyRng, SamplingConfig, load_adapters,
+};
 
 use crate::Refused;
 use crate::backend::{OnBackend, dispatch};
@@ -36,7 +38,11 @@ impl OnBackend for Job {
         sampling.validate().map_err(|e| Refused(e.to_string()))?;
         let tokenizer = ChatTokenizer::from_file(&args.model.join("tokenizer.json"))?;
         let loading = Instant::now();
-        let policy = Policy::<B>::load(&args.model, &device)
+        let policy = Policy::<B>::load_as(&args.model, hr_train::float_dtype(args.dtype), &device)
+            .map_err(|e| match e {
+                PolicyError::Dtype { .. } => Refused(format!("--dtype {}: {e}", args.dtype)).into(),
+                e => anyhow::Error::from(e),
+            })
             .with_context(|| format!("loading the model in {}", args.model.display()))?;
         let adapters = args
             .adapter

@@ -20,4 +20,4 @@ pub use plan::{
     Checkpoints, Environment, Evaluation, FixtureTasks, Grpo, Lora, Model, Optimizer, Plan, Seeds,
     TaskSet,
 };
-pub use vocabulary::{Decay, FixtureKind, LossType, PromptFormat, ScaleRewards};
+pub use vocabulary::{Decay, Dtype, FixtureKind, LossType, PromptFormat, ScaleRewards};

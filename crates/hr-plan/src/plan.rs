@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Decay, FixtureKind, LossType, PromptFormat, ScaleRewards};
+use crate::{Decay, Dtype, FixtureKind, LossType, PromptFormat, ScaleRewards};
 
 /// A training plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -99,6 +99,11 @@ pub struct Model {
     /// `base_model_name_or_path`, and where to find the model when `path` is left out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hub_id: Option<String>,
+    /// The dtype the frozen base's weight matrices live in (`f32`, `f16`, `bf16`; default
+    /// `f32`). A plan means the same on every device: a device that cannot hold the dtype
+    /// refuses the plan rather than running it in another.
+    #[serde(default, skip_serializing_if = "Dtype::is_f32")]
+    pub dtype: Dtype,
     /// The LoRA adapters that train.
     #[serde(default)]
     pub lora: Lora,

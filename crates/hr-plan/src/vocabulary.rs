@@ -48,6 +48,55 @@ impl PromptFormat {
     }
 }
 
+/// The dtype the frozen base model's weight matrices are stored in (`model.dtype`). LoRA
+/// weights, gradients, optimizer moments and activations stay f32 whatever it is: a half
+/// dtype halves the base's memory at the cost of rounding its weights.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Dtype {
+    /// 32-bit floats: the weights exactly as an f32 checkpoint holds them.
+    #[default]
+    F32,
+    /// IEEE half precision (11-bit significand, range ±65504).
+    F16,
+    /// bfloat16 (8-bit significand, f32's range): how most checkpoints of 0.5B–8B models ship.
+    Bf16,
+}
+
+impl Dtype {
+    /// Whether this is the default (left out of the serialised plan, so digests of plans written
+    /// before the field existed do not change).
+    pub fn is_f32(&self) -> bool {
+        *self == Self::F32
+    }
+
+    /// The plan's word for it (`f32`, `f16`, `bf16`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::F16 => "f16",
+            Self::Bf16 => "bf16",
+        }
+    }
+}
+
+impl std::str::FromStr for Dtype {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Self::F32, Self::F16, Self::Bf16]
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| format!("unknown dtype `{s}`; use f32, f16 or bf16"))
+    }
+}
+
+impl std::fmt::Display for Dtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The learning rate's decay after warm-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -52,9 +52,34 @@ fn the_example_parses_with_trl_defaults_for_what_it_omits() -> anyhow::Result<()
 }
 
 #[test]
+fn the_base_dtype_defaults_to_f32_and_is_written_only_when_it_is_not() -> anyhow::Result<()> {
+    let plan = Plan::parse(Path::new("plan.json"), &example().to_string())?;
+    assert_eq!(plan.model.dtype, hr_plan::Dtype::F32);
+    assert!(!serde_json::to_string(&plan)?.contains("dtype"));
+    for (word, dtype) in [("f16", hr_plan::Dtype::F16), ("bf16", hr_plan::Dtype::Bf16)] {
+        let mut half = example();
+        half["model"]["dtype"] = json!(word);
+        let plan = Plan::parse(Path::new("plan.json"), &half.to_string())?;
+        assert_eq!(plan.model.dtype, dtype);
+        assert_eq!(word.parse::<hr_plan::Dtype>(), Ok(dtype));
+        assert!(serde_json::to_string(&plan)?.contains(&format!(r#""dtype":"{word}""#)));
+    }
+    let mut wrong = example();
+    wrong["model"]["dtype"] = json!("float16");
+    let (field, message) = field_error(&wrong);
+    assert_eq!(field, "model.dtype");
+    assert!(message.contains("`bf16`"), "{message}");
+    assert_eq!(
+        "fp8".parse::<hr_plan::Dtype>(),
+        Err("unknown dtype `fp8`; use f32, f16 or bf16".to_owned())
+    );
+    Ok(())
+}
+
+#[test]
 fn bad_values_are_refused_naming_the_field() {
     type Breaker = fn(&mut Value);
-    let cases: [(&str, Breaker); 9] = [
+    let cases: [(&str, Breaker); 10] = [
         ("grpo.beta", |p| p["grpo"]["beta"] = json!(-0.1)),
         ("grpo.num_generations", |p| {
             p["grpo"]["num_generations"] = json!(1)
@@ -70,6 +95,7 @@ fn bad_values_are_refused_naming_the_field() {
             p["environment"]["tasks"]["kind"] = json!("chess")
         }),
         ("steps", |p| p["steps"] = json!(0)),
+        ("model.dtype", |p| p["model"]["dtype"] = json!("fp16")),
         ("grpo.prompt_format", |p| {
             p["grpo"]["prompt_format"] = json!("plain");
             p["grpo"]["max_turns"] = json!(2);

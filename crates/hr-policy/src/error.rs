@@ -49,6 +49,14 @@ pub enum PolicyError {
         /// The tokenizers crate's complaint.
         message: String,
     },
+    /// The device cannot hold the base weights in this dtype (or it is not f32, f16 or bf16).
+    #[error("this device cannot hold {dtype} weights; it can hold {}", .holds.join(", "))]
+    Dtype {
+        /// The dtype asked for (`f16`, `bf16`, ...).
+        dtype: String,
+        /// The dtypes of `f32`, `f16` and `bf16` the device can hold.
+        holds: Vec<&'static str>,
+    },
     /// A generation or scoring request is invalid.
     #[error("{0}")]
     Request(String),

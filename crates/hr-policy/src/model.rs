@@ -1,13 +1,15 @@
 //! The decoder: embedding, blocks of RMSNorm → grouped-query attention (Qwen3's per-head q/k
 //! RMSNorm, rotate-half RoPE with the config's scaling, full or sliding-window causal mask) →
 //! RMSNorm → SwiGLU MLP, a final RMSNorm and the LM head (tied or not). Linear weights are kept
-//! as `[in, out]` (HF stores `[out, in]`; the loader transposes).
+//! as `[in, out]` (HF stores `[out, in]`; the loader transposes). The weight matrices may be
+//! held in f16 or bf16: each is widened to f32 where it is used, so every activation, LoRA
+//! product and gradient is f32 and the only error a half dtype brings is its weights' rounding.
 
 use burn::module::{Module, Param};
 use burn::tensor::activation::{silu, softmax};
 use burn::tensor::backend::Backend;
 use burn::tensor::module::embedding;
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{DType, FloatDType, Int, Tensor, TensorData};
 
 use crate::ModelConfig;
 use crate::lora::{Adapters, LoraPair, Target};
@@ -156,7 +158,7 @@ pub(crate) fn hidden_states<B: Backend>(
             ));
         }
     }
-    let mut x = embedding(base.embed.val(), tokens);
+    let mut x = f32_of(embedding(base.embed.val(), tokens));
     for (i, block) in base.blocks.iter().enumerate() {
         let lora = adapters.map(|a| (a, i));
         let h = rms_norm(x.clone(), block.input_norm.val(), config.rms_norm_eps);
@@ -197,12 +199,20 @@ fn dense<B: Backend>(
 ) -> Tensor<B, 3> {
     let [batch, t, d_in] = x.dims();
     let d_out = weight.dims()[1];
-    let y = x.reshape([batch * t, d_in]).matmul(weight);
+    let y = x.reshape([batch * t, d_in]).matmul(f32_of(weight));
     let y = match bias {
         Some(b) => y + b.unsqueeze::<2>(),
         None => y,
     };
     y.reshape([batch, t, d_out])
+}
+
+/// `t` in f32: a weight held in a half dtype, widened for one product (f32 is returned as is).
+fn f32_of<B: Backend, const D: usize>(t: Tensor<B, D>) -> Tensor<B, D> {
+    match t.dtype() {
+        DType::F32 => t,
+        _ => t.cast(FloatDType::F32),
+    }
 }
 
 /// RMSNorm over the last dimension.

@@ -4,8 +4,8 @@ use std::path::Path;
 
 use burn::module::AutodiffModule;
 use burn::tensor::activation::log_softmax;
-use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::backend::{AutodiffBackend, Backend, DTypeUsage};
+use burn::tensor::{FloatDType, Int, Tensor, TensorData};
 
 use crate::model::{BaseModel, KvCache, Layout, hidden_states, lm_logits};
 use crate::sampling::sample;
@@ -40,12 +40,34 @@ pub struct Generation {
 const PAD: u32 = 0;
 
 impl<B: Backend> Policy<B> {
-    /// Loads `config.json` and the safetensors weights of an HF model folder.
+    /// Loads `config.json` and the safetensors weights of an HF model folder, in f32.
     pub fn load(dir: &Path, device: &B::Device) -> Result<Self, PolicyError> {
+        Self::load_as(dir, FloatDType::F32, device)
+    }
+
+    /// Loads an HF model folder with the base's weight matrices held in `dtype` (f32, f16 or
+    /// bf16); activations, adapters and gradients stay f32. A device that cannot hold `dtype`
+    /// is refused before anything is read.
+    pub fn load_as(dir: &Path, dtype: FloatDType, device: &B::Device) -> Result<Self, PolicyError> {
+        let holds = |d: FloatDType| B::dtype_usage(device, d.into()).contains(DTypeUsage::Storage);
+        let weights = [
+            (FloatDType::F32, "f32"),
+            (FloatDType::F16, "f16"),
+            (FloatDType::BF16, "bf16"),
+        ];
+        if !weights.iter().any(|(d, _)| *d == dtype && holds(*d)) {
+            return Err(PolicyError::Dtype {
+                dtype: format!("{dtype:?}").to_lowercase(),
+                holds: weights
+                    .into_iter()
+                    .filter_map(|(d, name)| holds(d).then_some(name))
+                    .collect(),
+            });
+        }
         let started = std::time::Instant::now();
         let config = ModelConfig::from_file(&dir.join("config.json"))?;
-        tracing::debug!(model = %dir.display(), layers = config.num_layers, vocab = config.vocab_size, "loading the base weights");
-        let base = crate::weights::load_base(dir, &config, device)?;
+        tracing::debug!(model = %dir.display(), layers = config.num_layers, vocab = config.vocab_size, ?dtype, "loading the base weights");
+        let base = crate::weights::load_base(dir, &config, dtype, device)?;
         tracing::debug!(model = %dir.display(), seconds = started.elapsed().as_secs_f64(), "model loaded");
         Ok(Self {
             config,

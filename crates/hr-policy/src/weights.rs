@@ -1,7 +1,8 @@
 //! Reading HF `model.safetensors` (single file, or shards listed by
 //! `model.safetensors.index.json`) into a [`BaseModel`], checking every tensor's name, shape and
-//! dtype (f32, f16 or bf16, converted to f32). Files are read tensor by tensor, so loading needs
-//! little more memory than the loaded weights.
+//! dtype (f32, f16 or bf16 on file). The weight matrices (embedding, projections, LM head) are
+//! held in the dtype asked for; norm weights and biases, a few thousand numbers, stay f32. Files
+//! are read tensor by tensor, so loading needs little more memory than the loaded weights.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Seek, SeekFrom};
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use burn::module::Param;
 use burn::tensor::backend::Backend;
-use burn::tensor::{Tensor, TensorData};
+use burn::tensor::{FloatDType, Tensor, TensorData};
 use safetensors::tensor::{Metadata, TensorInfo};
 use safetensors::{Dtype, SafeTensors};
 
@@ -301,17 +302,21 @@ pub(crate) fn transpose(data: &[f32], rows: usize, cols: usize) -> Vec<f32> {
     out
 }
 
+/// A parameter that never trains, held on `device` in `dtype`.
 fn frozen<B: Backend, const D: usize>(
     data: Vec<f32>,
     shape: [usize; D],
+    dtype: FloatDType,
     device: &B::Device,
 ) -> Param<Tensor<B, D>> {
-    Param::from_tensor(Tensor::from_data(TensorData::new(data, shape), device))
-        .set_require_grad(false)
+    let data = TensorData::new(data, shape);
+    Param::from_tensor(Tensor::from_data(data, (device, dtype.into()))).set_require_grad(false)
 }
 
 struct Loader<'a, B: Backend> {
     file: TensorFile,
+    /// The dtype of the weight matrices.
+    dtype: FloatDType,
     device: &'a B::Device,
 }
 
@@ -327,12 +332,19 @@ impl<B: Backend> Loader<'_, B> {
         Ok(frozen(
             transpose(&data, d_out, d_in),
             [d_in, d_out],
+            self.dtype,
             self.device,
         ))
     }
 
+    /// A norm weight or a bias, in f32.
     fn vector(&mut self, name: &str, len: usize) -> Result<Param<Tensor<B, 1>>, PolicyError> {
-        Ok(frozen(self.file.take(name, &[len])?, [len], self.device))
+        Ok(frozen(
+            self.file.take(name, &[len])?,
+            [len],
+            FloatDType::F32,
+            self.device,
+        ))
     }
 
     /// An optional vector (a bias or a norm weight), read only when the config has it.
@@ -346,14 +358,17 @@ impl<B: Backend> Loader<'_, B> {
     }
 }
 
-/// Loads the base model's weights from `dir` onto `device`; base parameters never require grad.
+/// Loads the base model's weights from `dir` onto `device`, its weight matrices in `dtype`; base
+/// parameters never require grad.
 pub(crate) fn load_base<B: Backend>(
     dir: &Path,
     config: &ModelConfig,
+    dtype: FloatDType,
     device: &B::Device,
 ) -> Result<BaseModel<B>, PolicyError> {
     let mut l = Loader::<B> {
         file: TensorFile::open_model_dir(dir)?,
+        dtype,
         device,
     };
     let (h, inter) = (config.hidden_size, config.intermediate_size);
@@ -368,10 +383,11 @@ pub(crate) fn load_base<B: Backend>(
         frozen(
             transpose(&embed_data, config.vocab_size, h),
             [h, config.vocab_size],
+            dtype,
             device,
         )
     });
-    let embed = frozen(embed_data, [config.vocab_size, h], device);
+    let embed = frozen(embed_data, [config.vocab_size, h], dtype, device);
     let mut blocks = Vec::with_capacity(config.num_layers);
     for i in 0..config.num_layers {
         let p = format!("model.layers.{i}");

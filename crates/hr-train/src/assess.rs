@@ -20,6 +20,7 @@ use hr_policy::{Adapters, ChatTokenizer, Message, Policy, PolicyRng, SamplingCon
 use serde::Serialize;
 
 use crate::adopt::{Adopted, evaluation};
+use crate::config::load_policy;
 use crate::environment::{environment, numbered};
 use crate::{TrainError, grpo_config};
 
@@ -229,7 +230,7 @@ pub fn assess<B: Backend>(
     check_disjoint(&[("train", &train), ("dev", &dev), ("held_out", &held_out)])?;
     let model = &plan.model.path;
     let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
-    let policy = Policy::<B>::load(model, device)?;
+    let policy = load_policy::<B>(plan, device)?;
     // Loaded before any episode runs: a folder that does not fit the model fails at once.
     let others = compared
         .iter()

@@ -1,9 +1,38 @@
-//! From a plan to what the trainer takes: the GRPO settings, and the plan's digest that every
-//! snapshot is bound to.
+//! From a plan to what the trainer takes: the policy in the plan's dtype, the GRPO settings, and
+//! the plan's digest that every snapshot is bound to.
 
+use burn::tensor::FloatDType;
+use burn::tensor::backend::Backend;
 use hr_grpo::{AdamWSettings, AdvantageConfig, GrpoConfig, LossConfig, LrSchedule, RolloutConfig};
-use hr_plan::{Environment, Plan};
+use hr_plan::{Dtype, Environment, Plan};
+use hr_policy::{Policy, PolicyError};
 use hr_seal::sha256_hex;
+
+use crate::TrainError;
+
+/// The tensor dtype of a plan's `model.dtype`.
+pub fn float_dtype(dtype: Dtype) -> FloatDType {
+    match dtype {
+        Dtype::F32 => FloatDType::F32,
+        Dtype::F16 => FloatDType::F16,
+        Dtype::Bf16 => FloatDType::BF16,
+    }
+}
+
+/// The plan's model on `device`, its base weights in `model.dtype`; a device that cannot hold
+/// that dtype is refused naming the field.
+pub(crate) fn load_policy<B: Backend>(
+    plan: &Plan,
+    device: &B::Device,
+) -> Result<Policy<B>, TrainError> {
+    let dtype = float_dtype(plan.model.dtype);
+    Policy::load_as(&plan.model.path, dtype, device).map_err(|e| match e {
+        PolicyError::Dtype { .. } => TrainError::Refused(format!(
+            "model.dtype: {e}; change model.dtype or the device"
+        )),
+        e => e.into(),
+    })
+}
 
 /// The plan's canonical JSON digest, which every snapshot is bound to. The evaluation section
 /// (which does not change training) and where files live are left out (the model folder and the service's interpreter may be reached by other paths from

@@ -30,7 +30,7 @@ pub use assess::{
     Assessment, CheckpointScore, ComparedScore, Comparison, EpisodeScore, Retention,
     SELECTION_RULE, assess, check_disjoint,
 };
-pub use config::{family_sha256, grpo_config, plan_sha256};
+pub use config::{family_sha256, float_dtype, grpo_config, plan_sha256};
 pub use control::Control;
 pub use error::TrainError;
 pub use evidence::evidence_prefix;

@@ -10,12 +10,13 @@ use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use hr_core::CoreContext;
 use hr_plan::Plan;
-use hr_policy::{ChatTokenizer, Policy, PolicyRng};
+use hr_policy::{ChatTokenizer, PolicyRng};
 use hr_seal::{KeyPair, SourceBinding, Trust};
 use hr_snapshot::{Binding, Budget, Publisher, RngState, TerminalKind, with_rng_preserved};
 use serde_json::{Value, json};
 
 use crate::base::BaseModel;
+use crate::config::load_policy;
 use crate::environment::environment;
 use crate::evidence::{evidence_line, metrics_row, rollout_record};
 use crate::payload;
@@ -266,7 +267,7 @@ pub fn run<B: Backend>(
     let model = &plan.model.path;
     let base = BaseModel::of(model)?;
     let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
-    let policy = Policy::<Autodiff<B>>::load(model, device)?;
+    let policy = load_policy::<Autodiff<B>>(&plan, device)?;
     let (task_list, mut service, mut env) = environment(&plan, &layout.service_log())?;
     let (mut trainer, mut sampler, mut progress, budget) = match &restored {
         Some(r) => start::resume(

@@ -376,6 +376,11 @@ pub(crate) struct GenerateArgs {
     /// Backend.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub(crate) device: crate::backend::DeviceKind,
+    /// The dtype the base model's weight matrices are held in: f32, f16 or bf16 (as a plan's
+    /// `model.dtype`). Activations and adapters stay f32; a half dtype halves the weights'
+    /// memory and rounds them.
+    #[arg(long, default_value_t = hr_plan::Dtype::F32)]
+    pub(crate) dtype: hr_plan::Dtype,
     /// Print one JSON object per prompt: prompt, prompt_tokens, completion, tokens (the
     /// completion's ids), logprobs (of each completion token), stopped.
     #[arg(long)]

@@ -1,6 +1,7 @@
 //! hr-policy against tiny random models written in the real HF formats.
 
 mod adapters;
+mod dtype;
 mod generation;
 mod logits;
 mod reference;
