@@ -6,6 +6,9 @@
 #   2. `generate --device cuda` on the tiny model (and SmolLM2 when given)  -> OUT/generate-*.jsonl
 #   3. a 4-step native qualification on --device cuda (plans/native-tiny.json, stopped after
 #      step 2 and resumed in a new process)                          -> OUT/qualify/proof.json
+#      and the managed one of the same plan: a trial on a devmaster this binary starts, paused
+#      after step 1, activated, restored from its checkpoint on the GPU
+#                                                          -> OUT/managed/managed-proof.json
 #   4. GRPO throughput: `train --device cuda` with TRL's benchmark settings (4 prompts x G = 8,
 #      32 new tokens, LoRA r8 a16 on q,k,v,o) and, when TRL_PYTHON names a Python with torch
 #      (CUDA), trl, peft, transformers and datasets, TRL's GRPOTrainer on the same GPU and the
@@ -92,6 +95,8 @@ sed "s#\"path\": \"[^\"]*\"#\"path\": \"$(cd "$tiny" && pwd)\", \"dtype\": \"$dt
   "$here/plans/native-tiny.json" > "$out/plans/native-tiny.json"
 stage qualify 180 "$bin" qualify native --device "$device" --plan "$out/plans/native-tiny.json" \
   --output "$out/qualify"
+stage managed 240 "$bin" qualify managed --device "$device" --plan "$out/plans/native-tiny.json" \
+  --output "$out/managed"
 
 model=$(cd "$tiny" && pwd); format=plain; system=null; trl_model=tiny
 if [ -n "$smollm2" ]; then

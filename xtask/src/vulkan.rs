@@ -4,10 +4,10 @@
 //! greedy generation equal to the CPU backend's (the same tokens, log-probabilities within
 //! 1e-4); f16 base weights within their stated tolerance of the CPU's f32 (5e-3), and bf16,
 //! which lavapipe cannot hold, refused naming `model.dtype`; `scripts/gpu-check.sh --device
-//! vulkan --dtype f16`, whose native qualification must be equal across processes with a proof
-//! naming the lavapipe device; a managed qualification on the devmaster, equal; and the gate
-//! admitting a longer plan of their family on `vulkan` with those proofs and refusing it on
-//! `cpu`. The qualification plans hold their base in f16, as a GPU run's hold it in bf16.
+//! vulkan --dtype f16`, whose native qualification (equal across processes) and managed one (a
+//! trial on a devmaster, paused and restored, equal) must have proofs naming the lavapipe
+//! device; and the gate admitting a longer plan of their family on `vulkan` with those proofs
+//! and refusing it on `cpu`. The plans hold their base in f16, as a GPU run's hold it in bf16.
 
 use std::{
     path::{Path, PathBuf},
@@ -116,11 +116,7 @@ fn parity(root: &Path, bin: &Path) -> Result<()> {
 fn half(root: &Path, bin: &Path, dir: &Path) -> Result<()> {
     let cpu = generate(root, bin, "cpu", "f32")?;
     same_tokens(&cpu, &generate(root, bin, "vulkan", DTYPE)?, F16_TOLERANCE)?;
-    let mut plan: serde_json::Value =
-        serde_json::from_slice(&std::fs::read(root.join(dir).join("plan.json"))?)?;
-    plan["model"]["dtype"] = "bf16".into();
     let (plan_path, out) = (dir.join("plan-bf16.json"), dir.join("bf16-run"));
-    std::fs::write(root.join(&plan_path), plan.to_string())?;
     let mut cmd = Command::new(bin);
     cmd.current_dir(root)
         .args(["train", "--device", "vulkan", "--plan"])
@@ -197,9 +193,9 @@ fn check_proof(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// `scripts/gpu-check.sh --device vulkan` end to end (generate, the four-step native
-/// qualification of the tiny plan, train throughput; TRL left out), so the script itself is
-/// tested. Its native proof, checked here, is the one the gate reads (`dir/proofs/native`).
+/// `scripts/gpu-check.sh --device vulkan` end to end (generate, the four-step native and managed
+/// qualifications of the tiny plan, train throughput; TRL left out), so the script itself is
+/// tested. Its proofs, checked here, are the ones the gate reads (`dir/proofs/{native,managed}`).
 fn gpu_check(root: &Path, bin: &Path, dir: &Path) -> Result<()> {
     let out = root.join(dir).join("gpu-check");
     let mut cmd = Command::new("bash");
@@ -219,24 +215,12 @@ fn gpu_check(root: &Path, bin: &Path, dir: &Path) -> Result<()> {
     crate::run(cmd)
         .with_context(|| std::fs::read_to_string(out.join("summary.txt")).unwrap_or_default())?;
     check_proof(&out.join("qualify/proof.json"))?;
-    std::fs::create_dir_all(root.join(dir).join("proofs"))?;
-    std::os::unix::fs::symlink(out.join("qualify"), root.join(dir).join("proofs/native"))?;
+    check_proof(&out.join("managed/managed-proof.json"))?;
+    let proofs = root.join(dir).join("proofs");
+    std::fs::create_dir_all(&proofs)?;
+    std::os::unix::fs::symlink(out.join("qualify"), proofs.join("native"))?;
+    std::os::unix::fs::symlink(out.join("managed"), proofs.join("managed"))?;
     Ok(())
-}
-
-/// `qualify managed --device vulkan` of `dir/plan.json` into `dir/proofs/managed` (the layout the
-/// gate reads), with its proof checked.
-fn qualify_managed(root: &Path, bin: &Path, dir: &Path) -> Result<()> {
-    let (plan, out) = (dir.join("plan.json"), dir.join("proofs/managed"));
-    let (plan, folder) = (plan.display().to_string(), out.display().to_string());
-    output(
-        root,
-        bin,
-        &[
-            "qualify", "managed", "--device", "vulkan", "--plan", &plan, "--output", &folder,
-        ],
-    )?;
-    check_proof(&root.join(out).join("managed-proof.json"))
 }
 
 /// The gate with those proofs: a six-step plan of their family is admitted on `--device vulkan`
@@ -271,15 +255,16 @@ fn gate(root: &Path, bin: &Path, dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// The tiny qualification plan, and a six-step one of its family, in `dir` (which both name
-/// their model from).
+/// In `dir`, from the tiny qualification plan: a six-step plan of the family gpu-check
+/// qualifies (base in f16) for the gate, and the four-step plan with a bf16 base.
 fn write_plans(root: &Path, dir: &Path) -> Result<()> {
     let mut plan: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.join("plans/native-tiny.json"))?)?;
     plan["model"]["path"] = root.join("target/tiny-model").display().to_string().into();
-    plan["model"]["dtype"] = DTYPE.into();
     std::fs::create_dir_all(root.join(dir))?;
-    std::fs::write(root.join(dir).join("plan.json"), plan.to_string())?;
+    plan["model"]["dtype"] = "bf16".into();
+    std::fs::write(root.join(dir).join("plan-bf16.json"), plan.to_string())?;
+    plan["model"]["dtype"] = DTYPE.into();
     plan["steps"] = 6.into();
     plan["name"] = "native-tiny-6".into();
     std::fs::write(root.join(dir).join("plan-6.json"), plan.to_string())?;
@@ -292,12 +277,11 @@ pub(crate) fn phase(root: &Path, bin: &Path) -> Result<(u64, u64)> {
     let dir = PathBuf::from(format!("target/vulkan-ci-{}", std::process::id()));
     write_plans(root, &dir)?;
     let (mut passed, mut failed) = (0, 0);
-    for name in ["parity", "half", "gpu-check", "qualify managed", "gate"] {
+    for name in ["parity", "half", "gpu-check", "gate"] {
         let verdict = match name {
             "parity" => parity(root, bin),
             "half" => half(root, bin, &dir),
             "gpu-check" => gpu_check(root, bin, &dir),
-            "qualify managed" => qualify_managed(root, bin, &dir),
             _ => gate(root, bin, &dir),
         };
         match verdict {
