@@ -17,6 +17,7 @@ const TENSOR_CRATES: &[&str] = &["hr-policy", "hr-grpo", "hr-train", "hessian-re
 const NETWORK_FREE_CRATES: &[&str] = &[
     "hr-config",
     "hr-seal",
+    "hr-snapshot",
     "hr-proof",
     "hr-gguf",
     "hr-plot",

@@ -10,6 +10,8 @@
 //! folder, and takes preemption from SIGTERM/SIGINT. TensorBoard is manual: nothing is written.
 //! The API is blocking; it runs its own small async runtime for HTTP, the long-poll and queued
 //! metric reports (`queue_training_metrics` / `flush_metrics`: several in flight at once).
+//! `CoreContext` implements `hr-snapshot`'s `CoreCheckpoints`, so sealed snapshots publish
+//! through it.
 
 mod checkpoint;
 mod context;
@@ -18,6 +20,7 @@ mod info;
 mod journal;
 mod local;
 mod queue;
+mod snapshots;
 
 pub use checkpoint::StoredCheckpoint;
 pub use context::{CoreContext, SearcherOp};

@@ -11,12 +11,11 @@
 //! is adopted; the policy RNG is preserved around every Core call; the deadline and GPU budget
 //! travel in the sealed state and are never renewed.
 //!
-//! The publisher itself does no network I/O; `CoreContext` from `hr-core` implements the trait
-//! for real masters. Nothing here knows about tensors.
+//! Nothing here does network I/O or knows about tensors: `CoreContext` in `hr-core` implements
+//! the trait for real masters.
 
 mod budget;
 mod checkpoints;
-mod core_adapter;
 mod error;
 mod publisher;
 mod receipt;

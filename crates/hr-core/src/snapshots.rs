@@ -1,12 +1,12 @@
-//! [`CoreCheckpoints`] for `hr-core`'s [`CoreContext`]: the publisher on a real (or the local)
-//! Determined master.
+//! `hr-snapshot`'s [`CoreCheckpoints`] for [`CoreContext`]: the snapshot publisher on a real
+//! (or the local) Determined master. It lives here so that the publisher links no networking.
 
 use std::path::PathBuf;
 
-use hr_core::{CoreContext, CoreError};
+use hr_snapshot::{CoreCheckpoints, SelectedCheckpoint};
 use serde_json::Value;
 
-use crate::{CoreCheckpoints, SelectedCheckpoint};
+use crate::{CoreContext, CoreError};
 
 impl CoreCheckpoints for CoreContext {
     type Error = CoreError;
