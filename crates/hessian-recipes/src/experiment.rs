@@ -6,12 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
+use hr_config::{CheckpointStorage, SHARED_FS_MOUNT, StorageView};
 use serde_json::Value;
 
 use crate::Refused;
-
-/// Where Determined mounts a `shared_fs` storage in task containers.
-const SHARED_FS_MOUNT: &str = "/determined_shared_fs";
 
 /// `resume` unchanged when it is a path that exists or not a number; otherwise the run folder
 /// of the experiment with that id, looked up on `master`.
@@ -34,12 +32,18 @@ pub(crate) fn resolve(resume: &Path, master: Option<&str>) -> anyhow::Result<Pat
         let trials = client.list_trials(id).await?.trials;
         Ok::<_, hr_det::DetError>((experiment.config, trials))
     })?;
-    let in_container = Path::new(SHARED_FS_MOUNT).is_dir();
-    let storage = storage_dir(&config, in_container).ok_or_else(|| {
+    let view = if Path::new(SHARED_FS_MOUNT).is_dir() {
+        StorageView::Container
+    } else {
+        StorageView::Host
+    };
+    let storage = CheckpointStorage::from_expconf(
+        config.get("checkpoint_storage").unwrap_or(&Value::Null),
+    )
+    .and_then(|s| s.folder(view))
+    .map_err(|e| {
         Refused(format!(
-            "experiment {id}: its checkpoint_storage ({}) is not a shared_fs or directory storage \
-             this machine can read; give the run folder <checkpoint storage>/hr-run-{id}-<trial>",
-            config.get("checkpoint_storage").unwrap_or(&Value::Null)
+            "experiment {id}: {e}; give the run folder <checkpoint storage>/hr-run-{id}-<trial>"
         ))
     })?;
     let trial = match trials.as_slice() {
@@ -68,64 +72,9 @@ pub(crate) fn resolve(resume: &Path, master: Option<&str>) -> anyhow::Result<Pat
     Ok(dir)
 }
 
-/// The folder of an experiment's `checkpoint_storage` on this machine: `directory` is its
-/// `container_path`; `shared_fs` is the mount (in a container) or `host_path`, plus
-/// `storage_path` (an absolute one lies under `host_path`).
-fn storage_dir(config: &Value, in_container: bool) -> Option<PathBuf> {
-    let storage = config.get("checkpoint_storage")?;
-    match storage.get("type")?.as_str()? {
-        "directory" => Some(PathBuf::from(storage.get("container_path")?.as_str()?)),
-        "shared_fs" => {
-            let host = storage.get("host_path")?.as_str()?;
-            let base = PathBuf::from(if in_container { SHARED_FS_MOUNT } else { host });
-            Some(match storage.get("storage_path").and_then(Value::as_str) {
-                Some(p) if p.starts_with('/') => base.join(Path::new(p).strip_prefix(host).ok()?),
-                Some(p) => base.join(p),
-                None => base,
-            })
-        }
-        _ => None,
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-
-    fn storage(s: &Value) -> Value {
-        json!({"checkpoint_storage": s})
-    }
-
-    #[test]
-    fn the_storage_folder_is_the_one_this_machine_sees() {
-        let shared = storage(&json!({"type": "shared_fs", "host_path": "/mnt/share",
-            "storage_path": "ckpts", "propagation": "rprivate"}));
-        assert_eq!(storage_dir(&shared, false), Some("/mnt/share/ckpts".into()));
-        assert_eq!(
-            storage_dir(&shared, true),
-            Some("/determined_shared_fs/ckpts".into())
-        );
-        let absolute = storage(&json!({"type": "shared_fs", "host_path": "/mnt/share",
-            "storage_path": "/mnt/share/a/b"}));
-        assert_eq!(storage_dir(&absolute, false), Some("/mnt/share/a/b".into()));
-        assert_eq!(
-            storage_dir(&absolute, true),
-            Some("/determined_shared_fs/a/b".into())
-        );
-        let bare = storage(&json!({"type": "shared_fs", "host_path": "/mnt/share"}));
-        assert_eq!(storage_dir(&bare, false), Some("/mnt/share".into()));
-        let directory = storage(&json!({"type": "directory", "container_path": "/ckpt"}));
-        assert_eq!(storage_dir(&directory, true), Some("/ckpt".into()));
-        assert_eq!(
-            storage_dir(&storage(&json!({"type": "s3", "bucket": "b"})), false),
-            None
-        );
-        let outside = storage(&json!({"type": "shared_fs", "host_path": "/mnt/share",
-            "storage_path": "/elsewhere"}));
-        assert_eq!(storage_dir(&outside, false), None);
-    }
 
     #[test]
     fn a_path_or_a_word_is_left_as_it_is_and_an_id_needs_a_master() {

@@ -1,8 +1,8 @@
 //! Determined 0.35 configuration as types: experiment and command configs (the fields we use, with
 //! Determined's names and shapes), the two cluster profiles (`jaif`, `local`), the environment
 //! defaults (GPUs hidden, Hub offline, bounded thread pools), the bounded-command builder, the
-//! templates under `cluster/determined/`, YAML rendering, and validation against Determined's own
-//! expconf schemas plus our rules.
+//! templates under `cluster/determined/`, YAML rendering, validation against Determined's own
+//! expconf schemas plus our rules, and where a `checkpoint_storage` keeps its folders.
 //!
 //! This crate is pure and synchronous: it does no network I/O, knows nothing about a running
 //! master, and never depends on burn. Its only file access is reading a config to check it.
@@ -17,6 +17,7 @@ mod finding;
 mod profile;
 mod rules;
 pub mod schema;
+mod storage;
 mod templates;
 mod yaml;
 
@@ -31,6 +32,7 @@ pub use experiment::{
 };
 pub use finding::{ConfigKind, Finding};
 pub use profile::{BOOTSTRAP_WORK_DIR, ClusterProfile, JAIF_MOUNT, ProfileName};
+pub use storage::{SHARED_FS_MOUNT, StorageView};
 pub use templates::{
     Backend, Template, TemplateConfig, TrainingRun, cpu_command, templates, training_experiment,
 };

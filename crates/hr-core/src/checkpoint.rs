@@ -31,31 +31,12 @@ impl StoredCheckpoint {
     }
 }
 
-/// The storage base folder of an expconf `checkpoint_storage`: `directory` is used unchanged;
-/// `shared_fs` is mounted at `/determined_shared_fs` in a container, plus `storage_path`.
+/// The folder a trial keeps checkpoints in: its `checkpoint_storage` as a task container sees
+/// it (`hr-config`'s one resolver).
 pub(crate) fn storage_base(storage: &Value) -> Result<PathBuf, CoreError> {
-    match storage.get("type").and_then(Value::as_str) {
-        Some("directory") => storage
-            .get("container_path")
-            .and_then(Value::as_str)
-            .map(PathBuf::from)
-            .ok_or_else(|| CoreError::Storage("directory without container_path".into())),
-        Some("shared_fs") => {
-            let base = PathBuf::from("/determined_shared_fs");
-            let host = storage
-                .get("host_path")
-                .and_then(Value::as_str)
-                .unwrap_or("/");
-            Ok(match storage.get("storage_path").and_then(Value::as_str) {
-                Some(p) if p.starts_with('/') => {
-                    base.join(Path::new(p).strip_prefix(host).unwrap_or(Path::new("")))
-                }
-                Some(p) => base.join(p),
-                None => base,
-            })
-        }
-        other => Err(CoreError::Storage(format!("{other:?}"))),
-    }
+    hr_config::CheckpointStorage::from_expconf(storage)
+        .and_then(|s| s.folder(hr_config::StorageView::Container))
+        .map_err(|e| CoreError::Storage(e.to_string()))
 }
 
 /// A fresh UUID4 from the OS's randomness (the `uuid` crate panics rather than mint a

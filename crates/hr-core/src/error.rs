@@ -27,8 +27,9 @@ pub enum CoreError {
         /// What is missing.
         why: String,
     },
-    /// Unsupported checkpoint storage.
-    #[error("unsupported checkpoint_storage {0}: use shared_fs or directory")]
+    /// The trial's `checkpoint_storage` keeps no folder it can reach (the message names the
+    /// field).
+    #[error("the experiment's {0}")]
     Storage(String),
     /// A filesystem operation failed.
     #[error(transparent)]

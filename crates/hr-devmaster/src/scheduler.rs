@@ -88,26 +88,26 @@ pub(crate) fn kill_all(master: &Master) {
     }
 }
 
-/// The config a trial sees: `shared_fs` storage becomes a `directory` at the host path (there are
-/// no containers, so nothing is mounted at `/determined_shared_fs`).
+/// The folder the trials of an experiment with `config` keep checkpoints in, as the host sees it
+/// (`hr-config`'s one resolver); `None` when the storage keeps none here (creation refuses those).
+pub(crate) fn storage_dir(config: &Value) -> Option<PathBuf> {
+    hr_config::CheckpointStorage::from_expconf(config.get("checkpoint_storage")?)
+        .and_then(|s| s.folder(hr_config::StorageView::Host))
+        .ok()
+}
+
+/// The config a trial sees: `shared_fs` storage becomes a `directory` at its folder on the host
+/// (there are no containers, so nothing is mounted at `/determined_shared_fs`).
 pub(crate) fn trial_config(config: &Value) -> Value {
     let mut config = config.clone();
+    let folder = storage_dir(&config);
     if let Some(storage) = config.get_mut("checkpoint_storage")
         && storage.get("type").and_then(Value::as_str) == Some("shared_fs")
+        && let Some(folder) = folder
     {
-        let host = storage
-            .get("host_path")
-            .and_then(Value::as_str)
-            .unwrap_or("/")
-            .to_owned();
-        let path = match storage.get("storage_path").and_then(Value::as_str) {
-            Some(sub) if sub.starts_with('/') => sub.to_owned(),
-            Some(sub) => format!("{}/{sub}", host.trim_end_matches('/')),
-            None => host,
-        };
         // The retention settings stay; only where the files live changes.
         storage["type"] = json!("directory");
-        storage["container_path"] = json!(path);
+        storage["container_path"] = json!(folder);
         if let Some(m) = storage.as_object_mut() {
             m.remove("host_path");
             m.remove("storage_path");
@@ -115,16 +115,6 @@ pub(crate) fn trial_config(config: &Value) -> Value {
         }
     }
     config
-}
-
-/// The folder the trials of an experiment with `config` keep checkpoints in, if on this machine.
-pub(crate) fn storage_dir(config: &Value) -> Option<PathBuf> {
-    let config = trial_config(config);
-    let storage = config.get("checkpoint_storage")?;
-    if storage.get("type")?.as_str()? != "directory" {
-        return None;
-    }
-    Some(PathBuf::from(storage.get("container_path")?.as_str()?))
 }
 
 fn entrypoint(config: &Value) -> Option<Vec<String>> {

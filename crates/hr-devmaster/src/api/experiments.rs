@@ -147,6 +147,11 @@ pub(super) async fn create_experiment(
         config["checkpoint_storage"] =
             json!({"type": "directory", "container_path": dir.display().to_string()});
     }
+    // Trials run on this machine: their storage must keep a folder here (as Determined's expconf
+    // rules refuse a storage_path outside host_path).
+    hr_config::CheckpointStorage::from_expconf(&config["checkpoint_storage"])
+        .and_then(|s| s.folder(hr_config::StorageView::Host))
+        .map_err(|e| ApiError::InvalidArgument(e.to_string()))?;
     if req.validate_only {
         return Ok(Json(json!({})));
     }

@@ -34,6 +34,29 @@ async fn bad_inputs_get_the_upstream_status_and_envelope() {
         "{err}"
     );
 
+    // Storage that keeps no folder on this machine, or a storage_path outside host_path: its
+    // trials could not run here, so creation refuses it naming the field.
+    for (storage, field) in [
+        ("{type: s3, bucket: b}", "checkpoint_storage.type"),
+        (
+            "{type: shared_fs, host_path: /mnt/share, storage_path: ../elsewhere}",
+            "storage_path",
+        ),
+    ] {
+        let err = client
+            .create_experiment(
+                &format!("{}checkpoint_storage: {storage}\n", config("true", 0)),
+                None,
+                false,
+            )
+            .await
+            .expect_err(storage);
+        assert!(
+            matches!(err, DetError::InvalidRequest(ref m) if m.contains(field)),
+            "{storage}: {err}"
+        );
+    }
+
     // Unknown id: 404 NotFound.
     assert!(matches!(
         client.get_experiment(999).await,
