@@ -5,6 +5,7 @@
 //!
 //! Pure data and local files: it knows nothing about Determined's API or about tensors.
 
+mod allocations;
 mod device;
 mod managed;
 mod native;
@@ -12,6 +13,10 @@ mod run_folder;
 
 use std::path::{Path, PathBuf};
 
+pub use allocations::{
+    AllocationEnd, AllocationRecord, AllocationStart, RestoreRefused, read_allocation_starts,
+    read_allocations,
+};
 pub use device::Device;
 pub use managed::{MANAGED_PROOF_SCHEMA, ManagedProof};
 pub use native::{Divergence, NATIVE_FIELDS, NATIVE_PROOF_SCHEMA, NativeProof, first_divergence};

@@ -14,7 +14,7 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use hr_det::Client;
-use serde_json::Value;
+use hr_proof::{AllocationStart, read_allocation_starts};
 
 use crate::QualifyError;
 use crate::qualify::{Run, poll, profile_for, start_run, state_of, wait_terminal};
@@ -65,14 +65,11 @@ fn next(state: &mut u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The allocation start records of the run folder (`allocations.jsonl` lines with a `pid`).
-fn starts(run_dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(hr_files::RunDir::new(run_dir).allocations())
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|r| r.get("pid").is_some())
-        .collect()
+/// The allocation start records of the run folder.
+fn starts(run_dir: &Path) -> Result<Vec<AllocationStart>, QualifyError> {
+    Ok(read_allocation_starts(
+        &hr_files::RunDir::new(run_dir).allocations(),
+    )?)
 }
 
 /// A devmaster as its own process (`<binary> devmaster`), so that killing it is a real crash:
@@ -181,7 +178,7 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
         // The newest allocation (its start record names its pid).
         let waiting = format!("allocation {} to start", seen + 1);
         let (index, record) = poll(&waiting, opts.timeout, || async {
-            let all = starts(&run_dir);
+            let all = starts(&run_dir)?;
             if all.len() > seen {
                 let last = all.len() - 1;
                 return Ok(Some((last, all[last].clone())));
@@ -198,21 +195,21 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
         })
         .await?;
         seen = index + 1;
-        let pid = record["pid"].as_u64().and_then(|p| u32::try_from(p).ok());
+        let pid = record.pid;
         // The moment, independent of how fast a step is: after 0 to 3 further steps of this
         // allocation (0: while it loads and restores), then 0 to 200 ms into the next step or
         // save.
-        let restored = record["restored_step"].as_u64().unwrap_or(0);
+        let restored = record.restored_step.unwrap_or(0);
         let target = restored + next(&mut rng) % 4;
         poll(&format!("step {target}"), opts.timeout, || async {
             let done = steps_done(&run_dir);
-            let replaced = starts(&run_dir).len() > seen;
+            let replaced = starts(&run_dir)?.len() > seen;
             Ok((done >= target || replaced).then_some(()))
         })
         .await?;
         tokio::time::sleep(Duration::from_millis(next(&mut rng) % 200)).await;
         // Gone already: the master's restart replaced it; wait for its successor.
-        if sigkill(pid.unwrap_or(0), &format!("allocation {seen}'s worker")).is_err() {
+        if sigkill(pid, &format!("allocation {seen}'s worker")).is_err() {
             continue;
         }
         kills += 1;
@@ -261,7 +258,7 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
         )));
     }
     Ok(SoakReport {
-        allocations: starts(&run_dir).len(),
+        allocations: starts(&run_dir)?.len(),
         run_dir,
         kills,
         checkpoints_kept_over_master_restart: kept,

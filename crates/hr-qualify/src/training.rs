@@ -9,9 +9,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use hr_det::{Client, ExperimentAction, wire::CheckpointSortBy, wire::State};
-use hr_proof::Interruption;
+use hr_proof::{AllocationRecord, Interruption};
 use hr_snapshot::Receipt;
-use serde_json::Value;
 
 use crate::QualifyError;
 use crate::qualify::{poll, profile_for, start_master, start_run, state_of, wait_terminal};
@@ -87,14 +86,6 @@ fn launch_config(opts: &ManagedOptions, storage: &Path) -> Result<String, Qualif
     Ok(config.to_yaml()?)
 }
 
-fn allocation_records(run_dir: &Path) -> Vec<Value> {
-    std::fs::read_to_string(hr_files::RunDir::new(run_dir).allocations())
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
 /// Runs the managed recovery; fails unless the run paused, restored the receipt's checkpoint
 /// in the trial's second allocation, and completed.
 pub async fn managed_recovery(opts: &ManagedOptions) -> Result<ManagedRecovery, QualifyError> {
@@ -127,23 +118,24 @@ async fn drive(
         None => Some(pause(opts, &client, &run, &run_dir).await?),
     };
     let end = wait_terminal(&client, &run, opts.timeout).await?;
-    let records = allocation_records(&run_dir);
+    let records = hr_proof::read_allocations(&hr_files::RunDir::new(&run_dir).allocations())?;
     let restore = records
         .iter()
-        .find(|r| r["trial_run_id"] == 2 && r.get("restored_uuid").is_some())
+        .filter_map(AllocationRecord::started)
+        .find(|r| r.trial_run_id == 2)
         .ok_or_else(|| {
             QualifyError::Failed(format!(
                 "no second allocation restored anything; the run ended {} ({})",
                 end.as_str(),
                 records
                     .iter()
-                    .map(Value::to_string)
+                    .map(AllocationRecord::to_string)
                     .collect::<Vec<_>>()
                     .join("; ")
             ))
         })?;
-    let restored_uuid = restore["restored_uuid"].as_str().unwrap_or("").to_owned();
-    let restored_step = restore["restored_step"].as_u64().unwrap_or(0);
+    let restored_uuid = restore.restored_uuid.clone().unwrap_or_default();
+    let restored_step = restore.restored_step.unwrap_or(0);
     let interruption = match (receipt, opts.kill_during_save_at) {
         (Some(receipt), _) => {
             if restored_uuid != receipt.uuid {
@@ -158,7 +150,7 @@ async fn drive(
                 uuid_at_pause: Some(receipt.uuid),
                 paused_allocation: receipt.allocation,
                 uuid_at_restore: restored_uuid,
-                restored_allocation: restore["allocation"].as_str().unwrap_or("").to_owned(),
+                restored_allocation: restore.allocation.clone(),
                 restored_run_id: 2,
             }
         }
@@ -176,11 +168,10 @@ async fn drive(
                 uuid_at_pause: None,
                 paused_allocation: records
                     .first()
-                    .and_then(|r| r["allocation"].as_str())
-                    .unwrap_or("")
-                    .to_owned(),
+                    .map(|r| r.allocation().to_owned())
+                    .unwrap_or_default(),
                 uuid_at_restore: restored_uuid,
-                restored_allocation: restore["allocation"].as_str().unwrap_or("").to_owned(),
+                restored_allocation: restore.allocation.clone(),
                 restored_run_id: 2,
             }
         }

@@ -9,8 +9,8 @@ use hr_files::{IoResultExt, RunDir};
 use std::path::Path;
 
 use hr_proof::{
-    Device, EvidenceLine, MANAGED_PROOF_SCHEMA, ManagedProof, NATIVE_PROOF_SCHEMA, NativeProof,
-    first_divergence,
+    AllocationStart, Device, EvidenceLine, MANAGED_PROOF_SCHEMA, ManagedProof, NATIVE_PROOF_SCHEMA,
+    NativeProof, first_divergence, read_allocation_starts,
 };
 use hr_seal::{Expectations, SourceBinding, Trust, verify};
 use serde::de::DeserializeOwned;
@@ -50,31 +50,28 @@ fn evidence(run: &Path, steps: u64) -> Result<Vec<EvidenceLine>, QualifyError> {
     Ok(lines)
 }
 
-fn allocations(run: &Path) -> Vec<Value> {
-    std::fs::read_to_string(RunDir::new(run).allocations())
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+/// The start records of the run in `run`.
+fn starts(run: &Path) -> Result<Vec<AllocationStart>, QualifyError> {
+    Ok(read_allocation_starts(&RunDir::new(run).allocations())?)
 }
 
-/// The device each allocation of the run in `run` recorded (an allocation's first line, the one
-/// with its pid, names it), with where it was recorded.
+/// The device each allocation of the run in `run` recorded (its start record names it), with
+/// where it was recorded.
 fn run_devices(run: &Path) -> Result<Vec<(Device, String)>, QualifyError> {
     let path = RunDir::new(run).allocations();
-    let devices = allocations(run)
-        .iter()
-        .filter(|r| r.get("pid").is_some())
-        .map(|record| {
-            let device = serde_json::from_value(record["device"].clone()).map_err(|e| {
+    let devices = starts(run)?
+        .into_iter()
+        .map(|start| {
+            let device = start.device.ok_or_else(|| {
                 failed(format!(
-                    "{}: an allocation records no device ({e}); it was run by an older binary",
-                    path.display()
+                    "{}: allocation {} records no device; it was run by an older binary",
+                    path.display(),
+                    start.allocation
                 ))
             })?;
             Ok((
                 device,
-                format!("{} ({})", run.display(), record["allocation"]),
+                format!("{} ({:?})", run.display(), start.allocation),
             ))
         })
         .collect::<Result<Vec<_>, QualifyError>>()?;
@@ -161,14 +158,11 @@ pub fn verify_native_proof(path: &Path) -> Result<NativeProof, QualifyError> {
     check_verdict(&reference, &resumed, p.first_divergence.as_ref(), p.equal)?;
     check_device(&[&p.reference, &p.interrupted, &p.resumed], &p.device)?;
     // The interruption: the resumed run's only allocation restored the stopped step.
-    let first = allocations(&p.resumed)
-        .into_iter()
-        .next()
-        .unwrap_or_default();
-    if first["restored_step"].as_u64() != Some(p.stopped_after) {
+    let restored = starts(&p.resumed)?.first().and_then(|s| s.restored_step);
+    if restored != Some(p.stopped_after) {
         return Err(failed(format!(
-            "the resumed run restored step {} but the proof says it stopped after {}",
-            first["restored_step"], p.stopped_after
+            "the resumed run restored step {restored:?} but the proof says it stopped after {}",
+            p.stopped_after
         )));
     }
     // The source: every checkpoint of both interrupted runs was written by the proof's binary.
@@ -197,18 +191,23 @@ pub fn verify_managed_proof(path: &Path) -> Result<ManagedProof, QualifyError> {
     check_device(&[&p.reference, &p.run_dir], &p.device)?;
     let i = &p.interruption;
     // The trial's second allocation restored the checkpoint and step the proof names.
-    let records = allocations(&p.run_dir);
-    let restore = records
-        .iter()
-        .find(|r| r["trial_run_id"] == 2 && r.get("restored_uuid").is_some())
+    let restore = starts(&p.run_dir)?
+        .into_iter()
+        .find(|s| s.trial_run_id == 2)
         .ok_or_else(|| failed("the run folder records no second allocation"))?;
-    if restore["restored_uuid"].as_str() != Some(i.uuid_at_restore.as_str())
-        || restore["restored_step"].as_u64() != Some(i.step)
-        || restore["allocation"].as_str() != Some(i.restored_allocation.as_str())
+    if restore.restored_uuid.as_deref() != Some(i.uuid_at_restore.as_str())
+        || restore.restored_step != Some(i.step)
+        || restore.allocation != i.restored_allocation
     {
         return Err(failed(format!(
-            "the second allocation restored {restore} but the proof says {} at step {} in {}",
-            i.uuid_at_restore, i.step, i.restored_allocation
+            "the second allocation ({}) restored {:?} at step {:?} but the proof says {} at step \
+             {} in {}",
+            restore.allocation,
+            restore.restored_uuid,
+            restore.restored_step,
+            i.uuid_at_restore,
+            i.step,
+            i.restored_allocation
         )));
     }
     if i.kind == "pause" {

@@ -11,9 +11,10 @@ use burn::tensor::backend::Backend;
 use hr_core::CoreContext;
 use hr_plan::Plan;
 use hr_policy::{ChatTokenizer, PolicyRng};
+use hr_proof::{AllocationEnd, AllocationRecord, AllocationStart, RestoreRefused};
 use hr_seal::{KeyPair, SourceBinding, Trust};
 use hr_snapshot::{Binding, Budget, Publisher, RngState, TerminalKind, with_rng_preserved};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::base::BaseModel;
 use crate::config::load_policy;
@@ -246,8 +247,12 @@ pub fn run<B: Backend>(
         Err(e) => {
             append(
                 &allocations,
-                &json!({"allocation": info.allocation_id, "trial_run_id": info.trial_run_id,
-                        "selected_uuid": info.latest_checkpoint, "outcome": format!("refused: {e}")}),
+                &AllocationRecord::Refused(RestoreRefused {
+                    allocation: info.allocation_id.clone(),
+                    trial_run_id: info.trial_run_id,
+                    selected_uuid: info.latest_checkpoint.clone(),
+                    outcome: format!("refused: {e}"),
+                }),
             )?;
             return Err(TrainError::Restore(e.to_string()));
         }
@@ -312,18 +317,19 @@ pub fn run<B: Backend>(
     let limited = |v: u64| (v != u64::MAX).then_some(v);
     append(
         &allocations,
-        &json!({
-            "allocation": info.allocation_id,
-            "trial_run_id": info.trial_run_id,
-            "pid": std::process::id(),
-            "restored_uuid": restored.as_ref().map(|r| &r.uuid),
-            "restored_step": restored.as_ref().map(|r| r.snapshot.manifest.step),
-            "deadline_unix_s": limited(budget.deadline_unix_s),
-            "deadline_remaining_s": limited(budget.deadline_unix_s).map(|d| d.saturating_sub(unix_now())),
-            "device_seconds_used": budget.gpu_seconds_used,
-            "device_seconds_limit": limited(budget.gpu_seconds_limit),
-            "unqualified": unqualified,
-            "device": device_record,
+        &AllocationRecord::Started(AllocationStart {
+            allocation: info.allocation_id.clone(),
+            trial_run_id: info.trial_run_id,
+            pid: std::process::id(),
+            restored_uuid: restored.as_ref().map(|r| r.uuid.clone()),
+            restored_step: restored.as_ref().map(|r| r.snapshot.manifest.step),
+            deadline_unix_s: limited(budget.deadline_unix_s),
+            deadline_remaining_s: limited(budget.deadline_unix_s)
+                .map(|d| d.saturating_sub(unix_now())),
+            device_seconds_used: budget.gpu_seconds_used,
+            device_seconds_limit: limited(budget.gpu_seconds_limit),
+            unqualified,
+            device: Some(device_record),
         }),
     )?;
     // This allocation's charge, in whole seconds rounded up, is added to what earlier
@@ -455,8 +461,13 @@ pub fn run<B: Backend>(
     }
     append(
         &allocations,
-        &json!({"allocation": info.allocation_id, "ended": reason.name(), "step": step,
-                "uuid": published.uuid, "device_seconds_used": budget_now.gpu_seconds_used}),
+        &AllocationRecord::Ended(AllocationEnd {
+            allocation: info.allocation_id.clone(),
+            ended: reason.name().to_owned(),
+            step,
+            uuid: published.uuid.clone(),
+            device_seconds_used: budget_now.gpu_seconds_used,
+        }),
     )?;
     tracing::info!(
         "{label}: {} at step {step}, checkpoint {}",
