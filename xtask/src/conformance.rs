@@ -243,11 +243,11 @@ fn main_run_case(root: &Path, binary: &Path, work: &Path) -> Result<PathBuf> {
         "retention_max_new_tokens": 8});
     let main = work.join("main-tiny.json");
     std::fs::write(&main, serde_json::to_vec_pretty(&plan)?)?;
-    let proofs = work.join("main-proofs");
-    std::fs::create_dir_all(&proofs)?;
+    let proofs = hr_proof::ProofsDir::new(work.join("main-proofs"));
+    std::fs::create_dir_all(proofs.root())?;
     for (what, plan, out) in [
-        ("qualify native", &qual, proofs.join("native")),
-        ("qualify managed", &qual, proofs.join("managed")),
+        ("qualify native", &qual, proofs.native()),
+        ("qualify managed", &qual, proofs.managed()),
         ("train", &main, work.join("main-reference")),
     ] {
         let mut cmd = Command::new(binary);
@@ -269,7 +269,7 @@ fn main_run_case(root: &Path, binary: &Path, work: &Path) -> Result<PathBuf> {
             );
         }
     }
-    let case = serde_json::json!({"plan": main, "proofs": proofs, "steps": MAIN_STEPS,
+    let case = serde_json::json!({"plan": main, "proofs": proofs.root(), "steps": MAIN_STEPS,
         "pauses": MAIN_PAUSES, "evaluate": MAIN_EVALUATE,
         "reference_evidence": work.join("main-reference").join("evidence.jsonl")});
     let path = work.join("main-run.json");

@@ -10,9 +10,6 @@ use anyhow::{Context, Result, bail};
 use crate::conformance::{RealServers, training_plan};
 use crate::{Binary, describe, timestamped};
 
-/// The plan's steps: the seed's four-step qualification.
-const STEPS: u64 = 4;
-
 /// Runs `qualify native` then `qualify managed` of the backend's plan in a fresh `--output`
 /// (default `runs/qualify-<backend>-<time>`); `--model DIR` replaces the tiny test model,
 /// `--master URL` a real master for the devmaster, `--device cuda` the CPU (a release binary is
@@ -60,7 +57,14 @@ pub(crate) fn qualify_backend(
         let gpu = device.as_deref() == Some("cuda");
         (if gpu { "bf16" } else { "f32" }).to_owned()
     });
-    let plan = training_plan(root, &output, "plan", &environment, &grpo, STEPS)?;
+    let plan = training_plan(
+        root,
+        &output,
+        "plan",
+        &environment,
+        &grpo,
+        hr_proof::QUALIFICATION_STEPS,
+    )?;
     let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&plan)?)?;
     if let Some(model) = model {
         value["model"]["path"] = serde_json::json!(std::path::absolute(model)?);
@@ -70,6 +74,7 @@ pub(crate) fn qualify_backend(
     }
     std::fs::write(&plan, serde_json::to_vec_pretty(&value)?)?;
     let binary = binary.path(root, device.as_deref() == Some("cuda"))?;
+    let proofs = hr_proof::ProofsDir::new(&output);
     let stage = |name: &str, extra: &[&str]| -> Result<f64> {
         let started = Instant::now();
         let mut cmd = Command::new(&binary);
@@ -77,7 +82,10 @@ pub(crate) fn qualify_backend(
             .args(["qualify", name, "--plan"])
             .arg(&plan)
             .arg("--output")
-            .arg(output.join(name))
+            .arg(match name {
+                "native" => proofs.native(),
+                _ => proofs.managed(),
+            })
             .args(extra);
         eprintln!("$ {}", describe(&cmd));
         let status = cmd
@@ -98,21 +106,22 @@ pub(crate) fn qualify_backend(
         None => stage("managed", &device)?,
     };
     // Both proofs must hold when re-checked from the files alone.
-    for proof in ["native/proof.json", "managed/managed-proof.json"] {
+    for proof in [proofs.native_proof(), proofs.managed_proof()] {
         let mut verify = Command::new(&binary);
-        verify.args(["proof", "verify"]).arg(output.join(proof));
+        verify.args(["proof", "verify"]).arg(&proof);
         eprintln!("$ {}", describe(&verify));
         if !verify.status().context("running proof verify")?.success() {
             bail!(
-                "qualify {backend}: {proof} does not verify; see {}",
+                "qualify {backend}: {} does not verify; see {}",
+                proof.display(),
                 output.display()
             );
         }
     }
     println!(
         "qualify {backend}: native {native:.0} s ({}), managed {managed:.0} s ({})",
-        output.join("native/proof.json").display(),
-        output.join("managed/managed-proof.json").display()
+        proofs.native_proof().display(),
+        proofs.managed_proof().display()
     );
     Ok(output)
 }

@@ -214,12 +214,13 @@ fn gpu_check(root: &Path, bin: &Path, dir: &Path) -> Result<()> {
         .env_remove("TRL_PYTHON");
     crate::run(cmd)
         .with_context(|| std::fs::read_to_string(out.join("summary.txt")).unwrap_or_default())?;
-    check_proof(&out.join("qualify/proof.json"))?;
-    check_proof(&out.join("managed/managed-proof.json"))?;
-    let proofs = root.join(dir).join("proofs");
-    std::fs::create_dir_all(&proofs)?;
-    std::os::unix::fs::symlink(out.join("qualify"), proofs.join("native"))?;
-    std::os::unix::fs::symlink(out.join("managed"), proofs.join("managed"))?;
+    let (native, managed) = (out.join("qualify"), out.join("managed"));
+    check_proof(&native.join(hr_proof::NATIVE_PROOF_FILE))?;
+    check_proof(&managed.join(hr_proof::MANAGED_PROOF_FILE))?;
+    let proofs = hr_proof::ProofsDir::new(root.join(dir).join("proofs"));
+    std::fs::create_dir_all(proofs.root())?;
+    std::os::unix::fs::symlink(native, proofs.native())?;
+    std::os::unix::fs::symlink(managed, proofs.managed())?;
     Ok(())
 }
 

@@ -7,14 +7,12 @@ use std::path::Path;
 
 use hr_plan::{Environment, Plan};
 use hr_proof::Device;
+use hr_proof::{ProofsDir, QUALIFICATION_STEPS};
 use hr_qualify::{verify_managed_proof, verify_native_proof};
 use hr_seal::SourceBinding;
 
 use crate::backend::DeviceKind;
 use crate::{Refused, cli::ManagedRunArgs};
-
-/// The seed's qualification length: longer plans are sustained training.
-pub(crate) const QUALIFICATION_STEPS: u64 = 4;
 
 fn refused(dir: &Path, why: impl std::fmt::Display) -> anyhow::Error {
     Refused(format!(
@@ -86,9 +84,10 @@ fn check(
     target: &Target<'_>,
 ) -> anyhow::Result<()> {
     let backend = backend(plan);
-    let native = verify_native_proof(&dir.join("native/proof.json"))
+    let proofs = ProofsDir::new(dir);
+    let native = verify_native_proof(&proofs.native_proof())
         .map_err(|e| refused(dir, format!("the native proof does not hold: {e}")))?;
-    let managed = verify_managed_proof(&dir.join("managed/managed-proof.json"))
+    let managed = verify_managed_proof(&proofs.managed_proof())
         .map_err(|e| refused(dir, format!("the managed proof does not hold: {e}")))?;
     if !native.equal || !managed.equal {
         return Err(refused(dir, "a proof says the resumed run differs"));

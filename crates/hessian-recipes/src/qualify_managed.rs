@@ -115,7 +115,7 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
         ]
         .into_iter()
         // The qualification run is by nature not yet qualified.
-        .chain((plan.steps > crate::gate::QUALIFICATION_STEPS).then(|| "--unqualified".to_owned()))
+        .chain((plan.steps > hr_proof::QUALIFICATION_STEPS).then(|| "--unqualified".to_owned()))
         .collect(),
         steps: plan.steps,
         pause_after_step: args.pause_after_step,
@@ -158,7 +158,7 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
         device,
         service_package: service_package(&plan)?,
     };
-    proof.write(&output.join("managed-proof.json"))?;
+    proof.write(&output.join(hr_proof::MANAGED_PROOF_FILE))?;
     let i = &managed.interruption;
     println!(
         "qualify managed ({backend}): {}",
@@ -193,7 +193,10 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
     if let Some(d) = divergence {
         println!("  first divergence at step {} in `{}`", d.step, d.field);
     }
-    println!("  proof {}", output.join("managed-proof.json").display());
+    println!(
+        "  proof {}",
+        output.join(hr_proof::MANAGED_PROOF_FILE).display()
+    );
     Ok(if equal {
         ExitCode::SUCCESS
     } else {

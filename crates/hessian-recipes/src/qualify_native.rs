@@ -100,7 +100,7 @@ pub(crate) fn run(args: &QualifyNativeArgs) -> anyhow::Result<ExitCode> {
         source: crate::source_binding()?,
         device,
     };
-    proof.write(&out.join("proof.json"))?;
+    proof.write(&out.join(hr_proof::NATIVE_PROOF_FILE))?;
     match divergence {
         None => {
             println!(

@@ -61,7 +61,7 @@ impl TrainingRun {
     pub fn native_qualification(backend: Backend) -> Self {
         Self {
             backend,
-            steps: 4,
+            steps: hr_proof::QUALIFICATION_STEPS,
             max_wall_seconds: 2400,
             output: format!("runs/agent-gyms/native-{backend}-qual"),
         }
@@ -110,7 +110,7 @@ impl TrainingRun {
         .into_iter()
         // Sustained training runs only on its backend's verified qualification proofs.
         .chain(
-            (self.steps > 4)
+            (self.steps > hr_proof::QUALIFICATION_STEPS)
                 .then(|| {
                     [
                         "--proofs".to_owned(),

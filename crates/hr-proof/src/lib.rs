@@ -7,6 +7,7 @@
 
 mod allocations;
 mod device;
+mod layout;
 mod managed;
 mod native;
 mod run_folder;
@@ -18,6 +19,7 @@ pub use allocations::{
     read_allocations,
 };
 pub use device::Device;
+pub use layout::{MANAGED_PROOF_FILE, NATIVE_PROOF_FILE, ProofsDir, QUALIFICATION_STEPS};
 pub use managed::{MANAGED_PROOF_SCHEMA, ManagedProof};
 pub use native::{Divergence, NATIVE_FIELDS, NATIVE_PROOF_SCHEMA, NativeProof, first_divergence};
 pub use run_folder::{CursorRecord, EvidenceLine, parse_evidence, read_evidence};
