@@ -162,17 +162,23 @@ fn proof_verify_rechecks_a_native_proof_and_refuses_a_tampered_copy() {
     std::fs::write(&path, moved.to_string()).expect("write");
     let (code, stdout) = verify();
     assert_eq!(code, Some(3), "{stdout}");
-    std::fs::write(&path, original).expect("restore");
+    std::fs::write(&path, &original).expect("restore");
     // A checkpoint of the resumed run no longer matches its seal: the proof does not hold.
     let listed = std::fs::read_to_string(s.path().join("n/resumed/core/checkpoints.jsonl"))
         .expect("checkpoints");
     let first: serde_json::Value =
         serde_json::from_str(listed.lines().next().expect("one")).expect("json");
-    let cursor = s
+    let checkpoint = s
         .path()
         .join("n/resumed/core/checkpoints")
-        .join(first["uuid"].as_str().expect("uuid"))
-        .join("payload/data_cursor.json");
+        .join(first["uuid"].as_str().expect("uuid"));
+    // The proof names the plan by the digest every checkpoint's manifest binds.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(checkpoint.join("MANIFEST.json")).expect("manifest"))
+            .expect("json");
+    let proof: serde_json::Value = serde_json::from_str(&original).expect("json");
+    assert_eq!(proof["plan_sha256"], manifest["config_sha256"], "{proof}");
+    let cursor = checkpoint.join("payload/data_cursor.json");
     let mut bytes = std::fs::read(&cursor).expect("cursor");
     bytes.push(b' ');
     std::fs::write(&cursor, bytes).expect("write");

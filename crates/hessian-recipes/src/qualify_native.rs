@@ -84,11 +84,13 @@ pub(crate) fn run(args: &QualifyNativeArgs) -> anyhow::Result<ExitCode> {
         }
     }
     let divergence = first_divergence(&ours, &theirs);
-    let plan_text = std::fs::read(hr_files::RunDir::new(&reference).plan())?;
+    // The plan as the runs read it, digested as every snapshot (and the managed proof) does.
+    let ran = Plan::from_file(&hr_files::RunDir::new(&reference).plan())
+        .map_err(|e| anyhow::anyhow!("the reference run's plan: {e}"))?;
     let device = hr_qualify::runs_device(&[&reference, &interrupted, &resumed])?;
     let proof = NativeProof {
         schema: NATIVE_PROOF_SCHEMA.to_owned(),
-        plan_sha256: hr_seal::sha256_hex(&plan_text),
+        plan_sha256: hr_train::plan_sha256(&ran),
         steps: plan.steps,
         stopped_after: args.stop_after_step,
         control: args.control.map(|c| format!("{c:?}")),

@@ -73,7 +73,8 @@ pub fn first_divergence(
 pub struct NativeProof {
     /// [`NATIVE_PROOF_SCHEMA`].
     pub schema: String,
-    /// sha256 of the canonical plan.
+    /// sha256 of the canonical plan, the digest every checkpoint's manifest binds (native proofs
+    /// written before 2026-12-04 hold the sha256 of the run folder's plan file instead).
     pub plan_sha256: String,
     /// Steps run.
     pub steps: u64,
