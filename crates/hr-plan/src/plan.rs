@@ -128,12 +128,19 @@ impl Model {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Lora {
-    /// Rank.
+    /// Rank (PEFT's `r` is accepted too).
+    #[serde(alias = "r")]
     pub rank: usize,
-    /// `lora_alpha`.
+    /// The update is scaled by `alpha / rank` (PEFT's `lora_alpha` is accepted too).
+    #[serde(alias = "lora_alpha")]
     pub alpha: f64,
     /// Target module names (`q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`, `up_proj`,
-    /// `down_proj`).
+    /// `down_proj`). PEFT's `target_modules` is accepted too, and so is its `"all-linear"` (alone
+    /// or in the list), which names all seven (every linear layer but the LM head).
+    #[serde(
+        alias = "target_modules",
+        deserialize_with = "crate::vocabulary::lora_targets"
+    )]
     pub targets: Vec<String>,
 }
 

@@ -3,17 +3,8 @@
 
 use std::path::Path;
 
+use crate::vocabulary::LORA_TARGETS as TARGETS;
 use crate::{Environment, Plan, PlanError, TaskSet};
-
-const TARGETS: [&str; 7] = [
-    "q_proj",
-    "k_proj",
-    "v_proj",
-    "o_proj",
-    "gate_proj",
-    "up_proj",
-    "down_proj",
-];
 
 pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
     let check = |ok: bool, field: &str, message: String| {

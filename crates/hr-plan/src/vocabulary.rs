@@ -3,9 +3,10 @@
 
 use serde::{Deserialize, Serialize};
 
-/// How rewards are scaled after centring (TRL's `scale_rewards`).
+/// How rewards are scaled after centring (TRL's `scale_rewards`: `group`, `batch` or `none`, or
+/// as TRL also accepts, `true` for `group` and `false` for `none`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", try_from = "ScaleRewardsInput")]
 pub enum ScaleRewards {
     /// Divide by the group's standard deviation (TRL's default).
     Group,
@@ -13,6 +14,65 @@ pub enum ScaleRewards {
     Batch,
     /// Do not divide (Dr. GRPO).
     None,
+}
+
+/// `scale_rewards` as a plan may spell it.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum ScaleRewardsInput {
+    Flag(bool),
+    Word(String),
+}
+
+impl TryFrom<ScaleRewardsInput> for ScaleRewards {
+    type Error = String;
+
+    fn try_from(input: ScaleRewardsInput) -> Result<Self, String> {
+        match input {
+            ScaleRewardsInput::Flag(true) => Ok(Self::Group),
+            ScaleRewardsInput::Flag(false) => Ok(Self::None),
+            ScaleRewardsInput::Word(word) => match word.as_str() {
+                "group" => Ok(Self::Group),
+                "batch" => Ok(Self::Batch),
+                "none" => Ok(Self::None),
+                other => Err(format!(
+                    "`{other}` is not one of `group`, `batch`, `none`, true (group), false (none)"
+                )),
+            },
+        }
+    }
+}
+
+/// The LoRA target names a plan accepts, in module order; `"all-linear"` names them all.
+pub(crate) const LORA_TARGETS: [&str; 7] = [
+    "q_proj",
+    "k_proj",
+    "v_proj",
+    "o_proj",
+    "gate_proj",
+    "up_proj",
+    "down_proj",
+];
+
+/// `model.lora.targets`: a list of module names, or PEFT's `"all-linear"` (alone or in the list)
+/// for every one of [`LORA_TARGETS`].
+pub(crate) fn lora_targets<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Targets {
+        One(String),
+        Many(Vec<String>),
+    }
+    let names = match Targets::deserialize(d)? {
+        Targets::One(name) => vec![name],
+        Targets::Many(names) => names,
+    };
+    if names.iter().any(|n| n == "all-linear") {
+        return Ok(LORA_TARGETS.iter().map(|t| (*t).to_owned()).collect());
+    }
+    Ok(names)
 }
 
 /// How per-token losses become one number (TRL's `loss_type`).
@@ -105,6 +165,9 @@ pub enum Decay {
     Constant,
     /// Half a cosine from the peak to 0 at the last step.
     Cosine,
+    /// A straight line from the peak to 0 at the end of the run (TRL's default
+    /// `lr_scheduler_type`, as transformers' `get_linear_schedule_with_warmup`).
+    Linear,
 }
 
 /// A family of built-in fixture tasks (the fixture backend of `hr-env`).

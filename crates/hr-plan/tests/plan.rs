@@ -213,3 +213,57 @@ proptest::proptest! {
         let _ = Plan::parse(Path::new("plan.json"), &plan.to_string());
     }
 }
+
+#[test]
+fn peft_and_trl_spellings_mean_exactly_the_plans_own() -> anyhow::Result<()> {
+    let parse = |v: &Value| Plan::parse(Path::new("plan.json"), &v.to_string());
+    let own = parse(&example())?;
+    // PEFT's LoraConfig names: the same plan, field for field (so the same digest).
+    let mut peft = example();
+    peft["model"]["lora"] =
+        json!({"r": 4, "lora_alpha": 8.0, "target_modules": ["q_proj", "v_proj"]});
+    assert_eq!(parse(&peft)?, own);
+    // `all-linear`, alone or in a list, is every projection.
+    let all: Vec<String> = [
+        "q_proj",
+        "k_proj",
+        "v_proj",
+        "o_proj",
+        "gate_proj",
+        "up_proj",
+        "down_proj",
+    ]
+    .map(str::to_owned)
+    .into();
+    for targets in [
+        json!("all-linear"),
+        json!(["all-linear"]),
+        json!(["q_proj", "all-linear"]),
+    ] {
+        let mut p = example();
+        p["model"]["lora"]["targets"] = targets.clone();
+        assert_eq!(parse(&p)?.model.lora.targets, all, "{targets}");
+    }
+    // TRL's boolean scale_rewards: true is `group`, false is `none`.
+    for (flag, word) in [(true, "group"), (false, "none")] {
+        let (mut a, mut b) = (example(), example());
+        a["grpo"]["scale_rewards"] = json!(flag);
+        b["grpo"]["scale_rewards"] = json!(word);
+        assert_eq!(parse(&a)?, parse(&b)?, "{flag}");
+    }
+    let mut bad = example();
+    bad["grpo"]["scale_rewards"] = json!("std");
+    let (field, message) = field_error(&bad);
+    assert_eq!(field, "grpo.scale_rewards");
+    assert!(message.contains("true (group)"), "{message}");
+    // transformers' linear schedule, TRL's default.
+    let mut linear = example();
+    linear["optimizer"]["decay"] = json!("linear");
+    assert_eq!(parse(&linear)?.optimizer.decay, hr_plan::Decay::Linear);
+    // The same field twice under two names is refused.
+    peft["model"]["lora"]["rank"] = json!(4);
+    let (field, message) = field_error(&peft);
+    assert_eq!(field, "model.lora");
+    assert!(message.contains("duplicate field `rank`"), "{message}");
+    Ok(())
+}
