@@ -142,6 +142,10 @@ pub struct Lora {
         deserialize_with = "crate::vocabulary::lora_targets"
     )]
     pub targets: Vec<String>,
+    /// Rank-stabilised LoRA (PEFT's `use_rslora`): the update is scaled by `alpha / √rank`
+    /// instead of `alpha / rank`; the adapter files say so, and PEFT loads them alike.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub use_rslora: bool,
 }
 
 impl Default for Lora {
@@ -150,6 +154,7 @@ impl Default for Lora {
             rank: 8,
             alpha: 16.0,
             targets: vec!["q_proj".to_owned(), "v_proj".to_owned()],
+            use_rslora: false,
         }
     }
 }

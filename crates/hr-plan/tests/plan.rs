@@ -244,6 +244,14 @@ fn peft_and_trl_spellings_mean_exactly_the_plans_own() -> anyhow::Result<()> {
         p["model"]["lora"]["targets"] = targets.clone();
         assert_eq!(parse(&p)?.model.lora.targets, all, "{targets}");
     }
+    // PEFT's use_rslora: written only when on, so other plans keep their digest.
+    assert!(!own.model.lora.use_rslora);
+    assert!(!serde_json::to_string(&own)?.contains("use_rslora"));
+    let mut rs = example();
+    rs["model"]["lora"]["use_rslora"] = json!(true);
+    let rs = parse(&rs)?;
+    assert!(rs.model.lora.use_rslora);
+    assert!(serde_json::to_string(&rs)?.contains(r#""use_rslora":true"#));
     // TRL's boolean scale_rewards: true is `group`, false is `none`.
     for (flag, word) in [(true, "group"), (false, "none")] {
         let (mut a, mut b) = (example(), example());

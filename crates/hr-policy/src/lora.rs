@@ -1,5 +1,5 @@
-//! LoRA adapters: `y = x·W + (alpha/r)·(x·A)·B` on chosen projections, with only `A` and `B`
-//! trainable. Initialised as PEFT does (A Kaiming-uniform, B zero) from an explicit RNG.
+//! LoRA adapters: `y = x·W + (alpha/r)·(x·A)·B` (rsLoRA: `alpha/√r`) on chosen projections, with
+//! only `A` and `B` trainable. Initialised as PEFT does (A Kaiming-uniform, B zero) from an explicit RNG.
 
 use std::convert::Infallible;
 
@@ -89,10 +89,12 @@ impl Target {
 pub struct LoraConfig {
     /// Rank `r`.
     pub rank: usize,
-    /// `lora_alpha`; the update is scaled by `alpha / r`.
+    /// `lora_alpha`; the update is scaled by `alpha / r` (`alpha / √r` with rsLoRA).
     pub alpha: f64,
     /// Projections that get adapters, sorted and unique.
     pub targets: Vec<Target>,
+    /// Rank-stabilised LoRA (PEFT's `use_rslora`): the update is scaled by `alpha / √r`.
+    pub rslora: bool,
 }
 
 impl LoraConfig {
@@ -119,7 +121,25 @@ impl LoraConfig {
             rank,
             alpha,
             targets,
+            rslora: false,
         })
+    }
+
+    /// The same config with rank-stabilised scaling on or off.
+    #[must_use]
+    pub fn with_rslora(mut self, rslora: bool) -> Self {
+        self.rslora = rslora;
+        self
+    }
+
+    /// The factor the update `(x·A)·B` is multiplied by: `alpha / r`, or `alpha / √r` with
+    /// rsLoRA (as PEFT scales it).
+    pub fn scale(&self) -> f64 {
+        if self.rslora {
+            self.alpha / (self.rank as f64).sqrt()
+        } else {
+            self.alpha / self.rank as f64
+        }
     }
 }
 
@@ -211,9 +231,9 @@ impl<B: Backend> Adapters<B> {
         &self.config
     }
 
-    /// `alpha / r`.
+    /// The update's scale ([`LoraConfig::scale`]).
     pub fn scale(&self) -> f64 {
-        self.config.alpha / self.config.rank as f64
+        self.config.scale()
     }
 
     /// The adapter of `target` in `layer`, if it is adapted.

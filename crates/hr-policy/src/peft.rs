@@ -51,7 +51,7 @@ pub fn adapter_config_json(config: &LoraConfig, base_model: &str) -> Value {
         "target_modules": config.targets.iter().map(|t| t.name()).collect::<Vec<_>>(),
         "task_type": "CAUSAL_LM",
         "use_dora": false,
-        "use_rslora": false,
+        "use_rslora": config.rslora,
     })
 }
 
@@ -180,11 +180,6 @@ pub fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig, Polic
                 .is_none_or(|x| x == &json!(false) || x.is_null()),
         ),
         (
-            "use_rslora",
-            v.get("use_rslora")
-                .is_none_or(|x| x == &json!(false) || x.is_null()),
-        ),
-        (
             "fan_in_fan_out",
             v.get("fan_in_fan_out")
                 .is_none_or(|x| x == &json!(false) || x.is_null()),
@@ -202,7 +197,7 @@ pub fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig, Polic
         if !ok {
             return Err(err(
                 field,
-                "is not supported: only plain LoRA (no DoRA, rsLoRA, biases, extra modules or layer subsets)",
+                "is not supported: only LoRA and rsLoRA (no DoRA, biases, extra modules or layer subsets)",
             ));
         }
     }
@@ -230,7 +225,14 @@ pub fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig, Polic
             err("target_modules", &format!("`{name}` is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj"))
         })?);
     }
-    LoraConfig::new(rank, alpha, targets).map_err(|e| err("r", &e.to_string()))
+    let rslora = match v.get("use_rslora") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(err("use_rslora", "must be true or false")),
+    };
+    LoraConfig::new(rank, alpha, targets)
+        .map(|c| c.with_rslora(rslora))
+        .map_err(|e| err("r", &e.to_string()))
 }
 
 /// Loads adapters written by PEFT or [`save_adapters`] for a model of shape `model`.

@@ -83,7 +83,8 @@ pub(crate) fn fresh<B: Backend>(
         .iter()
         .filter_map(|t| Target::from_name(t))
         .collect();
-    let lora = LoraConfig::new(plan.model.lora.rank, plan.model.lora.alpha, targets)?;
+    let lora = LoraConfig::new(plan.model.lora.rank, plan.model.lora.alpha, targets)?
+        .with_rslora(plan.model.lora.use_rslora);
     let adapters = Adapters::init(
         policy.config(),
         lora,

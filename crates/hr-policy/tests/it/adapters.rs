@@ -1,8 +1,8 @@
 //! PEFT adapter files: byte-exact round trips and errors that name the tensor or field.
 
 use hr_policy::{
-    ADAPTER_CONFIG, ADAPTER_WEIGHTS, Adapters, LoraConfig, PolicyRng, Target, load_adapters,
-    save_adapters,
+    ADAPTER_CONFIG, ADAPTER_WEIGHTS, Adapters, LoraConfig, PolicyRng, Target, host_f32,
+    load_adapters, save_adapters,
 };
 use hr_tests::tiny_model::TinySpec;
 use safetensors::SafeTensors;
@@ -158,5 +158,49 @@ fn mutated_adapter_files_load_or_fail_with_a_typed_error() -> anyhow::Result<()>
             Ok(())
         })
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(())
+}
+
+#[test]
+fn rslora_scales_by_alpha_over_the_root_of_the_rank_and_its_files_say_so() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (_, policy) = tiny(&dir.path().join("model"), &TinySpec::default())?;
+    let (rank, alpha) = (4, 8.0);
+    let adapters = |lora: LoraConfig| {
+        let mut a = Adapters::<Cpu>::init(
+            policy.config(),
+            lora,
+            &mut PolicyRng::from_seed(8),
+            policy.device(),
+        );
+        let pair = a.layers[0].slots[2].take().expect("v_proj adapter");
+        a.layers[0].slots[2] = Some(hr_policy::LoraPair {
+            b: pair.b.map(|b| b.add_scalar(0.5)),
+            a: pair.a,
+        });
+        a
+    };
+    let rs = adapters(LoraConfig::new(rank, alpha, vec![Target::VProj])?.with_rslora(true));
+    assert_eq!(rs.scale(), 4.0, "alpha / sqrt(r)");
+    // The same update as plain LoRA with alpha·√r (scale alpha·√r / r = alpha / √r).
+    let plain = adapters(LoraConfig::new(rank, alpha * 2.0, vec![Target::VProj])?);
+    assert_eq!(plain.scale(), rs.scale());
+    let rows = [vec![1, 40, 41, 42, 7]];
+    let (a, b) = (
+        host_f32(policy.logits(Some(&rs), &rows)?)?,
+        host_f32(policy.logits(Some(&plain), &rows)?)?,
+    );
+    assert_eq!(a, b);
+    let base = host_f32(policy.logits(None, &rows)?)?;
+    assert_ne!(a, base, "the adapters change the logits");
+    // PEFT's use_rslora is written, and read back.
+    let out = dir.path().join("rs");
+    save_adapters(&rs, "tiny", &out)?;
+    let config: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join(ADAPTER_CONFIG))?)?;
+    assert_eq!(config["use_rslora"], true);
+    let loaded = load_adapters::<Cpu>(policy.config(), &out, policy.device())?;
+    assert!(loaded.config().rslora);
+    assert_eq!(host_f32(policy.logits(Some(&loaded), &rows)?)?, a);
     Ok(())
 }
