@@ -11,6 +11,7 @@ mod error;
 mod hub_cache;
 mod load;
 mod plan;
+mod trl_names;
 mod validate;
 mod vocabulary;
 

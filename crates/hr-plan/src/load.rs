@@ -50,7 +50,27 @@ impl Plan {
     /// Parses and checks plan text; `path` only names the file in errors. A model named only by
     /// `model.hub_id` is looked up in the local Hugging Face cache.
     pub fn parse(path: &Path, text: &str) -> Result<Self, PlanError> {
-        let de = &mut serde_json::Deserializer::from_str(text);
+        let field_error = |(field, message): crate::trl_names::Refusal| PlanError::Field {
+            path: path.to_owned(),
+            field,
+            message,
+        };
+        // TRL's spellings become the plan's own; a plan without them is parsed as written, so
+        // the parser's line and column point into the file (and so they do for text that is
+        // not JSON at all).
+        let normalised = match serde_json::from_str::<serde_json::Value>(text) {
+            Ok(value) => {
+                let mut own = value.clone();
+                crate::trl_names::normalise(&mut own).map_err(field_error)?;
+                if own == value {
+                    text.to_owned()
+                } else {
+                    own.to_string()
+                }
+            }
+            Err(_) => text.to_owned(),
+        };
+        let de = &mut serde_json::Deserializer::from_str(&normalised);
         let mut plan: Plan = serde_path_to_error::deserialize(de).map_err(|e| {
             let field = e.path().to_string();
             PlanError::Field {

@@ -275,3 +275,80 @@ fn peft_and_trl_spellings_mean_exactly_the_plans_own() -> anyhow::Result<()> {
     assert!(message.contains("duplicate field `rank`"), "{message}");
     Ok(())
 }
+
+#[test]
+fn trl_names_that_need_more_than_a_rename_mean_what_trl_means() -> anyhow::Result<()> {
+    let parse = |v: &Value| Plan::parse(Path::new("plan.json"), &v.to_string());
+    let with = |edit: &dyn Fn(&mut Value)| {
+        let mut p = example();
+        edit(&mut p);
+        p
+    };
+    // max_steps is steps.
+    let trl = with(&|p| {
+        let steps = p
+            .as_object_mut()
+            .and_then(|o| o.remove("steps"))
+            .expect("steps");
+        p["max_steps"] = steps;
+    });
+    assert_eq!(parse(&trl)?, parse(&example())?);
+    // epsilon sets both clip bounds, unless epsilon_high is given.
+    let g = parse(&with(&|p| p["grpo"]["epsilon"] = json!(0.3)))?.grpo;
+    assert_eq!((g.epsilon_low, g.epsilon_high), (0.3, 0.3));
+    let g = parse(&with(&|p| {
+        p["grpo"]["epsilon"] = json!(0.3);
+        p["grpo"]["epsilon_high"] = json!(0.28);
+    }))?
+    .grpo;
+    assert_eq!((g.epsilon_low, g.epsilon_high), (0.3, 0.28));
+    // lr_scheduler_type is decay; warmup_ratio counts warm-up steps as transformers does.
+    let o = parse(&with(&|p| {
+        p["optimizer"]["lr_scheduler_type"] = json!("linear");
+        p["optimizer"]["warmup_ratio"] = json!(0.3);
+    }))?
+    .optimizer;
+    assert_eq!(
+        (o.decay, o.warmup_steps),
+        (hr_plan::Decay::Linear, 2),
+        "ceil(0.3 · 4)"
+    );
+    let o = parse(&with(&|p| {
+        p["optimizer"]["lr_scheduler_type"] = json!("constant_with_warmup");
+        p["optimizer"]["warmup_steps"] = json!(1);
+    }))?
+    .optimizer;
+    assert_eq!((o.decay, o.warmup_steps), (hr_plan::Decay::Constant, 1));
+    // Refusals name the TRL field.
+    for (edit, field) in [
+        (
+            &(|p: &mut Value| p["max_steps"] = json!(4)) as &dyn Fn(&mut Value),
+            "max_steps",
+        ),
+        (
+            &|p: &mut Value| {
+                p["grpo"]["epsilon"] = json!(0.3);
+                p["grpo"]["epsilon_low"] = json!(0.2);
+            },
+            "grpo.epsilon",
+        ),
+        (
+            &|p: &mut Value| {
+                p["optimizer"]["lr_scheduler_type"] = json!("constant");
+                p["optimizer"]["warmup_steps"] = json!(1);
+            },
+            "optimizer.lr_scheduler_type",
+        ),
+        (
+            &|p: &mut Value| p["optimizer"]["lr_scheduler_type"] = json!("polynomial"),
+            "optimizer.lr_scheduler_type",
+        ),
+        (
+            &|p: &mut Value| p["optimizer"]["warmup_ratio"] = json!(1.5),
+            "optimizer.warmup_ratio",
+        ),
+    ] {
+        assert_eq!(field_error(&with(edit)).0, field);
+    }
+    Ok(())
+}

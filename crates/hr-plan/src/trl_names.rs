@@ -1,0 +1,102 @@
+//! TRL's names that need more than a rename (the plain renames are serde aliases on the fields):
+//! each is rewritten into the plan's own fields before the plan is parsed, so a plan means the
+//! same whichever spelling it used and its digest does not depend on the spelling.
+//!
+//! - `max_steps` → `steps`;
+//! - `grpo.epsilon` → `grpo.epsilon_low`, and `grpo.epsilon_high` unless it is given (TRL's
+//!   `epsilon_high` defaults to `epsilon`);
+//! - `optimizer.lr_scheduler_type` → `optimizer.decay`: `linear`, `cosine`,
+//!   `constant_with_warmup`, or `constant`, which in transformers ignores warm-up and so is
+//!   refused beside one;
+//! - `optimizer.warmup_ratio` → `optimizer.warmup_steps` = ⌈ratio · steps⌉, as transformers'
+//!   `get_warmup_steps` counts them.
+
+use serde_json::{Map, Value};
+
+/// A field and what is wrong with it.
+pub(crate) type Refusal = (String, String);
+
+fn refuse(field: &str, message: impl Into<String>) -> Refusal {
+    (field.to_owned(), message.into())
+}
+
+/// Moves `from` to `to` in `object`, refusing both at once.
+fn rename(object: &mut Map<String, Value>, from: &str, to: &str, at: &str) -> Result<(), Refusal> {
+    if let Some(value) = object.remove(from) {
+        if object.contains_key(to) {
+            return Err(refuse(
+                &format!("{at}{from}"),
+                format!("give `{from}` or `{to}`, not both"),
+            ));
+        }
+        object.insert(to.to_owned(), value);
+    }
+    Ok(())
+}
+
+/// Rewrites TRL's spellings in the plan `plan` into its own fields.
+pub(crate) fn normalise(plan: &mut Value) -> Result<(), Refusal> {
+    let Some(top) = plan.as_object_mut() else {
+        return Ok(());
+    };
+    rename(top, "max_steps", "steps", "")?;
+    let steps = top.get("steps").and_then(Value::as_u64);
+    if let Some(grpo) = top.get_mut("grpo").and_then(Value::as_object_mut)
+        && let Some(epsilon) = grpo.get("epsilon").cloned()
+    {
+        rename(grpo, "epsilon", "epsilon_low", "grpo.")?;
+        grpo.entry("epsilon_high").or_insert(epsilon);
+    }
+    let Some(optimizer) = top.get_mut("optimizer").and_then(Value::as_object_mut) else {
+        return Ok(());
+    };
+    if let Some(kind) = optimizer.remove("lr_scheduler_type") {
+        let field = "optimizer.lr_scheduler_type";
+        if optimizer.contains_key("decay") {
+            return Err(refuse(
+                field,
+                "give `lr_scheduler_type` or `decay`, not both",
+            ));
+        }
+        let decay = match kind.as_str() {
+            Some(d @ ("linear" | "cosine")) => d,
+            Some("constant_with_warmup") => "constant",
+            Some("constant") => {
+                if optimizer.contains_key("warmup_steps") || optimizer.contains_key("warmup_ratio")
+                {
+                    return Err(refuse(
+                        field,
+                        "`constant` ignores warm-up in transformers: use `constant_with_warmup`",
+                    ));
+                }
+                "constant"
+            }
+            _ => {
+                return Err(refuse(
+                    field,
+                    format!(
+                        "{kind} is not one of `linear`, `cosine`, `constant`, `constant_with_warmup`"
+                    ),
+                ));
+            }
+        };
+        optimizer.insert("decay".to_owned(), decay.into());
+    }
+    if let Some(ratio) = optimizer.remove("warmup_ratio") {
+        let field = "optimizer.warmup_ratio";
+        if optimizer.contains_key("warmup_steps") {
+            return Err(refuse(
+                field,
+                "give `warmup_ratio` or `warmup_steps`, not both",
+            ));
+        }
+        let ratio = ratio
+            .as_f64()
+            .filter(|r| (0.0..=1.0).contains(r))
+            .ok_or_else(|| refuse(field, format!("{ratio} must be a number in [0, 1]")))?;
+        let steps = steps.ok_or_else(|| refuse(field, "needs the plan's `steps`"))?;
+        let warmup = (ratio * steps as f64).ceil() as u64;
+        optimizer.insert("warmup_steps".to_owned(), warmup.into());
+    }
+    Ok(())
+}
