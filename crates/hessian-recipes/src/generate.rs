@@ -31,7 +31,9 @@ impl OnBackend for Job {
         let args = self.0;
         let mut sampling = SamplingConfig {
             temperature: args.temperature,
+            top_k: args.top_k,
             top_p: args.top_p,
+            min_p: args.min_p,
             max_new_tokens: args.max_new_tokens,
             stop_tokens: Vec::new(),
         };

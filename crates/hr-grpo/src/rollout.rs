@@ -166,7 +166,9 @@ fn run_episodes<B: Backend>(
             .min(config.grpo.max_turn_tokens);
         let sampling = SamplingConfig {
             temperature: config.grpo.temperature,
+            top_k: config.grpo.top_k,
             top_p: config.grpo.top_p,
+            min_p: config.grpo.min_p,
             max_new_tokens: budget.max(1),
             stop_tokens: stop_tokens.clone(),
         };

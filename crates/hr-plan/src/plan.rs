@@ -60,6 +60,17 @@ pub struct Evaluation {
     pub retention_max_new_tokens: usize,
 }
 
+/// Left out of the serialised plan when off, so digests of plans written before the field
+/// existed do not change.
+fn is_zero(v: &usize) -> bool {
+    *v == 0
+}
+
+/// As [`is_zero`], for a float.
+fn is_zero_f64(v: &f64) -> bool {
+    *v == 0.0
+}
+
 fn four() -> usize {
     4
 }
@@ -225,8 +236,15 @@ pub struct Grpo {
     pub num_generations: usize,
     /// Sampling temperature (> 0), also applied when scoring.
     pub temperature: f64,
+    /// Keep only the `top_k` likeliest tokens when sampling (TRL's `top_k`); 0 disables it.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub top_k: usize,
     /// Nucleus mass in (0, 1].
     pub top_p: f64,
+    /// Drop tokens less likely than `min_p` times the likeliest (TRL's `min_p`), in [0, 1); 0
+    /// disables it.
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub min_p: f64,
     /// Most completion tokens per episode (all turns).
     pub max_completion_length: usize,
     /// Most tokens per policy turn.
@@ -264,7 +282,9 @@ impl Default for Grpo {
             tasks_per_step: 4,
             num_generations: 8,
             temperature: 1.0,
+            top_k: 0,
             top_p: 1.0,
+            min_p: 0.0,
             max_completion_length: 256,
             max_turn_tokens: 256,
             max_turns: 1,

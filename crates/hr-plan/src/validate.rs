@@ -151,6 +151,11 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
         "must be ≥ 0".to_owned(),
     )?;
     check(
+        (0.0..1.0).contains(&g.min_p),
+        "grpo.min_p",
+        format!("{} must be in [0, 1) (0 disables it)", g.min_p),
+    )?;
+    check(
         g.epsilon_low > 0.0 && g.epsilon_low < 1.0,
         "grpo.epsilon_low",
         format!("{} must be in (0, 1)", g.epsilon_low),

@@ -79,7 +79,7 @@ fn the_base_dtype_defaults_to_f32_and_is_written_only_when_it_is_not() -> anyhow
 #[test]
 fn bad_values_are_refused_naming_the_field() {
     type Breaker = fn(&mut Value);
-    let cases: [(&str, Breaker); 10] = [
+    let cases: [(&str, Breaker); 11] = [
         ("grpo.beta", |p| p["grpo"]["beta"] = json!(-0.1)),
         ("grpo.num_generations", |p| {
             p["grpo"]["num_generations"] = json!(1)
@@ -96,6 +96,7 @@ fn bad_values_are_refused_naming_the_field() {
         }),
         ("steps", |p| p["steps"] = json!(0)),
         ("model.dtype", |p| p["model"]["dtype"] = json!("fp16")),
+        ("grpo.min_p", |p| p["grpo"]["min_p"] = json!(1.0)),
         ("grpo.prompt_format", |p| {
             p["grpo"]["prompt_format"] = json!("plain");
             p["grpo"]["max_turns"] = json!(2);
@@ -252,6 +253,14 @@ fn peft_and_trl_spellings_mean_exactly_the_plans_own() -> anyhow::Result<()> {
     let rs = parse(&rs)?;
     assert!(rs.model.lora.use_rslora);
     assert!(serde_json::to_string(&rs)?.contains(r#""use_rslora":true"#));
+    // TRL's top_k and min_p reach the sampler; off, they are left out of the written plan.
+    assert!(!serde_json::to_string(&own)?.contains("top_k"));
+    assert!(!serde_json::to_string(&own)?.contains("min_p"));
+    let mut cut = example();
+    cut["grpo"]["top_k"] = json!(50);
+    cut["grpo"]["min_p"] = json!(0.05);
+    let cut = parse(&cut)?;
+    assert_eq!((cut.grpo.top_k, cut.grpo.min_p), (50, 0.05));
     // TRL's boolean scale_rewards: true is `group`, false is `none`.
     for (flag, word) in [(true, "group"), (false, "none")] {
         let (mut a, mut b) = (example(), example());

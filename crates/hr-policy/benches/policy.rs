@@ -63,7 +63,9 @@ fn measure(
     let prompts = prompts(batch, 24, vocab);
     let sampling = SamplingConfig {
         temperature: 1.0,
+        top_k: 0,
         top_p: 1.0,
+        min_p: 0.0,
         max_new_tokens: new_tokens,
         stop_tokens: vec![],
     };

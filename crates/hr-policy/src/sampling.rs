@@ -1,6 +1,6 @@
-//! Choosing the next token on the host from one row of logits: temperature, top-p (nucleus) and
-//! an inverse-CDF draw from [`PolicyRng`], all in f64 so the choice does not depend on the backend
-//! beyond the logits themselves.
+//! Choosing the next token on the host from one row of logits: temperature, then top-k, top-p
+//! (nucleus) and min-p in transformers' order, and an inverse-CDF draw from [`PolicyRng`], all in
+//! f64 so the choice does not depend on the backend beyond the logits themselves.
 
 use crate::{PolicyError, PolicyRng};
 
@@ -9,8 +9,12 @@ use crate::{PolicyError, PolicyRng};
 pub struct SamplingConfig {
     /// Softmax temperature; 0 means greedy (argmax, no randomness consumed).
     pub temperature: f64,
-    /// Nucleus mass in `(0, 1]`; 1 disables top-p.
+    /// Keep only the `top_k` likeliest tokens; 0 disables top-k.
+    pub top_k: usize,
+    /// Nucleus mass in `(0, 1]` (of what top-k kept); 1 disables top-p.
     pub top_p: f64,
+    /// Drop tokens less likely than `min_p` times the likeliest one, in `[0, 1)`; 0 disables it.
+    pub min_p: f64,
     /// Most tokens generated per completion.
     pub max_new_tokens: usize,
     /// Tokens that end a completion (kept as its last token).
@@ -32,6 +36,12 @@ impl SamplingConfig {
                 self.top_p
             )));
         }
+        if !(0.0..1.0).contains(&self.min_p) {
+            return Err(PolicyError::Request(format!(
+                "min_p must be in [0, 1), got {}",
+                self.min_p
+            )));
+        }
         if self.max_new_tokens == 0 {
             return Err(PolicyError::Request(
                 "max_new_tokens must be at least 1".to_owned(),
@@ -51,28 +61,45 @@ pub(crate) fn log_softmax(logits: &[f32], temperature: f64) -> Vec<f64> {
 }
 
 /// Picks a token from `logits` and returns it with its log-probability under
-/// `softmax(logits / temperature)` (before the top-p cut, which is what scoring recomputes).
+/// `softmax(logits / temperature)` (before the top-k, top-p and min-p cuts, which is what scoring
+/// recomputes).
 pub(crate) fn sample(logits: &[f32], config: &SamplingConfig, rng: &mut PolicyRng) -> (u32, f64) {
     let logp = log_softmax(logits, config.temperature);
     let token = if config.temperature == 0.0 {
         argmax(&logp)
     } else {
         let mut order: Vec<usize> = (0..logp.len()).collect();
-        if config.top_p < 1.0 {
+        let cuts = config.top_k > 0 || config.top_p < 1.0 || config.min_p > 0.0;
+        if cuts {
             // Descending probability, ties by token id: a total, deterministic order.
             order.sort_by(|&a, &b| logp[b].total_cmp(&logp[a]).then(a.cmp(&b)));
         }
         let probs: Vec<f64> = order.iter().map(|&i| logp[i].exp()).collect();
         let mut keep = probs.len();
+        if config.top_k > 0 {
+            keep = keep.min(config.top_k);
+        }
         if config.top_p < 1.0 {
+            // The nucleus of what top-k kept, renormalised (as transformers' TopPLogitsWarper
+            // sees the distribution after TopKLogitsWarper).
+            let kept: f64 = probs[..keep].iter().sum();
             let mut mass = 0.0;
-            for (n, p) in probs.iter().enumerate() {
-                mass += p;
+            for (n, p) in probs[..keep].iter().enumerate() {
+                mass += p / kept;
                 if mass >= config.top_p {
                     keep = n + 1;
                     break;
                 }
             }
+        }
+        if config.min_p > 0.0 {
+            // transformers' MinPLogitsWarper: below min_p times the likeliest token is dropped.
+            let floor = config.min_p * probs[0];
+            keep = probs[..keep]
+                .iter()
+                .take_while(|p| **p >= floor)
+                .count()
+                .max(1);
         }
         let total: f64 = probs[..keep].iter().sum();
         let u = rng.next_f64() * total;
@@ -98,4 +125,78 @@ fn argmax(values: &[f64]) -> usize {
         }
     }
     best
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// Probabilities 0.5, 0.3, 0.15, 0.05 at temperature 1.
+    fn logits() -> Vec<f32> {
+        [0.5f64, 0.3, 0.15, 0.05]
+            .iter()
+            .map(|p| p.ln() as f32)
+            .collect()
+    }
+
+    /// The tokens 2000 draws with `edit` applied to a plain temperature-1 config can give.
+    fn drawn(edit: impl Fn(&mut SamplingConfig)) -> BTreeSet<u32> {
+        let mut config = SamplingConfig {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            max_new_tokens: 1,
+            stop_tokens: vec![],
+        };
+        edit(&mut config);
+        config.validate().expect("valid");
+        let mut rng = PolicyRng::from_seed(3);
+        let logits = logits();
+        (0..2000)
+            .map(|_| {
+                let (token, logp) = sample(&logits, &config, &mut rng);
+                // The log-probability is the uncut distribution's, which scoring recomputes.
+                let p = [0.5f64, 0.3, 0.15, 0.05][token as usize];
+                assert!((logp - p.ln()).abs() < 1e-6, "{token}: {logp}");
+                token
+            })
+            .collect()
+    }
+
+    #[test]
+    fn top_k_top_p_and_min_p_cut_the_distribution_as_transformers_does() {
+        assert_eq!(drawn(|_| {}), BTreeSet::from([0, 1, 2, 3]));
+        assert_eq!(drawn(|c| c.top_k = 1), BTreeSet::from([0]));
+        assert_eq!(drawn(|c| c.top_k = 3), BTreeSet::from([0, 1, 2]));
+        // top-p 0.8 keeps 0.5 + 0.3; after top-k 2 the same nucleus renormalised is 0.625 of
+        // the mass at the first token, so 0.6 keeps only it.
+        assert_eq!(drawn(|c| c.top_p = 0.8), BTreeSet::from([0, 1]));
+        assert_eq!(
+            drawn(|c| {
+                c.top_k = 2;
+                c.top_p = 0.6;
+            }),
+            BTreeSet::from([0])
+        );
+        // min-p: below min_p × 0.5 is dropped.
+        assert_eq!(drawn(|c| c.min_p = 0.2), BTreeSet::from([0, 1, 2]));
+        assert_eq!(drawn(|c| c.min_p = 0.7), BTreeSet::from([0]));
+    }
+
+    #[test]
+    fn min_p_outside_zero_to_one_is_refused_naming_it() {
+        let config = SamplingConfig {
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 1.0,
+            max_new_tokens: 1,
+            stop_tokens: vec![],
+        };
+        let err = config.validate().expect_err("refused").to_string();
+        assert!(err.starts_with("min_p must be in [0, 1)"), "{err}");
+    }
 }

@@ -343,7 +343,9 @@ pub fn assess<B: Backend>(
     stop_tokens.extend(tokenizer.stop_token_ids());
     let sampling = SamplingConfig {
         temperature: 0.0,
+        top_k: 0,
         top_p: 1.0,
+        min_p: 0.0,
         max_new_tokens: eval.retention_max_new_tokens,
         stop_tokens,
     };

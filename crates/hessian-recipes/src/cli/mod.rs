@@ -367,9 +367,15 @@ pub(crate) struct GenerateArgs {
     /// Sampling temperature; 0 is greedy.
     #[arg(long, default_value_t = 0.0)]
     pub(crate) temperature: f64,
+    /// Keep only the K likeliest tokens before top-p; 0 disables it.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) top_k: usize,
     /// Nucleus (top-p) mass in (0, 1]; 1 disables it.
     #[arg(long, default_value_t = 1.0)]
     pub(crate) top_p: f64,
+    /// Drop tokens less likely than MIN_P times the likeliest, in [0, 1); 0 disables it.
+    #[arg(long, default_value_t = 0.0)]
+    pub(crate) min_p: f64,
     /// Seed of the sampling RNG (the same seed gives the same tokens, bit for bit, on CPU).
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,

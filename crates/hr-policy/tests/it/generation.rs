@@ -18,7 +18,9 @@ fn prompts() -> Vec<Vec<u32>> {
 fn sampling(temperature: f64, top_p: f64) -> SamplingConfig {
     SamplingConfig {
         temperature,
+        top_k: 0,
         top_p,
+        min_p: 0.0,
         max_new_tokens: 12,
         stop_tokens: vec![EOS],
     }
