@@ -81,8 +81,13 @@ pub(crate) fn sample(logits: &[f32], config: &SamplingConfig, rng: &mut PolicyRn
         }
         if config.top_p < 1.0 {
             // The nucleus of what top-k kept, renormalised (as transformers' TopPLogitsWarper
-            // sees the distribution after TopKLogitsWarper).
-            let kept: f64 = probs[..keep].iter().sum();
+            // sees the distribution after TopKLogitsWarper); without top-k, the whole
+            // distribution's mass counts as 1, as it always has.
+            let kept: f64 = if keep < probs.len() {
+                probs[..keep].iter().sum()
+            } else {
+                1.0
+            };
             let mut mass = 0.0;
             for (n, p) in probs[..keep].iter().enumerate() {
                 mass += p / kept;
