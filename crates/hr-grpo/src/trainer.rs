@@ -325,9 +325,18 @@ impl<B: AutodiffBackend> Trainer<B> {
             .gradient_accumulation_steps
             .clamp(1, episodes.len().max(1));
         let size = episodes.len().div_ceil(k);
+        // TRL's mask_truncated_completions: an episode cut by a token limit counts for nothing.
+        let mask_truncated = self.config.rollout.grpo.mask_truncated_completions;
+        let loss_mask = |e: &Episode| -> Vec<bool> {
+            if mask_truncated && e.truncated {
+                vec![false; e.policy_mask.len()]
+            } else {
+                e.policy_mask.clone()
+            }
+        };
         let active: usize = episodes
             .iter()
-            .map(|e| e.policy_mask.iter().filter(|m| **m).count())
+            .map(|e| loss_mask(e).iter().filter(|m| **m).count())
             .sum();
         struct Micro<B: AutodiffBackend> {
             rows: std::ops::Range<usize>,
@@ -347,7 +356,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             let mask = chunk
                 .iter()
                 .map(|e| {
-                    let mut m = e.policy_mask.clone();
+                    let mut m = loss_mask(e);
                     m.resize(width, false);
                     m
                 })

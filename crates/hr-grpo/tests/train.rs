@@ -265,3 +265,75 @@ fn plain_prompts_are_the_task_text_without_the_chat_template() -> anyhow::Result
     }
     Ok(())
 }
+
+/// Ends at once, rewarded by the reply's length in bytes.
+struct ByLength;
+
+impl Environment for ByLength {
+    fn reset(&mut self, _task: &Task, _seed: u64) -> Result<Observation, EnvError> {
+        Ok(Observation {
+            text: "say something".into(),
+            raw: serde_json::Value::Null,
+        })
+    }
+    fn step(&mut self, action: &str) -> Result<StepOutcome, EnvError> {
+        Ok(StepOutcome {
+            observation: Observation {
+                text: String::new(),
+                raw: serde_json::Value::Null,
+            },
+            reward: action.len() as f64,
+            done: true,
+        })
+    }
+    fn close(&mut self) -> Result<(), EnvError> {
+        Ok(())
+    }
+}
+
+#[test]
+fn mask_truncated_completions_leaves_cut_episodes_out_of_the_loss() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let tasks = fixture_tasks(FixtureKind::Arithmetic, 2, 1);
+    // Rewarded by the reply's bytes: cut completions still differ in reward.
+    let mut by_length = || -> Result<Box<dyn Environment>, GrpoError> { Ok(Box::new(ByLength)) };
+    // Two new tokens: the tiny model's random completions are all cut, none ends on a stop
+    // token.
+    let short = |mask: bool| {
+        let mut c = config(1);
+        c.rollout.grpo.max_completion_length = 2;
+        c.rollout.grpo.max_turn_tokens = 2;
+        c.loss.max_completion_length = 2;
+        c.rollout.grpo.mask_truncated_completions = mask;
+        c
+    };
+    let adapter = |t: &Trainer<B>, name: &str| -> anyhow::Result<Vec<u8>> {
+        let out = dir.path().join(name);
+        save_adapters(t.adapters(), "tiny", &out)?;
+        Ok(std::fs::read(out.join("adapter_model.safetensors"))?)
+    };
+    let mut results = Vec::new();
+    for mask in [false, true] {
+        let mut t = trainer(&dir.path().join(format!("model-{mask}")), short(mask))?;
+        let before = adapter(&t, &format!("before-{mask}"))?;
+        let report = t.step(&tasks, &mut by_length)?;
+        assert!(
+            report.episodes.iter().all(|e| e.truncated),
+            "every episode is cut"
+        );
+        results.push((
+            before == adapter(&t, &format!("after-{mask}"))?,
+            report.metrics["grad_norm"],
+        ));
+    }
+    let ((unmasked_same, unmasked_norm), (masked_same, masked_norm)) = (results[0], results[1]);
+    assert!(
+        !unmasked_same && unmasked_norm > 0.0,
+        "without the mask the step learns"
+    );
+    assert!(
+        masked_same && masked_norm == 0.0,
+        "with it nothing counts: {masked_norm}"
+    );
+    Ok(())
+}

@@ -241,6 +241,10 @@ pub struct Grpo {
     pub top_k: usize,
     /// Nucleus mass in (0, 1].
     pub top_p: f64,
+    /// Leave episodes cut by a token limit (no stop token) out of the loss (TRL's
+    /// `mask_truncated_completions`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub mask_truncated_completions: bool,
     /// Drop tokens less likely than `min_p` times the likeliest (TRL's `min_p`), in [0, 1); 0
     /// disables it.
     #[serde(skip_serializing_if = "is_zero_f64")]
@@ -284,6 +288,7 @@ impl Default for Grpo {
             temperature: 1.0,
             top_k: 0,
             top_p: 1.0,
+            mask_truncated_completions: false,
             min_p: 0.0,
             max_completion_length: 256,
             max_turn_tokens: 256,

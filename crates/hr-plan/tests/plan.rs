@@ -261,6 +261,12 @@ fn peft_and_trl_spellings_mean_exactly_the_plans_own() -> anyhow::Result<()> {
     cut["grpo"]["min_p"] = json!(0.05);
     let cut = parse(&cut)?;
     assert_eq!((cut.grpo.top_k, cut.grpo.min_p), (50, 0.05));
+    // TRL's mask_truncated_completions reaches the trainer (hr-grpo's train tests show its
+    // effect); off, it is left out.
+    assert!(!serde_json::to_string(&own)?.contains("mask_truncated"));
+    let mut masked = example();
+    masked["grpo"]["mask_truncated_completions"] = json!(true);
+    assert!(parse(&masked)?.grpo.mask_truncated_completions);
     // TRL's boolean scale_rewards: true is `group`, false is `none`.
     for (flag, word) in [(true, "group"), (false, "none")] {
         let (mut a, mut b) = (example(), example());
