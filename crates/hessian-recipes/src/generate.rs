@@ -34,6 +34,7 @@ impl OnBackend for Job {
             top_k: args.top_k,
             top_p: args.top_p,
             min_p: args.min_p,
+            repetition_penalty: args.repetition_penalty,
             max_new_tokens: args.max_new_tokens,
             stop_tokens: Vec::new(),
         };

@@ -169,6 +169,7 @@ fn run_episodes<B: Backend>(
             top_k: config.grpo.top_k,
             top_p: config.grpo.top_p,
             min_p: config.grpo.min_p,
+            repetition_penalty: config.grpo.repetition_penalty,
             max_new_tokens: budget.max(1),
             stop_tokens: stop_tokens.clone(),
         };

@@ -71,6 +71,11 @@ fn is_zero_f64(v: &f64) -> bool {
     *v == 0.0
 }
 
+/// As [`is_zero`], for a factor that is off at 1.
+fn is_one(v: &f64) -> bool {
+    *v == 1.0
+}
+
 fn four() -> usize {
     4
 }
@@ -249,6 +254,11 @@ pub struct Grpo {
     /// disables it.
     #[serde(skip_serializing_if = "is_zero_f64")]
     pub min_p: f64,
+    /// transformers' repetition penalty when sampling (TRL's `repetition_penalty`; > 0, 1 is
+    /// off): the logits of tokens already in the episode are divided by it (multiplied when
+    /// negative). Scoring is not penalised, as in TRL.
+    #[serde(skip_serializing_if = "is_one")]
+    pub repetition_penalty: f64,
     /// Most completion tokens per episode (all turns).
     pub max_completion_length: usize,
     /// Most tokens per policy turn.
@@ -290,6 +300,7 @@ impl Default for Grpo {
             top_p: 1.0,
             mask_truncated_completions: false,
             min_p: 0.0,
+            repetition_penalty: 1.0,
             max_completion_length: 256,
             max_turn_tokens: 256,
             max_turns: 1,

@@ -151,6 +151,11 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
         "must be ≥ 0".to_owned(),
     )?;
     check(
+        g.repetition_penalty.is_finite() && g.repetition_penalty > 0.0,
+        "grpo.repetition_penalty",
+        format!("{} must be > 0 (1 disables it)", g.repetition_penalty),
+    )?;
+    check(
         (0.0..1.0).contains(&g.min_p),
         "grpo.min_p",
         format!("{} must be in [0, 1) (0 disables it)", g.min_p),

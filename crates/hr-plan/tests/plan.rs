@@ -261,6 +261,12 @@ fn peft_and_trl_spellings_mean_exactly_the_plans_own() -> anyhow::Result<()> {
     cut["grpo"]["min_p"] = json!(0.05);
     let cut = parse(&cut)?;
     assert_eq!((cut.grpo.top_k, cut.grpo.min_p), (50, 0.05));
+    assert!(!serde_json::to_string(&own)?.contains("repetition_penalty"));
+    let mut penalised = example();
+    penalised["grpo"]["repetition_penalty"] = json!(1.1);
+    assert_eq!(parse(&penalised)?.grpo.repetition_penalty, 1.1);
+    penalised["grpo"]["repetition_penalty"] = json!(0.0);
+    assert_eq!(field_error(&penalised).0, "grpo.repetition_penalty");
     // TRL's mask_truncated_completions reaches the trainer (hr-grpo's train tests show its
     // effect); off, it is left out.
     assert!(!serde_json::to_string(&own)?.contains("mask_truncated"));

@@ -66,6 +66,7 @@ fn measure(
         top_k: 0,
         top_p: 1.0,
         min_p: 0.0,
+        repetition_penalty: 1.0,
         max_new_tokens: new_tokens,
         stop_tokens: vec![],
     };

@@ -187,8 +187,12 @@ impl<B: Backend> Policy<B> {
                 let token = if out.stopped[row] {
                     PAD
                 } else {
-                    let (token, logp) =
-                        sample(&logits[row * vocab..(row + 1) * vocab], sampling, rng);
+                    let (token, logp) = sample(
+                        &logits[row * vocab..(row + 1) * vocab],
+                        &rows[row],
+                        sampling,
+                        rng,
+                    );
                     out.tokens[row].push(token);
                     out.logprobs[row].push(logp);
                     out.stopped[row] = sampling.stop_tokens.contains(&token);

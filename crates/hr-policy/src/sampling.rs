@@ -1,6 +1,7 @@
-//! Choosing the next token on the host from one row of logits: temperature, then top-k, top-p
-//! (nucleus) and min-p in transformers' order, and an inverse-CDF draw from [`PolicyRng`], all in
-//! f64 so the choice does not depend on the backend beyond the logits themselves.
+//! Choosing the next token on the host from one row of logits: the repetition penalty, then
+//! temperature, top-k, top-p (nucleus) and min-p in transformers' order, and an inverse-CDF draw
+//! from [`PolicyRng`], all in f64 so the choice does not depend on the backend beyond the logits
+//! themselves.
 
 use crate::{PolicyError, PolicyRng};
 
@@ -15,6 +16,10 @@ pub struct SamplingConfig {
     pub top_p: f64,
     /// Drop tokens less likely than `min_p` times the likeliest one, in `[0, 1)`; 0 disables it.
     pub min_p: f64,
+    /// transformers' repetition penalty (> 0; 1 disables it): before sampling, the logit of
+    /// every token already in the row (prompt and completion) is divided by it when positive
+    /// and multiplied by it when negative.
+    pub repetition_penalty: f64,
     /// Most tokens generated per completion.
     pub max_new_tokens: usize,
     /// Tokens that end a completion (kept as its last token).
@@ -34,6 +39,12 @@ impl SamplingConfig {
             return Err(PolicyError::Request(format!(
                 "top_p must be in (0, 1], got {}",
                 self.top_p
+            )));
+        }
+        if !(self.repetition_penalty.is_finite() && self.repetition_penalty > 0.0) {
+            return Err(PolicyError::Request(format!(
+                "repetition_penalty must be > 0 (1 disables it), got {}",
+                self.repetition_penalty
             )));
         }
         if !(0.0..1.0).contains(&self.min_p) {
@@ -60,14 +71,30 @@ pub(crate) fn log_softmax(logits: &[f32], temperature: f64) -> Vec<f64> {
     scaled.into_iter().map(|x| x - log_sum).collect()
 }
 
-/// Picks a token from `logits` and returns it with its log-probability under
-/// `softmax(logits / temperature)` (before the top-k, top-p and min-p cuts, which is what scoring
-/// recomputes).
-pub(crate) fn sample(logits: &[f32], config: &SamplingConfig, rng: &mut PolicyRng) -> (u32, f64) {
+/// Picks a token from `logits` (of a row holding `seen` so far) and returns it with its
+/// log-probability under `softmax(logits / temperature)` (before the repetition penalty and the
+/// top-k, top-p and min-p cuts: what scoring recomputes).
+pub(crate) fn sample(
+    logits: &[f32],
+    seen: &[u32],
+    config: &SamplingConfig,
+    rng: &mut PolicyRng,
+) -> (u32, f64) {
     let logp = log_softmax(logits, config.temperature);
-    let token = if config.temperature == 0.0 {
-        argmax(&logp)
+    let penalised;
+    let choice: &[f64] = if config.repetition_penalty == 1.0 {
+        &logp
     } else {
+        penalised = log_softmax(
+            &penalise(logits, seen, config.repetition_penalty),
+            config.temperature,
+        );
+        &penalised
+    };
+    let token = if config.temperature == 0.0 {
+        argmax(choice)
+    } else {
+        let logp = choice;
         let mut order: Vec<usize> = (0..logp.len()).collect();
         let cuts = config.top_k > 0 || config.top_p < 1.0 || config.min_p > 0.0;
         if cuts {
@@ -122,6 +149,22 @@ pub(crate) fn sample(logits: &[f32], config: &SamplingConfig, rng: &mut PolicyRn
     (token as u32, logp[token])
 }
 
+/// transformers' `RepetitionPenaltyLogitsProcessor`: the logit of each token in `seen` divided by
+/// `penalty` when positive, multiplied by it otherwise.
+fn penalise(logits: &[f32], seen: &[u32], penalty: f64) -> Vec<f32> {
+    let mut out = logits.to_vec();
+    let mut done = vec![false; logits.len()];
+    for &t in seen {
+        let t = t as usize;
+        if t < out.len() && !done[t] {
+            done[t] = true;
+            let x = f64::from(logits[t]);
+            out[t] = (if x < 0.0 { x * penalty } else { x / penalty }) as f32;
+        }
+    }
+    out
+}
+
 fn argmax(values: &[f64]) -> usize {
     let mut best = 0;
     for (i, v) in values.iter().enumerate() {
@@ -153,6 +196,7 @@ mod tests {
             top_k: 0,
             top_p: 1.0,
             min_p: 0.0,
+            repetition_penalty: 1.0,
             max_new_tokens: 1,
             stop_tokens: vec![],
         };
@@ -162,7 +206,7 @@ mod tests {
         let logits = logits();
         (0..2000)
             .map(|_| {
-                let (token, logp) = sample(&logits, &config, &mut rng);
+                let (token, logp) = sample(&logits, &[], &config, &mut rng);
                 // The log-probability is the uncut distribution's, which scoring recomputes.
                 let p = [0.5f64, 0.3, 0.15, 0.05][token as usize];
                 assert!((logp - p.ln()).abs() < 1e-6, "{token}: {logp}");
@@ -192,12 +236,37 @@ mod tests {
     }
 
     #[test]
+    fn the_repetition_penalty_steers_away_from_seen_tokens_but_not_the_log_probability() {
+        let greedy = |penalty: f64, seen: &[u32]| {
+            let config = SamplingConfig {
+                temperature: 0.0,
+                top_k: 0,
+                top_p: 1.0,
+                min_p: 0.0,
+                repetition_penalty: penalty,
+                max_new_tokens: 1,
+                stop_tokens: vec![],
+            };
+            sample(&logits(), seen, &config, &mut PolicyRng::from_seed(1))
+        };
+        assert_eq!(greedy(1.0, &[0, 0]).0, 0);
+        // ln 0.5 · 10 falls below ln 0.3: the seen token loses; its neighbour's log-probability
+        // is still the unpenalised one.
+        let (token, logp) = greedy(10.0, &[0, 0]);
+        assert_eq!(token, 1);
+        assert!((logp - 0.3f64.ln()).abs() < 1e-6, "{logp}");
+        // Only seen tokens are penalised.
+        assert_eq!(greedy(10.0, &[2, 3]).0, 0);
+    }
+
+    #[test]
     fn min_p_outside_zero_to_one_is_refused_naming_it() {
         let config = SamplingConfig {
             temperature: 1.0,
             top_k: 0,
             top_p: 1.0,
             min_p: 1.0,
+            repetition_penalty: 1.0,
             max_new_tokens: 1,
             stop_tokens: vec![],
         };

@@ -346,6 +346,7 @@ pub fn assess<B: Backend>(
         top_k: 0,
         top_p: 1.0,
         min_p: 0.0,
+        repetition_penalty: 1.0,
         max_new_tokens: eval.retention_max_new_tokens,
         stop_tokens,
     };

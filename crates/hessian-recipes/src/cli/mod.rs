@@ -376,6 +376,10 @@ pub(crate) struct GenerateArgs {
     /// Drop tokens less likely than MIN_P times the likeliest, in [0, 1); 0 disables it.
     #[arg(long, default_value_t = 0.0)]
     pub(crate) min_p: f64,
+    /// transformers' repetition penalty (> 0; 1 disables it): tokens already in the row are
+    /// made less (above 1) or more (below 1) likely.
+    #[arg(long, default_value_t = 1.0)]
+    pub(crate) repetition_penalty: f64,
     /// Seed of the sampling RNG (the same seed gives the same tokens, bit for bit, on CPU).
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,

@@ -21,6 +21,7 @@ fn sampling(temperature: f64, top_p: f64) -> SamplingConfig {
         top_k: 0,
         top_p,
         min_p: 0.0,
+        repetition_penalty: 1.0,
         max_new_tokens: 12,
         stop_tokens: vec![EOS],
     }
