@@ -2,7 +2,9 @@
 //! each is rewritten into the plan's own fields before the plan is parsed, so a plan means the
 //! same whichever spelling it used and its digest does not depend on the spelling.
 //!
-//! - `max_steps` → `steps`;
+//! - `max_steps` → `steps`; `save_steps` → `checkpoints.every`;
+//! - `model.lora.lora_dropout`: 0 (PEFT's default, and what LoRA here does) is dropped; any
+//!   other value is refused, since dropout is not implemented;
 //! - `grpo.epsilon` → `grpo.epsilon_low`, and `grpo.epsilon_high` unless it is given (TRL's
 //!   `epsilon_high` defaults to `epsilon`);
 //! - `optimizer.lr_scheduler_type` → `optimizer.decay`: `linear`, `cosine`,
@@ -40,6 +42,34 @@ pub(crate) fn normalise(plan: &mut Value) -> Result<(), Refusal> {
         return Ok(());
     };
     rename(top, "max_steps", "steps", "")?;
+    if let Some(every) = top.remove("save_steps") {
+        let checkpoints = top
+            .entry("checkpoints")
+            .or_insert_with(|| Value::Object(Map::new()));
+        match checkpoints.as_object_mut() {
+            Some(c) if !c.contains_key("every") => {
+                c.insert("every".to_owned(), every);
+            }
+            _ => {
+                return Err(refuse(
+                    "save_steps",
+                    "give `save_steps` or `checkpoints.every`, not both",
+                ));
+            }
+        }
+    }
+    if let Some(lora) = top
+        .get_mut("model")
+        .and_then(|m| m.get_mut("lora"))
+        .and_then(Value::as_object_mut)
+        && let Some(dropout) = lora.remove("lora_dropout")
+        && dropout.as_f64() != Some(0.0)
+    {
+        return Err(refuse(
+            "model.lora.lora_dropout",
+            format!("{dropout}: LoRA dropout is not implemented here; use 0 (PEFT's default)"),
+        ));
+    }
     let steps = top.get("steps").and_then(Value::as_u64);
     if let Some(grpo) = top.get_mut("grpo").and_then(Value::as_object_mut)
         && let Some(epsilon) = grpo.get("epsilon").cloned()

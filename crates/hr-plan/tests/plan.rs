@@ -314,6 +314,16 @@ fn trl_names_that_need_more_than_a_rename_mean_what_trl_means() -> anyhow::Resul
         p["max_steps"] = steps;
     });
     assert_eq!(parse(&trl)?, parse(&example())?);
+    // save_steps is checkpoints.every; lora_dropout 0 is what LoRA here is.
+    let g = parse(&with(&|p| p["save_steps"] = json!(2)))?;
+    assert_eq!(g.checkpoints.every, 2);
+    let mut own_every = example();
+    own_every["checkpoints"] = json!({"every": 2});
+    assert_eq!(g, parse(&own_every)?);
+    assert_eq!(
+        parse(&with(&|p| p["model"]["lora"]["lora_dropout"] = json!(0.0)))?,
+        parse(&example())?
+    );
     // epsilon sets both clip bounds, unless epsilon_high is given.
     let g = parse(&with(&|p| p["grpo"]["epsilon"] = json!(0.3)))?.grpo;
     assert_eq!((g.epsilon_low, g.epsilon_high), (0.3, 0.3));
@@ -367,6 +377,17 @@ fn trl_names_that_need_more_than_a_rename_mean_what_trl_means() -> anyhow::Resul
         (
             &|p: &mut Value| p["optimizer"]["warmup_ratio"] = json!(1.5),
             "optimizer.warmup_ratio",
+        ),
+        (
+            &|p: &mut Value| p["model"]["lora"]["lora_dropout"] = json!(0.05),
+            "model.lora.lora_dropout",
+        ),
+        (
+            &|p: &mut Value| {
+                p["save_steps"] = json!(2);
+                p["checkpoints"] = json!({"every": 1});
+            },
+            "save_steps",
         ),
     ] {
         assert_eq!(field_error(&with(edit)).0, field);
