@@ -330,8 +330,10 @@ pub struct Optimizer {
     /// Adam ε.
     pub adam_epsilon: f64,
     /// β1.
+    #[serde(alias = "adam_beta1")]
     pub beta1: f64,
     /// β2.
+    #[serde(alias = "adam_beta2")]
     pub beta2: f64,
     /// Global gradient-norm clip; null disables.
     pub max_grad_norm: Option<f64>,

@@ -273,6 +273,14 @@ fn peft_and_trl_spellings_mean_exactly_the_plans_own() -> anyhow::Result<()> {
     let mut masked = example();
     masked["grpo"]["mask_truncated_completions"] = json!(true);
     assert!(parse(&masked)?.grpo.mask_truncated_completions);
+    // TRL's adam_beta1 / adam_beta2 are the optimizer's beta1 / beta2.
+    let (mut trl, mut ours) = (example(), example());
+    trl["optimizer"]["adam_beta1"] = json!(0.8);
+    trl["optimizer"]["adam_beta2"] = json!(0.99);
+    ours["optimizer"]["beta1"] = json!(0.8);
+    ours["optimizer"]["beta2"] = json!(0.99);
+    assert_eq!(parse(&trl)?, parse(&ours)?);
+    assert_ne!(parse(&trl)?, own);
     // TRL's boolean scale_rewards: true is `group`, false is `none`.
     for (flag, word) in [(true, "group"), (false, "none")] {
         let (mut a, mut b) = (example(), example());
@@ -392,5 +400,61 @@ fn trl_names_that_need_more_than_a_rename_mean_what_trl_means() -> anyhow::Resul
     ] {
         assert_eq!(field_error(&with(edit)).0, field);
     }
+    Ok(())
+}
+
+/// Every key path of `value`'s objects (arrays are not entered).
+fn key_paths(value: &Value, prefix: &str, out: &mut Vec<String>) {
+    if let Value::Object(map) = value {
+        for (key, v) in map {
+            let path = if prefix.is_empty() {
+                key.clone()
+            } else {
+                format!("{prefix}.{key}")
+            };
+            key_paths(v, &path, out);
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn docs_plan_md_names_every_field_a_plan_can_hold() -> anyhow::Result<()> {
+    let doc =
+        std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/plan.md"))?;
+    // Every optional field set, once per environment backend.
+    let mut full = example();
+    full["model"]["hub_id"] = json!("HuggingFaceTB/SmolLM2-135M-Instruct");
+    full["model"]["dtype"] = json!("bf16");
+    full["model"]["lora"]["use_rslora"] = json!(true);
+    for (key, value) in [
+        ("top_k", json!(50)),
+        ("min_p", json!(0.05)),
+        ("repetition_penalty", json!(1.1)),
+        ("mask_truncated_completions", json!(true)),
+        ("system_prompt", json!("Be brief.")),
+        ("prompt_format", json!("chat")),
+    ] {
+        full["grpo"][key] = value;
+    }
+    let mut openenv = full.clone();
+    openenv["environment"] =
+        json!({"backend": "openenv", "python": "/p", "env_root": "/e", "tasks": [{}]});
+    let mut nemo = full.clone();
+    nemo["environment"] =
+        json!({"backend": "nemo", "python": "/p", "server_dir": "/s", "tasks": [{}]});
+    full["evaluation"] = json!({"checkpoints": [4], "dev": {"count": 1, "seed": 1},
+        "held_out": {"tasks": [{"kind": "digits", "question": "q"}]}});
+    let mut paths = vec!["model.lora.lora_dropout".to_owned()];
+    for plan in [full, openenv, nemo] {
+        let parsed = Plan::parse(Path::new("plan.json"), &plan.to_string())?;
+        key_paths(&serde_json::to_value(&parsed)?, "", &mut paths);
+    }
+    let missing: Vec<&String> = paths
+        .iter()
+        .filter(|p| !p.starts_with("evaluation.dev.") && !p.starts_with("evaluation.held_out."))
+        .filter(|p| !doc.contains(&format!("`{p}`")))
+        .collect();
+    assert!(missing.is_empty(), "docs/plan.md does not name {missing:?}");
     Ok(())
 }
