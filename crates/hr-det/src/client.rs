@@ -73,22 +73,9 @@ pub(crate) enum Body<'a, T: Serialize + ?Sized> {
 impl Client {
     /// A client of the master at `master` (e.g. `http://127.0.0.1:8080`), without a token.
     pub fn new(master: &str) -> Result<Self, DetError> {
-        let master = master.trim_end_matches('/').to_owned();
-        if !(master.starts_with("http://") || master.starts_with("https://")) {
-            return Err(DetError::Config(format!(
-                "master URL {master:?} must start with http:// or https://"
-            )));
-        }
-        // Credentials in the URL would travel into every error message and log line.
-        let parsed = reqwest::Url::parse(&master)
-            .map_err(|e| DetError::Config(format!("master URL: {e}")))?;
-        if !parsed.username().is_empty() || parsed.password().is_some() {
-            return Err(DetError::Config(
-                "the master URL carries credentials (user:password@): remove them and sign in \
-                 with DET_USER and DET_PASS, or DET_USER_TOKEN"
-                    .to_owned(),
-            ));
-        }
+        // As `det` reads DET_MASTER (`host:port` is http); credentials in the URL would travel
+        // into every error message and log line, so they are refused.
+        let master = crate::canonical_master_url(master)?;
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             // Drop an idle pooled connection before a master closes it (the devmaster closes one

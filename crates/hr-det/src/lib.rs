@@ -14,6 +14,7 @@
 mod auth;
 mod client;
 mod error;
+mod sign_in;
 pub mod task_info;
 mod trial;
 mod user;
@@ -22,4 +23,5 @@ pub mod wire;
 pub use auth::hash_password;
 pub use client::{Client, RetryPolicy};
 pub use error::DetError;
+pub use sign_in::canonical_master_url;
 pub use user::ExperimentAction;

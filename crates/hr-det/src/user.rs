@@ -67,19 +67,46 @@ impl Client {
         Ok(resp.user)
     }
 
-    /// Signs in as the `det` CLI does from its environment: `DET_USER_TOKEN` when set, else a
-    /// login as `DET_USER` (default `determined`) with `DET_PASS` (default empty, the devmaster's
-    /// and a fresh cluster's default). Keeps a token the client already has.
+    /// Signs in as the `det` CLI does from its environment: `DET_USER_TOKEN` when set; else the
+    /// token `det user login` cached for this master (`DET_USER`'s, or the cache's active
+    /// user's), if the master still accepts it; else a login as `DET_USER` (default
+    /// `determined`) with `DET_PASS` (default empty, the devmaster's and a fresh cluster's
+    /// default). Keeps a token the client already has.
     pub async fn sign_in_from_env(&mut self) -> Result<(), DetError> {
+        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
+        let cache = crate::sign_in::det_config_dir(var).map(|d| d.join("auth.json"));
+        self.sign_in_with(var, cache.as_deref()).await
+    }
+
+    /// [`Client::sign_in_from_env`] with the environment `var` and the token cache `cache`.
+    pub(crate) async fn sign_in_with(
+        &mut self,
+        var: impl Fn(&str) -> Option<String>,
+        cache: Option<&std::path::Path>,
+    ) -> Result<(), DetError> {
         if self.has_token() {
             return Ok(());
         }
-        let var = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         if let Some(token) = var(crate::task_info::env::USER_TOKEN) {
             self.set_token(token);
             return Ok(());
         }
-        let user = var(crate::task_info::env::USER).unwrap_or_else(|| "determined".to_owned());
+        let named = var(crate::task_info::env::USER);
+        if let Some((user, token)) =
+            cache.and_then(|c| crate::sign_in::cached_token(c, self.master(), named.as_deref()))
+        {
+            self.set_token(token);
+            match self.me().await {
+                Ok(_) => {
+                    tracing::debug!(user, "signed in with det's cached token");
+                    return Ok(());
+                }
+                // Expired or revoked: sign in with the password instead, as det does.
+                Err(DetError::Unauthenticated(_)) => self.clear_token(),
+                Err(e) => return Err(e),
+            }
+        }
+        let user = named.unwrap_or_else(|| "determined".to_owned());
         let password = var(crate::task_info::env::PASS).unwrap_or_default();
         self.login(&user, &password).await.map(|_| ())
     }

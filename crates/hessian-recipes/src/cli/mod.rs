@@ -286,7 +286,7 @@ pub(crate) struct EvaluateArgs {
     #[arg(long, value_name = "RUN_DIR_OR_EXPERIMENT")]
     pub(crate) resume: PathBuf,
     /// The Determined master an experiment id is looked up on (signs in as `det` does:
-    /// DET_USER_TOKEN, else DET_USER / DET_PASS).
+    /// DET_USER_TOKEN, else the token `det user login` cached, else DET_USER / DET_PASS).
     #[arg(long, env = "DET_MASTER")]
     pub(crate) master: Option<String>,
     /// Fresh output folder for the sealed report.

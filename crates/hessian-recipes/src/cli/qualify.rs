@@ -57,8 +57,9 @@ pub(crate) struct QualifyManagedArgs {
     /// Fresh output folder (source/, reference/, managed/, managed-proof.json).
     #[arg(long)]
     pub(crate) output: PathBuf,
-    /// A Determined master to use instead of a local devmaster (http://HOST:PORT; `DET_MASTER`
-    /// as for `det`). Sign-in: `DET_USER_TOKEN`, else `DET_USER`/`DET_PASS`.
+    /// A Determined master to use instead of a local devmaster (http(s)://HOST:PORT, or HOST:PORT
+    /// for http, as `det` reads `DET_MASTER`). Sign-in: `DET_USER_TOKEN`, else the token
+    /// `det user login` cached, else `DET_USER`/`DET_PASS`.
     #[arg(long, env = "DET_MASTER")]
     pub(crate) master: Option<String>,
     /// Pause once the training metric of this step is visible. The first allocation holds after
@@ -105,8 +106,9 @@ pub(crate) struct QualifyCpuArgs {
     /// Fresh output folder (the binary is copied into OUTPUT/source/ and run from there).
     #[arg(long)]
     pub(crate) output: PathBuf,
-    /// A Determined master to use instead of a local devmaster (http://HOST:PORT; `DET_MASTER`
-    /// as for `det`). Sign-in: `DET_USER_TOKEN`, else `DET_USER`/`DET_PASS`.
+    /// A Determined master to use instead of a local devmaster (http(s)://HOST:PORT, or HOST:PORT
+    /// for http, as `det` reads `DET_MASTER`). Sign-in: `DET_USER_TOKEN`, else the token
+    /// `det user login` cached, else `DET_USER`/`DET_PASS`.
     #[arg(long, env = "DET_MASTER")]
     pub(crate) master: Option<String>,
     /// Pause once the training metric of this step is visible (1 to 7: the fixture has 8 steps).
