@@ -291,7 +291,7 @@ def main():
         training_lifecycle(det, args, case)
     main_run(det, args, json.loads(args.main_run.read_text()))
 
-    out = det("command", "run", "--detach", "echo", "conformance-ok")
+    out = det("command", "run", "--detach", "sh", "-c", "echo conformance-ok; echo second-line")
     cid = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""
     uuid_re = r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"
     if check("cmd run --detach prints the command id", out.returncode == 0 and re.match(uuid_re, cid), out.stdout + out.stderr):
@@ -301,7 +301,13 @@ def main():
         done = wait(terminated, "command termination", 60)
         check("command describe --json: TERMINATED with exit status 0", done and done.get("exitStatus") == "0", done)
         logs = det("command", "logs", cid)
-        check("command logs carry its output", "conformance-ok" in logs.stdout, logs.stdout + logs.stderr)
+        check("command logs carry its output, a line each",
+              re.search(r"conformance-ok[ \t]*\n.*second-line", logs.stdout) is not None, logs.stdout + logs.stderr)
+
+    # A route the devmaster does not serve fails with Determined's envelope naming it.
+    out = det("experiment", "list")
+    check("an unserved route (experiment list) is named in det's error",
+          out.returncode != 0 and "is not served by the devmaster" in out.stdout + out.stderr, out.stdout + out.stderr)
 
     passed = sum(ok for _, ok in RESULTS)
     failed = len(RESULTS) - passed

@@ -191,7 +191,9 @@ pub struct LoginRequest {
     pub username: String,
     /// Hashed password (see [`crate::hash_password`]).
     pub password: String,
-    /// Always true from the Python client.
+    /// Whether `password` is already hashed (always true from the Python client; optional on
+    /// the wire, false when absent, as the master reads it).
+    #[serde(default)]
     pub is_hashed: bool,
 }
 

@@ -116,7 +116,7 @@ pub(super) async fn task_logs(
             timestamp: Some(now_rfc3339()),
             level: Some("LOG_LEVEL_INFO".to_owned()),
             log: format!("{line}\n"),
-            message: Some(line.to_owned()),
+            message: Some(format!("{line}\n")),
         };
         let entry = json!({"result": with_cli_fields(&log, json!({"allocationId": null,
             "agentId": "devmaster", "containerId": null, "rankId": 0, "source": "",

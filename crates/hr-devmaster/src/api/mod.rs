@@ -178,7 +178,19 @@ fn routes(master: Arc<Master>) -> Router {
         .route("/api/v1/commands/{id}", get(commands::get_command))
         .route("/api/v1/tasks/{id}/logs", get(commands::task_logs))
         .route("/api/v1/task/logs", post(auth::ok_body))
+        .fallback(not_served)
+        .method_not_allowed_fallback(not_served)
         .with_state(master)
+}
+
+/// A route the devmaster does not serve: Determined's error envelope naming it (never an empty
+/// 404 or 405, which `det` reports as an empty error).
+async fn not_served(method: axum::http::Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::NotFound(format!(
+        "{method} {} is not served by the devmaster (a local stand-in for Determined 0.35's \
+         master, with the routes hessian-recipes and the Core API use)",
+        uri.path()
+    ))
 }
 
 pub(super) fn parse<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {

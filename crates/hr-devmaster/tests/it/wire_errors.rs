@@ -79,6 +79,21 @@ async fn bad_inputs_get_the_upstream_status_and_envelope() {
     assert!(raw.starts_with("HTTP/1.1 401"), "{raw}");
     assert!(raw.contains(r#""reason":"Unauthenticated""#), "{raw}");
 
+    // A route it does not serve, or a method it does not serve on a route: Determined's envelope
+    // naming it, never an empty answer.
+    let raw = reqwest_free_get(master.url(), "/api/v1/no/such/route").await;
+    assert!(raw.starts_with("HTTP/1.1 404"), "{raw}");
+    assert!(
+        raw.contains(r#""reason":"NotFound""#)
+            && raw.contains("GET /api/v1/no/such/route is not served by the devmaster"),
+        "{raw}"
+    );
+    let raw = reqwest_free_get(master.url(), "/api/v1/auth/login").await;
+    assert!(
+        raw.starts_with("HTTP/1.1 404") && raw.contains("GET /api/v1/auth/login is not served"),
+        "{raw}"
+    );
+
     // A running trial: wrong trialRunId is 400; a duplicate UUID is 500 Unknown.
     let exp = client
         .create_experiment(&config("exec sleep 3600", 0), None, true)
@@ -206,7 +221,8 @@ async fn session_tokens_are_never_written_to_the_state_folder() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (master, _client) = start(tmp.path(), Duration::from_secs(3600)).await;
     let addr = master.url().trim_start_matches("http://").to_owned();
-    let body = r#"{"username":"determined","password":"","isHashed":true}"#;
+    // `isHashed` is optional, as for the master (an empty password hashes to itself).
+    let body = r#"{"username":"determined","password":""}"#;
     let mut stream = tokio::net::TcpStream::connect(&addr)
         .await
         .expect("connect");
