@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `hessian-recipes` binary, driven as a user drives it.
 
 mod cluster;
+mod dataset;
 mod demo;
 mod evaluate;
 mod flood;

@@ -50,6 +50,7 @@ pub(crate) fn backend(plan: &Plan) -> &'static str {
         Environment::Fixture { .. } => "fixture",
         Environment::Openenv { .. } => "openenv",
         Environment::Nemo { .. } => "nemo",
+        Environment::Dataset { .. } => "dataset",
     }
 }
 

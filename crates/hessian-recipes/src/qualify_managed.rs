@@ -25,7 +25,7 @@ fn evidence(path: &Path) -> anyhow::Result<Vec<hr_proof::EvidenceLine>> {
 /// The environment server's package and version, read from the service's own Python.
 fn service_package(plan: &Plan) -> anyhow::Result<Option<String>> {
     let (python, package) = match &plan.environment {
-        Environment::Fixture { .. } => return Ok(None),
+        Environment::Fixture { .. } | Environment::Dataset { .. } => return Ok(None),
         Environment::Openenv { python, .. } => (python, "openenv-core"),
         Environment::Nemo { python, .. } => (python, "nemo-gym"),
     };

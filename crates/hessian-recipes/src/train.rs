@@ -25,10 +25,12 @@ pub(crate) const EXIT_OUT_OF_BUDGET: u8 = 4;
 /// Exit status of a local run stopped by SIGTERM or Ctrl-C after saving its step (resumable).
 pub(crate) const EXIT_STOPPED: u8 = 5;
 
-/// The plan, with its model's `config.json` checked before anything is created.
+/// The plan, with its model's `config.json` and a dataset's every row checked before anything
+/// is created.
 fn load_plan(path: &Path) -> anyhow::Result<Plan> {
     let plan = Plan::from_file(path).map_err(|e| Refused(e.to_string()))?;
     crate::model_folder::check(&plan.model.path, "model.path")?;
+    hr_train::check_dataset(&plan).map_err(|e| Refused(e.to_string()))?;
     Ok(plan)
 }
 
@@ -151,7 +153,7 @@ fn managed_plan(args: &ManagedTrainingArgs) -> anyhow::Result<Plan> {
     let mut plan = load_plan(&args.plan)?;
     let name = crate::gate::backend(&plan);
     let python = match &mut plan.environment {
-        Environment::Fixture { .. } => None,
+        Environment::Fixture { .. } | Environment::Dataset { .. } => None,
         Environment::Openenv { python, .. } | Environment::Nemo { python, .. } => Some(python),
     };
     if args.backend.name() != name {
@@ -166,9 +168,9 @@ fn managed_plan(args: &ManagedTrainingArgs) -> anyhow::Result<Plan> {
     match (python, &args.service_python) {
         (Some(python), Some(given)) => *python = given.clone(),
         (None, Some(_)) => {
-            return Err(Refused(
-                "--service-python: the fixture backend starts no service; drop the flag".to_owned(),
-            )
+            return Err(Refused(format!(
+                "--service-python: the {name} backend starts no service; drop the flag"
+            ))
             .into());
         }
         (_, None) => {}
@@ -359,6 +361,7 @@ impl PlanBackend {
             PlanBackend::Fixture => "fixture",
             PlanBackend::Openenv => "openenv",
             PlanBackend::Nemo => "nemo",
+            PlanBackend::Dataset => "dataset",
         }
     }
 }

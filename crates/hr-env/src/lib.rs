@@ -2,17 +2,20 @@
 //! trainer drives episodes through, the [`Task`]/[`Observation`]/[`StepOutcome`] it exchanges,
 //! the [`EnvError`] every environment reports, and the built-in fixture environment (generated
 //! arithmetic, tool-call, calculator and digits task families and authored word-problem and
-//! tool-use ones, each with TRAIN/DEV/HELD-OUT splits), which needs no service. Rewards are
+//! tool-use ones, each with TRAIN/DEV/HELD-OUT splits), which needs no service, and the dataset
+//! backend (your own JSON-lines prompts scored by weighted built-in reward rules). Rewards are
 //! scored by `hr-eval`'s one scoring rule.
 //!
 //! Not here: the service-backed environments (NeMo Gym, OpenEnv) and their process supervision,
 //! which live in `hr-bridge`; tensor crates depend on this crate so they never link an HTTP stack.
 
 mod authored;
+mod dataset;
 mod environment;
 mod error;
 mod fixture;
 
+pub use dataset::{DatasetEnvironment, RowError, dataset_tasks, draw_rows, reward_score};
 pub use environment::{Environment, Observation, StepOutcome, Task};
 pub use error::EnvError;
 pub use fixture::{FixtureEnvironment, Split, fixture_split_tasks, fixture_tasks};

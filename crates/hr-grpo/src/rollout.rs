@@ -33,6 +33,9 @@ pub struct Episode {
     pub policy_mask: Vec<bool>,
     /// Sum of the step rewards.
     pub reward: f64,
+    /// Each named reward function's score, summed over the steps, when the environment reports
+    /// them (the dataset backend: `{"rewards": {name: score}}` in a step's raw observation).
+    pub reward_parts: std::collections::BTreeMap<String, f64>,
     /// Turns taken.
     pub turns: usize,
     /// Whether the environment ended the episode (false: cut by the turn or length limit).
@@ -141,6 +144,7 @@ fn run_episodes<B: Backend>(
             completion: Vec::new(),
             policy_mask: Vec::new(),
             reward: 0.0,
+            reward_parts: std::collections::BTreeMap::new(),
             turns: 0,
             done: false,
             truncated: false,
@@ -192,6 +196,17 @@ fn run_episodes<B: Backend>(
             episode.truncated = !generated.stopped[k];
             let outcome = live[i].step(&text).map_err(|e| env_err(&e))?;
             episode.reward += outcome.reward;
+            if let Some(parts) = outcome
+                .observation
+                .raw
+                .get("rewards")
+                .and_then(serde_json::Value::as_object)
+            {
+                for (name, score) in parts {
+                    *episode.reward_parts.entry(name.clone()).or_default() +=
+                        score.as_f64().unwrap_or(0.0);
+                }
+            }
             episode.done = outcome.done;
             if !outcome.done {
                 // The reply as a user turn, then the assistant's next turn opens (as the

@@ -216,6 +216,22 @@ impl<B: AutodiffBackend> Trainer<B> {
         let elapsed = started.elapsed().as_secs_f64();
         metrics.insert("reward".to_owned(), mean);
         metrics.insert("reward_std".to_owned(), std);
+        // Each reward function on its own, under TRL's names.
+        let names: std::collections::BTreeSet<&String> = episodes
+            .iter()
+            .flat_map(|e| e.reward_parts.keys())
+            .collect();
+        for name in names {
+            let scores: Vec<f64> = episodes
+                .iter()
+                .map(|e| e.reward_parts.get(name).copied().unwrap_or(0.0))
+                .collect();
+            let m = scores.iter().sum::<f64>() / n;
+            let s =
+                (scores.iter().map(|r| (r - m).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+            metrics.insert(format!("rewards/{name}/mean"), m);
+            metrics.insert(format!("rewards/{name}/std"), s);
+        }
         metrics.insert("frac_reward_zero_std".to_owned(), zero_std);
         metrics.insert(
             "completions/mean_length".to_owned(),

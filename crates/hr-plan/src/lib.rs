@@ -18,7 +18,7 @@ mod vocabulary;
 pub use error::PlanError;
 pub use hub_cache::{find_cached, is_hub_id};
 pub use plan::{
-    Checkpoints, Environment, Evaluation, FixtureTasks, Grpo, Lora, Model, Optimizer, Plan, Seeds,
-    TaskSet,
+    Checkpoints, Environment, Evaluation, FixtureTasks, Grpo, Lora, Model, Optimizer, Plan, Reward,
+    RewardRule, Seeds, TaskSet,
 };
 pub use vocabulary::{Decay, Dtype, FixtureKind, LossType, PromptFormat, ScaleRewards};

@@ -6,22 +6,37 @@ use std::path::{Path, PathBuf};
 use crate::{Environment, Plan, PlanError};
 
 impl Plan {
-    /// Reads, parses and checks a plan; `model.path` is resolved against the plan's folder.
+    /// Reads, parses and checks a plan; `model.path` and a dataset's files are resolved against
+    /// the plan's folder.
     pub fn from_file(path: &Path) -> Result<Self, PlanError> {
         let text = std::fs::read_to_string(path).map_err(|source| PlanError::Io {
             path: path.to_owned(),
             source,
         })?;
         let mut plan = Self::parse(path, &text)?;
-        if plan.model.path.is_relative()
-            && let Some(dir) = path.parent()
-        {
-            plan.model.path = dir.join(&plan.model.path);
+        if let Some(dir) = path.parent() {
+            let resolve = |p: &mut PathBuf| {
+                if p.is_relative() {
+                    *p = dir.join(&*p);
+                }
+            };
+            resolve(&mut plan.model.path);
+            if let Environment::Dataset {
+                train,
+                dev,
+                held_out,
+                ..
+            } = &mut plan.environment
+            {
+                resolve(train);
+                dev.iter_mut().chain(held_out.iter_mut()).for_each(resolve);
+            }
         }
         Ok(plan)
     }
 
-    /// Makes every path in the plan (the model folder, a service's Python and folder) absolute
+    /// Makes every path in the plan (the model folder, a service's Python and folder, a
+    /// dataset's files) absolute
     /// against the current folder, so a copy of the plan reads the same files from anywhere.
     pub fn make_paths_absolute(&mut self) -> std::io::Result<()> {
         let absolute = |p: &mut PathBuf| -> std::io::Result<()> {
@@ -42,6 +57,17 @@ impl Plan {
             } => {
                 absolute(python)?;
                 absolute(server_dir)?;
+            }
+            Environment::Dataset {
+                train,
+                dev,
+                held_out,
+                ..
+            } => {
+                absolute(train)?;
+                for p in dev.iter_mut().chain(held_out.iter_mut()) {
+                    absolute(p)?;
+                }
             }
         }
         Ok(())

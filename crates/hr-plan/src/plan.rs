@@ -200,6 +200,21 @@ pub enum Environment {
         /// Reset payloads, one per task.
         tasks: Vec<serde_json::Value>,
     },
+    /// Your own prompts: JSON-lines files (one object per line with a `prompt` string and any
+    /// columns the rewards read), scored by weighted built-in reward rules. Paths are relative
+    /// to the plan file.
+    Dataset {
+        /// The TRAIN rows.
+        train: PathBuf,
+        /// DEV rows (`evaluation.dev` may draw from them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        dev: Option<PathBuf>,
+        /// HELD-OUT rows (`evaluation.held_out` may draw from them).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        held_out: Option<PathBuf>,
+        /// The reward functions; an episode's reward is their weighted sum.
+        rewards: Vec<Reward>,
+    },
     /// A NeMo Gym resources server (`example_single_tool_call`), run as an owned service.
     Nemo {
         /// The service's Python (with `nemo-gym` installed).
@@ -217,6 +232,102 @@ fn message_field() -> String {
 
 fn one() -> usize {
     1
+}
+
+/// One reward function of the dataset backend: a built-in `rule` with its settings, weighted in
+/// the episode's reward and logged on its own as `rewards/<name>/mean` and `/std` (TRL's names).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reward {
+    /// The name it is logged under (letters, digits, `_`, `-`).
+    pub name: String,
+    /// The rule.
+    pub rule: RewardRule,
+    /// Its weight in the episode's reward.
+    #[serde(default = "one_f64")]
+    pub weight: f64,
+    /// The row's column holding the expected answer (`exact_match`, `final_number`,
+    /// `tool_call`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub column: Option<String>,
+    /// The regular expression the completion must match somewhere (`regex`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pattern: Option<String>,
+    /// The tag whose one `<tag>…</tag>` pair the completion must hold (`tag`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// Characters allowed before the penalty starts (`length_penalty`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_chars: Option<usize>,
+}
+
+fn one_f64() -> f64 {
+    1.0
+}
+
+/// The built-in reward rules. Each scores one completion (the policy's text) against its row.
+///
+/// Read from its name with an error that names the `rule` field and the accepted names (serde's
+/// own message would lose the field inside the internally tagged `environment`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", try_from = "String")]
+pub enum RewardRule {
+    /// 1 when the completion, trimmed, equals the row's `column` (a string), else 0.
+    ExactMatch,
+    /// 1 when the completion's last number equals the row's `column` (a number or numeric
+    /// string), else 0.
+    FinalNumber,
+    /// 1 when `pattern` matches somewhere in the completion, else 0.
+    Regex,
+    /// 1 when the completion holds exactly one `<tag>…</tag>` pair, else 0.
+    Tag,
+    /// 0 up to `max_chars` characters; beyond, `−(chars − max_chars) / max_chars`, at least −1.
+    LengthPenalty,
+    /// 1 when the completion is one JSON tool call (`{"name", "arguments"}`) equal to the row's
+    /// `column`, else 0.
+    ToolCall,
+}
+
+impl TryFrom<String> for RewardRule {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        let all = [
+            Self::ExactMatch,
+            Self::FinalNumber,
+            Self::Regex,
+            Self::Tag,
+            Self::LengthPenalty,
+            Self::ToolCall,
+        ];
+        let named = |r: &Self| {
+            serde_json::to_value(r)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+        };
+        all.iter()
+            .find(|r| named(r).as_deref() == Some(name.as_str()))
+            .copied()
+            .ok_or_else(|| {
+                let names: Vec<String> = all.iter().filter_map(named).collect();
+                format!(
+                    "reward `rule` `{name}` is unknown: use one of {}",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+impl RewardRule {
+    /// The settings this rule needs.
+    pub fn needs(self) -> &'static [&'static str] {
+        match self {
+            Self::ExactMatch | Self::FinalNumber | Self::ToolCall => &["column"],
+            Self::Regex => &["pattern"],
+            Self::Tag => &["tag"],
+            Self::LengthPenalty => &["max_chars"],
+        }
+    }
 }
 
 /// Fixture tasks drawn from a seed.

@@ -100,6 +100,66 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
                 "must be at least 1".to_owned(),
             )?;
         }
+        Environment::Dataset { rewards, .. } => {
+            check(
+                !rewards.is_empty(),
+                "environment.rewards",
+                "name at least one reward, e.g. {\"name\": \"correct\", \"rule\": \
+                 \"final_number\", \"column\": \"answer\"}"
+                    .to_owned(),
+            )?;
+            for (i, r) in rewards.iter().enumerate() {
+                let at = |field: &str| format!("environment.rewards[{i}].{field}");
+                check(
+                    !r.name.is_empty()
+                        && r.name
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-'),
+                    &at("name"),
+                    format!("{:?}: use letters, digits, `_` and `-`", r.name),
+                )?;
+                check(
+                    rewards.iter().filter(|o| o.name == r.name).count() == 1,
+                    &at("name"),
+                    format!("{:?} names two rewards", r.name),
+                )?;
+                check(
+                    r.weight.is_finite(),
+                    &at("weight"),
+                    format!("{} must be a finite number", r.weight),
+                )?;
+                let given = [
+                    ("column", r.column.is_some()),
+                    ("pattern", r.pattern.is_some()),
+                    ("tag", r.tag.is_some()),
+                    ("max_chars", r.max_chars.is_some()),
+                ];
+                for (setting, present) in given {
+                    let needed = r.rule.needs().contains(&setting);
+                    check(
+                        present == needed,
+                        &at(setting),
+                        if needed {
+                            format!("the {:?} rule needs `{setting}`", r.rule)
+                        } else {
+                            format!("the {:?} rule takes no `{setting}`", r.rule)
+                        },
+                    )?;
+                }
+                if let Some(pattern) = &r.pattern {
+                    check(
+                        regex::Regex::new(pattern).is_ok(),
+                        &at("pattern"),
+                        format!("{pattern:?} is not a regular expression"),
+                    )?;
+                }
+                check(
+                    r.max_chars != Some(0),
+                    &at("max_chars"),
+                    "must be at least 1".to_owned(),
+                )?;
+            }
+        }
     }
     check(
         g.tasks_per_step >= 1,
@@ -240,11 +300,22 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
         ] {
             match set {
                 TaskSet::Drawn { count, .. } => {
+                    let drawable = match &plan.environment {
+                        Environment::Fixture { .. } => true,
+                        Environment::Dataset { dev, held_out, .. } => {
+                            if field == "evaluation.dev" {
+                                dev.is_some()
+                            } else {
+                                held_out.is_some()
+                            }
+                        }
+                        _ => false,
+                    };
                     check(
-                        matches!(plan.environment, Environment::Fixture { .. }),
+                        drawable,
                         field,
-                        "drawn tasks ({count, seed}) exist only for the fixture backend; \
-                         list them as {\"tasks\": [...]}"
+                        "drawn tasks ({count, seed}) exist only for the fixture backend and a \
+                         dataset with that split's file; list them as {\"tasks\": [...]}"
                             .to_owned(),
                     )?;
                     check(*count >= 1, field, "count must be at least 1".to_owned())?;

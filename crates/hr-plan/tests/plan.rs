@@ -440,13 +440,16 @@ fn docs_plan_md_names_every_field_a_plan_can_hold() -> anyhow::Result<()> {
     let mut openenv = full.clone();
     openenv["environment"] =
         json!({"backend": "openenv", "python": "/p", "env_root": "/e", "tasks": [{}]});
+    let mut dataset = full.clone();
+    dataset["environment"] = json!({"backend": "dataset", "train": "t.jsonl", "dev": "d.jsonl",
+        "held_out": "h.jsonl", "rewards": [{"name": "n", "rule": "regex", "pattern": "x"}]});
     let mut nemo = full.clone();
     nemo["environment"] =
         json!({"backend": "nemo", "python": "/p", "server_dir": "/s", "tasks": [{}]});
     full["evaluation"] = json!({"checkpoints": [4], "dev": {"count": 1, "seed": 1},
         "held_out": {"tasks": [{"kind": "digits", "question": "q"}]}});
     let mut paths = vec!["model.lora.lora_dropout".to_owned()];
-    for plan in [full, openenv, nemo] {
+    for plan in [full, openenv, nemo, dataset] {
         let parsed = Plan::parse(Path::new("plan.json"), &plan.to_string())?;
         key_paths(&serde_json::to_value(&parsed)?, "", &mut paths);
     }
@@ -457,4 +460,64 @@ fn docs_plan_md_names_every_field_a_plan_can_hold() -> anyhow::Result<()> {
         .collect();
     assert!(missing.is_empty(), "docs/plan.md does not name {missing:?}");
     Ok(())
+}
+
+#[test]
+fn dataset_rewards_are_checked_naming_the_reward_and_setting() {
+    let dataset = |rewards: Value| {
+        let mut p = example();
+        p["environment"] = json!({"backend": "dataset", "train": "t.jsonl", "rewards": rewards});
+        p
+    };
+    let ok = json!({"name": "correct", "rule": "final_number", "column": "answer"});
+    assert!(
+        Plan::parse(
+            Path::new("plan.json"),
+            &dataset(json!([ok.clone()])).to_string()
+        )
+        .is_ok()
+    );
+    for (rewards, field) in [
+        (json!([]), "environment.rewards"),
+        (
+            json!([ok.clone(), ok.clone()]),
+            "environment.rewards[0].name",
+        ),
+        (
+            json!([{"name": "a b", "rule": "tag", "tag": "x"}]),
+            "environment.rewards[0].name",
+        ),
+        (
+            json!([{"name": "c", "rule": "final_number"}]),
+            "environment.rewards[0].column",
+        ),
+        (
+            json!([{"name": "c", "rule": "tag", "tag": "x", "column": "y"}]),
+            "environment.rewards[0].column",
+        ),
+        (
+            json!([{"name": "c", "rule": "regex", "pattern": "("}]),
+            "environment.rewards[0].pattern",
+        ),
+        (
+            json!([{"name": "c", "rule": "length_penalty", "max_chars": 0}]),
+            "environment.rewards[0].max_chars",
+        ),
+    ] {
+        let (named, message) = field_error(&dataset(rewards.clone()));
+        assert_eq!(named, field, "{rewards}: {message}");
+    }
+    // Inside the tagged `environment` serde names only the section; the message names the rest.
+    let (_, message) = field_error(&dataset(json!([{"name": "c", "rule": "bleu"}])));
+    assert!(
+        message.contains("reward `rule` `bleu` is unknown: use one of exact_match"),
+        "{message}"
+    );
+    // Drawn evaluation tasks need the split's file.
+    let mut p = dataset(json!([ok]));
+    p["evaluation"] = json!({"checkpoints": [4], "dev": {"count": 2, "seed": 1},
+        "held_out": {"tasks": [{"prompt": "q", "answer": 1}]}});
+    assert_eq!(field_error(&p).0, "evaluation.dev");
+    p["environment"]["dev"] = json!("d.jsonl");
+    assert!(Plan::parse(Path::new("plan.json"), &p.to_string()).is_ok());
 }

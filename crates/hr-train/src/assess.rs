@@ -64,6 +64,27 @@ fn task_set(plan: &Plan, set: &TaskSet, split: Split) -> Result<Vec<Task>, Train
         (TaskSet::Drawn { count, seed }, PlanEnvironment::Fixture { tasks }) => {
             fixture_split_tasks(tasks.kind, split, *count, *seed)
         }
+        (
+            TaskSet::Drawn { count, seed },
+            PlanEnvironment::Dataset {
+                dev,
+                held_out,
+                rewards,
+                ..
+            },
+        ) => {
+            let file = match split {
+                Split::Dev => dev,
+                _ => held_out,
+            }
+            .as_ref()
+            .ok_or_else(|| {
+                TrainError::Refused(format!("the dataset has no {} file", split.name()))
+            })?;
+            let rows = hr_env::dataset_tasks(file, rewards)
+                .map_err(|e| TrainError::Refused(e.to_string()))?;
+            hr_env::draw_rows(rows, *count, *seed)
+        }
         (TaskSet::Drawn { .. }, _) => {
             return Err(TrainError::Refused(
                 "drawn evaluation tasks exist only for the fixture backend".to_owned(),

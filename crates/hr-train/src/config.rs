@@ -46,6 +46,18 @@ pub fn plan_sha256(plan: &Plan) -> String {
         Environment::Openenv { python, .. } | Environment::Nemo { python, .. } => {
             *python = Default::default()
         }
+        // Where the files are, like the model folder; what they hold is read when the run
+        // starts.
+        Environment::Dataset {
+            train,
+            dev,
+            held_out,
+            ..
+        } => {
+            *train = Default::default();
+            *dev = None;
+            *held_out = None;
+        }
     }
     sha256_hex(&serde_json::to_vec(&canonical).expect("a plan serialises"))
 }

@@ -6,7 +6,9 @@ use std::path::Path;
 use hr_bridge::{
     NemoGymClient, NemoGymEnvironment, OpenEnvClient, OpenEnvEnvironment, OwnedService, presets,
 };
-use hr_env::{Environment, FixtureEnvironment, Task, fixture_tasks};
+use hr_env::{
+    DatasetEnvironment, Environment, FixtureEnvironment, Task, dataset_tasks, fixture_tasks,
+};
 use hr_grpo::{EnvironmentFactory, GrpoError};
 use hr_plan::{Environment as PlanEnvironment, Plan};
 
@@ -24,6 +26,23 @@ pub(crate) fn numbered(payloads: &[serde_json::Value]) -> Vec<Task> {
             payload: p.clone(),
         })
         .collect()
+}
+
+/// Reads a dataset plan's every file and row (none for the other backends), so a bad row is
+/// refused, naming its file, line and field, before a run creates anything.
+pub fn check_dataset(plan: &Plan) -> Result<(), TrainError> {
+    if let PlanEnvironment::Dataset {
+        train,
+        dev,
+        held_out,
+        rewards,
+    } = &plan.environment
+    {
+        for file in std::iter::once(train).chain(dev).chain(held_out) {
+            dataset_tasks(file, rewards).map_err(|e| TrainError::Refused(e.to_string()))?;
+        }
+    }
+    Ok(())
 }
 
 /// The tasks, the started service (if the backend has one) and the episode factory.
@@ -54,6 +73,15 @@ pub(crate) fn environment(
                 Ok(Box::new(OpenEnvEnvironment::new(client, &field)))
             };
             (numbered(tasks), Some(service), Box::new(factory))
+        }
+        PlanEnvironment::Dataset { train, rewards, .. } => {
+            let list =
+                dataset_tasks(train, rewards).map_err(|e| TrainError::Refused(e.to_string()))?;
+            let rewards = rewards.clone();
+            let factory = move || -> Result<Box<dyn Environment>, GrpoError> {
+                Ok(Box::new(DatasetEnvironment::new(rewards.clone())))
+            };
+            (list, None, Box::new(factory))
         }
         PlanEnvironment::Nemo {
             python,

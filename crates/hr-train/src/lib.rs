@@ -32,6 +32,7 @@ pub use assess::{
 };
 pub use config::{family_sha256, float_dtype, grpo_config, plan_sha256};
 pub use control::Control;
+pub use environment::check_dataset;
 pub use error::TrainError;
 pub use evidence::evidence_prefix;
 pub use lifecycle::{Outcome, PROGRESS_TARGET, RunOptions, managed_run_id, run};

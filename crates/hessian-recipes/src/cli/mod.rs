@@ -469,6 +469,8 @@ pub(crate) enum PlanBackend {
     Openenv,
     /// A NeMo Gym resources server.
     Nemo,
+    /// JSON-lines prompts scored by built-in rewards (no service).
+    Dataset,
 }
 
 #[derive(Debug, Args)]

@@ -1,0 +1,341 @@
+//! The dataset backend: your own prompts from a JSON-lines file, scored by the plan's weighted
+//! built-in reward rules. Every row is checked when the file is read (a JSON object with a
+//! non-empty `prompt` string and every column a reward reads), so a bad row is refused naming
+//! the file, the line and the field before anything runs. An episode is one turn: the prompt,
+//! then the completion scored by each rule; its reward is the weighted sum, and each rule's
+//! score travels in the step's raw observation (`{"rewards": {name: score}}`) to be logged as
+//! `rewards/<name>/mean` and `/std`.
+
+use std::path::{Path, PathBuf};
+
+use hr_eval::{CallMatch, call_matches, number_matches};
+use hr_plan::{Reward, RewardRule};
+use serde_json::{Map, Value, json};
+
+use crate::{EnvError, Environment, Observation, StepOutcome, Task};
+
+/// A row that cannot be used: the file, its 1-based line, the field and why.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{path} line {line}: `{field}`: {message}")]
+pub struct RowError {
+    /// The file.
+    pub path: PathBuf,
+    /// Its 1-based line.
+    pub line: usize,
+    /// The field at fault (`prompt`, a reward's column, or `(row)`).
+    pub field: String,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+/// The rows of the JSON-lines file at `path` as tasks (`<file stem>-<line>`, the row as
+/// payload), each checked for a `prompt` string and the columns `rewards` read. Blank lines are
+/// skipped; an empty file is refused.
+pub fn dataset_tasks(path: &Path, rewards: &[Reward]) -> Result<Vec<Task>, RowError> {
+    let bad = |line: usize, field: &str, message: String| RowError {
+        path: path.to_owned(),
+        line,
+        field: field.to_owned(),
+        message,
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| bad(0, "(file)", format!("cannot be read: {e}")))?;
+    let stem = path
+        .file_stem()
+        .map_or_else(|| "row".to_owned(), |s| s.to_string_lossy().into_owned());
+    let mut tasks = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let n = i + 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let row: Map<String, Value> = serde_json::from_str(line)
+            .map_err(|e| bad(n, "(row)", format!("not a JSON object: {e}")))?;
+        match row.get("prompt") {
+            Some(Value::String(p)) if !p.trim().is_empty() => {}
+            Some(Value::String(_)) => return Err(bad(n, "prompt", "is empty".to_owned())),
+            Some(other) => {
+                return Err(bad(n, "prompt", format!("must be a string, not {other}")));
+            }
+            None => {
+                return Err(bad(
+                    n,
+                    "prompt",
+                    "is missing: every row needs {\"prompt\": \"...\"}".to_owned(),
+                ));
+            }
+        }
+        for reward in rewards {
+            let Some(column) = &reward.column else {
+                continue;
+            };
+            let value = row.get(column).ok_or_else(|| {
+                bad(
+                    n,
+                    column,
+                    format!("is missing (reward {:?} reads it)", reward.name),
+                )
+            })?;
+            let fits = match reward.rule {
+                RewardRule::ExactMatch => value.is_string(),
+                RewardRule::FinalNumber => expected_number(value).is_some(),
+                RewardRule::ToolCall => {
+                    value.get("name").is_some_and(Value::is_string)
+                        && value.get("arguments").is_some()
+                }
+                _ => true,
+            };
+            if !fits {
+                let want = match reward.rule {
+                    RewardRule::ExactMatch => "a string",
+                    RewardRule::FinalNumber => "a number (or a string holding one)",
+                    _ => "a tool call {\"name\": ..., \"arguments\": {...}}",
+                };
+                return Err(bad(
+                    n,
+                    column,
+                    format!("{value} is not {want} (reward {:?})", reward.name),
+                ));
+            }
+        }
+        tasks.push(Task {
+            id: format!("{stem}-{n}"),
+            payload: Value::Object(row),
+        });
+    }
+    if tasks.is_empty() {
+        return Err(bad(0, "(file)", "holds no rows".to_owned()));
+    }
+    Ok(tasks)
+}
+
+/// `count` of `rows` (all of them when there are no more), drawn without repetition, the same
+/// for the same seed, in the file's order.
+pub fn draw_rows(rows: Vec<Task>, count: usize, seed: u64) -> Vec<Task> {
+    if count >= rows.len() {
+        return rows;
+    }
+    let mut index: Vec<usize> = (0..rows.len()).collect();
+    let mut state = seed;
+    for i in 0..count {
+        let j = i + (crate::fixture::mix(&mut state) % (rows.len() - i) as u64) as usize;
+        index.swap(i, j);
+    }
+    let mut chosen = index[..count].to_vec();
+    chosen.sort_unstable();
+    let mut rows: Vec<Option<Task>> = rows.into_iter().map(Some).collect();
+    chosen.into_iter().filter_map(|i| rows[i].take()).collect()
+}
+
+fn expected_number(value: &Value) -> Option<f64> {
+    match value {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => s.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+/// One reward rule's score of `completion` for `row`.
+pub fn reward_score(reward: &Reward, row: &Value, completion: &str) -> f64 {
+    let column = reward.column.as_deref().and_then(|c| row.get(c));
+    let hit = |b: bool| if b { 1.0 } else { 0.0 };
+    match reward.rule {
+        RewardRule::ExactMatch => hit(column
+            .and_then(Value::as_str)
+            .is_some_and(|want| completion.trim() == want.trim())),
+        RewardRule::FinalNumber => hit(column
+            .and_then(expected_number)
+            .is_some_and(|want| number_matches(completion, want))),
+        RewardRule::Regex => hit(reward
+            .pattern
+            .as_deref()
+            .and_then(|p| regex::Regex::new(p).ok())
+            .is_some_and(|re| re.is_match(completion))),
+        RewardRule::Tag => hit(reward.tag.as_deref().is_some_and(|tag| {
+            let (open, close) = (format!("<{tag}>"), format!("</{tag}>"));
+            completion.matches(&open).count() == 1
+                && completion.matches(&close).count() == 1
+                && completion.find(&open) < completion.find(&close)
+        })),
+        RewardRule::LengthPenalty => {
+            let max = reward.max_chars.unwrap_or(1).max(1) as f64;
+            let chars = completion.chars().count() as f64;
+            -((chars - max).max(0.0) / max).min(1.0)
+        }
+        RewardRule::ToolCall => hit(column.is_some_and(|want| {
+            let name = want.get("name").and_then(Value::as_str).unwrap_or_default();
+            let arguments = want.get("arguments").cloned().unwrap_or(Value::Null);
+            call_matches(completion, name, &arguments) == CallMatch::Correct
+        })),
+    }
+}
+
+/// The dataset backend's environment: one turn per episode, scored by the plan's rewards.
+#[derive(Debug, Clone)]
+pub struct DatasetEnvironment {
+    rewards: Vec<Reward>,
+    row: Option<Value>,
+}
+
+impl DatasetEnvironment {
+    /// An environment scoring with `rewards`.
+    pub fn new(rewards: Vec<Reward>) -> Self {
+        Self { rewards, row: None }
+    }
+}
+
+impl Environment for DatasetEnvironment {
+    fn reset(&mut self, task: &Task, _seed: u64) -> Result<Observation, EnvError> {
+        let prompt = task
+            .payload
+            .get("prompt")
+            .and_then(Value::as_str)
+            .ok_or_else(|| EnvError::Malformed {
+                service: "dataset".to_owned(),
+                message: format!("task {} has no prompt string", task.id),
+            })?
+            .to_owned();
+        self.row = Some(task.payload.clone());
+        Ok(Observation {
+            text: prompt,
+            raw: Value::Null,
+        })
+    }
+
+    fn step(&mut self, action: &str) -> Result<StepOutcome, EnvError> {
+        let row = self.row.take().ok_or_else(|| EnvError::Malformed {
+            service: "dataset".to_owned(),
+            message: "step before reset".to_owned(),
+        })?;
+        let mut parts = Map::new();
+        let mut reward = 0.0;
+        for r in &self.rewards {
+            let score = reward_score(r, &row, action);
+            reward += r.weight * score;
+            parts.insert(r.name.clone(), json!(score));
+        }
+        Ok(StepOutcome {
+            observation: Observation {
+                text: String::new(),
+                raw: json!({ "rewards": parts }),
+            },
+            reward,
+            done: true,
+        })
+    }
+
+    fn close(&mut self) -> Result<(), EnvError> {
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reward(rule: RewardRule, setting: (&str, Value)) -> Reward {
+        let mut r = json!({"name": "r", "rule": rule, "weight": 1.0});
+        r[setting.0] = setting.1;
+        serde_json::from_value(r).expect("reward")
+    }
+
+    #[test]
+    fn each_rule_scores_as_documented() {
+        let row = json!({"prompt": "p", "answer": 12, "word": "Paris",
+            "call": {"name": "get_weather", "arguments": {"city": "Oslo"}}});
+        let score = |r: &Reward, text: &str| reward_score(r, &row, text);
+        let exact = reward(RewardRule::ExactMatch, ("column", json!("word")));
+        assert_eq!(
+            (score(&exact, " Paris\n"), score(&exact, "paris")),
+            (1.0, 0.0)
+        );
+        let number = reward(RewardRule::FinalNumber, ("column", json!("answer")));
+        assert_eq!(
+            (score(&number, "so 5 + 7 = 12"), score(&number, "12 or 13")),
+            (1.0, 0.0)
+        );
+        let regex = reward(RewardRule::Regex, ("pattern", json!("^<answer>")));
+        assert_eq!(
+            (score(&regex, "<answer>1"), score(&regex, "x<answer>")),
+            (1.0, 0.0)
+        );
+        let tag = reward(RewardRule::Tag, ("tag", json!("answer")));
+        assert_eq!(score(&tag, "think <answer>12</answer>"), 1.0);
+        assert_eq!(score(&tag, "<answer>1</answer><answer>2</answer>"), 0.0);
+        assert_eq!(score(&tag, "</answer>12<answer>"), 0.0);
+        let length = reward(RewardRule::LengthPenalty, ("max_chars", json!(4)));
+        assert_eq!(
+            (
+                score(&length, "abcd"),
+                score(&length, "abcdef"),
+                score(&length, &"x".repeat(20))
+            ),
+            (0.0, -0.5, -1.0)
+        );
+        let call = reward(RewardRule::ToolCall, ("column", json!("call")));
+        assert_eq!(
+            score(
+                &call,
+                r#"{"name": "get_weather", "arguments": {"city": "Oslo"}}"#
+            ),
+            1.0
+        );
+        assert_eq!(
+            score(
+                &call,
+                r#"{"name": "get_weather", "arguments": {"city": "Rome"}}"#
+            ),
+            0.0
+        );
+    }
+
+    #[test]
+    fn the_environment_reports_the_weighted_sum_and_each_part() -> Result<(), EnvError> {
+        let mut rewards = vec![
+            reward(RewardRule::FinalNumber, ("column", json!("answer"))),
+            reward(RewardRule::LengthPenalty, ("max_chars", json!(2))),
+        ];
+        rewards[1].name = "short".into();
+        rewards[1].weight = 0.5;
+        let mut env = DatasetEnvironment::new(rewards);
+        let task = Task {
+            id: "t-1".into(),
+            payload: json!({"prompt": "What is 5 + 7?", "answer": 12}),
+        };
+        assert_eq!(env.reset(&task, 0)?.text, "What is 5 + 7?");
+        let out = env.step("1234")?;
+        assert!(out.done);
+        // 1 · 0 (wrong answer) + 0.5 · −1 (twice too long).
+        assert_eq!(out.reward, -0.5);
+        assert_eq!(
+            out.observation.raw,
+            json!({"rewards": {"r": 0.0, "short": -1.0}})
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn drawn_rows_are_distinct_seeded_and_in_file_order() {
+        let rows: Vec<Task> = (0..10)
+            .map(|i| Task {
+                id: format!("t-{i}"),
+                payload: Value::Null,
+            })
+            .collect();
+        let ids = |seed| -> Vec<String> {
+            draw_rows(rows.clone(), 4, seed)
+                .into_iter()
+                .map(|t| t.id)
+                .collect()
+        };
+        let (a, b) = (ids(1), ids(1));
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 4);
+        let mut sorted = a.clone();
+        sorted.sort_by_key(|id| id[2..].parse::<u32>().unwrap_or(0));
+        sorted.dedup();
+        assert_eq!(sorted, a, "distinct, in file order");
+        assert_ne!(ids(1), ids(2));
+        assert_eq!(draw_rows(rows.clone(), 99, 1).len(), 10);
+    }
+}
