@@ -159,3 +159,36 @@ fn bad_rows_and_rewards_are_refused_naming_the_field_before_any_output() {
         );
     }
 }
+
+#[test]
+fn evaluate_draws_dev_rows_from_the_dev_file_and_refuses_a_leak() {
+    let s = setup();
+    s.write(
+        "data/dev.jsonl",
+        "{\"prompt\": \"What is 7 + 8?\", \"answer\": 15}\n{\"prompt\": \"What is 9 + 9?\", \"answer\": 18}\n",
+    );
+    let mut p = plan("data/train.jsonl");
+    p["steps"] = json!(2);
+    p["environment"]["dev"] = json!("data/dev.jsonl");
+    p["evaluation"] = json!({"checkpoints": [2], "dev": {"count": 1, "seed": 4},
+        "held_out": {"tasks": [{"prompt": "What is 8 + 8?", "answer": 16}]},
+        "num_generations": 2, "retention_max_new_tokens": 4});
+    s.write("eval-plan.json", &p.to_string());
+    run_ok(
+        &s,
+        &["train", "--plan", "eval-plan.json", "--output", "run"],
+    );
+    run_ok(&s, &["evaluate", "--resume", "run", "--output", "eval"]);
+    assert!(s.path().join("eval/payload/report.md").is_file());
+    // A DEV row that is also a TRAIN row: the splits leak, and evaluate says so.
+    s.write(
+        "data/dev.jsonl",
+        "{\"prompt\": \"What is 0 + 1?\", \"answer\": 1}\n",
+    );
+    let out = s.run(&["evaluate", "--resume", "run", "--output", "eval-leak"]);
+    let (_, stderr) = text(&out);
+    assert!(
+        !out.status.success() && stderr.contains("the splits leak"),
+        "{stderr}"
+    );
+}
