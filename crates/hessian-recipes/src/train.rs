@@ -25,17 +25,24 @@ pub(crate) const EXIT_OUT_OF_BUDGET: u8 = 4;
 /// Exit status of a local run stopped by SIGTERM or Ctrl-C after saving its step (resumable).
 pub(crate) const EXIT_STOPPED: u8 = 5;
 
-/// The plan, with its model's `config.json` and a dataset's every row checked before anything
-/// is created.
-fn load_plan(path: &Path) -> anyhow::Result<Plan> {
-    let plan = Plan::from_file(path).map_err(|e| Refused(e.to_string()))?;
-    crate::model_folder::check(&plan.model.path, "model.path")?;
+/// The plan, its model folder replaced by `model` when one is given, with the model's
+/// `config.json` and a dataset's every row checked before anything is created.
+fn load_plan(path: &Path, model: Option<&Path>) -> anyhow::Result<Plan> {
+    let mut plan = Plan::from_file(path).map_err(|e| Refused(e.to_string()))?;
+    let what = match model {
+        Some(dir) => {
+            plan.model.path = crate::model_folder::resolve(dir, "--model")?;
+            "--model"
+        }
+        None => "model.path",
+    };
+    crate::model_folder::check(&plan.model.path, what)?;
     hr_train::check_dataset(&plan).map_err(|e| Refused(e.to_string()))?;
     Ok(plan)
 }
 
 pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
-    let mut plan = load_plan(&args.plan)?;
+    let mut plan = load_plan(&args.plan, args.model.as_deref())?;
     // The run folder's copy of the plan (which `evaluate` reads) names its files absolutely.
     plan.make_paths_absolute()?;
     if args.stop_after_step == Some(0) {
@@ -134,6 +141,9 @@ fn resume_command(args: &TrainArgs) -> String {
         "--resume".to_owned(),
         text(&args.output),
     ];
+    if let Some(model) = &args.model {
+        words.extend(["--model".to_owned(), text(model)]);
+    }
     if args.device != crate::backend::DeviceKind::Cpu {
         words.extend(["--device".to_owned(), args.device.flag().to_owned()]);
     }
@@ -150,7 +160,7 @@ fn resume_command(args: &TrainArgs) -> String {
 /// the service Python, when given, replaces the plan's (the cluster's interpreter path need not
 /// be the one the plan was prepared with; it is not part of the plan's digest).
 fn managed_plan(args: &ManagedTrainingArgs) -> anyhow::Result<Plan> {
-    let mut plan = load_plan(&args.plan)?;
+    let mut plan = load_plan(&args.plan, None)?;
     let name = crate::gate::backend(&plan);
     let python = match &mut plan.environment {
         Environment::Fixture { .. } | Environment::Dataset { .. } => None,

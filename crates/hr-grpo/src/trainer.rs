@@ -205,9 +205,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             .map(|e| e.prompt.len() + e.completion.len())
             .sum();
         let n = rewards.len() as f64;
-        let mean = rewards.iter().sum::<f64>() / n;
-        let std =
-            (rewards.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+        let (mean, std) = mean_std(&rewards);
         let zero_std = rewards
             .chunks(g)
             .filter(|grp| grp.iter().all(|r| *r == grp[0]))
@@ -226,9 +224,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                 .iter()
                 .map(|e| e.reward_parts.get(name).copied().unwrap_or(0.0))
                 .collect();
-            let m = scores.iter().sum::<f64>() / n;
-            let s =
-                (scores.iter().map(|r| (r - m).powi(2)).sum::<f64>() / (n - 1.0).max(1.0)).sqrt();
+            let (m, s) = mean_std(&scores);
             metrics.insert(format!("rewards/{name}/mean"), m);
             metrics.insert(format!("rewards/{name}/std"), s);
         }
@@ -573,4 +569,12 @@ pub(crate) fn named_params<B: AutodiffBackend>(
         }
     }
     out
+}
+
+/// The mean and the sample standard deviation (TRL's `reward_std`) of `values`.
+fn mean_std(values: &[f64]) -> (f64, f64) {
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<f64>() / n;
+    let var = values.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    (mean, var.sqrt())
 }

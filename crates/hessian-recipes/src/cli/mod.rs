@@ -402,6 +402,11 @@ pub(crate) struct TrainArgs {
     /// The plan (plan.json; see plans/).
     #[arg(long)]
     pub(crate) plan: PathBuf,
+    /// The model folder (or a Hub id in the local Hugging Face cache) instead of the plan's
+    /// `model.path`: where a model lives is not part of the plan's digest, so the run, its
+    /// checkpoints and its proofs are the same whichever folder holds the weights.
+    #[arg(long)]
+    pub(crate) model: Option<PathBuf>,
     /// Fresh output folder (an existing one with content is refused).
     #[arg(long)]
     pub(crate) output: PathBuf,
