@@ -192,3 +192,44 @@ fn evaluate_draws_dev_rows_from_the_dev_file_and_refuses_a_leak() {
         "{stderr}"
     );
 }
+
+#[test]
+fn train_model_replaces_the_plans_model_folder() {
+    let s = setup();
+    let mut p = plan("data/train.jsonl");
+    p["model"]["path"] = json!("elsewhere");
+    p["steps"] = json!(1);
+    s.write("moved.json", &p.to_string());
+    // The plan's folder does not exist; --model names the one that does.
+    let out = s.run(&["train", "--plan", "moved.json", "--output", "a"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("model.path"), "{stderr}");
+    run_ok(
+        &s,
+        &[
+            "train",
+            "--plan",
+            "moved.json",
+            "--model",
+            "model",
+            "--output",
+            "b",
+        ],
+    );
+    let out = s.run(&[
+        "train",
+        "--plan",
+        "moved.json",
+        "--model",
+        "data",
+        "--output",
+        "c",
+    ]);
+    let (_, stderr) = text(&out);
+    assert!(
+        out.status.code() == Some(2) && stderr.contains("--model"),
+        "{stderr}"
+    );
+    assert!(!s.path().join("c").exists());
+}
