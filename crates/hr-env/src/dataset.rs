@@ -14,19 +14,35 @@ use serde_json::{Map, Value, json};
 
 use crate::{EnvError, Environment, Observation, StepOutcome, Task};
 
-/// A row that cannot be used: the file, its 1-based line, the field and why.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{path} line {line}: `{field}`: {message}")]
+/// A row (or file) that cannot be used: the file, the row's 1-based line, the field and why.
+#[derive(Debug, Clone, PartialEq)]
 pub struct RowError {
     /// The file.
     pub path: PathBuf,
-    /// Its 1-based line.
+    /// The row's 1-based line; 0 for the file as a whole.
     pub line: usize,
     /// The field at fault (`prompt`, a reward's column, or `(row)`).
     pub field: String,
     /// What is wrong and how to fix it.
     pub message: String,
 }
+
+impl std::fmt::Display for RowError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.line {
+            0 => write!(f, "{}: {}", self.path.display(), self.message),
+            n => write!(
+                f,
+                "{} line {n}: `{}`: {}",
+                self.path.display(),
+                self.field,
+                self.message
+            ),
+        }
+    }
+}
+
+impl std::error::Error for RowError {}
 
 /// The rows of the JSON-lines file at `path` as tasks (`<file stem>-<line>`, the row as
 /// payload), each checked for a `prompt` string and the columns `rewards` read. Blank lines are
