@@ -233,3 +233,111 @@ fn train_model_replaces_the_plans_model_folder() {
     );
     assert!(!s.path().join("c").exists());
 }
+
+/// Reward functions in TRL's `reward_funcs` shape, and three that go wrong.
+const REWARDS_PY: &str = r#"
+import sys, time
+def mentions_answer(prompts, completions, answer, **kwargs):
+    print("scored", len(completions), file=sys.stderr)
+    return [1.0 if str(a) in c else 0.5 * len(c) / 100 for c, a in zip(completions, answer)]
+def broken(prompts, completions, **kwargs):
+    raise ValueError("boom")
+def not_float(prompts, completions, **kwargs):
+    return ["x" for _ in completions]
+def slow(prompts, completions, **kwargs):
+    time.sleep(60)
+"#;
+
+fn python_plan(function: &str) -> Value {
+    let mut p = plan("data/train.jsonl");
+    let mut reward = json!({"name": "mine", "rule": "python", "file": "rewards.py",
+        "function": function, "weight": 2.0});
+    if function == "slow" {
+        reward["timeout_s"] = json!(1);
+    }
+    p["environment"]["rewards"]
+        .as_array_mut()
+        .expect("rewards")
+        .push(reward);
+    p
+}
+
+#[test]
+fn a_python_reward_with_trls_signature_trains_and_resumes_bit_for_bit() -> Result<()> {
+    let s = setup();
+    s.write("rewards.py", REWARDS_PY);
+    s.write("py.json", &python_plan("mentions_answer").to_string());
+    run_ok(&s, &["train", "--plan", "py.json", "--output", "full"]);
+    let first: Value =
+        serde_json::from_str(read(&s, "full/metrics.jsonl").lines().next().unwrap_or(""))?;
+    assert!(
+        first["rewards/mine/mean"].as_f64().is_some_and(|m| m > 0.0),
+        "{first}"
+    );
+    assert!(
+        read(&s, "full/service.log").contains("scored 1"),
+        "its stderr is the run's log"
+    );
+    run_ok(
+        &s,
+        &[
+            "train",
+            "--plan",
+            "py.json",
+            "--output",
+            "part",
+            "--stop-after-step",
+            "1",
+        ],
+    );
+    run_ok(
+        &s,
+        &[
+            "train", "--plan", "py.json", "--output", "resumed", "--resume", "part",
+        ],
+    );
+    assert_eq!(
+        read(&s, "full/evidence.jsonl"),
+        read(&s, "resumed/evidence.jsonl")
+    );
+    Ok(())
+}
+
+#[test]
+fn a_python_reward_that_raises_answers_no_float_or_hangs_fails_the_step_and_seals_nothing() {
+    let s = setup();
+    s.write("rewards.py", REWARDS_PY);
+    for (function, expected) in [
+        ("broken", "ValueError: boom"),
+        ("not_float", "returned [\"x\"], not one float"),
+        ("slow", "gave no answer within 1 s"),
+        ("absent", "has no attribute 'absent'"),
+    ] {
+        s.write("bad.json", &python_plan(function).to_string());
+        let out = s.run(&["train", "--plan", "bad.json", "--output", function]);
+        let (_, stderr) = text(&out);
+        assert!(
+            !out.status.success() && stderr.contains(expected),
+            "{function}: {stderr}"
+        );
+        let sealed = std::fs::read_dir(s.path().join(function).join("core/checkpoints"))
+            .map_or(0, Iterator::count);
+        assert_eq!(sealed, 0, "{function}: nothing is sealed");
+    }
+    s.write(
+        "missing.json",
+        &{
+            let mut p = python_plan("mentions_answer");
+            p["environment"]["rewards"][3]["file"] = json!("nowhere.py");
+            p
+        }
+        .to_string(),
+    );
+    let out = s.run(&["train", "--plan", "missing.json", "--output", "missing"]);
+    let (_, stderr) = text(&out);
+    assert!(
+        out.status.code() == Some(2) && stderr.contains("environment.rewards[3].file"),
+        "{stderr}"
+    );
+    assert!(!s.path().join("missing").exists());
+}

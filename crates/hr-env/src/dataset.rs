@@ -6,13 +6,15 @@
 //! score travels in the step's raw observation (`{"rewards": {name: score}}`) to be logged as
 //! `rewards/<name>/mean` and `/std`.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use hr_eval::{CallMatch, call_matches, number_matches};
 use hr_plan::{Reward, RewardRule};
 use serde_json::{Map, Value, json};
 
-use crate::{EnvError, Environment, Observation, StepOutcome, Task};
+use crate::{EnvError, Environment, Observation, PythonReward, StepOutcome, Task};
 
 /// A row (or file) that cannot be used: the file, the row's 1-based line, the field and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -151,11 +153,12 @@ fn expected_number(value: &Value) -> Option<f64> {
     }
 }
 
-/// One reward rule's score of `completion` for `row`.
-pub fn reward_score(reward: &Reward, row: &Value, completion: &str) -> f64 {
+/// One built-in reward rule's score of `completion` for `row`; `None` for a `python` reward,
+/// which its own process scores.
+pub fn reward_score(reward: &Reward, row: &Value, completion: &str) -> Option<f64> {
     let column = reward.column.as_deref().and_then(|c| row.get(c));
     let hit = |b: bool| if b { 1.0 } else { 0.0 };
-    match reward.rule {
+    Some(match reward.rule {
         RewardRule::ExactMatch => hit(column
             .and_then(Value::as_str)
             .is_some_and(|want| completion.trim() == want.trim())),
@@ -183,20 +186,50 @@ pub fn reward_score(reward: &Reward, row: &Value, completion: &str) -> f64 {
             let arguments = want.get("arguments").cloned().unwrap_or(Value::Null);
             call_matches(completion, name, &arguments) == CallMatch::Correct
         })),
+        RewardRule::Python => return None,
+    })
+}
+
+/// The running Python reward functions of a plan, by reward name, shared by its episodes.
+pub type PythonRewards = Arc<Mutex<BTreeMap<String, PythonReward>>>;
+
+/// Starts every `python` reward of `rewards` (their stderr appended to `log`), each imported
+/// before this returns.
+pub fn start_python_rewards(rewards: &[Reward], log: &Path) -> Result<PythonRewards, EnvError> {
+    let mut running = BTreeMap::new();
+    for r in rewards.iter().filter(|r| r.rule == RewardRule::Python) {
+        let (Some(file), Some(function)) = (&r.file, &r.function) else {
+            continue;
+        };
+        let python = r.python.clone().unwrap_or_else(|| PathBuf::from("python3"));
+        let timeout = r.timeout_s.map_or(
+            crate::python_reward::DEFAULT_TIMEOUT,
+            std::time::Duration::from_secs,
+        );
+        running.insert(
+            r.name.clone(),
+            PythonReward::start(&r.name, &python, (file, function), log, timeout)?,
+        );
     }
+    Ok(Arc::new(Mutex::new(running)))
 }
 
 /// The dataset backend's environment: one turn per episode, scored by the plan's rewards.
 #[derive(Debug, Clone)]
 pub struct DatasetEnvironment {
     rewards: Vec<Reward>,
+    python: PythonRewards,
     row: Option<Value>,
 }
 
 impl DatasetEnvironment {
-    /// An environment scoring with `rewards`.
-    pub fn new(rewards: Vec<Reward>) -> Self {
-        Self { rewards, row: None }
+    /// An environment scoring with `rewards`, its `python` ones by the running `python`.
+    pub fn new(rewards: Vec<Reward>, python: PythonRewards) -> Self {
+        Self {
+            rewards,
+            python,
+            row: None,
+        }
     }
 }
 
@@ -226,7 +259,22 @@ impl Environment for DatasetEnvironment {
         let mut parts = Map::new();
         let mut reward = 0.0;
         for r in &self.rewards {
-            let score = reward_score(r, &row, action);
+            let score = match reward_score(r, &row, action) {
+                Some(score) => score,
+                None => {
+                    let mut running = self.python.lock().map_err(|_| EnvError::Malformed {
+                        service: format!("reward {}", r.name),
+                        message: "an earlier call panicked".to_owned(),
+                    })?;
+                    let function = running
+                        .get_mut(&r.name)
+                        .ok_or_else(|| EnvError::Malformed {
+                            service: format!("reward {}", r.name),
+                            message: "its process was not started".to_owned(),
+                        })?;
+                    function.score(&row, action)?
+                }
+            };
             reward += r.weight * score;
             parts.insert(r.name.clone(), json!(score));
         }
@@ -259,7 +307,7 @@ mod tests {
     fn each_rule_scores_as_documented() {
         let row = json!({"prompt": "p", "answer": 12, "word": "Paris",
             "call": {"name": "get_weather", "arguments": {"city": "Oslo"}}});
-        let score = |r: &Reward, text: &str| reward_score(r, &row, text);
+        let score = |r: &Reward, text: &str| reward_score(r, &row, text).expect("built-in");
         let exact = reward(RewardRule::ExactMatch, ("column", json!("word")));
         assert_eq!(
             (score(&exact, " Paris\n"), score(&exact, "paris")),
@@ -313,7 +361,7 @@ mod tests {
         ];
         rewards[1].name = "short".into();
         rewards[1].weight = 0.5;
-        let mut env = DatasetEnvironment::new(rewards);
+        let mut env = DatasetEnvironment::new(rewards, PythonRewards::default());
         let task = Task {
             id: "t-1".into(),
             payload: json!({"prompt": "What is 5 + 7?", "answer": 12}),

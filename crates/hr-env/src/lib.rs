@@ -3,8 +3,9 @@
 //! the [`EnvError`] every environment reports, and the built-in fixture environment (generated
 //! arithmetic, tool-call, calculator and digits task families and authored word-problem and
 //! tool-use ones, each with TRAIN/DEV/HELD-OUT splits), which needs no service, and the dataset
-//! backend (your own JSON-lines prompts scored by weighted built-in reward rules). Rewards are
-//! scored by `hr-eval`'s one scoring rule.
+//! backend (your own JSON-lines prompts scored by weighted built-in reward rules, or by your own
+//! Python function in a child process speaking JSON lines over pipes). Rewards are scored by
+//! `hr-eval`'s one scoring rule.
 //!
 //! Not here: the service-backed environments (NeMo Gym, OpenEnv) and their process supervision,
 //! which live in `hr-bridge`; tensor crates depend on this crate so they never link an HTTP stack.
@@ -14,9 +15,14 @@ mod dataset;
 mod environment;
 mod error;
 mod fixture;
+mod python_reward;
 
-pub use dataset::{DatasetEnvironment, RowError, dataset_tasks, draw_rows, reward_score};
+pub use dataset::{
+    DatasetEnvironment, PythonRewards, RowError, dataset_tasks, draw_rows, reward_score,
+    start_python_rewards,
+};
 pub use environment::{Environment, Observation, StepOutcome, Task};
 pub use error::EnvError;
 pub use fixture::{FixtureEnvironment, Split, fixture_split_tasks, fixture_tasks};
 pub use hr_plan::FixtureKind;
+pub use python_reward::PythonReward;

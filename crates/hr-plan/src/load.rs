@@ -25,11 +25,15 @@ impl Plan {
                 train,
                 dev,
                 held_out,
-                ..
+                rewards,
             } = &mut plan.environment
             {
                 resolve(train);
                 dev.iter_mut().chain(held_out.iter_mut()).for_each(resolve);
+                rewards
+                    .iter_mut()
+                    .filter_map(|r| r.file.as_mut())
+                    .for_each(resolve);
             }
         }
         Ok(plan)
@@ -62,11 +66,14 @@ impl Plan {
                 train,
                 dev,
                 held_out,
-                ..
+                rewards,
             } => {
                 absolute(train)?;
                 for p in dev.iter_mut().chain(held_out.iter_mut()) {
                     absolute(p)?;
+                }
+                for file in rewards.iter_mut().filter_map(|r| r.file.as_mut()) {
+                    absolute(file)?;
                 }
             }
         }

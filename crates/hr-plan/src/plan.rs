@@ -259,6 +259,20 @@ pub struct Reward {
     /// Characters allowed before the penalty starts (`length_penalty`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_chars: Option<usize>,
+    /// The Python file holding the reward function (`python`; relative to the plan file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
+    /// The function's name in `file` (`python`): TRL's `reward_funcs` signature, called as
+    /// `f(prompts=[...], completions=[...], **columns)` and returning a list of floats.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub function: Option<String>,
+    /// The interpreter that runs it (`python`; default `python3` on the PATH).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub python: Option<PathBuf>,
+    /// Seconds one call (and the import) may take before the step fails (`python`; default
+    /// 120).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_s: Option<u64>,
 }
 
 fn one_f64() -> f64 {
@@ -286,6 +300,9 @@ pub enum RewardRule {
     /// 1 when the completion is one JSON tool call (`{"name", "arguments"}`) equal to the row's
     /// `column`, else 0.
     ToolCall,
+    /// Your own function in Python (`file`, `function`, optionally `python`), with TRL's
+    /// `reward_funcs` signature, so one file serves both.
+    Python,
 }
 
 impl TryFrom<String> for RewardRule {
@@ -299,6 +316,7 @@ impl TryFrom<String> for RewardRule {
             Self::Tag,
             Self::LengthPenalty,
             Self::ToolCall,
+            Self::Python,
         ];
         let named = |r: &Self| {
             serde_json::to_value(r)
@@ -326,6 +344,7 @@ impl RewardRule {
             Self::Regex => &["pattern"],
             Self::Tag => &["tag"],
             Self::LengthPenalty => &["max_chars"],
+            Self::Python => &["file", "function"],
         }
     }
 }

@@ -133,6 +133,8 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
                     ("pattern", r.pattern.is_some()),
                     ("tag", r.tag.is_some()),
                     ("max_chars", r.max_chars.is_some()),
+                    ("file", r.file.is_some()),
+                    ("function", r.function.is_some()),
                 ];
                 for (setting, present) in given {
                     let needed = r.rule.needs().contains(&setting);
@@ -153,6 +155,21 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
                         format!("{pattern:?} is not a regular expression"),
                     )?;
                 }
+                for (setting, present) in [
+                    ("python", r.python.is_some()),
+                    ("timeout_s", r.timeout_s.is_some()),
+                ] {
+                    check(
+                        !present || r.rule == crate::RewardRule::Python,
+                        &at(setting),
+                        format!("the {:?} rule takes no `{setting}`", r.rule),
+                    )?;
+                }
+                check(
+                    r.timeout_s != Some(0),
+                    &at("timeout_s"),
+                    "must be at least 1".to_owned(),
+                )?;
                 check(
                     r.max_chars != Some(0),
                     &at("max_chars"),

@@ -52,11 +52,15 @@ pub fn plan_sha256(plan: &Plan) -> String {
             train,
             dev,
             held_out,
-            ..
+            rewards,
         } => {
             *train = Default::default();
             *dev = None;
             *held_out = None;
+            for r in rewards {
+                r.file = r.file.as_ref().map(|_| Default::default());
+                r.python = None;
+            }
         }
     }
     sha256_hex(&serde_json::to_vec(&canonical).expect("a plan serialises"))

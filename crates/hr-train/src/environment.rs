@@ -8,6 +8,7 @@ use hr_bridge::{
 };
 use hr_env::{
     DatasetEnvironment, Environment, FixtureEnvironment, Task, dataset_tasks, fixture_tasks,
+    start_python_rewards,
 };
 use hr_grpo::{EnvironmentFactory, GrpoError};
 use hr_plan::{Environment as PlanEnvironment, Plan};
@@ -40,6 +41,14 @@ pub fn check_dataset(plan: &Plan) -> Result<(), TrainError> {
     {
         for file in std::iter::once(train).chain(dev).chain(held_out) {
             dataset_tasks(file, rewards).map_err(|e| TrainError::Refused(e.to_string()))?;
+        }
+        for (i, r) in rewards.iter().enumerate() {
+            if let Some(file) = r.file.as_ref().filter(|f| !f.is_file()) {
+                return Err(TrainError::Refused(format!(
+                    "environment.rewards[{i}].file: {} is not a file",
+                    file.display()
+                )));
+            }
         }
     }
     Ok(())
@@ -77,9 +86,14 @@ pub(crate) fn environment(
         PlanEnvironment::Dataset { train, rewards, .. } => {
             let list =
                 dataset_tasks(train, rewards).map_err(|e| TrainError::Refused(e.to_string()))?;
+            let python = start_python_rewards(rewards, log)
+                .map_err(|e| GrpoError::Environment(e.to_string()))?;
             let rewards = rewards.clone();
             let factory = move || -> Result<Box<dyn Environment>, GrpoError> {
-                Ok(Box::new(DatasetEnvironment::new(rewards.clone())))
+                Ok(Box::new(DatasetEnvironment::new(
+                    rewards.clone(),
+                    python.clone(),
+                )))
             };
             (list, None, Box::new(factory))
         }

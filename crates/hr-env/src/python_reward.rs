@@ -1,0 +1,204 @@
+//! Reward functions written in Python, with TRL's `reward_funcs` signature: a child process per
+//! function (`python -c DRIVER FILE FUNCTION`) that imports the file once, says it is ready, and
+//! then answers one JSON line per request on stdin, `{"prompts": [...], "completions": [...],
+//! "columns": {...}}` → `{"rewards": [...]}`, calling `f(prompts=..., completions=...,
+//! **columns)`. A failed import, a crash, an exception, an answer that is not one float per
+//! completion, or no answer within the timeout is an error naming the function and carrying the
+//! tail of its log; the process is killed when its owner is dropped.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::EnvError;
+
+/// The driver the interpreter runs: import, then answer requests line by line.
+const DRIVER: &str = r#"
+import importlib.util, json, sys, traceback
+path, name = sys.argv[1], sys.argv[2]
+try:
+    spec = importlib.util.spec_from_file_location("hessian_recipes_rewards", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    function = getattr(module, name)
+except Exception:
+    print(json.dumps({"error": traceback.format_exc()}), flush=True)
+    sys.exit(1)
+print(json.dumps({"ready": True}), flush=True)
+for line in sys.stdin:
+    request = json.loads(line)
+    try:
+        rewards = function(prompts=request["prompts"], completions=request["completions"], **request["columns"])
+        print(json.dumps({"rewards": list(rewards)}), flush=True)
+    except Exception:
+        print(json.dumps({"error": traceback.format_exc()}), flush=True)
+"#;
+
+/// How long one call (or the import) may take unless the plan says.
+pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// One running Python reward function.
+pub struct PythonReward {
+    name: String,
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<String>,
+    log: PathBuf,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for PythonReward {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PythonReward")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PythonReward {
+    /// Starts `function` of `file` under `python` (its stderr appended to `log`) and waits until
+    /// it is imported; each answer may take up to `timeout`.
+    pub fn start(
+        name: &str,
+        python: &Path,
+        (file, function): (&Path, &str),
+        log: &Path,
+        timeout: Duration,
+    ) -> Result<Self, EnvError> {
+        let service = format!("reward {name}");
+        let stderr = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .map_err(|source| EnvError::Spawn {
+                service: service.clone(),
+                program: log.to_owned(),
+                source,
+            })?;
+        let mut child = Command::new(python)
+            .arg("-c")
+            .arg(DRIVER)
+            .arg(file)
+            .arg(function)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .map_err(|source| EnvError::Spawn {
+                service: service.clone(),
+                program: python.to_owned(),
+                source,
+            })?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            let _ = child.kill();
+            return Err(EnvError::Malformed {
+                service,
+                message: "its pipes could not be opened".to_owned(),
+            });
+        };
+        let (send, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if send.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut reward = Self {
+            name: name.to_owned(),
+            child,
+            stdin,
+            lines,
+            log: log.to_owned(),
+            timeout,
+        };
+        let first = reward.answer()?;
+        if first.get("ready") != Some(&Value::Bool(true)) {
+            return Err(reward.failed(format!("did not start: {first}")));
+        }
+        Ok(reward)
+    }
+
+    /// The function's reward for one completion of `row` (whose `prompt` and other columns are
+    /// passed as TRL passes a dataset's).
+    pub fn score(&mut self, row: &Value, completion: &str) -> Result<f64, EnvError> {
+        let mut columns = row.as_object().cloned().unwrap_or_default();
+        let prompt = columns.remove("prompt").unwrap_or(Value::Null);
+        let columns: serde_json::Map<String, Value> = columns
+            .into_iter()
+            .map(|(k, v)| (k, Value::Array(vec![v])))
+            .collect();
+        let request = json!({"prompts": [prompt], "completions": [completion], "columns": columns});
+        writeln!(self.stdin, "{request}")
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| self.failed(format!("could not be sent a request: {e}")))?;
+        let answer = self.answer()?;
+        match answer
+            .get("rewards")
+            .and_then(Value::as_array)
+            .map(Vec::as_slice)
+        {
+            Some([Value::Number(n)]) => n
+                .as_f64()
+                .ok_or_else(|| self.failed(format!("returned {n}, not a float"))),
+            Some(other) => Err(self.failed(format!(
+                "returned {}, not one float for the one completion",
+                Value::Array(other.to_vec())
+            ))),
+            None => Err(self.failed(format!("answered {answer}"))),
+        }
+    }
+
+    /// The next answer line, or why there is none.
+    fn answer(&mut self) -> Result<Value, EnvError> {
+        let line = match self.lines.recv_timeout(self.timeout) {
+            Ok(line) => line,
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(self.failed(format!(
+                    "gave no answer within {} s",
+                    self.timeout.as_secs()
+                )));
+            }
+            Err(RecvTimeoutError::Disconnected) => {
+                let status = self
+                    .child
+                    .wait()
+                    .map_or_else(|e| e.to_string(), |s| s.to_string());
+                return Err(self.failed(format!("exited ({status})")));
+            }
+        };
+        let value: Value = serde_json::from_str(&line).map_err(|_| {
+            self.failed(format!("printed {line:?} on stdout (use stderr for logs)"))
+        })?;
+        match value.get("error").and_then(Value::as_str) {
+            Some(trace) => Err(self.failed(format!("raised:\n{}", trace.trim_end()))),
+            None => Ok(value),
+        }
+    }
+
+    fn failed(&self, message: String) -> EnvError {
+        let log = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        EnvError::Service {
+            service: format!("reward {}", self.name),
+            code: "PYTHON_REWARD".to_owned(),
+            message: if tail.is_empty() {
+                message
+            } else {
+                format!("{message}\nlog tail:\n{}", tail.join("\n"))
+            },
+        }
+    }
+}
+
+impl Drop for PythonReward {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
