@@ -304,9 +304,14 @@ def main():
         check("command logs carry its output, a line each",
               re.search(r"conformance-ok[ \t]*\n.*second-line", logs.stdout) is not None, logs.stdout + logs.stderr)
 
-    # A route the devmaster does not serve fails with Determined's envelope naming it.
     out = det("experiment", "list")
-    check("an unserved route (experiment list) is named in det's error",
+    listed = [line.split("|")[0].strip() for line in out.stdout.splitlines()]
+    check("experiment list shows the experiments created", out.returncode == 0 and str(eid) in listed,
+          out.stdout + out.stderr)
+
+    # A route the devmaster does not serve fails with Determined's envelope naming it.
+    out = det("task", "list")
+    check("an unserved route (task list) is named in det's error",
           out.returncode != 0 and "is not served by the devmaster" in out.stdout + out.stderr, out.stdout + out.stderr)
 
     passed = sum(ok for _, ok in RESULTS)

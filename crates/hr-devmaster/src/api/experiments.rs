@@ -263,6 +263,21 @@ pub(super) async fn get_experiment(
     ))
 }
 
+/// `GET /api/v1/experiments` (`det experiment list`): every experiment, one page (the devmaster
+/// has one user and no archive, so the CLI's filters select them all).
+pub(super) async fn list_experiments(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
+    caller(&m, &headers)?;
+    let state = m.state();
+    let experiments: Vec<Value> = state
+        .experiments
+        .values()
+        .map(|e| experiment_json(&state, e))
+        .collect();
+    Ok(Json(
+        json!({"experiments": experiments, "pagination": pagination(experiments.len())}),
+    ))
+}
+
 pub(super) async fn experiment_action(
     AxState(m): M,
     headers: HeaderMap,

@@ -124,7 +124,10 @@ fn routes(master: Arc<Master>) -> Router {
         .route("/api/v1/auth/login", post(auth::login))
         .route("/api/v1/auth/logout", post(auth::logout))
         .route("/api/v1/me", get(auth::me))
-        .route("/api/v1/experiments", post(experiments::create_experiment))
+        .route(
+            "/api/v1/experiments",
+            post(experiments::create_experiment).get(experiments::list_experiments),
+        )
         .route("/api/v1/experiments/{id}", get(experiments::get_experiment))
         .route(
             "/api/v1/experiments/{id}/{action}",
