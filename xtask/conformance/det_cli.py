@@ -305,9 +305,14 @@ def main():
               re.search(r"conformance-ok[ \t]*\n.*second-line", logs.stdout) is not None, logs.stdout + logs.stderr)
 
     out = det("experiment", "list")
-    listed = [line.split("|")[0].strip() for line in out.stdout.splitlines()]
-    check("experiment list shows the experiments created", out.returncode == 0 and str(eid) in listed,
+    rows = [[cell.strip() for cell in line.split("|")] for line in out.stdout.splitlines()]
+    check("experiment list shows the experiments created", out.returncode == 0 and str(eid) in [r[0] for r in rows],
           out.stdout + out.stderr)
+    # Progress is reported in the searcher's units (Python's op.report_progress(batches), our
+    # trainer's steps) and shown as their share of max_length: completed runs read 100%.
+    completed = [r for r in rows if len(r) > 5 and r[4] == "COMPLETED"]
+    check("experiment list shows completed runs at 100% progress",
+          completed and all(r[5] == "100.0%" for r in completed), out.stdout)
 
     # A route the devmaster does not serve fails with Determined's envelope naming it.
     out = det("task", "list")

@@ -365,7 +365,8 @@ impl CoreContext {
         }
     }
 
-    /// Reports progress towards the current operation.
+    /// Reports progress towards the current operation, in its units (batches done, as the
+    /// Python client's `op.report_progress`): the master divides by the searcher's length.
     pub fn report_progress(&self, progress: f64) -> Result<(), CoreError> {
         match &self.mode {
             Mode::Cluster { client } => Ok(self

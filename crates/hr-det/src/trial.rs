@@ -130,7 +130,8 @@ impl Client {
         .await
     }
 
-    /// Reports progress (a bare JSON number body).
+    /// Reports progress in the searcher's units (batches done; a bare JSON number body), which
+    /// the master divides by the operation's length.
     pub async fn report_progress(&self, trial: i32, progress: f64) -> Result<(), DetError> {
         let _: Value = self
             .call(

@@ -167,9 +167,7 @@ pub fn managed_trial_cpu(
         } else {
             publisher.save_periodic(step, payload(&state, kill))?;
         }
-        publisher
-            .core()
-            .report_progress(step as f64 / op.length as f64)?;
+        publisher.core().report_progress(step as f64)?;
         std::thread::sleep(Duration::from_secs_f64(controls.step_seconds));
     }
     publisher.core().complete_operation(op, state.loss())?;

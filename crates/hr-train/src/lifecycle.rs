@@ -382,9 +382,7 @@ pub fn run<B: Backend>(
         }
         publisher.report_metrics(&mut TrainerRng(trainer.rng_mut()), step, core_metrics)?;
         with_rng_preserved(&mut TrainerRng(trainer.rng_mut()), |_| {
-            publisher
-                .core()
-                .report_progress(step as f64 / plan.steps as f64)
+            publisher.core().report_progress(step as f64)
         })?;
         if hold.contains(&(info.trial_run_id, step)) {
             hold_for_preemption(publisher.core(), step);

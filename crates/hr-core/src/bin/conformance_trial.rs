@@ -61,7 +61,7 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
                 json!({"step": step}).to_string(),
             )?;
             let uuid = ctx.report_checkpoint(ck, step, json!({}))?;
-            ctx.report_progress(step as f64 / op.length as f64)?;
+            ctx.report_progress(step as f64)?;
             // The step's line comes after the preemption check, so a caller that signals on
             // seeing it knows the trial has decided to go on (and sleeps STEP_SECONDS).
             let preempted = ctx.should_preempt();

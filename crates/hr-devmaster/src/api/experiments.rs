@@ -23,10 +23,13 @@ use crate::{
 /// An experiment as the Rust client reads it (`hr_det::wire::Experiment`, so both sides share
 /// one definition), plus the fields only the `det` CLI reads.
 pub(super) fn experiment_json(state: &MasterState, e: &ExperimentRec) -> Value {
+    // Trials report progress in the searcher's units, as Determined's master reads them.
     let progress = e
         .trial_id
         .and_then(|t| state.trials.get(&t))
-        .map_or(0.0, |t| t.progress);
+        .map_or(0.0, |t| {
+            (t.progress / e.max_length.max(1) as f64).clamp(0.0, 1.0)
+        });
     let experiment = Experiment {
         id: e.id,
         archived: false,
