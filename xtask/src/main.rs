@@ -1,7 +1,8 @@
 //! See <https://github.com/matklad/cargo-xtask/>: the project's automation, run as
 //! `cargo xtask <task>`. Plain std, anyhow, serde and regex, with the workspace's small synchronous
 //! crates: the `hr-gguf` converter, the tiny-model writer of `hr-tests`, the plan and fixture
-//! tasks of `hr-plan` and `hr-env`, `hr-files` and the `hr-plot` charts; so it builds in seconds
+//! tasks of `hr-plan` and `hr-env`, `hr-files`, the proofs layout of `hr-proof` and the `hr-plot`
+//! charts; so it builds in seconds
 //! and never drags in burn, tokio or reqwest. It drives the binary and the Python references as
 //! processes.
 //!

@@ -1,10 +1,15 @@
 //! The `hessian-recipes` command line, composed from the library crates: the CPU demo fixture
-//! (`demo`), GRPO training locally (`train`), the assessment of a finished run (`evaluate`) or in a Determined trial (`managed-training`), both
-//! through `hr-train`'s one lifecycle, policy sampling (`generate`, on the CPU or, built with `--features cuda`, a GPU), the
-//! Determined cluster tooling (`cluster render|check|cpu-command`) and sealed
-//! snapshots (`snapshot verify`). It parses arguments, calls the libraries and maps errors to exit
-//! codes (0 ok, 1 failure, 2 bad input or a refused output folder, 3 an invalid snapshot); it
-//! holds no domain logic of its own.
+//! (`demo`), GRPO training locally (`train`) or in a Determined trial (`managed-training`), both
+//! through `hr-train`'s one lifecycle, the assessment of a finished run (`evaluate`), policy
+//! sampling (`generate`), the qualifications (`qualify native|managed|cpu|soak`, `proof verify`)
+//! and the gate that admits a long run only on their proofs (`managed prepare`), the local
+//! Determined-compatible master (`devmaster`), the cluster tooling (`cluster
+//! render|check|cpu-command`) and sealed snapshots (`snapshot verify`, `keygen`). It parses arguments,
+//! picks the tensor backend at the edge (the CPU; CUDA or Vulkan when built with `--features
+//! cuda` or `vulkan`), calls the libraries and maps errors to exit codes (0 ok, 1 failure, 2 bad
+//! input or a refused output folder, 3 an invalid snapshot or a refused restore, 4 out of budget,
+//! 5 stopped by a signal). The qualification drivers (`qualify_*.rs`) and the gate still live
+//! here rather than in `hr-qualify`.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod backend;

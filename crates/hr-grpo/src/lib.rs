@@ -3,10 +3,11 @@
 //! surrogate with ε_low / ε_high and Schulman's k3 KL to the reference weighted by β, and the
 //! loss aggregations `grpo`, `bnpo`, `dr_grpo` and `dapo`, with the clip and KL statistics TRL logs.
 //!
-//! On top: rollouts of G episodes per task through `hr-bridge` environments (multi-turn, with
-//! environment tokens masked out of the loss), the warm-up + constant/cosine learning rate, and
+//! On top: rollouts of G episodes per task through `hr-env`'s `Environment` trait (multi-turn,
+//! with environment tokens masked out of the loss, and episodes cut by a token limit optionally
+//! left out of it), the warm-up + constant, cosine or linear learning rate, and
 //! [`Trainer::step`]: AdamW on the LoRA adapters with global gradient-norm clipping, μ iterations,
-//! and TRL's metric names. Sampling and scoring live in `hr-policy`; plans, checkpoints and the
+//! and TRL's metric names (each named reward's `rewards/<name>/mean` and `/std` among them). Sampling and scoring live in `hr-policy`; plans, checkpoints and the
 //! command line live above.
 
 mod advantage;

@@ -1,10 +1,12 @@
-//! The training plan (`plan.json`): which model and LoRA, which environment backend and tasks,
+//! The training plan (`plan.json`): which model (and the dtype of its frozen base) and LoRA,
+//! which environment backend and tasks (a dataset's files and weighted reward rules among them),
 //! the GRPO and optimiser hyper-parameters, how many steps, the checkpoint schedule and every
-//! seed. Parsing rejects unknown fields and every out-of-range value before any work starts,
-//! naming the field by its path (`grpo.beta`) and the accepted range.
+//! seed. Parsing accepts TRL's and PEFT's spellings where they mean the same, rejects unknown
+//! fields and every out-of-range value before any work starts, naming the field by its path
+//! (`grpo.beta`) and the accepted range. `docs/plan.md` lists every field.
 //!
 //! Plain data: it knows nothing about tensors, services or clusters (a model named by its Hub id
-//! is looked up in the local Hugging Face cache, never downloaded); the binary maps it onto the
+//! is looked up in the local Hugging Face cache, never downloaded); `hr-train` maps it onto the
 //! trainer's types.
 
 mod error;
