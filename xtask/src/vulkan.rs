@@ -105,17 +105,16 @@ fn generate(root: &Path, bin: &Path, device: &str, dtype: &str) -> Result<Vec<se
         .collect()
 }
 
-/// Greedy generation on `vulkan` equals the CPU's: the same tokens, log-probabilities within 1e-4.
-fn parity(root: &Path, bin: &Path) -> Result<()> {
-    let cpu = generate(root, bin, "cpu", "f32")?;
-    same_tokens(&cpu, &generate(root, bin, "vulkan", "f32")?, 1e-4)
+/// Greedy generation on `vulkan` equals the CPU's (`cpu`): the same tokens, log-probabilities
+/// within 1e-4.
+fn parity(root: &Path, bin: &Path, cpu: &[serde_json::Value]) -> Result<()> {
+    same_tokens(cpu, &generate(root, bin, "vulkan", "f32")?, 1e-4)
 }
 
 /// The base in f16 on `vulkan` stays within [`F16_TOLERANCE`] of the CPU's f32 base (same greedy
 /// tokens); a bf16 plan is refused before training, naming `model.dtype`, and leaves no folder.
-fn half(root: &Path, bin: &Path, dir: &Path) -> Result<()> {
-    let cpu = generate(root, bin, "cpu", "f32")?;
-    same_tokens(&cpu, &generate(root, bin, "vulkan", DTYPE)?, F16_TOLERANCE)?;
+fn half(root: &Path, bin: &Path, dir: &Path, cpu: &[serde_json::Value]) -> Result<()> {
+    same_tokens(cpu, &generate(root, bin, "vulkan", DTYPE)?, F16_TOLERANCE)?;
     let (plan_path, out) = (dir.join("plan-bf16.json"), dir.join("bf16-run"));
     let mut cmd = Command::new(bin);
     cmd.current_dir(root)
@@ -278,10 +277,16 @@ pub(crate) fn phase(root: &Path, bin: &Path) -> Result<(u64, u64)> {
     let dir = PathBuf::from(format!("target/vulkan-ci-{}", std::process::id()));
     write_plans(root, &dir)?;
     let (mut passed, mut failed) = (0, 0);
+    // The CPU's greedy completions, which both parity checks compare against.
+    let cpu = generate(root, bin, "cpu", "f32");
+    let cpu = || {
+        cpu.as_deref()
+            .map_err(|e| anyhow::anyhow!("the CPU's generation: {e:#}"))
+    };
     for name in ["parity", "half", "gpu-check", "gate"] {
         let verdict = match name {
-            "parity" => parity(root, bin),
-            "half" => half(root, bin, &dir),
+            "parity" => cpu().and_then(|c| parity(root, bin, c)),
+            "half" => cpu().and_then(|c| half(root, bin, &dir, c)),
             "gpu-check" => gpu_check(root, bin, &dir),
             _ => gate(root, bin, &dir),
         };

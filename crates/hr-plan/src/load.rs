@@ -21,20 +21,10 @@ impl Plan {
                 }
             };
             resolve(&mut plan.model.path);
-            if let Environment::Dataset {
-                train,
-                dev,
-                held_out,
-                rewards,
-            } = &mut plan.environment
-            {
-                resolve(train);
-                dev.iter_mut().chain(held_out.iter_mut()).for_each(resolve);
-                rewards
-                    .iter_mut()
-                    .filter_map(|r| r.file.as_mut())
-                    .for_each(resolve);
-            }
+            plan.environment
+                .dataset_files_mut()
+                .into_iter()
+                .for_each(resolve);
         }
         Ok(plan)
     }
@@ -48,8 +38,11 @@ impl Plan {
             Ok(())
         };
         absolute(&mut self.model.path)?;
+        for file in self.environment.dataset_files_mut() {
+            absolute(file)?;
+        }
         match &mut self.environment {
-            Environment::Fixture { .. } => {}
+            Environment::Fixture { .. } | Environment::Dataset { .. } => {}
             Environment::Openenv {
                 python, env_root, ..
             } => {
@@ -61,20 +54,6 @@ impl Plan {
             } => {
                 absolute(python)?;
                 absolute(server_dir)?;
-            }
-            Environment::Dataset {
-                train,
-                dev,
-                held_out,
-                rewards,
-            } => {
-                absolute(train)?;
-                for p in dev.iter_mut().chain(held_out.iter_mut()) {
-                    absolute(p)?;
-                }
-                for file in rewards.iter_mut().filter_map(|r| r.file.as_mut()) {
-                    absolute(file)?;
-                }
             }
         }
         Ok(())

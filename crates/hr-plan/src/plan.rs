@@ -234,6 +234,26 @@ fn one() -> usize {
     1
 }
 
+impl Environment {
+    /// The files a dataset plan reads (its TRAIN, DEV and HELD-OUT rows and its Python reward
+    /// files); none for the other backends.
+    pub fn dataset_files_mut(&mut self) -> Vec<&mut PathBuf> {
+        match self {
+            Environment::Dataset {
+                train,
+                dev,
+                held_out,
+                rewards,
+            } => std::iter::once(train)
+                .chain(dev.as_mut())
+                .chain(held_out.as_mut())
+                .chain(rewards.iter_mut().filter_map(|r| r.file.as_mut()))
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
 /// One reward function of the dataset backend: a built-in `rule` with its settings, weighted in
 /// the episode's reward and logged on its own as `rewards/<name>/mean` and `/std` (TRL's names).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
