@@ -6,6 +6,7 @@
 //! `HR_BIN` overrides the path. This crate is test support only: it has no product code.
 
 pub mod mutate;
+pub mod private_ca;
 pub mod tiny_model;
 
 use std::{

@@ -17,10 +17,20 @@ pub(crate) fn run(args: &DevmasterArgs) -> anyhow::Result<ExitCode> {
             preemption_timeout: Duration::from_secs(args.preemption_timeout_seconds),
             record_requests: args.record_requests.clone(),
             password: args.password()?,
+            tls: args
+                .tls_cert
+                .clone()
+                .zip(args.tls_key.clone())
+                .map(|(cert, key)| hr_devmaster::TlsFiles { cert, key }),
         };
-        let master = Devmaster::start(config)
-            .await
-            .context("starting the devmaster")?;
+        let master = match Devmaster::start(config).await {
+            Ok(master) => master,
+            // A flag the user can fix (--listen, --password-file, --tls-cert, --tls-key): exit 2.
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidInput => {
+                return Err(crate::Refused(e.to_string()).into());
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context("starting the devmaster")),
+        };
         println!(
             "devmaster listening on {} (state in {})",
             master.url(),

@@ -80,7 +80,11 @@ impl CoreContext {
             .user_token
             .clone()
             .ok_or_else(|| CoreError::Environment("DET_USER_TOKEN is not set".into()))?;
-        let client = Client::new(&info.master_url)?.with_token(token);
+        let trust = hr_det::MasterTrust::for_trial(
+            info.master_cert_file.as_deref(),
+            info.master_cert_name.as_deref(),
+        )?;
+        let client = Client::with_trust(&info.master_url, trust)?.with_token(token);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(1)
             .enable_all()

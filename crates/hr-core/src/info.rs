@@ -37,6 +37,12 @@ pub struct TrialInfo {
     pub hparams: Value,
     /// The cluster id (`DET_CLUSTER_ID`), inside a Determined trial.
     pub cluster_id: Option<String>,
+    /// The master's certificate file (or `noverify`) on a TLS master: the cluster file's
+    /// `master_cert_file`, else `DET_MASTER_CERT_FILE`.
+    pub master_cert_file: Option<String>,
+    /// The name the master's certificate is checked against: `master_cert_name`, else
+    /// `DET_MASTER_CERT_NAME`.
+    pub master_cert_name: Option<String>,
     pub(crate) user_token: Option<String>,
 }
 
@@ -98,6 +104,7 @@ impl TrialInfo {
         let user_token = std::env::var(env::USER_TOKEN)
             .ok()
             .filter(|t| !t.is_empty());
+        let set = |name: &str| std::env::var(name).ok().filter(|v| !v.is_empty());
         let files = (
             read_file::<ClusterInfoFile>(&dir.join(CLUSTER_FILE))?,
             read_file::<TrialInfoFile>(&dir.join(TRIAL_FILE))?,
@@ -122,6 +129,14 @@ impl TrialInfo {
                 hparams: trial.hparams,
                 config: trial.config,
                 cluster_id: Some(cluster.cluster_id).filter(|c| !c.is_empty()),
+                master_cert_file: cluster
+                    .master_cert_file
+                    .filter(|f| !f.is_empty())
+                    .or_else(|| set(hr_det::CERT_FILE_VAR)),
+                master_cert_name: cluster
+                    .master_cert_name
+                    .filter(|n| !n.is_empty())
+                    .or_else(|| set(hr_det::CERT_NAME_VAR)),
                 user_token,
             });
         }
@@ -144,6 +159,8 @@ impl TrialInfo {
                 .ok()
                 .filter(|c| !c.is_empty()),
             config,
+            master_cert_file: set(hr_det::CERT_FILE_VAR),
+            master_cert_name: set(hr_det::CERT_NAME_VAR),
             user_token,
         })
     }

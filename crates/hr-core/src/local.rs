@@ -60,6 +60,8 @@ impl CoreContext {
             config: json!({"checkpoint_storage": {"type": "directory", "container_path": storage}}),
             hparams: json!({}),
             cluster_id: None,
+            master_cert_file: None,
+            master_cert_name: None,
             user_token: None,
         };
         let runtime = tokio::runtime::Builder::new_multi_thread()

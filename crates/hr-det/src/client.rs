@@ -6,7 +6,7 @@ use std::time::Duration;
 use reqwest::{Method, StatusCode};
 use serde::{Serialize, de::DeserializeOwned};
 
-use crate::DetError;
+use crate::{DetError, MasterTrust};
 
 /// When and how often to retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -48,6 +48,9 @@ impl RetryPolicy {
 #[derive(Clone)]
 pub struct Client {
     master: String,
+    /// Where requests go: `master`, or the same with the certificate name as host.
+    endpoint: String,
+    trust: MasterTrust,
     http: reqwest::Client,
     token: Option<String>,
     retry: RetryPolicy,
@@ -58,6 +61,7 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("master", &self.master)
+            .field("trust", &self.trust)
             .field("token", &self.token.as_ref().map(|_| "<redacted>"))
             .field("retry", &self.retry)
             .finish()
@@ -71,20 +75,31 @@ pub(crate) enum Body<'a, T: Serialize + ?Sized> {
 }
 
 impl Client {
-    /// A client of the master at `master` (e.g. `http://127.0.0.1:8080`), without a token.
+    /// A client of the master at `master` (e.g. `http://127.0.0.1:8080`), without a token,
+    /// trusting its certificate as `det` would from this environment ([`MasterTrust::from_env`]).
     pub fn new(master: &str) -> Result<Self, DetError> {
+        let canonical = crate::canonical_master_url(master)?;
+        Self::with_trust(&canonical, MasterTrust::from_env(&canonical)?)
+    }
+
+    /// A client of the master at `master`, trusting its certificate as `trust` says.
+    pub fn with_trust(master: &str, trust: MasterTrust) -> Result<Self, DetError> {
         // As `det` reads DET_MASTER (`host:port` is http); credentials in the URL would travel
         // into every error message and log line, so they are refused.
         let master = crate::canonical_master_url(master)?;
-        let http = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             // Drop an idle pooled connection before a master closes it (the devmaster closes one
             // idle for 10 s), so a request never races the server's close.
-            .pool_idle_timeout(Duration::from_secs(5))
+            .pool_idle_timeout(Duration::from_secs(5));
+        let (builder, endpoint) = trust.apply(builder, &master)?;
+        let http = builder
             .build()
             .map_err(|e| DetError::Config(e.to_string()))?;
         Ok(Self {
             master,
+            endpoint,
+            trust,
             http,
             token: None,
             retry: RetryPolicy::default(),
@@ -169,7 +184,7 @@ impl Client {
         auth: bool,
         timeout: Option<Duration>,
     ) -> Result<Vec<u8>, DetError> {
-        let url = format!("{}/{}", self.master, path.trim_start_matches('/'));
+        let url = format!("{}/{}", self.endpoint, path.trim_start_matches('/'));
         let payload = match body {
             Body::None => None,
             Body::Json(v) => {
@@ -216,6 +231,13 @@ impl Client {
                         return Err(DetError::from_status(status.as_u16(), &bytes));
                     }
                     DetError::from_status(status.as_u16(), &bytes)
+                }
+                // A refused certificate is refused again: say why, at once.
+                Err(ref e) if let Some(problem) = crate::tls::certificate_problem(e) => {
+                    return Err(DetError::Tls {
+                        master: self.master.clone(),
+                        message: self.trust.advice(problem),
+                    });
                 }
                 // Never connected: nothing was sent, so it is always safe to try again.
                 Err(e) if e.is_connect() => DetError::Transport {

@@ -31,6 +31,14 @@ pub enum DetError {
         /// What happened.
         message: String,
     },
+    /// The master's TLS certificate was refused (not retried).
+    #[error("cannot trust the master at {master}: {message}")]
+    Tls {
+        /// The master URL.
+        master: String,
+        /// The certificate problem and how to fix it.
+        message: String,
+    },
     /// A request that creates a record (metrics, a checkpoint, an experiment, a command) got no
     /// answer after it was sent (a timeout, a broken connection, a gateway's 502/504): the master
     /// may have applied it, so it is not sent again blindly. The caller confirms by reading.

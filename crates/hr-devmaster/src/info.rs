@@ -75,7 +75,12 @@ pub(crate) struct Allocation<'a> {
     pub(crate) user_token: &'a str,
     pub(crate) session_token: &'a str,
     pub(crate) work_dir: &'a Path,
+    /// The certificate chain the master serves, when it serves TLS.
+    pub(crate) master_cert: Option<&'a [u8]>,
 }
+
+/// The master's certificate beside the info files, as a container gets it.
+pub(crate) const CERT_FILE: &str = "master.crt";
 
 impl Allocation<'_> {
     /// The `DET_*` environment (plus `HR_DET_INFO_DIR` for our own Core API).
@@ -105,7 +110,7 @@ impl Allocation<'_> {
             (env::STEPS_COMPLETED, self.steps_completed.to_string()),
             (env::WORKDIR, self.work_dir.display().to_string()),
             (env::RUN_DIR, self.work_dir.display().to_string()),
-            (env::USE_TLS, "false".to_owned()),
+            (env::USE_TLS, self.master_cert.is_some().to_string()),
             (
                 env::HR_INFO_DIR,
                 self.work_dir.join("info").display().to_string(),
@@ -117,6 +122,10 @@ impl Allocation<'_> {
         if let Some(uuid) = self.latest_checkpoint {
             env.insert(env::LATEST_CHECKPOINT.to_owned(), uuid.to_owned());
         }
+        if self.master_cert.is_some() {
+            let file = self.work_dir.join("info").join(CERT_FILE);
+            env.insert(hr_det::CERT_FILE_VAR.to_owned(), file.display().to_string());
+        }
         env
     }
 
@@ -127,9 +136,12 @@ impl Allocation<'_> {
             .unwrap_or_else(|| Value::Object(serde_json::Map::new()))
     }
 
-    /// Writes the four info files into `dir`.
+    /// Writes the four info files (and the master's certificate, when it serves TLS) into `dir`.
     pub(crate) fn write_info(&self, dir: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
+        if let Some(pem) = self.master_cert {
+            std::fs::write(dir.join(CERT_FILE), pem)?;
+        }
         let cluster = ClusterInfoFile {
             master_url: self.master_url.to_owned(),
             cluster_id: self.cluster_id.to_owned(),
@@ -140,7 +152,9 @@ impl Allocation<'_> {
             session_token: self.session_token.to_owned(),
             task_type: TASK_TYPE.to_owned(),
             master_cert_name: None,
-            master_cert_file: None,
+            master_cert_file: self
+                .master_cert
+                .map(|_| dir.join(CERT_FILE).display().to_string()),
             latest_checkpoint: self.latest_checkpoint.map(str::to_owned),
         };
         let trial = TrialInfoFile {
@@ -222,6 +236,7 @@ mod tests {
             user_token: "u",
             session_token: "s",
             work_dir: dir.path(),
+            master_cert: None,
         };
         info.write_info(dir.path()).expect("write");
         for name in [

@@ -28,6 +28,8 @@ mod persist;
 mod scheduler;
 mod server;
 mod state;
+mod tls;
 
 pub use master::DevmasterConfig;
 pub use server::Devmaster;
+pub use tls::TlsFiles;

@@ -27,8 +27,12 @@ pub(crate) fn connection_cap() -> usize {
     half.clamp(8, MAX_CONNECTIONS)
 }
 
-/// Serves `router` on `listener` until the task is aborted.
-pub(crate) async fn serve(listener: TcpListener, router: axum::Router) {
+/// Serves `router` on `listener` (through TLS when `tls` is given) until the task is aborted.
+pub(crate) async fn serve(
+    listener: TcpListener,
+    router: axum::Router,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+) {
     let permits = Arc::new(Semaphore::new(connection_cap()));
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -48,13 +52,24 @@ pub(crate) async fn serve(listener: TcpListener, router: axum::Router) {
                 continue;
             }
         };
-        let connection = http.serve_connection(
-            TokioIo::new(stream),
-            TowerToHyperService::new(router.clone()),
-        );
+        let (http, service) = (http.clone(), TowerToHyperService::new(router.clone()));
+        let tls = tls.clone();
         tokio::spawn(async move {
-            // A client that goes away or times out is that connection's business only.
-            let _ = connection.await;
+            // A client that goes away, times out or fails its handshake is that connection's
+            // business only.
+            match tls {
+                None => {
+                    let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                }
+                Some(tls) => {
+                    // The handshake is bounded like a request head.
+                    let accepted =
+                        tokio::time::timeout(HEADER_READ_TIMEOUT, tls.accept(stream)).await;
+                    if let Ok(Ok(stream)) = accepted {
+                        let _ = http.serve_connection(TokioIo::new(stream), service).await;
+                    }
+                }
+            }
             drop(permit);
         });
     }

@@ -33,6 +33,8 @@ pub struct DevmasterConfig {
     /// Determined master's empty passwords, which only a loopback master may use; a master on
     /// any other address needs one.
     pub password: Option<String>,
+    /// Serve HTTPS with this certificate chain and key (`None`: plain HTTP).
+    pub tls: Option<crate::TlsFiles>,
 }
 
 /// A running allocation of a trial.
@@ -49,6 +51,8 @@ pub(crate) struct Alloc {
 pub(crate) struct Master {
     pub(crate) config: DevmasterConfig,
     pub(crate) url: String,
+    /// The certificate chain it serves (PEM), handed to its trials as `master.crt`.
+    pub(crate) cert_pem: Option<Vec<u8>>,
     state: Mutex<MasterState>,
     pub(crate) allocs: Mutex<HashMap<i32, Alloc>>,
     /// Running command processes: id -> pid (process group leader).
@@ -65,10 +69,12 @@ impl Master {
         url: String,
         state: MasterState,
         persister: Persister,
+        cert_pem: Option<Vec<u8>>,
     ) -> Self {
         Self {
             config,
             url,
+            cert_pem,
             state: Mutex::new(state),
             allocs: Mutex::new(HashMap::new()),
             command_pids: Mutex::new(HashMap::new()),

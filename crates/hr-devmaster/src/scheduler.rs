@@ -224,7 +224,13 @@ pub(crate) fn clear_info(master: &Master) {
     if info_master(dir).as_deref() != Some(master.url.as_str()) {
         return;
     }
-    for file in [CLUSTER_FILE, TRIAL_FILE, RENDEZVOUS_FILE, RESOURCES_FILE] {
+    for file in [
+        CLUSTER_FILE,
+        TRIAL_FILE,
+        RENDEZVOUS_FILE,
+        RESOURCES_FILE,
+        crate::info::CERT_FILE,
+    ] {
         let _ = std::fs::remove_file(dir.join(file));
     }
 }
@@ -299,6 +305,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
         user_token: &user_token,
         session_token: &user_token,
         work_dir: &work_dir,
+        master_cert: master.cert_pem.as_deref(),
     };
     let prepared = std::fs::create_dir_all(&work_dir)
         .and_then(|()| alloc.write_info(&work_dir.join("info")))

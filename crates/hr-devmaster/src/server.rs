@@ -33,18 +33,21 @@ impl Devmaster {
                 "--password-file: the password is empty; write one into the file",
             ));
         }
+        let tls = config.tls.as_ref().map(crate::TlsFiles::load).transpose()?;
         std::fs::create_dir_all(&config.state_dir)?;
         let (state, persister) = Persister::open(&config.state_dir)?;
         let listener = tokio::net::TcpListener::bind(config.listen).await?;
-        let url = format!("http://{}", listener.local_addr()?);
-        let master = Arc::new(Master::new(config, url, state, persister));
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        let url = format!("{scheme}://{}", listener.local_addr()?);
+        let (acceptor, cert_pem) = tls.map(|t| (t.acceptor, t.cert_pem)).unzip();
+        let master = Arc::new(Master::new(config, url, state, persister, cert_pem));
         crate::scheduler::recover(&master);
         let router = crate::api::router(master.clone());
-        let server = tokio::spawn(crate::listen::serve(listener, router));
+        let server = tokio::spawn(crate::listen::serve(listener, router, acceptor));
         Ok(Self { master, server })
     }
 
-    /// The base URL (`http://127.0.0.1:PORT`).
+    /// The base URL (`http://127.0.0.1:PORT`, or `https://` when serving TLS).
     pub fn url(&self) -> &str {
         &self.master.url
     }

@@ -310,6 +310,7 @@ pub(crate) async fn start_master(
         preemption_timeout: Duration::from_secs(600),
         record_requests: None,
         password: None,
+        tls: None,
     };
     let m = hr_devmaster::Devmaster::start(config)
         .await

@@ -240,10 +240,18 @@ pub(crate) struct DevmasterArgs {
     pub(crate) listen: std::net::SocketAddr,
     /// A file holding the password both users (`determined`, `admin`) then sign in with
     /// (trailing newline ignored). Without it they have a fresh Determined master's empty
-    /// passwords and only a loopback --listen is allowed. Requests travel as plain HTTP: use
-    /// another address only on a network you trust.
+    /// passwords and only a loopback --listen is allowed. Without --tls-cert requests travel as
+    /// plain HTTP: use another address only on a network you trust.
     #[arg(long)]
     pub(crate) password_file: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM: the master's certificate, then the CA
+    /// certificates that issued it). Trials get it as DET_MASTER_CERT_FILE, as on a TLS master;
+    /// clients trust it with DET_MASTER_CERT_FILE=FILE (det and hessian-recipes alike).
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    pub(crate) tls_cert: Option<PathBuf>,
+    /// The private key (PEM) of --tls-cert's first certificate.
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    pub(crate) tls_key: Option<PathBuf>,
     /// Folder for the master's state, trial work folders and default checkpoint storage.
     #[arg(long)]
     pub(crate) state_dir: PathBuf,

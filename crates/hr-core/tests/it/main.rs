@@ -36,6 +36,15 @@ fn log_of(dir: &std::path::Path) -> String {
 
 /// A devmaster in `state` and a logged-in client.
 async fn start_master(state: &std::path::Path) -> (Devmaster, hr_det::Client) {
+    start_master_with(state, None, hr_det::MasterTrust::default()).await
+}
+
+/// A devmaster in `state` serving `tls`, and a client logged in trusting it as `trust` says.
+async fn start_master_with(
+    state: &std::path::Path,
+    tls: Option<hr_devmaster::TlsFiles>,
+    trust: hr_det::MasterTrust,
+) -> (Devmaster, hr_det::Client) {
     let config = DevmasterConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         state_dir: state.to_owned(),
@@ -43,9 +52,10 @@ async fn start_master(state: &std::path::Path) -> (Devmaster, hr_det::Client) {
         preemption_timeout: Duration::from_secs(60),
         record_requests: None,
         password: None,
+        tls,
     };
     let master = Devmaster::start(config).await.expect("start");
-    let mut client = hr_det::Client::new(master.url()).expect("client");
+    let mut client = hr_det::Client::with_trust(master.url(), trust).expect("client");
     client.login("determined", "").await.expect("login");
     (master, client)
 }
@@ -186,6 +196,55 @@ async fn a_rust_trial_runs_pauses_acks_and_restores_under_the_devmaster() {
     let metrics = training_metrics(&client, id).await;
     let runs: std::collections::BTreeSet<i32> = metrics.iter().map(|m| m.trial_run_id).collect();
     assert_eq!(runs.into_iter().collect::<Vec<_>>(), [1, 2]);
+    master.shutdown();
+}
+
+#[tokio::test]
+async fn a_rust_trial_trusts_a_tls_master_through_the_certificate_it_is_handed() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ca = hr_tests::private_ca::PrivateCa::new(tmp.path(), "cluster");
+    let cert = ca.issue("master", &["127.0.0.1"]);
+    let state = tmp.path().join("state");
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir_all(&shared).expect("shared");
+    let tls = hr_devmaster::TlsFiles {
+        cert: cert.chain,
+        key: cert.key,
+    };
+    let trust = hr_det::MasterTrust::from_pem_file(&ca.ca_pem).expect("bundle");
+    let (master, client) = start_master_with(&state, Some(tls), trust).await;
+    let yaml = format!(
+        "name: rust-trial-tls\nentrypoint: [{TRIAL:?}]\nsearcher: {{name: single, metric: loss, max_length: {{batches: 2}}}}\n\
+         resources: {{slots_per_trial: 0}}\nmax_restarts: 0\n\
+         checkpoint_storage: {{type: shared_fs, host_path: {:?}, storage_path: ckpts}}\n\
+         environment: {{environment_variables: [STEP_SECONDS=0]}}\n",
+        shared.display().to_string()
+    );
+    let id = client
+        .create_experiment(&yaml, None, true)
+        .await
+        .expect("create")
+        .experiment
+        .id;
+    wait_for("COMPLETED", async || {
+        client
+            .get_experiment(id)
+            .await
+            .is_ok_and(|e| e.experiment.state.is_terminal())
+    })
+    .await;
+    let state_now = client
+        .get_experiment(id)
+        .await
+        .expect("get")
+        .experiment
+        .state;
+    assert_eq!(state_now, State::Completed, "{}", log_of(&state));
+    assert_eq!(
+        training_metrics(&client, id).await.len(),
+        2,
+        "both steps' metrics over TLS"
+    );
     master.shutdown();
 }
 

@@ -6,4 +6,5 @@ mod fuzz;
 mod gc;
 mod lifecycle;
 mod support;
+mod tls;
 mod wire_errors;

@@ -13,6 +13,7 @@ pub(crate) async fn start(state_dir: &Path, preemption_timeout: Duration) -> (De
         preemption_timeout,
         record_requests: None,
         password: None,
+        tls: None,
     };
     let master = Devmaster::start(config).await.expect("devmaster starts");
     let mut client = Client::new(master.url()).expect("client");

@@ -484,6 +484,7 @@ async fn another_address_needs_a_password_and_then_every_login_needs_it() {
         preemption_timeout: Duration::from_secs(60),
         record_requests: None,
         password: password.map(str::to_owned),
+        tls: None,
     };
     let refused = hr_devmaster::Devmaster::start(config("0.0.0.0:0", None))
         .await
@@ -522,6 +523,7 @@ async fn recorded_requests_hold_no_password_and_only_their_owner_reads_them() {
         preemption_timeout: Duration::from_secs(60),
         record_requests: Some(recording.clone()),
         password: Some("s3cret-pw".to_owned()),
+        tls: None,
     })
     .await
     .expect("start");
@@ -550,6 +552,7 @@ async fn shutdown_removes_the_trial_session_it_wrote_into_the_info_folder() {
         preemption_timeout: Duration::from_secs(60),
         record_requests: None,
         password: None,
+        tls: None,
     })
     .await
     .expect("start");
