@@ -56,8 +56,12 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
         .join(timestamped("core"));
     let state = work.join("state");
     std::fs::create_dir_all(&work)?;
-    let (devmaster, url) =
-        start_devmaster(&bin.join("hessian-recipes"), &state, Path::new(INFO_DIR))?;
+    let (devmaster, url) = start_devmaster(
+        &bin.join("hessian-recipes"),
+        &state,
+        Path::new(INFO_DIR),
+        &[],
+    )?;
     let script = root.join("xtask/conformance/bench_core.py");
     let mut driver = det_driver(&venv, &script, &url, &bin, &state);
     driver

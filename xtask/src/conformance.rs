@@ -1,7 +1,8 @@
 //! `cargo xtask conformance det`: the devmaster against the real `determined==0.35.0` client.
 //! Prepares (once, in a cache folder outside the repo) a venv with the client from PyPI, starts a
 //! fresh devmaster, and runs `xtask/conformance/det_cli.py`, which drives `det` and two managed
-//! trials (real Python Core API, and Rust on `hr-core`).
+//! trials (real Python Core API, and Rust on `hr-core`); then the same through TLS
+//! (`conformance_tls`).
 
 use std::{
     io::{BufRead, BufReader},
@@ -47,12 +48,13 @@ pub(crate) struct Devmaster(Child);
 /// The path the real Python Core API reads cluster info from; the devmaster writes it.
 pub(crate) const INFO_DIR: &str = "/run/determined/info";
 
-/// Starts `hessian-recipes devmaster` on a free port with `state` and `info_dir`; returns it and
-/// the URL it printed.
+/// Starts `hessian-recipes devmaster` on a free port with `state`, `info_dir` and `extra`
+/// arguments; returns it and the URL it printed.
 pub(crate) fn start_devmaster(
     binary: &Path,
     state: &Path,
     info_dir: &Path,
+    extra: &[&std::ffi::OsStr],
 ) -> Result<(Devmaster, String)> {
     std::fs::create_dir_all(info_dir).with_context(|| {
         format!(
@@ -72,6 +74,11 @@ pub(crate) fn start_devmaster(
         .arg(state)
         .arg("--info-dir")
         .arg(info_dir)
+        .args(extra)
+        // `requests` lets these override the bundle a session is given, so a Python trial would
+        // ignore the DET_MASTER_CERT_FILE a TLS devmaster hands it.
+        .env_remove("REQUESTS_CA_BUNDLE")
+        .env_remove("CURL_CA_BUNDLE")
         .stdout(Stdio::piped())
         .spawn()
         .context("starting the devmaster")?;
@@ -81,7 +88,7 @@ pub(crate) fn start_devmaster(
     BufReader::new(stdout).read_line(&mut first)?;
     let url = first
         .split_whitespace()
-        .find(|w| w.starts_with("http://"))
+        .find(|w| w.starts_with("http://") || w.starts_with("https://"))
         .context("devmaster did not print its URL")?
         .to_owned();
     Ok((guard, url))
@@ -171,7 +178,7 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
     let main_file = main_run_case(root, &bin.join("hessian-recipes"), &work)?;
 
     let state = work.join("state");
-    let (guard, url) = start_devmaster(&bin.join("hessian-recipes"), &state, info_dir)?;
+    let (guard, url) = start_devmaster(&bin.join("hessian-recipes"), &state, info_dir, &[])?;
     eprintln!(
         "conformance: devmaster at {url}, work in {}",
         work.display()
@@ -193,6 +200,9 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
     let result = run_driver(driver, "det-conformance");
     drop(guard);
     let (mut passed, mut failed) = result?;
+    let (tls_passed, tls_failed) = crate::conformance_tls::det_tls(root, &venv, &bin, &work)?;
+    passed += tls_passed;
+    failed += tls_failed;
     // A stopped devmaster leaves no session in the info folder: the next Python Core trial on
     // this machine would otherwise talk to a master that is gone.
     let left: Vec<String> = std::fs::read_dir(info_dir)?

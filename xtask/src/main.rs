@@ -18,6 +18,7 @@ mod ci;
 mod conformance;
 mod conformance_families;
 mod conformance_tensorboard;
+mod conformance_tls;
 mod cycles;
 mod fetch_model;
 mod python;

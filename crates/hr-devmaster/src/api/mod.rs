@@ -84,15 +84,19 @@ async fn record_request(
         serde_json::from_slice(&bytes).unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)))
     };
     redact_passwords(&mut body_json);
-    let line =
-        json!({"method": parts.method.as_str(), "path": parts.uri.to_string(), "body": body_json});
+    let mut line =
+        json!({"method": parts.method.as_str(), "path": parts.uri.to_string(), "body": body_json})
+            .to_string();
+    line.push('\n');
     if let Ok(mut f) = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .mode(0o600)
         .open(&path)
     {
-        let _ = writeln!(f, "{line}");
+        // One write per line: an O_APPEND write is not interleaved with another request's
+        // (formatting straight into the file wrote each token separately).
+        let _ = f.write_all(line.as_bytes());
     }
     next.run(axum::extract::Request::from_parts(
         parts,

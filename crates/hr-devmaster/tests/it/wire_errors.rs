@@ -541,6 +541,43 @@ async fn recorded_requests_hold_no_password_and_only_their_owner_reads_them() {
     assert_eq!(mode & 0o077, 0, "mode {mode:o}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn requests_recorded_at_once_stay_one_whole_line_each() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let recording = tmp.path().join("requests.jsonl");
+    let master = hr_devmaster::Devmaster::start(hr_devmaster::DevmasterConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        state_dir: tmp.path().join("state"),
+        info_dir: None,
+        preemption_timeout: Duration::from_secs(60),
+        record_requests: Some(recording.clone()),
+        password: None,
+        tls: None,
+    })
+    .await
+    .expect("start");
+    // Many logins at once, each with a body of many JSON tokens.
+    let logins = (0..64).map(|i| {
+        let url = master.url().to_owned();
+        tokio::spawn(async move {
+            let mut client = Client::new(&url).expect("client");
+            let name = format!("user-{i}-{}", "\"x\" ".repeat(2000));
+            let _ = client.login(&name, "").await;
+        })
+    });
+    for login in logins.collect::<Vec<_>>() {
+        login.await.expect("join");
+    }
+    master.shutdown();
+    let text = std::fs::read_to_string(&recording).expect("recording");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 64);
+    for line in lines {
+        let v: serde_json::Value = serde_json::from_str(line).expect("a whole JSON line");
+        assert_eq!(v["path"], "/api/v1/auth/login");
+    }
+}
+
 #[tokio::test]
 async fn shutdown_removes_the_trial_session_it_wrote_into_the_info_folder() {
     let tmp = tempfile::tempdir().expect("tmp");
