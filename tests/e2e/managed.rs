@@ -46,8 +46,10 @@ fn a_paused_and_activated_trial_restores_the_receipts_checkpoint_and_equals_the_
     let i = &proof["interruption"];
     assert_eq!(i["uuid_at_pause"], i["uuid_at_restore"]);
     assert_eq!(i["restored_run_id"], 2);
-    // The worker holds after the step the pause follows (default 1), so the pause lands there.
-    assert_eq!(i["step"], 1, "paused after step 1: {proof}");
+    // The seed's recovery point: the pause is sent once step 1's metric shows and lands while
+    // step 2 runs, so the worker saves and stops at step 2, which the next allocation restores.
+    assert_eq!(i["pause_sent_after_step"], 1, "{proof}");
+    assert_eq!(i["step"], 2, "stopped at step 2: {proof}");
     // One checkpoint per step, each published once (the terminal save is not repeated).
     assert_eq!(proof["checkpoints_listed"], 6, "{proof}");
 

@@ -61,11 +61,13 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    if args.pause_after_step == 0 || args.pause_after_step >= plan.steps {
+    // The pause lands while the next step runs, and that step must not be the last.
+    if args.pause_after_step == 0 || args.pause_after_step + 2 > plan.steps {
         return Err(Refused(format!(
-            "--pause-after-step {} must be between 1 and the plan's steps - 1 ({})",
+            "--pause-after-step {} must be between 1 and the plan's steps - 2 ({}): the worker \
+             stops at the step after it, which must not be the last",
             args.pause_after_step,
-            plan.steps - 1
+            plan.steps.saturating_sub(2)
         ))
         .into());
     }
@@ -93,8 +95,9 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
     }
 
     eprintln!(
-        "qualify managed: managed run, paused after step {}",
-        args.pause_after_step
+        "qualify managed: managed run, paused once step {}'s metric shows (stopping at step {})",
+        args.pause_after_step,
+        args.pause_after_step + 1
     );
     let opts = ManagedOptions {
         output: output.join("managed"),
@@ -165,10 +168,13 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
         if equal { "EQUAL" } else { "DIFFERENT" }
     );
     println!(
-        "  experiment {} trial {}: {} at step {} ({}), restored {} in {}; {} checkpoints listed",
+        "  experiment {} trial {}: {}{} at step {} ({}), restored {} in {}; {} checkpoints listed",
         managed.experiment_id,
         managed.trial_id,
         i.kind,
+        i.pause_sent_after_step
+            .map(|k| format!(" sent after step {k}'s metric, stopped"))
+            .unwrap_or_default(),
         i.step,
         i.paused_allocation,
         i.uuid_at_restore,

@@ -78,6 +78,11 @@ pub struct Interruption {
     pub restored_allocation: String,
     /// Its `trialRunId`.
     pub restored_run_id: i64,
+    /// The step whose metric was visible when the pause was sent (the seed's recovery point:
+    /// sent after step 1, it lands while step 2 runs, so the worker stops at step 2). Absent in
+    /// proofs made before it was recorded, and after a kill.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_sent_after_step: Option<u64>,
 }
 
 /// The Core implementation that ran the trial.

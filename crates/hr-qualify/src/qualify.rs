@@ -407,6 +407,7 @@ async fn run_both(
             uuid_at_restore: restore["selected_uuid"].as_str().unwrap_or("").to_owned(),
             restored_allocation: restore["allocation"].as_str().unwrap_or("").to_owned(),
             restored_run_id: restore["trial_run_id"].as_i64().unwrap_or(0),
+            pause_sent_after_step: None,
         }
     } else {
         pause_and_resume(opts, &client, &managed, &receipt_dir, storage).await?
@@ -528,6 +529,7 @@ async fn pause_and_resume(
         uuid_at_restore: selected,
         restored_allocation: allocation,
         restored_run_id: run_id,
+        pause_sent_after_step: Some(opts.pause_after_step),
     })
 }
 

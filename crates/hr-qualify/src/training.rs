@@ -1,6 +1,7 @@
 //! The managed half of a training qualification: the `managed-training` entrypoint as a trial on
-//! the devmaster (or a real master), paused once an optimizer-step metric is visible; the
-//! worker saves, stops its service, publishes, writes its durable receipt and acknowledges; the
+//! the devmaster (or a real master), paused once an optimizer-step metric is visible (step 1 by
+//! default); the pause lands while the next step runs, and the worker saves at that step (2),
+//! stops its service, publishes, writes its durable receipt and acknowledges; the
 //! experiment is PAUSED; it is activated again; the next allocation must restore exactly the
 //! receipt's checkpoint and finish. Comparing the evidence with a native run is the caller's.
 
@@ -78,9 +79,11 @@ fn launch_config(opts: &ManagedOptions, storage: &Path) -> Result<String, Qualif
             variables.push(format!("HR_FAULT_KILL_AT=1:{step}"));
             config.max_restarts = 1;
         }
-        // The first allocation waits after the step the pause follows, so the pause lands
-        // there however fast the steps are (without it a 4-step tiny run can finish first).
-        None => variables.push(format!("HR_FAULT_HOLD_AT=1:{}", opts.pause_after_step)),
+        // The seed's recovery point: the pause is sent once step k's metric is visible and
+        // lands while step k + 1 runs, so the worker saves and stops at k + 1. The first
+        // allocation holds after step k + 1 until the stop arrives, so that is where it lands
+        // however fast the steps are (without it a 4-step tiny run can finish first).
+        None => variables.push(format!("HR_FAULT_HOLD_AT=1:{}", opts.pause_after_step + 1)),
     }
     use hr_config::YamlConfig;
     Ok(config.to_yaml()?)
@@ -138,6 +141,15 @@ async fn drive(
     let restored_step = restore.restored_step.unwrap_or(0);
     let interruption = match (receipt, opts.kill_during_save_at) {
         (Some(receipt), _) => {
+            if receipt.step != opts.pause_after_step + 1 {
+                return Err(QualifyError::Failed(format!(
+                    "the pause sent after step {}'s metric stopped the worker at step {}, not at \
+                     the next step ({})",
+                    opts.pause_after_step,
+                    receipt.step,
+                    opts.pause_after_step + 1
+                )));
+            }
             if restored_uuid != receipt.uuid {
                 return Err(QualifyError::Failed(format!(
                     "the second allocation restored checkpoint {restored_uuid:?} but the receipt names {}",
@@ -152,6 +164,7 @@ async fn drive(
                 uuid_at_restore: restored_uuid,
                 restored_allocation: restore.allocation.clone(),
                 restored_run_id: 2,
+                pause_sent_after_step: Some(opts.pause_after_step),
             }
         }
         (None, step) => {
@@ -173,6 +186,7 @@ async fn drive(
                 uuid_at_restore: restored_uuid,
                 restored_allocation: restore.allocation.clone(),
                 restored_run_id: 2,
+                pause_sent_after_step: None,
             }
         }
     };

@@ -210,6 +210,15 @@ pub fn verify_managed_proof(path: &Path) -> Result<ManagedProof, QualifyError> {
             i.restored_allocation
         )));
     }
+    if let Some(sent) = i.pause_sent_after_step
+        && i.step <= sent
+    {
+        return Err(failed(format!(
+            "the proof says the worker stopped at step {} although the pause was sent after step \
+             {sent}'s metric",
+            i.step
+        )));
+    }
     if i.kind == "pause" {
         // A pause restores exactly the durable receipt's checkpoint (consumed at the restore).
         let receipt = p.run_dir.join(format!(

@@ -59,12 +59,15 @@ pub(crate) struct QualifyManagedArgs {
     pub(crate) output: PathBuf,
     /// A Determined master to use instead of a local devmaster (http(s)://HOST:PORT, or HOST:PORT
     /// for http, as `det` reads `DET_MASTER`). Sign-in: `DET_USER_TOKEN`, else the token
-    /// `det user login` cached, else `DET_USER`/`DET_PASS`.
+    /// `det user login` cached, else `DET_USER`/`DET_PASS`. TLS as `det`: the web roots plus
+    /// DET_MASTER_CERT_FILE (a PEM bundle, or `noverify`), checked against DET_MASTER_CERT_NAME.
     #[arg(long, env = "DET_MASTER")]
     pub(crate) master: Option<String>,
-    /// Pause once the training metric of this step is visible. The first allocation holds after
-    /// that step until the pause arrives (HR_FAULT_HOLD_AT), so it stops exactly there however
-    /// fast the steps are.
+    /// Pause once the training metric of this step is visible. As the seed's recovery point,
+    /// the pause lands while the next step runs and the worker saves and stops there (default:
+    /// sent after step 1, stopped at step 2); the first allocation holds after that next step
+    /// until the stop arrives (HR_FAULT_HOLD_AT), so it stops exactly there however fast the
+    /// steps are. The proof records both steps.
     #[arg(long, default_value_t = 1)]
     pub(crate) pause_after_step: u64,
     /// Limit for each wait and the trial's --max-wall-seconds, seconds.
@@ -108,7 +111,8 @@ pub(crate) struct QualifyCpuArgs {
     pub(crate) output: PathBuf,
     /// A Determined master to use instead of a local devmaster (http(s)://HOST:PORT, or HOST:PORT
     /// for http, as `det` reads `DET_MASTER`). Sign-in: `DET_USER_TOKEN`, else the token
-    /// `det user login` cached, else `DET_USER`/`DET_PASS`.
+    /// `det user login` cached, else `DET_USER`/`DET_PASS`. TLS as `det`: the web roots plus
+    /// DET_MASTER_CERT_FILE (a PEM bundle, or `noverify`), checked against DET_MASTER_CERT_NAME.
     #[arg(long, env = "DET_MASTER")]
     pub(crate) master: Option<String>,
     /// Pause once the training metric of this step is visible (1 to 7: the fixture has 8 steps).
