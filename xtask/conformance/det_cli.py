@@ -314,6 +314,10 @@ def main():
     check("experiment list shows completed runs at 100% progress",
           completed and all(r[5] == "100.0%" for r in completed), out.stdout)
 
+    out = det("workspace", "list")
+    check("workspace list shows the devmaster's workspace",
+          out.returncode == 0 and re.search(r"^\s*1 \| Uncategorized", out.stdout, re.M), out.stdout + out.stderr)
+
     # A route the devmaster does not serve fails with Determined's envelope naming it.
     out = det("task", "list")
     check("an unserved route (task list) is named in det's error",

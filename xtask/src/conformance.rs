@@ -1,8 +1,8 @@
 //! `cargo xtask conformance det`: the devmaster against the real `determined==0.35.0` client.
 //! Prepares (once, in a cache folder outside the repo) a venv with the client from PyPI, starts a
 //! fresh devmaster, and runs `xtask/conformance/det_cli.py`, which drives `det` and two managed
-//! trials (real Python Core API, and Rust on `hr-core`); then the same through TLS
-//! (`conformance_tls`).
+//! trials (real Python Core API, and Rust on `hr-core`); `conformance_tls` adds the same
+//! through TLS.
 
 use std::{
     io::{BufRead, BufReader},
@@ -110,8 +110,13 @@ pub(crate) fn target_dir(root: &Path) -> PathBuf {
 /// Steps of the managed-training trial the det conformance pauses and activates.
 const TRAINING_STEPS: u64 = 12;
 
-/// Runs the det conformance; returns (passed, failed).
-pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
+/// Runs the det conformance, then `more(venv, binaries, work)` (further cases on their own
+/// devmaster: `conformance_tls`), then checks that no devmaster left a session in the info
+/// folder; returns (passed, failed).
+pub(crate) fn det_with(
+    root: &Path,
+    more: impl FnOnce(&Path, &Path, &Path) -> Result<(u64, u64)>,
+) -> Result<(u64, u64)> {
     let venv = venv("venv-determined-0.35.0", &[DETERMINED])?;
     let bin = crate::debug_binaries(root)?;
     let work = target_dir(root)
@@ -200,9 +205,9 @@ pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
     let result = run_driver(driver, "det-conformance");
     drop(guard);
     let (mut passed, mut failed) = result?;
-    let (tls_passed, tls_failed) = crate::conformance_tls::det_tls(root, &venv, &bin, &work)?;
-    passed += tls_passed;
-    failed += tls_failed;
+    let (more_passed, more_failed) = more(&venv, &bin, &work)?;
+    passed += more_passed;
+    failed += more_failed;
     // A stopped devmaster leaves no session in the info folder: the next Python Core trial on
     // this machine would otherwise talk to a master that is gone.
     let left: Vec<String> = std::fs::read_dir(info_dir)?

@@ -8,10 +8,17 @@ use std::path::Path;
 use anyhow::Result;
 use hr_tests::private_ca::PrivateCa;
 
-use crate::conformance::{INFO_DIR, det_driver, run_driver, start_devmaster, training_plan};
+use crate::conformance::{
+    INFO_DIR, det_driver, det_with, run_driver, start_devmaster, training_plan,
+};
+
+/// `cargo xtask conformance det`: the plain cases, then the TLS ones; returns (passed, failed).
+pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
+    det_with(root, |venv, bin, work| det_tls(root, venv, bin, work))
+}
 
 /// Runs the TLS cases in `work/tls`; returns (passed, failed).
-pub(crate) fn det_tls(root: &Path, venv: &Path, bin: &Path, work: &Path) -> Result<(u64, u64)> {
+fn det_tls(root: &Path, venv: &Path, bin: &Path, work: &Path) -> Result<(u64, u64)> {
     let dir = work.join("tls");
     std::fs::create_dir_all(&dir)?;
     let ca = PrivateCa::new(&dir, "cluster");

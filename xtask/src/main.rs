@@ -39,7 +39,7 @@ type Suite = fn(&Path) -> Result<(u64, u64)>;
 
 /// Every conformance suite, in the order CI runs them.
 const SUITES: [(&str, Suite); 4] = [
-    ("det", conformance::det),
+    ("det", conformance_tls::det),
     ("envs", conformance::envs),
     ("families", conformance_families::families),
     ("tensorboard", conformance_tensorboard::tensorboard),

@@ -1,4 +1,5 @@
-//! `hessian-recipes cluster ...`: render templates, check configs, build the bounded command.
+//! `hessian-recipes cluster ...`: render templates, check configs, preflight a submission, build
+//! the bounded command.
 
 use std::{path::Path, process::ExitCode};
 
@@ -18,6 +19,7 @@ pub(crate) fn run(command: ClusterCommand) -> anyhow::Result<ExitCode> {
             root,
         } => render(profile, &output, root.as_deref()),
         ClusterCommand::Check { kind, files, json } => check(kind, &files, json),
+        ClusterCommand::Preflight(args) => crate::preflight::run(&args),
         ClusterCommand::CpuCommand {
             output,
             timeout_seconds,

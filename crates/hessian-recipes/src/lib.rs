@@ -4,7 +4,7 @@
 //! sampling (`generate`), the qualifications (`qualify native|managed|cpu|soak`, `proof verify`)
 //! and the gate that admits a long run only on their proofs (`managed prepare`), the local
 //! Determined-compatible master (`devmaster`), the cluster tooling (`cluster
-//! render|check|cpu-command`) and sealed snapshots (`snapshot verify`, `keygen`). It parses arguments,
+//! render|check|preflight|cpu-command`) and sealed snapshots (`snapshot verify`, `keygen`). It parses arguments,
 //! picks the tensor backend at the edge (the CPU; CUDA or Vulkan when built with `--features
 //! cuda` or `vulkan`), calls the libraries and maps errors to exit codes (0 ok, 1 failure, 2 bad
 //! input or a refused output folder, 3 an invalid snapshot or a refused restore, 4 out of budget,
@@ -25,6 +25,7 @@ mod keys;
 mod logging;
 mod model_folder;
 mod output;
+mod preflight;
 mod prepare;
 mod qualify;
 mod qualify_managed;

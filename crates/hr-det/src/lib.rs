@@ -7,14 +7,16 @@
 //! naming the problem and the variable that fixes it.
 //!
 //! User side: info, login, me, experiments (create, pause, activate, kill, cancel, get), trials,
-//! checkpoints, commands, task logs, trial metrics. Trial side: `runs/start`, metrics,
-//! checkpoint reports, the preemption long-poll and its ack, searcher operations and progress.
+//! checkpoints, commands, task logs, trial metrics, workspaces, projects and resource pools.
+//! Trial side: `runs/start`, metrics, checkpoint reports, the preemption long-poll and its ack,
+//! searcher operations and progress.
 //! `task_info` types what a trial process is handed (the `DET_*` names, the info files).
 //! This crate is only the wire: it holds no trial logic (that is `hr-core`) and no master logic
 //! (that is `hr-devmaster`).
 
 mod auth;
 mod client;
+mod cluster;
 mod error;
 mod sign_in;
 pub mod task_info;

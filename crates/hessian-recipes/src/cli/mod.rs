@@ -13,13 +13,32 @@ pub(crate) use qualify::*;
 #[derive(Debug, Parser)]
 #[command(
     name = "hessian-recipes",
-    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("HR_GIT_COMMIT"), ")"),
+    version = VERSION.as_str(),
     after_help = EXIT_CODES,
 )]
 pub(crate) struct Cli {
     #[command(subcommand)]
     pub(crate) command: Command,
 }
+
+/// `--version`: the version, the commit, and the device backends built in (`cluster preflight`
+/// reads them to tell a `--features cuda` build).
+static VERSION: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    let backends: Vec<&str> = [
+        ("cpu", true),
+        ("cuda", cfg!(feature = "cuda")),
+        ("vulkan", cfg!(feature = "vulkan")),
+    ]
+    .into_iter()
+    .filter_map(|(name, built)| built.then_some(name))
+    .collect();
+    format!(
+        "{} ({}); backends: {}",
+        env!("CARGO_PKG_VERSION"),
+        env!("HR_GIT_COMMIT"),
+        backends.join(", ")
+    )
+});
 
 /// What every command's exit status means.
 const EXIT_CODES: &str = "\
@@ -523,6 +542,11 @@ pub(crate) enum ClusterCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Before a submission: check the master (version 0.35.x, sign-in, the profile's workspace,
+    /// project and resource pool, and what the pool offers) and this machine (the shared mount;
+    /// with --config, the binary it runs, built with cuda when it runs --device cuda, its plan,
+    /// service venv and proofs). Prints a checklist; exit 0 when nothing failed, 1 otherwise.
+    Preflight(PreflightArgs),
     /// Print the bounded `det command run` line that runs this binary on the cluster's CPU
     /// auxiliary capacity, e.g. `cluster cpu-command --output runs/jaif-cpu-fixture-01 -- demo`.
     /// The output folder is appended as `--output`; an existing one is refused.
@@ -537,6 +561,39 @@ pub(crate) enum ClusterCommand {
         #[arg(last = true, required = true)]
         args: Vec<String>,
     },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct PreflightArgs {
+    /// The master: http(s)://HOST:PORT, or HOST:PORT for http, as `det` reads DET_MASTER.
+    /// Sign-in and TLS as `det`: DET_USER_TOKEN, the token `det user login` cached, or
+    /// DET_USER/DET_PASS; DET_MASTER_CERT_FILE and DET_MASTER_CERT_NAME.
+    #[arg(long, env = "DET_MASTER")]
+    pub(crate) master: String,
+    /// `jaif` (workspace JAIF, project 363, pool 42_Compute, the shared mount) or `local`
+    /// (names none of them: give --workspace, --project-id, --pool to check some).
+    #[arg(long, default_value = "jaif")]
+    pub(crate) profile: hr_config::ProfileName,
+    /// The checkout the `local` profile points at (default: the current folder).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// The workspace to look for instead of the profile's.
+    #[arg(long)]
+    pub(crate) workspace: Option<String>,
+    /// The project id to look for instead of the profile's.
+    #[arg(long)]
+    pub(crate) project_id: Option<i32>,
+    /// The resource pool to look for instead of the profile's.
+    #[arg(long)]
+    pub(crate) pool: Option<String>,
+    /// The experiment config you will submit (e.g. cluster/determined/jaif-managed-nemo-main.yaml):
+    /// it must pass `cluster check`, and its bind mounts, binary, plan, service venv and proofs
+    /// must exist here; its slots_per_trial must fit the pool.
+    #[arg(long)]
+    pub(crate) config: Option<PathBuf>,
+    /// Print one JSON object (`master`, `ok`, `checks`: name, status ok|fail|skip, detail).
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[cfg(test)]

@@ -281,11 +281,13 @@ pub struct Pagination {
 }
 
 mod checkpoints;
+mod cluster;
 mod commands;
 mod experiments;
 mod trial;
 
 pub use checkpoints::*;
+pub use cluster::*;
 pub use commands::*;
 pub use experiments::*;
 pub use trial::*;

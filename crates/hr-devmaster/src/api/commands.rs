@@ -65,18 +65,6 @@ pub(super) async fn list_commands(AxState(m): M, headers: HeaderMap) -> ApiResul
     ))
 }
 
-/// The one workspace of a devmaster (`Uncategorized`, id 1), as `det` lists it.
-pub(super) async fn list_workspaces(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
-    let experiments = m.state().experiments.len();
-    let ws = json!({"id": 1, "name": "Uncategorized", "archived": false, "errorMessage": "", "immutable": true,
-        "numExperiments": experiments, "numProjects": 1, "pinned": false, "state": "WORKSPACE_STATE_UNSPECIFIED",
-        "userId": 1, "username": "admin"});
-    Ok(Json(
-        json!({"workspaces": [ws], "pagination": pagination(1)}),
-    ))
-}
-
 pub(super) async fn get_command(
     AxState(m): M,
     headers: HeaderMap,

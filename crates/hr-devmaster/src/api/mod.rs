@@ -3,6 +3,7 @@
 
 mod auth;
 mod checkpoints;
+mod cluster;
 mod commands;
 mod experiments;
 mod trials;
@@ -181,7 +182,9 @@ fn routes(master: Arc<Master>) -> Router {
             "/api/v1/commands",
             post(commands::create_command).get(commands::list_commands),
         )
-        .route("/api/v1/workspaces", get(commands::list_workspaces))
+        .route("/api/v1/workspaces", get(cluster::list_workspaces))
+        .route("/api/v1/projects/{id}", get(cluster::get_project))
+        .route("/api/v1/resource-pools", get(cluster::list_resource_pools))
         .route("/api/v1/commands/{id}", get(commands::get_command))
         .route("/api/v1/tasks/{id}/logs", get(commands::task_logs))
         .route("/api/v1/task/logs", post(auth::ok_body))

@@ -1,0 +1,261 @@
+//! `hessian-recipes cluster preflight` against a running `hessian-recipes devmaster`: a config
+//! whose every piece is present passes; each missing piece fails with a line naming it and the
+//! fix; the JSON form says the same.
+
+use std::{
+    io::{BufRead, BufReader},
+    process::{Child, Command, Stdio},
+};
+
+use hr_tests::tiny_model::{TinySpec, write_tiny_model};
+use hr_tests::{Scratch, binary, text};
+
+struct Master(Child);
+
+impl Drop for Master {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A devmaster on a free loopback port; it and its URL.
+fn devmaster(s: &Scratch) -> (Master, String) {
+    let mut child = Command::new(binary())
+        .args(["devmaster", "--listen", "127.0.0.1:0", "--state-dir"])
+        .arg(s.path().join("state"))
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("start the devmaster");
+    let stdout = child.stdout.take().expect("stdout");
+    let master = Master(child);
+    let mut first = String::new();
+    BufReader::new(stdout)
+        .read_line(&mut first)
+        .expect("read the URL line");
+    let url = first
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .expect("URL")
+        .to_owned();
+    (master, url)
+}
+
+/// `cluster preflight ARGS` against `url` as user `determined`; (exit code, stdout).
+fn preflight(s: &Scratch, url: &str, args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(binary())
+        .args(["cluster", "preflight", "--master", url])
+        .args(args)
+        .current_dir(s.path())
+        .env("DET_USER", "determined")
+        .env_remove("DET_USER_TOKEN")
+        .env("HOME", s.path())
+        .output()
+        .expect("run preflight");
+    let (stdout, stderr) = text(&out);
+    assert!(
+        stderr.is_empty() || out.status.code() != Some(0),
+        "{stderr}"
+    );
+    (out.status.code(), stdout)
+}
+
+/// The line of check `name`.
+fn line<'a>(stdout: &'a str, name: &str) -> &'a str {
+    stdout
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(name.split(' ').next().unwrap_or(name)))
+        .unwrap_or_else(|| panic!("no {name} line in:\n{stdout}"))
+}
+
+/// The local profile's main NeMo Gym config rendered for the checkout `s`, on zero slots, and
+/// everything it names made present: a binary that reports a CUDA backend, the plan, the
+/// service venv's python and both proofs.
+fn present(s: &Scratch) -> std::path::PathBuf {
+    let root = s.path().to_str().expect("utf-8").to_owned();
+    let out = s.run(&[
+        "cluster",
+        "render",
+        "--profile",
+        "local",
+        "--output",
+        "t",
+        "--root",
+        &root,
+    ]);
+    assert!(out.status.success(), "{}", text(&out).1);
+    let config = s.path().join("t/local-managed-nemo-main.yaml");
+    let yaml = std::fs::read_to_string(&config)
+        .expect("rendered")
+        .replace("slots_per_trial: 1", "slots_per_trial: 0");
+    std::fs::write(&config, yaml).expect("write");
+    let fake = s.write(
+        "target/release/hessian-recipes",
+        "#!/bin/sh\necho 'hessian-recipes 0.0.0 (test); backends: cpu, cuda'\n",
+    );
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    write_tiny_model(&s.path().join("model"), &TinySpec::default());
+    let mut plan = crate::train::plan(4, 1);
+    plan["model"]["path"] = s.path().join("model").display().to_string().into();
+    s.write(
+        "runs/agent-gyms/jaif-managed-nemo-main/experiment-plan.json",
+        &plan.to_string(),
+    );
+    s.write(".venv-nemo-gym/bin/python", "");
+    s.write("runs/agent-gyms/qualify-nemo/native/proof.json", "{}");
+    s.write(
+        "runs/agent-gyms/qualify-nemo/managed/managed-proof.json",
+        "{}",
+    );
+    config
+}
+
+#[test]
+fn a_config_with_every_piece_present_passes_against_the_devmaster() {
+    let s = Scratch::new();
+    let (_master, url) = devmaster(&s);
+    let config = present(&s);
+    let config = config.to_str().expect("utf-8");
+    let pool = [
+        "--workspace",
+        "Uncategorized",
+        "--project-id",
+        "1",
+        "--pool",
+        "default",
+    ];
+    let mut args = vec!["--profile", "local", "--config", config];
+    args.extend(pool);
+    let (code, stdout) = preflight(&s, &url, &args);
+    assert_eq!(code, Some(0), "{stdout}");
+    for name in [
+        "master",
+        "sign-in",
+        "workspace",
+        "project",
+        "pool",
+        "binary",
+        "plan",
+        "service",
+        "proofs",
+    ] {
+        assert!(
+            line(&stdout, name).trim_start().starts_with("ok"),
+            "{name}: {stdout}"
+        );
+    }
+    assert!(
+        line(&stdout, "master").contains("Determined 0.35.0"),
+        "{stdout}"
+    );
+    assert!(
+        line(&stdout, "pool").contains("zero-slot capacity"),
+        "{stdout}"
+    );
+    args.push("--json");
+    let (code, json) = preflight(&s, &url, &args);
+    assert_eq!(code, Some(0));
+    let v: serde_json::Value = serde_json::from_str(&json).expect("one JSON object");
+    assert_eq!(v["ok"], true, "{v}");
+    assert!(v["checks"].as_array().is_some_and(|c| c.len() >= 9), "{v}");
+}
+
+#[test]
+fn each_missing_piece_fails_with_a_line_naming_it_and_the_fix() {
+    let s = Scratch::new();
+    let (_master, url) = devmaster(&s);
+    let config = present(&s);
+    // The pieces the config names, removed or wrong.
+    for gone in [
+        ".venv-nemo-gym/bin/python",
+        "runs/agent-gyms/qualify-nemo/managed/managed-proof.json",
+        "runs/agent-gyms/jaif-managed-nemo-main/experiment-plan.json",
+    ] {
+        std::fs::remove_file(s.path().join(gone)).expect("remove");
+    }
+    s.write(
+        "target/release/hessian-recipes",
+        "#!/bin/sh\necho 'hessian-recipes 0.0.0 (test); backends: cpu'\n",
+    );
+    let yaml = std::fs::read_to_string(&config)
+        .expect("config")
+        .replace("slots_per_trial: 0", "slots_per_trial: 1");
+    std::fs::write(&config, yaml).expect("write");
+    let config = config.to_str().expect("utf-8");
+    let (code, stdout) = preflight(
+        &s,
+        &url,
+        &[
+            "--config",
+            config,
+            "--workspace",
+            "JAIF",
+            "--project-id",
+            "363",
+            "--pool",
+            "42_Compute",
+        ],
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    for (name, says) in [
+        ("workspace", "no workspace named JAIF"),
+        ("project", "no project 363"),
+        (
+            "pool",
+            "no resource pool 42_Compute; the master has: default",
+        ),
+        ("binary", "has no CUDA backend"),
+        ("plan", "experiment-plan.json"),
+        ("service", "create the service venv"),
+        ("proofs", "managed-proof.json: run the qualification first"),
+    ] {
+        let l = line(&stdout, name);
+        assert!(
+            l.trim_start().starts_with("fail") && l.contains(says),
+            "{name}: {l}"
+        );
+    }
+    // A pool that is there but has no slot for the config's trial.
+    let (code, stdout) = preflight(&s, &url, &["--config", config, "--pool", "default"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        line(&stdout, "pool").contains("the config asks for 1 slot(s) per trial"),
+        "{stdout}"
+    );
+    // JAIF's shared mount is not here.
+    let (_, stdout) = preflight(&s, &url, &[]);
+    assert!(
+        line(&stdout, "shared mount")
+            .contains("/pfss/mlde/workspaces/mlde_wsp_JAIF is not a folder here"),
+        "{stdout}"
+    );
+    // A token the master does not know: sign-in fails, the master checks are skipped.
+    let out = Command::new(binary())
+        .args([
+            "cluster",
+            "preflight",
+            "--profile",
+            "local",
+            "--master",
+            &url,
+        ])
+        .env("DET_USER_TOKEN", "not-a-token")
+        .env("HOME", s.path())
+        .output()
+        .expect("run");
+    let stdout = text(&out).0;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(line(&stdout, "sign-in").contains("fail"), "{stdout}");
+    // No master at all.
+    let (code, stdout) = preflight(&s, "127.0.0.1:1", &["--profile", "local"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        line(&stdout, "master").contains("cannot reach the master"),
+        "{stdout}"
+    );
+    assert!(
+        line(&stdout, "workspace").trim_start().starts_with("skip"),
+        "{stdout}"
+    );
+}
