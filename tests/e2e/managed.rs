@@ -289,6 +289,49 @@ fn prepare_writes_a_source_bound_experiment_that_passes_cluster_check() {
 }
 
 #[test]
+fn the_managed_half_compares_with_the_native_proofs_uninterrupted_run() {
+    let s = setup();
+    let native = s.run(&["qualify", "native", "--plan", "plan.json", "--output", "n"]);
+    assert!(native.status.success(), "{}", text(&native).1);
+    let proof = qualify_managed(&s, "q", &["--native-proof", "n/proof.json"]);
+    assert_eq!(proof["equal"], true, "{proof}");
+    assert_eq!(
+        proof["reference"].as_str(),
+        s.path().join("n/reference").to_str(),
+        "{proof}"
+    );
+    assert!(
+        !s.path().join("q/reference").exists(),
+        "no second native run"
+    );
+    let verify = s.run(&["proof", "verify", "q/managed-proof.json"]);
+    assert!(verify.status.success(), "{}", text(&verify).0);
+    // Another plan's native proof is refused before anything is written.
+    let mut other: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path().join("plan.json")).expect("plan"))
+            .expect("json");
+    other["optimizer"]["learning_rate"] = json!(0.5);
+    s.write("other.json", &other.to_string());
+    let out = s.run(&[
+        "qualify",
+        "managed",
+        "--plan",
+        "other.json",
+        "--output",
+        "q2",
+        "--native-proof",
+        "n/proof.json",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out).1.contains("qualifies another plan"),
+        "{}",
+        text(&out).1
+    );
+    assert!(!s.path().join("q2").exists());
+}
+
+#[test]
 fn a_worker_killed_during_a_save_restarts_from_the_last_sealed_checkpoint_and_stays_equal() {
     let s = setup();
     let proof = qualify_managed(&s, "k", &["--kill-during-save-at", "3"]);

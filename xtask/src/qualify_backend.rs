@@ -101,10 +101,14 @@ pub(crate) fn qualify_backend(
     };
     let device = ["--device", device.as_deref().unwrap_or("cpu")];
     let native = stage("native", &device)?;
-    let managed = match &master {
-        Some(url) => stage("managed", &[device[0], device[1], "--master", url])?,
-        None => stage("managed", &device)?,
-    };
+    // The managed half compares with the native proof's uninterrupted run (no second one).
+    let native_proof = proofs.native_proof();
+    let native_proof = native_proof.to_str().context("a UTF-8 output path")?;
+    let mut managed_args = vec![device[0], device[1], "--native-proof", native_proof];
+    if let Some(url) = &master {
+        managed_args.extend(["--master", url.as_str()]);
+    }
+    let managed = stage("managed", &managed_args)?;
     // Both proofs must hold when re-checked from the files alone.
     for proof in [proofs.native_proof(), proofs.managed_proof()] {
         let mut verify = Command::new(&binary);

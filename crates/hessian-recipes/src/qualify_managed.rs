@@ -1,6 +1,7 @@
-//! `hessian-recipes qualify managed`: the plan natively and uninterrupted, then as a Determined
-//! trial (`managed-training` on the devmaster or `--master`) paused after an optimizer step and
-//! activated again, both run by one immutable copy of this binary; the evidence of every step
+//! `hessian-recipes qualify managed`: the plan natively and uninterrupted (or, with
+//! `--native-proof`, the native qualification's uninterrupted run by this binary), then as a
+//! Determined trial (`managed-training` on the devmaster or `--master`) paused after an optimizer
+//! step and activated again, run by one immutable copy of this binary; the evidence of every step
 //! must be equal field by field and the restore must be exactly the receipt's checkpoint.
 //! Writes `managed-proof.json` (create-only).
 
@@ -49,6 +50,32 @@ fn service_package(plan: &Plan) -> anyhow::Result<Option<String>> {
     )))
 }
 
+/// The uninterrupted run of the native proof at `path`, once the proof holds and is of this
+/// plan and of `binary`; refused (exit 2) otherwise.
+fn native_reference(path: &Path, plan: &Plan, binary: &Path) -> anyhow::Result<std::path::PathBuf> {
+    let native = hr_qualify::verify_native_proof(path)
+        .map_err(|e| Refused(format!("--native-proof {}: {e}", path.display())))?;
+    let refuse = |why: String| Refused(format!("--native-proof {}: {why}", path.display()));
+    if native.plan_sha256 != hr_train::plan_sha256(plan) {
+        return Err(refuse("it qualifies another plan (its plan_sha256 differs)".into()).into());
+    }
+    let (_, ours) = hr_seal::hash_file(binary)?;
+    if native.source.binary_sha256.as_deref() != Some(ours.as_str()) {
+        return Err(refuse(format!(
+            "it was made by another binary (sha256 {}, this one {ours}): qualify both halves              with one build",
+            native.source.binary_sha256.as_deref().unwrap_or("unrecorded")
+        ))
+        .into());
+    }
+    // The proof names it as seen from where it was verified: this folder.
+    let reference = std::path::absolute(&native.reference)?;
+    eprintln!(
+        "qualify managed: the reference is the native proof's uninterrupted run {}",
+        reference.display()
+    );
+    Ok(reference)
+}
+
 pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
     let plan = Plan::from_file(&args.plan).map_err(|e| Refused(e.to_string()))?;
     if args
@@ -72,27 +99,40 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let backend = crate::gate::backend(&plan);
+    let binary = std::env::current_exe().context("locating this binary")?;
+    // Checked before anything is written.
+    let native_reference = args
+        .native_proof
+        .as_deref()
+        .map(|path| native_reference(path, &plan, &binary))
+        .transpose()?;
     create_fresh(&args.output)?;
     let output = std::path::absolute(&args.output)?;
     let plan_path = std::path::absolute(&args.plan)?;
     let root = std::env::current_dir().context("current folder")?;
-    let binary = std::env::current_exe().context("locating this binary")?;
     let record = record_source(&binary, env!("HR_GIT_COMMIT"), &root, &output)?;
     let copy = output.join(&record.binary);
 
-    let reference = output.join("reference");
-    eprintln!("qualify managed: native reference run");
-    let status = Command::new(&copy)
-        .args(["train", "--plan"])
-        .arg(&plan_path)
-        .arg("--output")
-        .arg(&reference)
-        .args(["--device", args.device.flag()])
-        .status()
-        .context("running train")?;
-    if !status.success() {
-        bail!("the native reference run failed ({status})");
-    }
+    let reference = match native_reference {
+        // The native qualification's uninterrupted run, made on the device by this binary.
+        Some(reference) => reference,
+        None => {
+            let reference = output.join("reference");
+            eprintln!("qualify managed: native reference run");
+            let status = Command::new(&copy)
+                .args(["train", "--plan"])
+                .arg(&plan_path)
+                .arg("--output")
+                .arg(&reference)
+                .args(["--device", args.device.flag()])
+                .status()
+                .context("running train")?;
+            if !status.success() {
+                bail!("the native reference run failed ({status})");
+            }
+            reference
+        }
+    };
 
     eprintln!(
         "qualify managed: managed run, paused once step {}'s metric shows (stopping at step {})",

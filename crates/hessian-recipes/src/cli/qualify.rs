@@ -70,6 +70,12 @@ pub(crate) struct QualifyManagedArgs {
     /// steps are. The proof records both steps.
     #[arg(long, default_value_t = 1)]
     pub(crate) pause_after_step: u64,
+    /// The native qualification's proof of this plan, made by this binary (`qualify native
+    /// --output DIR` writes DIR/proof.json): its uninterrupted run is the reference, so no
+    /// native run is made here and the managed half needs no device on this machine (a
+    /// zero-GPU shell: the trial gets the GPU). Without it a native reference run comes first.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) native_proof: Option<PathBuf>,
     /// Limit for each wait and the trial's --max-wall-seconds, seconds.
     #[arg(long, default_value_t = 2400)]
     pub(crate) timeout_seconds: u64,
