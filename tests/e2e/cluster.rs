@@ -40,12 +40,13 @@ fn check_accepts_the_committed_templates() {
             args.push(path.display().to_string());
         }
     }
-    assert_eq!(args.len(), 8, "six templates expected");
+    assert_eq!(args.len(), 10, "eight templates expected");
     let s = Scratch::new();
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = s.run(&refs);
     assert!(out.status.success(), "{:?}", text(&out));
-    assert_eq!(text(&out).0.matches(": ok (").count(), 6);
+    assert_eq!(text(&out).0.matches(": ok (").count(), 8);
+    assert!(text(&out).0.contains("jaif-shell.yaml: ok (shell)"), "{:?}", text(&out));
 }
 
 #[test]
@@ -88,7 +89,7 @@ fn check_rejects_each_rule_naming_the_field() {
         (
             "cmd-slots-per-trial.yaml",
             GOOD_COMMAND.replace("slots: 0", "slots_per_trial: 0"),
-            "resources.slots_per_trial: commands request slots with `resources.slots`",
+            "resources.slots_per_trial: commands and shells request slots with `resources.slots`",
         ),
         (
             "exp-slots.yaml",
@@ -243,4 +244,95 @@ fn cpu_command_prints_the_seed_line_and_refuses_existing_output() {
         "{:?}",
         text(&zero)
     );
+}
+
+#[test]
+fn any_program_runs_as_a_bounded_command_that_keeps_its_output_under_runs() {
+    let s = Scratch::new();
+    let root = s.path().to_str().expect("utf-8").to_owned();
+    s.write(
+        "pilot.sh",
+        "#!/bin/sh\necho \"pilot says $1\"\necho done > \"$2/result\"\n",
+    );
+    let line = |output: &str, slots: &str| {
+        s.run(&[
+            "cluster",
+            "command",
+            "--profile",
+            "local",
+            "--root",
+            &root,
+            "--slots",
+            slots,
+            "--output",
+            output,
+            "--timeout-seconds",
+            "60",
+            "--",
+            "/bin/sh",
+            "pilot.sh",
+            "hi",
+            "{output}",
+        ])
+    };
+    let out = line("runs/pilot-01", "0");
+    assert!(out.status.success(), "{:?}", text(&out));
+    let printed = text(&out).0;
+    assert!(
+        printed.starts_with(
+            "det command run --config-file cluster/determined/local-cpu-command.yaml --detach "
+        ),
+        "{printed}"
+    );
+    // Run the bounded command it prints here, as the task would on the cluster.
+    let words = shlex::split(printed.trim_end()).expect("a shell line");
+    let argv = &words[words
+        .iter()
+        .position(|w| w == "--detach")
+        .expect("--detach")
+        + 1..];
+    let run = || {
+        std::process::Command::new(&argv[0])
+            .args(&argv[1..])
+            .output()
+            .expect("run the bounded command")
+    };
+    let ran = run();
+    assert!(ran.status.success(), "{:?}", text(&ran));
+    assert!(
+        text(&ran).0.contains("pilot says hi"),
+        "the task log still shows it"
+    );
+    let kept = std::fs::read_to_string(s.path().join("runs/pilot-01/command.log")).expect("log");
+    assert_eq!(kept, "pilot says hi\n");
+    assert!(
+        s.path().join("runs/pilot-01/result").is_file(),
+        "{{output}} became the folder"
+    );
+    // The same line again finds its folder taken and stops before the program runs.
+    let again = run();
+    assert!(!again.status.success());
+    assert_eq!(
+        std::fs::read_to_string(s.path().join("runs/pilot-01/command.log")).expect("log"),
+        kept
+    );
+    // GPUs: the GPU config, and more than one as an override.
+    let gpus = text(&line("runs/pilot-02", "2")).0;
+    assert!(
+        gpus.starts_with(
+            "det command run --config-file cluster/determined/local-gpu-command.yaml --config \
+             resources.slots=2 --detach "
+        ),
+        "{gpus}"
+    );
+    // Refused: an output outside runs/, and one that exists here.
+    for output in ["elsewhere/x", "runs", "runs/pilot-01"] {
+        let refused = line(output, "0");
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{output}: {:?}",
+            text(&refused)
+        );
+    }
 }

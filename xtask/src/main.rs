@@ -83,14 +83,17 @@ Tasks:
               the plan (default plans/native-tiny.json on the tiny test model) uninterrupted, then
               stopped after step 2 and resumed in a new process; writes runs/NAME/proof.json
   qualify openenv|nemo [--output runs/NAME] [--model DIR] [--master URL] [--device cpu|cuda]
-                       [--dtype f32|f16|bf16]
+                       [--dtype f32|f16|bf16] [--prepare]
               the backend's four-step plan (tiny test model unless --model; its base in bf16
               with --device cuda unless --dtype says otherwise, else f32) against its real
               server (installed as for conformance envs), with the release binary: qualify native
               (stopped after step 2, resumed in a new process) into runs/NAME/native/proof.json,
-              then qualify managed (a trial on a devmaster unless --master, paused after step 1,
-              activated, restored from the receipt's checkpoint) into
-              runs/NAME/managed/managed-proof.json; exit 0 only when both are equal
+              then qualify managed (a trial on a devmaster unless --master, paused once step 1's
+              metric shows, stopped at step 2, activated, restored from the receipt's
+              checkpoint, compared with the native proof's uninterrupted run) into
+              runs/NAME/managed/managed-proof.json; exit 0 only when both are equal. --prepare
+              writes the plan, installs the servers, builds the binary and prints the two halves
+              to run from a shell without a GPU (native as a bounded one-GPU command)
   qualify soak [--kills N] [--seed S] [--steps N] [--output runs/NAME]
               the kill soak on the tiny model with the release binary (defaults 20 kills,
               seed 1, 300 steps): a managed-training trial on a devmaster process whose worker

@@ -23,16 +23,18 @@ pub(crate) fn qualify_backend(
     binary: Binary<'_>,
 ) -> Result<PathBuf> {
     let (mut output, mut model, mut master, mut device, mut dtype) = (None, None, None, None, None);
+    let mut prepare = false;
     let mut rest = args.iter();
     while let Some(a) = rest.next() {
         match a.as_str() {
+            "--prepare" => prepare = true,
             "--output" => output = rest.next().cloned(),
             "--model" => model = rest.next().cloned(),
             "--master" => master = rest.next().cloned(),
             "--device" => device = rest.next().cloned(),
             "--dtype" => dtype = rest.next().cloned(),
             other => bail!(
-                "qualify {backend}: unknown argument {other:?}: use --output runs/NAME, --model DIR, --master URL, --device cpu|cuda, --dtype f32|f16|bf16"
+                "qualify {backend}: unknown argument {other:?}: use --output runs/NAME, --model DIR, --master URL, --device cpu|cuda, --dtype f32|f16|bf16, --prepare"
             ),
         }
     }
@@ -75,6 +77,18 @@ pub(crate) fn qualify_backend(
     std::fs::write(&plan, serde_json::to_vec_pretty(&value)?)?;
     let binary = binary.path(root, device.as_deref() == Some("cuda"))?;
     let proofs = hr_proof::ProofsDir::new(&output);
+    if prepare {
+        print_next_steps(
+            root,
+            backend,
+            &binary,
+            &plan,
+            &proofs,
+            device.as_deref(),
+            master.as_deref(),
+        );
+        return Ok(output);
+    }
     let stage = |name: &str, extra: &[&str]| -> Result<f64> {
         let started = Instant::now();
         let mut cmd = Command::new(&binary);
@@ -128,4 +142,42 @@ pub(crate) fn qualify_backend(
         proofs.managed_proof().display()
     );
     Ok(output)
+}
+
+/// `--prepare`: the plan, the service venvs and the binary are ready; print the two halves to
+/// run from a shell without a GPU (the native one as a bounded one-GPU command, the managed one
+/// from the shell, whose trial gets the GPU).
+fn print_next_steps(
+    root: &Path,
+    backend: &str,
+    binary: &Path,
+    plan: &Path,
+    proofs: &hr_proof::ProofsDir,
+    device: Option<&str>,
+    master: Option<&str>,
+) {
+    let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
+    let device = device.unwrap_or("cpu");
+    let slots = if device == "cuda" { 1 } else { 0 };
+    let log = format!("{}-native-command", rel(proofs.root()));
+    println!(
+        "qualify {backend}: prepared {} (plan {}); next, from the checkout:",
+        rel(proofs.root()),
+        rel(plan)
+    );
+    println!(
+        "  {b} cluster command --slots {slots} --output {log} -- {b} qualify native --plan {p} --device {device} --output {n}",
+        b = rel(binary),
+        p = rel(plan),
+        n = rel(&proofs.native()),
+    );
+    println!("  # run the det line it prints; once the command has ended:");
+    println!(
+        "  {b} qualify managed --plan {p} --device {device} --native-proof {np} --output {m}{master}",
+        b = rel(binary),
+        p = rel(plan),
+        np = rel(&proofs.native_proof()),
+        m = rel(&proofs.managed()),
+        master = master.map(|m| format!(" --master {m}")).unwrap_or_default(),
+    );
 }

@@ -1,5 +1,5 @@
 //! `hessian-recipes cluster ...`: render templates, check configs, preflight a submission, build
-//! the bounded command.
+//! the bounded commands (`cpu-command` for this binary, `command` for any program on CPU or GPUs).
 
 use std::{path::Path, process::ExitCode};
 
@@ -20,6 +20,7 @@ pub(crate) fn run(command: ClusterCommand) -> anyhow::Result<ExitCode> {
         } => render(profile, &output, root.as_deref()),
         ClusterCommand::Check { kind, files, json } => check(kind, &files, json),
         ClusterCommand::Preflight(args) => crate::preflight::run(&args),
+        ClusterCommand::Command(args) => any_command(&args),
         ClusterCommand::CpuCommand {
             output,
             timeout_seconds,
@@ -115,13 +116,71 @@ fn cpu_command(
         checkout: profile.checkout.clone(),
         program: "target/release/hessian-recipes".to_owned(),
         args,
+        evidence: None,
     };
+    print_det_line(&profile, &command, "cpu-command", &[])
+}
+
+/// Validates `command` and prints its `det command run` line with the profile's `kind` config.
+fn print_det_line(
+    profile: &ClusterProfile,
+    command: &BoundedCommand,
+    kind: &str,
+    overrides: &[String],
+) -> anyhow::Result<ExitCode> {
     command.validate().map_err(|e| Refused(e.to_string()))?;
-    let config = "cluster/determined/jaif-cpu-command.yaml";
-    if !Path::new(config).is_file() {
+    let config = format!("cluster/determined/{}-{kind}.yaml", profile.name);
+    if !Path::new(&config).is_file() {
         eprintln!("note: {config} is not in the current folder; run the line from the checkout");
     }
-    let workspace = profile.workspace.as_deref().unwrap_or("JAIF");
-    println!("{}", command.det_command_line(workspace, config));
+    println!(
+        "{}",
+        command.det_command_line(profile.workspace.as_deref(), &config, overrides)
+    );
     Ok(ExitCode::SUCCESS)
+}
+
+/// `cluster command`: any program as a bounded command on `slots` GPUs (0: the CPU auxiliary
+/// capacity), its output kept in the fresh folder `output` under `runs/`.
+fn any_command(args: &crate::cli::CommandArgs) -> anyhow::Result<ExitCode> {
+    let output = &args.output;
+    if !output::plain_relative(output) || !output.starts_with("runs") || output == Path::new("runs")
+    {
+        return Err(Refused(format!(
+            "--output {}: give a folder under runs/ relative to the checkout, without `..`, \
+             e.g. runs/trl-pilot-01",
+            output.display()
+        ))
+        .into());
+    }
+    if output.exists() {
+        return Err(Refused(format!(
+            "--output {} already exists; use a fresh output folder for every command",
+            output.display()
+        ))
+        .into());
+    }
+    let root = match &args.root {
+        Some(r) => std::path::absolute(r)?,
+        None => std::env::current_dir().context("current folder")?,
+    };
+    let profile = ClusterProfile::by_name(args.profile, &root);
+    let folder = output.to_string_lossy().into_owned();
+    let mut words = args.args.iter().map(|a| a.replace("{output}", &folder));
+    let program = words.next().ok_or_else(|| {
+        Refused("give the program to run after `--`, e.g. -- .venv/bin/python script.py".into())
+    })?;
+    let command = BoundedCommand {
+        seconds: args.timeout_seconds,
+        checkout: profile.checkout.clone(),
+        program,
+        args: words.collect(),
+        evidence: Some(folder),
+    };
+    let (kind, overrides) = match args.slots {
+        0 => ("cpu-command", Vec::new()),
+        1 => ("gpu-command", Vec::new()),
+        n => ("gpu-command", vec![format!("resources.slots={n}")]),
+    };
+    print_det_line(&profile, &command, kind, &overrides)
 }

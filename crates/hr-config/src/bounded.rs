@@ -19,7 +19,14 @@ pub struct BoundedCommand {
     pub program: String,
     /// Its arguments.
     pub args: Vec<String>,
+    /// A fresh folder (relative to the checkout) the command makes before the program starts and
+    /// keeps the program's output in (`command.log`, while the task log still shows it): the
+    /// evidence of a run whose program writes no run folder of its own.
+    pub evidence: Option<String>,
 }
+
+/// The file in [`BoundedCommand::evidence`] that keeps the program's output.
+pub const COMMAND_LOG: &str = "command.log";
 
 /// Quotes a word for a POSIX shell; words made only of safe characters stay as they are.
 pub fn shell_quote(word: &str) -> String {
@@ -53,8 +60,23 @@ impl BoundedCommand {
     pub fn script(&self) -> String {
         let mut words = vec![shell_quote(&self.program)];
         words.extend(self.args.iter().map(|a| shell_quote(a)));
+        // `mkdir` without `-p` on the folder itself: an existing one stops the command.
+        let evidence = self.evidence.as_deref().map_or(String::new(), |dir| {
+            let parent = std::path::Path::new(dir)
+                .parent()
+                .map(|p| p.to_string_lossy().into_owned())
+                .filter(|p| !p.is_empty());
+            let dir = shell_quote(dir);
+            format!(
+                "{}mkdir {dir} && exec > >(tee {dir}/{COMMAND_LOG}) 2>&1 && ",
+                parent.map_or(String::new(), |p| format!(
+                    "mkdir -p {} && ",
+                    shell_quote(&p)
+                ))
+            )
+        });
         format!(
-            "cd {} && exec {}",
+            "cd {} && {evidence}exec {}",
             shell_quote(&self.checkout),
             words.join(" ")
         )
@@ -68,18 +90,23 @@ impl BoundedCommand {
         argv
     }
 
-    /// The `det command run` line that submits this command in `workspace` with `config_file`.
-    pub fn det_command_line(&self, workspace: &str, config_file: &str) -> String {
-        let mut words = vec![
-            "det".to_owned(),
-            "command".to_owned(),
-            "run".to_owned(),
-            "--workspace-name".to_owned(),
-            shell_quote(workspace),
-            "--config-file".to_owned(),
-            shell_quote(config_file),
-            "--detach".to_owned(),
-        ];
+    /// The `det command run` line that submits this command in `workspace` with `config_file`
+    /// and the `--config KEY=VALUE` `overrides`.
+    pub fn det_command_line(
+        &self,
+        workspace: Option<&str>,
+        config_file: &str,
+        overrides: &[String],
+    ) -> String {
+        let mut words = vec!["det".to_owned(), "command".to_owned(), "run".to_owned()];
+        if let Some(workspace) = workspace {
+            words.extend(["--workspace-name".to_owned(), shell_quote(workspace)]);
+        }
+        words.extend(["--config-file".to_owned(), shell_quote(config_file)]);
+        for o in overrides {
+            words.extend(["--config".to_owned(), shell_quote(o)]);
+        }
+        words.push("--detach".to_owned());
         words.extend(self.argv().iter().map(|w| shell_quote(w)));
         words.join(" ")
     }
@@ -107,13 +134,42 @@ mod tests {
                 "--output".to_owned(),
                 "runs/x".to_owned(),
             ],
+            evidence: None,
         };
         assert_eq!(
-            cmd.det_command_line("JAIF", "cluster/determined/jaif-cpu-command.yaml"),
+            cmd.det_command_line(
+                Some("JAIF"),
+                "cluster/determined/jaif-cpu-command.yaml",
+                &[]
+            ),
             "det command run --workspace-name JAIF --config-file \
              cluster/determined/jaif-cpu-command.yaml --detach /usr/bin/timeout --signal=TERM \
              --kill-after=30s 900s /bin/bash -lc 'cd /pfss/mlde/workspaces/mlde_wsp_JAIF/\
              hessian_recipes && exec target/release/hessian-recipes demo --output runs/x'"
+        );
+    }
+
+    #[test]
+    fn a_command_with_an_evidence_folder_makes_it_fresh_and_keeps_its_output() {
+        let cmd = BoundedCommand {
+            seconds: 60,
+            checkout: "/c".to_owned(),
+            program: ".venv/bin/python".to_owned(),
+            args: vec![
+                "trl.py".to_owned(),
+                "--out".to_owned(),
+                "runs/p/a b".to_owned(),
+            ],
+            evidence: Some("runs/p".to_owned()),
+        };
+        assert_eq!(
+            cmd.script(),
+            "cd /c && mkdir -p runs && mkdir runs/p && exec > >(tee runs/p/command.log) 2>&1 && \
+             exec .venv/bin/python trl.py --out 'runs/p/a b'"
+        );
+        assert!(
+            cmd.det_command_line(Some("JAIF"), "g.yaml", &["resources.slots=2".to_owned()])
+                .starts_with("det command run --workspace-name JAIF --config-file g.yaml --config resources.slots=2 --detach ")
         );
     }
 }

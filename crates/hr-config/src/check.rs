@@ -15,7 +15,7 @@ use crate::{
 pub fn check_value(value: &Value, kind: ConfigKind) -> Result<Vec<Finding>, Error> {
     let schema = match kind {
         ConfigKind::Experiment => EXPERIMENT_SCHEMA,
-        ConfigKind::Command => COMMAND_SCHEMA,
+        ConfigKind::Command | ConfigKind::Shell => COMMAND_SCHEMA,
     };
     let mut findings: Vec<Finding> = SchemaSet::embedded()
         .validate(schema, value, Phase::Sanity)?
@@ -43,6 +43,6 @@ pub fn check_file(
         source,
     })?;
     let value = parse_yaml(&text, &path.display().to_string())?;
-    let kind = kind.unwrap_or_else(|| ConfigKind::detect(&value));
+    let kind = kind.unwrap_or_else(|| ConfigKind::detect_file(path, &value));
     Ok((kind, check_value(&value, kind)?))
 }

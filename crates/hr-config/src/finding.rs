@@ -12,6 +12,9 @@ pub enum ConfigKind {
     Experiment,
     /// A command (`det command run --config-file`).
     Command,
+    /// An interactive shell (`det shell start --config-file`): a command config that takes no
+    /// entrypoint and, as the retained shell, holds no GPU.
+    Shell,
 }
 
 impl ConfigKind {
@@ -23,6 +26,19 @@ impl ConfigKind {
             Self::Command
         }
     }
+
+    /// As [`ConfigKind::detect`], and a config without a searcher in a file named `*shell.yaml`
+    /// (or `.yml`) is a shell.
+    pub fn detect_file(path: &std::path::Path, value: &Value) -> Self {
+        let shell_name = path
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .is_some_and(|s| s.ends_with("shell"));
+        match Self::detect(value) {
+            Self::Command if shell_name => Self::Shell,
+            kind => kind,
+        }
+    }
 }
 
 impl FromStr for ConfigKind {
@@ -31,8 +47,9 @@ impl FromStr for ConfigKind {
         match s {
             "experiment" => Ok(Self::Experiment),
             "command" => Ok(Self::Command),
+            "shell" => Ok(Self::Shell),
             other => Err(format!(
-                "unknown config kind {other:?}: use `experiment` or `command`"
+                "unknown config kind {other:?}: use `experiment`, `command` or `shell`"
             )),
         }
     }
@@ -43,6 +60,7 @@ impl fmt::Display for ConfigKind {
         f.write_str(match self {
             Self::Experiment => "experiment",
             Self::Command => "command",
+            Self::Shell => "shell",
         })
     }
 }

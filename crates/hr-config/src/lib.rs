@@ -21,7 +21,7 @@ mod storage;
 mod templates;
 mod yaml;
 
-pub use bounded::{BoundedCommand, TIMEOUT_PREFIX, shell_quote};
+pub use bounded::{BoundedCommand, COMMAND_LOG, TIMEOUT_PREFIX, shell_quote};
 pub use check::{check_file, check_value};
 pub use command::CommandConfig;
 pub use env::{EnvPolicy, OVERRIDES_VAR};
@@ -31,9 +31,10 @@ pub use experiment::{
     Reproducibility, Resources, Searcher, StorageKind,
 };
 pub use finding::{ConfigKind, Finding};
-pub use profile::{BOOTSTRAP_WORK_DIR, ClusterProfile, JAIF_MOUNT, ProfileName};
+pub use profile::{BOOTSTRAP_WORK_DIR, ClusterProfile, JAIF_IMAGE, JAIF_MOUNT, ProfileName};
 pub use storage::{SHARED_FS_MOUNT, StorageView};
 pub use templates::{
-    Backend, Template, TemplateConfig, TrainingRun, cpu_command, templates, training_experiment,
+    Backend, Template, TemplateConfig, TrainingRun, cpu_command, gpu_command, shell, templates,
+    training_experiment,
 };
 pub use yaml::{YamlConfig, parse_yaml};

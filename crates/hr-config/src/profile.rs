@@ -53,7 +53,15 @@ pub struct ClusterProfile {
     pub checkout: String,
     /// Checkpoint storage; `None` uses the cluster's configured storage.
     pub checkpoint_storage: Option<CheckpointStorage>,
+    /// The container image every job runs in; `None` uses the cluster's default.
+    pub image: Option<String>,
 }
+
+/// Determined 0.35's default image for CPU and CUDA tasks, pinned so that the shell that builds
+/// the binary and the trials and commands that run it share one userland (glibc, CUDA libraries)
+/// whatever default the cluster's admin configures. By tag: the digest cannot be resolved from
+/// a machine without registry access.
+pub const JAIF_IMAGE: &str = "determinedai/pytorch-ngc:0.35.0";
 
 /// JAIF's shared workspace mount (host path and container path are the same).
 pub const JAIF_MOUNT: &str = "/pfss/mlde/workspaces/mlde_wsp_JAIF";
@@ -77,6 +85,7 @@ impl ClusterProfile {
             }),
             checkout: format!("{JAIF_MOUNT}/hessian_recipes"),
             checkpoint_storage: None,
+            image: Some(JAIF_IMAGE.to_owned()),
         }
     }
 
@@ -94,6 +103,8 @@ impl ClusterProfile {
                 "{root}/runs/checkpoints"
             ))),
             checkout: root,
+            // The devmaster runs processes, not containers.
+            image: None,
         }
     }
 

@@ -48,17 +48,22 @@ pub(crate) fn check(value: &Value, kind: ConfigKind) -> Vec<Finding> {
                 ));
             }
         }
-        ConfigKind::Command => {
+        ConfigKind::Command | ConfigKind::Shell => {
             if present(value, "/resources/slots_per_trial").is_some() {
                 out.push(finding(
                     "resources.slots_per_trial",
-                    "commands request slots with `resources.slots`; `slots_per_trial` is for \
-                     experiments. Fix: rename it to `slots` (0 for a CPU-only command)."
+                    "commands and shells request slots with `resources.slots`; \
+                     `slots_per_trial` is for experiments. Fix: rename it to `slots` (0 for \
+                     no GPU)."
                         .to_owned(),
                 ));
             }
             out.extend(work_dir(value));
-            out.extend(bounded_entrypoint(value));
+            if kind == ConfigKind::Command {
+                out.extend(bounded_entrypoint(value));
+            } else {
+                out.extend(shell_holds_no_gpu(value));
+            }
         }
     }
     out.extend(environment(value));
@@ -90,6 +95,27 @@ fn work_dir(value: &Value) -> Option<Finding> {
              {BOOTSTRAP_WORK_DIR}` (or remove it) and `cd` into the project inside the command."
         ),
     ))
+}
+
+/// The retained interactive shell requests zero GPU slots: GPU work runs as trials or bounded
+/// commands, which then find the GPU free.
+fn shell_holds_no_gpu(value: &Value) -> Option<Finding> {
+    let slots = value.pointer("/resources/slots").and_then(Value::as_i64);
+    // Determined's default for a shell is one slot.
+    (slots != Some(0)).then(|| {
+        finding(
+            "resources.slots",
+            format!(
+                "{}: the retained shell holds no GPU (a trial or command it starts would wait \
+                 for a second one). Fix: set `resources.slots: 0`; run GPU work with \
+                 `hessian-recipes cluster command --slots 1` or as an experiment.",
+                slots.map_or(
+                    "not set (Determined's default is 1)".to_owned(),
+                    |s| format!("{s} slot(s)")
+                )
+            ),
+        )
+    })
 }
 
 fn bounded_entrypoint(value: &Value) -> Option<Finding> {

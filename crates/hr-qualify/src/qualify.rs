@@ -144,7 +144,7 @@ fn managed_cpu_config(
         .ok_or_else(|| QualifyError::Failed("no managed-cpu template".into()))?;
     match template.config {
         hr_config::TemplateConfig::Experiment(config) => Ok(*config),
-        hr_config::TemplateConfig::Command(_) => Err(QualifyError::Failed(
+        _ => Err(QualifyError::Failed(
             "the managed-cpu template is not an experiment".into(),
         )),
     }

@@ -531,7 +531,8 @@ pub(crate) enum ClusterCommand {
     /// Validate config files against Determined 0.35's schemas and our rules. Exits 0 when all
     /// are valid, 2 otherwise, printing each problem with its field and fix.
     Check {
-        /// `experiment` or `command`; by default a file with a `searcher` is an experiment.
+        /// `experiment`, `command` or `shell`; by default a file with a `searcher` is an
+        /// experiment, one named *shell.yaml a shell, any other a command.
         #[arg(long)]
         kind: Option<hr_config::ConfigKind>,
         /// The files to check.
@@ -547,6 +548,10 @@ pub(crate) enum ClusterCommand {
     /// with --config, the binary it runs, built with cuda when it runs --device cuda, its plan,
     /// service venv and proofs). Prints a checklist; exit 0 when nothing failed, 1 otherwise.
     Preflight(PreflightArgs),
+    /// Print the bounded `det command run` line for any program, e.g. the TRL comparison script
+    /// or a native GPU qualification: `cluster command --slots 1 --output runs/trl-pilot-01 --
+    /// .venv-trl/bin/python scripts/trl_grpo.py --output-dir {output}/trl`.
+    Command(CommandArgs),
     /// Print the bounded `det command run` line that runs this binary on the cluster's CPU
     /// auxiliary capacity, e.g. `cluster cpu-command --output runs/jaif-cpu-fixture-01 -- demo`.
     /// The output folder is appended as `--output`; an existing one is refused.
@@ -561,6 +566,31 @@ pub(crate) enum ClusterCommand {
         #[arg(last = true, required = true)]
         args: Vec<String>,
     },
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CommandArgs {
+    /// GPUs for the command: 0 runs on the pool's CPU auxiliary capacity with GPUs hidden
+    /// (<profile>-cpu-command.yaml); N runs on N GPUs (<profile>-gpu-command.yaml, and
+    /// `--config resources.slots=N` beyond one).
+    #[arg(long, default_value_t = 0)]
+    pub(crate) slots: u32,
+    /// The fresh folder under runs/ (relative to the checkout) the command makes first and keeps
+    /// the program's output in (command.log); each `{output}` in the arguments becomes it.
+    #[arg(long)]
+    pub(crate) output: PathBuf,
+    /// Wall-clock limit in seconds before TERM (KILL follows 30 s later).
+    #[arg(long, default_value_t = 3600)]
+    pub(crate) timeout_seconds: u64,
+    /// `jaif` (the shared cluster's checkout and workspace) or `local` (--root, no workspace).
+    #[arg(long, default_value = "jaif")]
+    pub(crate) profile: hr_config::ProfileName,
+    /// The checkout the `local` profile points at (default: the current folder).
+    #[arg(long)]
+    pub(crate) root: Option<PathBuf>,
+    /// The program (relative to the checkout, or absolute) and its arguments, after `--`.
+    #[arg(last = true, required = true)]
+    pub(crate) args: Vec<String>,
 }
 
 #[derive(Debug, Args)]

@@ -1,10 +1,7 @@
 //! Our rules: each bad config is rejected with a finding that names the field.
 
 use anyhow::Result;
-use hr_config::{
-    ClusterProfile, ConfigKind, Finding, TemplateConfig, YamlConfig, check_value, parse_yaml,
-    templates,
-};
+use hr_config::{ClusterProfile, ConfigKind, Finding, check_value, parse_yaml, templates};
 use serde_json::Value;
 
 fn template_value(file_suffix: &str) -> Result<Value> {
@@ -12,10 +9,7 @@ fn template_value(file_suffix: &str) -> Result<Value> {
         .into_iter()
         .find(|t| t.file_name.ends_with(file_suffix))
         .expect("template exists");
-    Ok(match t.config {
-        TemplateConfig::Experiment(c) => c.to_value()?,
-        TemplateConfig::Command(c) => c.to_value()?,
-    })
+    Ok(t.config.value_and_kind()?.0)
 }
 
 fn fields(findings: &[Finding]) -> Vec<&str> {
@@ -33,6 +27,38 @@ fn slots_per_trial_in_a_command_is_rejected() -> Result<()> {
         "{findings:?}"
     );
     assert!(findings[0].message.contains("rename it to `slots`"));
+    Ok(())
+}
+
+#[test]
+fn a_shell_that_holds_a_gpu_or_takes_the_default_slot_is_rejected() -> Result<()> {
+    let shell = template_value("jaif-shell.yaml")?;
+    assert!(check_value(&shell, ConfigKind::Shell)?.is_empty());
+    for slots in [serde_json::json!(1), Value::Null] {
+        let mut held = shell.clone();
+        held["resources"]["slots"] = slots.clone();
+        let findings = check_value(&held, ConfigKind::Shell)?;
+        assert_eq!(
+            fields(&findings),
+            ["resources.slots"],
+            "{slots}: {findings:?}"
+        );
+        assert!(
+            findings[0].message.contains("`resources.slots: 0`"),
+            "{findings:?}"
+        );
+        // The same config as a command is fine: commands may hold GPUs.
+        if slots == 1 {
+            held["entrypoint"] = serde_json::json!([
+                "/usr/bin/timeout",
+                "--signal=TERM",
+                "--kill-after=30s",
+                "60s",
+                "true"
+            ]);
+            assert!(check_value(&held, ConfigKind::Command)?.is_empty());
+        }
+    }
     Ok(())
 }
 

@@ -5,10 +5,7 @@
 use std::collections::BTreeSet;
 
 use anyhow::{Context, Result};
-use hr_config::{
-    Backend, ClusterProfile, ConfigKind, TemplateConfig, TrainingRun, YamlConfig, check_value,
-    templates,
-};
+use hr_config::{Backend, ClusterProfile, ConfigKind, TrainingRun, check_value, templates};
 
 use crate::repo_root;
 
@@ -23,11 +20,13 @@ fn profiles() -> [ClusterProfile; 2] {
 fn every_rendered_config_passes_the_schema_and_our_rules() -> Result<()> {
     for profile in profiles() {
         for t in templates(&profile) {
-            let (value, kind) = match &t.config {
-                TemplateConfig::Experiment(c) => (c.to_value()?, ConfigKind::Experiment),
-                TemplateConfig::Command(c) => (c.to_value()?, ConfigKind::Command),
-            };
-            assert_eq!(ConfigKind::detect(&value), kind, "{}", t.file_name);
+            let (value, kind) = t.config.value_and_kind()?;
+            assert_eq!(
+                ConfigKind::detect_file(std::path::Path::new(&t.file_name), &value),
+                kind,
+                "{}",
+                t.file_name
+            );
             let findings = check_value(&value, kind)?;
             assert!(
                 findings.is_empty(),
@@ -110,17 +109,29 @@ fn jaif_templates_carry_the_seed_values() -> Result<()> {
         "/pfss/mlde/workspaces/mlde_wsp_JAIF/hessian_recipes/target/release/hessian-recipes",
         "work_dir: /run/determined/workdir",
         "det experiment create --project_id 363 cluster/determined/jaif-managed-cpu.yaml",
+        "det shell start --workspace-name JAIF --config-file cluster/determined/jaif-shell.yaml",
         "--max-wall-seconds",
         "\"28800\"",
         "\"2400\"",
     ] {
         assert!(text.contains(needle), "{needle:?} missing");
     }
+    // One pinned image for the shell that builds the binary and every job that runs it.
+    for t in &all {
+        assert!(
+            t.render()?
+                .contains("  image: determinedai/pytorch-ngc:0.35.0\n"),
+            "{} does not pin the image",
+            t.file_name
+        );
+    }
     let names: Vec<&str> = all.iter().map(|t| t.file_name.as_str()).collect();
     assert_eq!(
         names,
         [
             "jaif-cpu-command.yaml",
+            "jaif-gpu-command.yaml",
+            "jaif-shell.yaml",
             "jaif-managed-cpu.yaml",
             "jaif-managed-nemo-qual.yaml",
             "jaif-managed-nemo-main.yaml",
