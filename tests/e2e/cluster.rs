@@ -46,7 +46,11 @@ fn check_accepts_the_committed_templates() {
     let out = s.run(&refs);
     assert!(out.status.success(), "{:?}", text(&out));
     assert_eq!(text(&out).0.matches(": ok (").count(), 8);
-    assert!(text(&out).0.contains("jaif-shell.yaml: ok (shell)"), "{:?}", text(&out));
+    assert!(
+        text(&out).0.contains("jaif-shell.yaml: ok (shell)"),
+        "{:?}",
+        text(&out)
+    );
 }
 
 #[test]

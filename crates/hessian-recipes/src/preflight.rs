@@ -138,20 +138,11 @@ async fn master_checks(
     };
     let reached = list.result(
         "master",
-        match client.info().await {
-            Ok(info) if info.version.starts_with("0.35.") => Ok(format!(
-                "Determined {} at {} (cluster {:?})",
-                info.version,
-                client.master(),
-                info.cluster_name
-            )),
-            Ok(info) => Err(format!(
-                "Determined {} at {}: hessian-recipes speaks 0.35.x",
-                info.version,
-                client.master()
-            )),
-            Err(e) => Err(e.to_string()),
-        },
+        client
+            .info()
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|info| master_line(&info, client.master())),
     );
     let signed_in = reached
         && list.result(
@@ -307,6 +298,19 @@ async fn master_checks(
     }
 }
 
+/// The master check's line: its version must be 0.35.x, the API this client speaks.
+fn master_line(info: &hr_det::wire::MasterInfo, url: &str) -> Result<String, String> {
+    let line = format!(
+        "Determined {} at {url} (cluster {:?})",
+        info.version, info.cluster_name
+    );
+    if info.version.starts_with("0.35.") {
+        Ok(line)
+    } else {
+        Err(format!("{line}: hessian-recipes speaks Determined 0.35.x"))
+    }
+}
+
 /// The shared mount, and what the config to submit names on this machine.
 fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Checklist) {
     let mounts: Vec<String> = match config {
@@ -443,4 +447,28 @@ fn binary_check(binary: &Path, cuda: bool) -> Result<String, String> {
         ));
     }
     Ok(format!("{} ({version})", binary.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_0_35_master_passes() {
+        let info = |version: &str| hr_det::wire::MasterInfo {
+            version: version.to_owned(),
+            cluster_id: "c".to_owned(),
+            master_id: "c".to_owned(),
+            cluster_name: "jaif".to_owned(),
+        };
+        assert!(master_line(&info("0.35.0"), "https://m:8443").is_ok());
+        for other in ["0.36.0", "0.34.9", "0.3.5"] {
+            let err = master_line(&info(other), "https://m:8443").expect_err(other);
+            assert!(
+                err.contains(&format!("Determined {other} at https://m:8443")),
+                "{err}"
+            );
+            assert!(err.ends_with("speaks Determined 0.35.x"), "{err}");
+        }
+    }
 }
