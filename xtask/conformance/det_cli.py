@@ -314,13 +314,54 @@ def main():
     check("experiment list shows completed runs at 100% progress",
           completed and all(r[5] == "100.0%" for r in completed), out.stdout)
 
+    # Hyperparameter specs arrive as values; what the devmaster would run differently (another
+    # searcher, more slots than it has) is refused at create, naming the field.
+    def config(name, extra):
+        path = args.work / f"{name}.yaml"
+        path.write_text(f"name: {name}\nentrypoint: [/bin/sh, -c, 'echo \"hparams=$DET_HPARAMS\"']\n"
+                        "searcher: {name: single, metric: loss, max_length: {batches: 1}}\n"
+                        "max_restarts: 0\n" + extra)
+        return path
+    out = det("experiment", "create", config("hparams", "resources: {slots_per_trial: 0}\nhyperparameters: "
+              "{lr: {type: const, val: 0.1}, n: {type: int, minval: 1, maxval: 4}, o: {x: 2}}\n"))
+    hid = created_id(out)
+    if check("create with hyperparameter specs", out.returncode == 0 and hid, out.stdout + out.stderr):
+        wait(lambda: det.state(hid) == "STATE_COMPLETED", "the hparams trial's completion", 60)
+        log = trial_log(args.state_dir, hid)
+        m = re.search(r"hparams=(\{.*\})", log)
+        handed = json.loads(m.group(1)) if m else {}
+        check("a trial reads hyperparameter values, not specs",
+              handed.get("lr") == 0.1 and handed.get("n") in (1, 2, 3, 4) and handed.get("o") == {"x": 2}, log)
+        described = json.loads(det("experiment", "describe", hid, "--json").stdout or "[{}]")[0]
+        tids = described.get("experiment", {}).get("trialIds") or []
+        out = det("trial", "logs", tids[0]) if tids else None
+        check("trial logs prints the trial's output, a line each",
+              out is not None and out.returncode == 0 and re.search(r"hparams=\{.*\}\s*$", out.stdout, re.M),
+              out and out.stdout + out.stderr)
+        out = det("trial", "logs", tids[0], "--tail", "1") if tids else None
+        check("trial logs --tail 1 prints the last line only",
+              out is not None and out.returncode == 0 and out.stdout.count("hparams=") == 1, out and out.stdout + out.stderr)
+    for name, extra, field in [
+        ("random", "resources: {slots_per_trial: 0}\n", "searcher.name"),
+        ("slots", "resources: {slots_per_trial: 8}\n", "resources.slots_per_trial"),
+    ]:
+        path = config(name, extra)
+        if name == "random":
+            path.write_text(path.read_text().replace("{name: single,", "{name: random, max_trials: 4,"))
+        out = det("experiment", "create", path)
+        check(f"create refuses {name} naming {field}", out.returncode != 0 and field in out.stdout + out.stderr,
+              out.stdout + out.stderr)
+
     out = det("workspace", "list")
     check("workspace list shows the devmaster's workspace",
           out.returncode == 0 and re.search(r"^\s*1 \| Uncategorized", out.stdout, re.M), out.stdout + out.stderr)
 
-    # A route the devmaster does not serve fails with Determined's envelope naming it.
     out = det("task", "list")
-    check("an unserved route (task list) is named in det's error",
+    check("task list shows the task table", out.returncode == 0 and "Task ID" in out.stdout, out.stdout + out.stderr)
+
+    # A route the devmaster does not serve fails with Determined's envelope naming it.
+    out = det("model", "list")
+    check("an unserved route (model list) is named in det's error",
           out.returncode != 0 and "is not served by the devmaster" in out.stdout + out.stderr, out.stdout + out.stderr)
 
     passed = sum(ok for _, ok in RESULTS)

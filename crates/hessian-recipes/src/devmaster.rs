@@ -22,6 +22,7 @@ pub(crate) fn run(args: &DevmasterArgs) -> anyhow::Result<ExitCode> {
                 .clone()
                 .zip(args.tls_key.clone())
                 .map(|(cert, key)| hr_devmaster::TlsFiles { cert, key }),
+            slots: args.slots,
         };
         let master = match Devmaster::start(config).await {
             Ok(master) => master,

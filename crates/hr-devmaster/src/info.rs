@@ -77,6 +77,8 @@ pub(crate) struct Allocation<'a> {
     pub(crate) work_dir: &'a Path,
     /// The certificate chain the master serves, when it serves TLS.
     pub(crate) master_cert: Option<&'a [u8]>,
+    /// The trial's hyperparameter values.
+    pub(crate) hparams: &'a Value,
 }
 
 /// The master's certificate beside the info files, as a container gets it.
@@ -106,7 +108,7 @@ impl Allocation<'_> {
             (env::TRIAL_RUN_ID, self.run_id.to_string()),
             (env::TRIAL_SEED, self.seed.to_string()),
             (env::EXPERIMENT_CONFIG, self.config.to_string()),
-            (env::HPARAMS, self.hparams().to_string()),
+            (env::HPARAMS, self.hparams.to_string()),
             (env::STEPS_COMPLETED, self.steps_completed.to_string()),
             (env::WORKDIR, self.work_dir.display().to_string()),
             (env::RUN_DIR, self.work_dir.display().to_string()),
@@ -127,13 +129,6 @@ impl Allocation<'_> {
             env.insert(hr_det::CERT_FILE_VAR.to_owned(), file.display().to_string());
         }
         env
-    }
-
-    fn hparams(&self) -> Value {
-        self.config
-            .get("hyperparameters")
-            .cloned()
-            .unwrap_or_else(|| Value::Object(serde_json::Map::new()))
     }
 
     /// Writes the four info files (and the master's certificate, when it serves TLS) into `dir`.
@@ -161,7 +156,7 @@ impl Allocation<'_> {
             trial_id: self.trial_id,
             experiment_id: self.experiment_id,
             trial_seed: self.seed,
-            hparams: self.hparams(),
+            hparams: self.hparams.clone(),
             config: self.config.clone(),
             steps_completed: self.steps_completed,
             trial_run_id: self.run_id,
@@ -237,6 +232,7 @@ mod tests {
             session_token: "s",
             work_dir: dir.path(),
             master_cert: None,
+            hparams: &serde_json::json!({}),
         };
         info.write_info(dir.path()).expect("write");
         for name in [

@@ -21,6 +21,7 @@ mod api;
 mod error;
 mod gc;
 mod guard;
+mod hparams;
 mod info;
 mod listen;
 mod master;

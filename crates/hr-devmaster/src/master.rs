@@ -35,6 +35,9 @@ pub struct DevmasterConfig {
     pub password: Option<String>,
     /// Serve HTTPS with this certificate chain and key (`None`: plain HTTP).
     pub tls: Option<crate::TlsFiles>,
+    /// GPU slots a trial may ask for (`resources.slots_per_trial`); a config asking for more is
+    /// refused at create. Trials run as processes on this machine whatever they ask for.
+    pub slots: u32,
 }
 
 /// A running allocation of a trial.

@@ -290,6 +290,16 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
         },
     );
     let config = trial_config(&exp.config);
+    // States saved before the values were kept draw them now, as at create.
+    let hparams = if trial.hparams.is_null() {
+        crate::hparams::sample(
+            config.get("hyperparameters").unwrap_or(&Value::Null),
+            trial.seed,
+        )
+        .unwrap_or_default()
+    } else {
+        trial.hparams.clone()
+    };
     let alloc = Allocation {
         master_url: &master.url,
         cluster_id: &state.cluster_id,
@@ -306,6 +316,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
         session_token: &user_token,
         work_dir: &work_dir,
         master_cert: master.cert_pem.as_deref(),
+        hparams: &hparams,
     };
     let prepared = std::fs::create_dir_all(&work_dir)
         .and_then(|()| alloc.write_info(&work_dir.join("info")))

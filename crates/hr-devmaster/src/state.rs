@@ -41,6 +41,9 @@ pub(crate) struct TrialRec {
     /// Allocations so far; the current allocation's `DET_TRIAL_RUN_ID`.
     pub(crate) run_id: i32,
     pub(crate) seed: u32,
+    /// The hyperparameter values drawn for it (null in states saved before they were kept).
+    #[serde(default)]
+    pub(crate) hparams: Value,
     pub(crate) start_time: String,
     pub(crate) end_time: Option<String>,
     pub(crate) total_batches: i32,

@@ -299,6 +299,7 @@ fn read_restores(storage: &Path, run: &Run) -> Vec<Value> {
 pub(crate) async fn start_master(
     output: &Path,
     master: Option<&str>,
+    slots: u32,
 ) -> Result<(Option<hr_devmaster::Devmaster>, String), QualifyError> {
     if let Some(url) = master {
         return Ok((None, url.to_owned()));
@@ -311,6 +312,7 @@ pub(crate) async fn start_master(
         record_requests: None,
         password: None,
         tls: None,
+        slots,
     };
     let m = hr_devmaster::Devmaster::start(config)
         .await
@@ -327,7 +329,7 @@ pub async fn qualify_cpu(
 ) -> Result<Proof, QualifyError> {
     let storage = opts.output.join("checkpoints");
     std::fs::create_dir_all(&storage).at("create", &storage)?;
-    let (master, url) = start_master(&opts.output, opts.master.as_deref()).await?;
+    let (master, url) = start_master(&opts.output, opts.master.as_deref(), 0).await?;
     let result = run_both(opts, record, &storage, &url).await;
     if let Some(m) = master {
         m.shutdown();

@@ -97,7 +97,9 @@ pub async fn managed_recovery(opts: &ManagedOptions) -> Result<ManagedRecovery, 
     let yaml = launch_config(opts, &storage)?;
     let path = opts.output.join("launch-config.yaml");
     std::fs::write(&path, &yaml).at("write", &path)?;
-    let (master, url) = start_master(&opts.output, opts.master.as_deref()).await?;
+    // A GPU trial asks for one slot: the local GPU.
+    let (master, url) =
+        start_master(&opts.output, opts.master.as_deref(), u32::from(opts.gpu)).await?;
     let result = drive(opts, &url, &yaml, &storage).await;
     if let Some(m) = master {
         m.shutdown();

@@ -271,6 +271,11 @@ pub(crate) struct DevmasterArgs {
     /// The private key (PEM) of --tls-cert's first certificate.
     #[arg(long, value_name = "FILE", requires = "tls_cert")]
     pub(crate) tls_key: Option<PathBuf>,
+    /// GPU slots a trial may ask for: an experiment whose `resources.slots_per_trial` is larger
+    /// is refused at create, naming the field (trials run as processes here, sharing whatever
+    /// this machine has). Leaving it unset, as Determined's default of one does, is not refused.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) slots: u32,
     /// Folder for the master's state, trial work folders and default checkpoint storage.
     #[arg(long)]
     pub(crate) state_dir: PathBuf,

@@ -53,6 +53,7 @@ async fn start_master_with(
         record_requests: None,
         password: None,
         tls,
+        slots: 0,
     };
     let master = Devmaster::start(config).await.expect("start");
     let mut client = hr_det::Client::with_trust(master.url(), trust).expect("client");

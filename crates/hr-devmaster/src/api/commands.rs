@@ -1,4 +1,4 @@
-//! Commands, the workspace list and task logs.
+//! Commands.
 
 use axum::{
     Json,
@@ -8,12 +8,11 @@ use axum::{
 };
 use serde_json::{Value, json};
 
-use hr_det::wire::{Command, TaskLog};
+use hr_det::wire::Command;
 
 use super::{M, caller, pagination, parse, with_cli_fields};
 use crate::{
     error::{ApiError, ApiResult},
-    info::now_rfc3339,
     scheduler,
 };
 
@@ -77,40 +76,4 @@ pub(super) async fn get_command(
         .get(&id)
         .ok_or_else(|| ApiError::NotFound(format!("command not found: {id}")))?;
     Ok(Json(command_json(c)))
-}
-
-pub(super) async fn task_logs(
-    AxState(m): M,
-    headers: HeaderMap,
-    Path(id): Path<String>,
-) -> ApiResult<String> {
-    caller(&m, &headers)?;
-    let path = {
-        let state = m.state();
-        match state.commands.get(&id) {
-            Some(c) => c.log_path.clone(),
-            None if state.trials.values().any(|t| t.task_id == id) => {
-                m.config.state_dir.join("logs").join(format!("{id}.log"))
-            }
-            None => return Err(ApiError::NotFound(format!("task not found: {id}"))),
-        }
-    };
-    let text = std::fs::read_to_string(path).unwrap_or_default();
-    let mut out = String::new();
-    for (i, line) in text.lines().enumerate() {
-        let log = TaskLog {
-            id: i64::try_from(i).unwrap_or(i64::MAX),
-            task_id: id.clone(),
-            timestamp: Some(now_rfc3339()),
-            level: Some("LOG_LEVEL_INFO".to_owned()),
-            log: format!("{line}\n"),
-            message: Some(format!("{line}\n")),
-        };
-        let entry = json!({"result": with_cli_fields(&log, json!({"allocationId": null,
-            "agentId": "devmaster", "containerId": null, "rankId": 0, "source": "",
-            "stdtype": "stdout"}))});
-        out.push_str(&entry.to_string());
-        out.push('\n');
-    }
-    Ok(out)
 }

@@ -85,7 +85,11 @@ pub(super) fn trial_json(t: &TrialRec) -> Value {
     let trial = Trial {
         id: t.id,
         experiment_id: t.experiment_id,
-        hparams: json!({}),
+        hparams: if t.hparams.is_null() {
+            json!({})
+        } else {
+            t.hparams.clone()
+        },
         restarts: t.restarts,
         start_time: t.start_time.clone(),
         state: t.state,
@@ -102,6 +106,40 @@ pub(super) fn trial_json(t: &TrialRec) -> Value {
             "summaryMetrics": null,
         }),
     )
+}
+
+/// What the devmaster refuses at create rather than run differently: a searcher other than
+/// `single` (it runs one trial), more GPU slots per trial than it was started with, and
+/// hyperparameter specs that cannot be drawn.
+fn refuse_what_it_cannot_run(dm: &crate::DevmasterConfig, config: &Value) -> Result<(), ApiError> {
+    let searcher = config
+        .pointer("/searcher/name")
+        .and_then(Value::as_str)
+        .unwrap_or("single");
+    if searcher != "single" {
+        return Err(ApiError::InvalidArgument(format!(
+            "searcher.name: the devmaster runs the `single` searcher (one trial), not \
+             `{searcher}`; use `searcher: {{name: single, metric: ..., max_length: ...}}` or a \
+             Determined cluster"
+        )));
+    }
+    // Determined's default is one slot; only an explicit request beyond ours is refused, so
+    // configs that leave it unset keep running as processes here.
+    if let Some(slots) = config
+        .pointer("/resources/slots_per_trial")
+        .and_then(Value::as_u64)
+        && slots > u64::from(dm.slots)
+    {
+        return Err(ApiError::InvalidArgument(format!(
+            "resources.slots_per_trial: {slots} slot(s) asked for, but this devmaster has {}; \
+             start it with --slots {slots} (its trials then run as processes sharing this \
+             machine), or ask for fewer",
+            dm.slots
+        )));
+    }
+    crate::hparams::sample(config.get("hyperparameters").unwrap_or(&Value::Null), 0)
+        .map(|_| ())
+        .map_err(ApiError::InvalidArgument)
 }
 
 pub(super) async fn create_experiment(
@@ -145,6 +183,7 @@ pub(super) async fn create_experiment(
     if config.get("entrypoint").is_none() {
         return Err(ApiError::InvalidArgument("entrypoint is required".into()));
     }
+    refuse_what_it_cannot_run(&m.config, &config)?;
     if config.get("checkpoint_storage").is_none_or(Value::is_null) {
         let dir = m.config.state_dir.join("checkpoints");
         config["checkpoint_storage"] =
@@ -228,6 +267,12 @@ pub(super) fn start_trial(m: &Arc<Master>, experiment: i32) {
                         // Determined derives trial seeds from the experiment seed deterministically;
                         // the single searcher's one trial gets the experiment seed itself here.
                         seed: u32::try_from(seed).unwrap_or(0),
+                        // Checked at create, so a draw cannot fail here.
+                        hparams: crate::hparams::sample(
+                            exp.config.get("hyperparameters").unwrap_or(&Value::Null),
+                            u32::try_from(seed).unwrap_or(0),
+                        )
+                        .unwrap_or_default(),
                         start_time: now_rfc3339(),
                         end_time: None,
                         total_batches: 0,

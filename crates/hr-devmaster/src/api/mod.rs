@@ -6,6 +6,7 @@ mod checkpoints;
 mod cluster;
 mod commands;
 mod experiments;
+mod logs;
 mod trials;
 
 use std::sync::Arc;
@@ -186,7 +187,9 @@ fn routes(master: Arc<Master>) -> Router {
         .route("/api/v1/projects/{id}", get(cluster::get_project))
         .route("/api/v1/resource-pools", get(cluster::list_resource_pools))
         .route("/api/v1/commands/{id}", get(commands::get_command))
-        .route("/api/v1/tasks/{id}/logs", get(commands::task_logs))
+        .route("/api/v1/tasks", get(logs::list_tasks))
+        .route("/api/v1/tasks/{id}/logs", get(logs::task_logs))
+        .route("/api/v1/trials/{id}/logs", get(logs::trial_logs))
         .route("/api/v1/task/logs", post(auth::ok_body))
         .fallback(not_served)
         .method_not_allowed_fallback(not_served)

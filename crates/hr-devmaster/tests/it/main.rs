@@ -5,6 +5,7 @@
 mod fuzz;
 mod gc;
 mod lifecycle;
+mod searcher;
 mod support;
 mod tls;
 mod wire_errors;

@@ -14,6 +14,7 @@ pub(crate) async fn start(state_dir: &Path, preemption_timeout: Duration) -> (De
         record_requests: None,
         password: None,
         tls: None,
+        slots: 0,
     };
     let master = Devmaster::start(config).await.expect("devmaster starts");
     let mut client = Client::new(master.url()).expect("client");

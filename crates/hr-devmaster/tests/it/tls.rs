@@ -21,6 +21,7 @@ fn config(dir: &std::path::Path, cert: &ServerCert) -> DevmasterConfig {
             cert: cert.chain.clone(),
             key: cert.key.clone(),
         }),
+        slots: 0,
     }
 }
 

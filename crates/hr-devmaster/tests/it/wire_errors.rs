@@ -485,6 +485,7 @@ async fn another_address_needs_a_password_and_then_every_login_needs_it() {
         record_requests: None,
         password: password.map(str::to_owned),
         tls: None,
+        slots: 0,
     };
     let refused = hr_devmaster::Devmaster::start(config("0.0.0.0:0", None))
         .await
@@ -524,6 +525,7 @@ async fn recorded_requests_hold_no_password_and_only_their_owner_reads_them() {
         record_requests: Some(recording.clone()),
         password: Some("s3cret-pw".to_owned()),
         tls: None,
+        slots: 0,
     })
     .await
     .expect("start");
@@ -553,6 +555,7 @@ async fn requests_recorded_at_once_stay_one_whole_line_each() {
         record_requests: Some(recording.clone()),
         password: None,
         tls: None,
+        slots: 0,
     })
     .await
     .expect("start");
@@ -590,6 +593,7 @@ async fn shutdown_removes_the_trial_session_it_wrote_into_the_info_folder() {
         record_requests: None,
         password: None,
         tls: None,
+        slots: 0,
     })
     .await
     .expect("start");

@@ -1,0 +1,131 @@
+//! What a trial is handed and what is refused at create: hyperparameter specs arrive as values
+//! drawn from the trial's seed (and `det trial describe` shows them), a searcher other than
+//! `single` and more slots than the devmaster has are refused naming the field.
+
+use std::time::Duration;
+
+use hr_det::{Client, DetError, wire::State};
+use hr_devmaster::{Devmaster, DevmasterConfig};
+use serde_json::{Value, json};
+
+async fn start(dir: &std::path::Path, slots: u32) -> (Devmaster, Client) {
+    let master = Devmaster::start(DevmasterConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        state_dir: dir.join("state"),
+        info_dir: None,
+        preemption_timeout: Duration::from_secs(60),
+        record_requests: None,
+        password: None,
+        tls: None,
+        slots,
+    })
+    .await
+    .expect("start");
+    let mut client = Client::new(master.url()).expect("client");
+    client.login("determined", "").await.expect("login");
+    (master, client)
+}
+
+const HPARAMS: &str = "hyperparameters:\n  lr: {type: const, val: 0.1}\n  bare: 7\n  \
+    n: {type: int, minval: 1, maxval: 4}\n  c: {type: categorical, vals: [a, b]}\n  \
+    nested: {x: {type: const, val: 2}}\n";
+
+/// A config whose trial prints what it was handed, with `extra` top-level YAML.
+fn config(seed: u32, extra: &str) -> String {
+    format!(
+        "{}reproducibility: {{experiment_seed: {seed}}}\n{extra}",
+        crate::support::config("echo \"hparams=$DET_HPARAMS\"", 0)
+    )
+}
+
+#[tokio::test]
+async fn a_trial_reads_values_drawn_from_its_seed_not_specs() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, client) = start(tmp.path(), 0).await;
+    let mut seen = Vec::new();
+    for seed in [5, 5] {
+        let trial = crate::support::create_trial(&client, &config(seed, HPARAMS)).await;
+        crate::support::eventually("the trial ends", || async {
+            client
+                .list_trials(trial.experiment_id)
+                .await
+                .is_ok_and(|t| t.trials[0].state == State::Completed)
+        })
+        .await;
+        let described = client
+            .list_trials(trial.experiment_id)
+            .await
+            .expect("trials");
+        let log: String = std::fs::read_dir(tmp.path().join("state/logs"))
+            .expect("logs")
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                e.file_name()
+                    .to_string_lossy()
+                    .starts_with(&format!("{}.", trial.experiment_id))
+            })
+            .filter_map(|e| std::fs::read_to_string(e.path()).ok())
+            .collect();
+        let handed: Value = log
+            .lines()
+            .find_map(|l| l.strip_prefix("hparams="))
+            .and_then(|j| serde_json::from_str(j).ok())
+            .unwrap_or_else(|| panic!("no hparams line in {log}"));
+        assert_eq!(handed["lr"], json!(0.1));
+        assert_eq!(handed["bare"], json!(7));
+        assert_eq!(handed["nested"], json!({"x": 2}));
+        assert!(
+            (1..=4).contains(&handed["n"].as_i64().expect("an int")),
+            "{handed}"
+        );
+        assert!(
+            ["a", "b"].contains(&handed["c"].as_str().expect("a string")),
+            "{handed}"
+        );
+        assert_eq!(
+            described.trials[0].hparams, handed,
+            "describe shows what the trial read"
+        );
+        seen.push(handed);
+    }
+    assert_eq!(seen[0], seen[1], "the same seed draws the same values");
+    master.shutdown();
+}
+
+#[tokio::test]
+async fn what_it_would_run_differently_is_refused_at_create_naming_the_field() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, client) = start(tmp.path(), 0).await;
+    let random = config(1, "").replace(
+        "searcher: {name: single,",
+        "searcher: {name: random, max_trials: 4,",
+    );
+    let eight = config(1, "").replace("slots_per_trial: 0", "slots_per_trial: 8");
+    let bad = config(
+        1,
+        "hyperparameters: {n: {type: int, minval: 4, maxval: 1}}\n",
+    );
+    for (yaml, field) in [
+        (random, "searcher.name"),
+        (eight.clone(), "resources.slots_per_trial: 8 slot(s)"),
+        (bad, "hyperparameters.n"),
+    ] {
+        let err = client
+            .create_experiment(&yaml, None, true)
+            .await
+            .expect_err("refused");
+        assert!(
+            matches!(&err, DetError::InvalidRequest(m) if m.contains(field)),
+            "{field}: {err:?}"
+        );
+    }
+    master.shutdown();
+    // A devmaster started with slots runs it.
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, client) = start(tmp.path(), 8).await;
+    client
+        .create_experiment(&eight, None, false)
+        .await
+        .expect("eight slots fit");
+    master.shutdown();
+}
