@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use crate::bench_trl::measured_commit;
 use crate::cache::venv;
-use crate::conformance::{DETERMINED, INFO_DIR, det_driver, start_devmaster, target_dir};
+use crate::conformance::{DETERMINED, det_driver, start_devmaster, target_dir};
 use crate::{cargo, release_binary, run, timestamped};
 
 /// `cargo xtask bench core [--reports N] [--rounds N] [--pauses N]`.
@@ -56,12 +56,7 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
         .join(timestamped("core"));
     let state = work.join("state");
     std::fs::create_dir_all(&work)?;
-    let (devmaster, url) = start_devmaster(
-        &bin.join("hessian-recipes"),
-        &state,
-        Path::new(INFO_DIR),
-        &[],
-    )?;
+    let (devmaster, url) = start_devmaster(&bin.join("hessian-recipes"), &state, &[])?;
     let script = root.join("xtask/conformance/bench_core.py");
     let mut driver = det_driver(&venv, &script, &url, &bin, &state);
     driver

@@ -8,9 +8,7 @@ use std::path::Path;
 use anyhow::Result;
 use hr_tests::private_ca::PrivateCa;
 
-use crate::conformance::{
-    INFO_DIR, det_driver, det_with, run_driver, start_devmaster, training_plan,
-};
+use crate::conformance::{det_driver, det_with, run_driver, start_devmaster, training_plan};
 
 /// `cargo xtask conformance det`: the plain cases, then the TLS ones; returns (passed, failed).
 pub(crate) fn det(root: &Path) -> Result<(u64, u64)> {
@@ -33,7 +31,6 @@ fn det_tls(root: &Path, venv: &Path, bin: &Path, work: &Path) -> Result<(u64, u6
     let (guard, url) = start_devmaster(
         &bin.join("hessian-recipes"),
         &state,
-        Path::new(INFO_DIR),
         &[
             "--tls-cert".as_ref(),
             cert.chain.as_os_str(),

@@ -13,7 +13,7 @@ pub(crate) fn run(args: &DevmasterArgs) -> anyhow::Result<ExitCode> {
         let config = DevmasterConfig {
             listen: args.listen,
             state_dir: args.state_dir.clone(),
-            info_dir: args.info_dir.clone(),
+            trial_info: hr_devmaster::TrialInfo::Private,
             preemption_timeout: Duration::from_secs(args.preemption_timeout_seconds),
             record_requests: args.record_requests.clone(),
             password: args.password()?,
@@ -37,6 +37,8 @@ pub(crate) fn run(args: &DevmasterArgs) -> anyhow::Result<ExitCode> {
             master.url(),
             args.state_dir.display()
         );
+        // The first line on stdout stays the URL (scripts read it); the rest is the log.
+        eprintln!("devmaster: {}", master.trial_info());
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         let mut check = tokio::time::interval(Duration::from_millis(500));
         let failure = loop {

@@ -7,7 +7,7 @@
 //!
 //! It schedules each experiment's single trial as a child process running the config's entrypoint
 //! (a string via `sh -c`, a list exec'd) in a fresh work folder with the real `DET_*` environment
-//! and info files, and follows the master's semantics: pause makes experiment and trial PAUSED at
+//! and info files (each allocation seeing its own `/run/determined/info`), and follows the master's semantics: pause makes experiment and trial PAUSED at
 //! once and preempts a ready allocation (kills one that is not) with a deadline; an ack then exit
 //! keeps the trial resumable, exit 0 without ack completes it; activate starts run `runID+1` from
 //! the completed checkpoint with the highest `steps_completed` (ties: latest report time, then
@@ -30,7 +30,9 @@ mod scheduler;
 mod server;
 mod state;
 mod tls;
+mod trial_info;
 
 pub use master::DevmasterConfig;
 pub use server::Devmaster;
 pub use tls::TlsFiles;
+pub use trial_info::TrialInfo;

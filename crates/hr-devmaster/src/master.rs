@@ -21,9 +21,9 @@ pub struct DevmasterConfig {
     pub listen: SocketAddr,
     /// Folder for `state.json`, work folders and default checkpoint storage.
     pub state_dir: PathBuf,
-    /// Also write each trial's info files here (the real Python client reads only
-    /// `/run/determined/info`); `None` writes them only into the trial's work folder.
-    pub info_dir: Option<PathBuf>,
+    /// How trials find their info files at `/run/determined/info` (the only place the real
+    /// Python client reads them): each its own, by default.
+    pub trial_info: crate::TrialInfo,
     /// How long a preempted allocation may take to exit before it is killed (upstream: 1 h).
     pub preemption_timeout: Duration,
     /// Append every request (method, path, body; never headers or tokens) to this JSONL file:
@@ -56,6 +56,8 @@ pub(crate) struct Master {
     pub(crate) url: String,
     /// The certificate chain it serves (PEM), handed to its trials as `master.crt`.
     pub(crate) cert_pem: Option<Vec<u8>>,
+    /// How its trials see their info files.
+    pub(crate) info_view: crate::trial_info::InfoView,
     state: Mutex<MasterState>,
     pub(crate) allocs: Mutex<HashMap<i32, Alloc>>,
     /// Running command processes: id -> pid (process group leader).
@@ -73,11 +75,13 @@ impl Master {
         state: MasterState,
         persister: Persister,
         cert_pem: Option<Vec<u8>>,
+        info_view: crate::trial_info::InfoView,
     ) -> Self {
         Self {
             config,
             url,
             cert_pem,
+            info_view,
             state: Mutex::new(state),
             allocs: Mutex::new(HashMap::new()),
             command_pids: Mutex::new(HashMap::new()),

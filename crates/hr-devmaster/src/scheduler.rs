@@ -1,11 +1,9 @@
 //! Scheduling: trial allocations and commands as child processes (each in its own process
 //! group), their exits, and the pause / activate / kill / cancel transitions with the master's
 //! preemption protocol.
-// The devmaster's operational log (stale allocations stopped, GC failures, foreign info files)
+// The devmaster's operational log (stale allocations stopped, GC failures)
 // goes to its stderr, like a master's log.
 
-// INFO_DIR: where the real Python Core API reads its info files, whatever the environment says.
-use hr_det::task_info::{CLUSTER_FILE, INFO_DIR, RENDEZVOUS_FILE, RESOURCES_FILE, TRIAL_FILE};
 use std::{
     path::{Path, PathBuf},
     process::{ExitStatus, Stdio},
@@ -20,6 +18,7 @@ use crate::{
     info::{Allocation, now_rfc3339, random_hex},
     master::{Alloc, Master},
     state::{CommandRec, MasterState},
+    trial_info::InfoView,
 };
 
 /// Kills a process group.
@@ -183,58 +182,6 @@ fn runs_python(argv: &[String]) -> bool {
         || (program == "sh" && argv.get(2).is_some_and(|line| line.contains("python")))
 }
 
-/// A Python Core API trial reads `/run/determined/info` only. When this devmaster does not
-/// write there (no `--info-dir`) and the files there name another master (left by an earlier
-/// devmaster), such a trial would talk to that master and retry forever: say so in the trial's
-/// log and on stderr (only for entrypoints that run Python: Rust trials read `HR_DET_INFO_DIR`).
-fn warn_if_foreign_info(info_dir: &Path, url: &str, log: &Path) {
-    let path = info_dir.join(CLUSTER_FILE);
-    let Some(other) = info_master(info_dir).filter(|other| other != url) else {
-        return;
-    };
-    let line = format!(
-        "devmaster: warning: {} names the master {other}, not this one ({url}); a Python Core \
-         API trial reads only that file and would talk to {other}. Start the devmaster with \
-         --info-dir {INFO_DIR} to run Python trials.\n",
-        path.display()
-    );
-    tracing::warn!("{}", line.trim_end());
-    let _ = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log)
-        .and_then(|mut f| std::io::Write::write_all(&mut f, line.as_bytes()));
-}
-
-/// The master URL the cluster file in `info_dir` names, if there is one.
-fn info_master(info_dir: &Path) -> Option<String> {
-    std::fs::read(info_dir.join(CLUSTER_FILE))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
-        .and_then(|v| v["master_url"].as_str().map(str::to_owned))
-}
-
-/// Removes the trial session this master wrote into `--info-dir` (while its cluster file still
-/// names this master: another master's session is not ours), so no later Python Core trial on the
-/// machine talks to a master that has stopped.
-pub(crate) fn clear_info(master: &Master) {
-    let Some(dir) = &master.config.info_dir else {
-        return;
-    };
-    if info_master(dir).as_deref() != Some(master.url.as_str()) {
-        return;
-    }
-    for file in [
-        CLUSTER_FILE,
-        TRIAL_FILE,
-        RENDEZVOUS_FILE,
-        RESOURCES_FILE,
-        crate::info::CERT_FILE,
-    ] {
-        let _ = std::fs::remove_file(dir.join(file));
-    }
-}
-
 fn fail_trial(state: &mut MasterState, trial_id: i32, why: &str, log: &Path) {
     let _ = std::fs::write(log, format!("devmaster: {why}\n"));
     if let Some(trial) = state.trials.get_mut(&trial_id) {
@@ -274,6 +221,23 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
         .join("logs")
         .join(format!("{}.log", trial.task_id));
     let _ = std::fs::create_dir_all(log.parent().unwrap_or(Path::new(".")));
+    let config = trial_config(&exp.config);
+    let Some(argv) = entrypoint(&config) else {
+        fail_trial(&mut state, trial_id, "the config has no entrypoint", &log);
+        master.persist(state);
+        return;
+    };
+    if let InfoView::Unavailable(why) = &master.info_view
+        && runs_python(&argv)
+    {
+        fail_trial(&mut state, trial_id, why, &log);
+        master.persist(state);
+        return;
+    }
+    // With one shared info folder, a trial waits (active, unallocated) for the one holding it.
+    if !master.info_view.take_turn(trial_id) {
+        return;
+    }
     let latest = state.latest_checkpoint(trial_id).map(|c| {
         (
             c.checkpoint.uuid.clone(),
@@ -289,7 +253,6 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
             allocation_id: allocation_id.clone(),
         },
     );
-    let config = trial_config(&exp.config);
     // States saved before the values were kept draw them now, as at create.
     let hparams = if trial.hparams.is_null() {
         crate::hparams::sample(
@@ -318,22 +281,16 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
         master_cert: master.cert_pem.as_deref(),
         hparams: &hparams,
     };
+    let own_info = work_dir.join("info");
     let prepared = std::fs::create_dir_all(&work_dir)
-        .and_then(|()| alloc.write_info(&work_dir.join("info")))
-        .and_then(|()| match &master.config.info_dir {
+        .and_then(|()| alloc.write_info(&own_info))
+        .and_then(|()| match master.info_view.shared_dir() {
             Some(dir) => alloc.write_info(dir),
             None => Ok(()),
         });
     let mut env: Vec<(String, String)> = alloc.env().into_iter().collect();
     env.extend(user_env(&config));
-    let Some(argv) = entrypoint(&config) else {
-        fail_trial(&mut state, trial_id, "the config has no entrypoint", &log);
-        master.persist(state);
-        return;
-    };
-    if master.config.info_dir.is_none() && runs_python(&argv) {
-        warn_if_foreign_info(Path::new(INFO_DIR), &master.url, &log);
-    }
+    let argv = master.info_view.wrap(&own_info, argv);
     let child = prepared.and_then(|()| spawn_logged(&argv, &work_dir, &env, &log));
     let mut child = match child {
         Ok(c) => c,
@@ -345,6 +302,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
                 &log,
             );
             master.persist(state);
+            hand_on_turn(master, trial_id);
             return;
         }
     };
@@ -456,6 +414,23 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
     };
     if reallocate {
         allocate(master, trial_id);
+    } else {
+        hand_on_turn(master, trial_id);
+    }
+}
+
+/// `trial_id` will not run again now: the trials waiting for the shared info folder it held
+/// get their turn (the first still active takes it; the others queue again).
+fn hand_on_turn(master: &Arc<Master>, trial_id: i32) {
+    for next in master.info_view.end_turn(trial_id) {
+        let runnable = master
+            .state()
+            .trials
+            .get(&next)
+            .is_some_and(|t| t.state == State::Active && !t.allocated);
+        if runnable {
+            allocate(master, next);
+        }
     }
 }
 
@@ -577,42 +552,4 @@ pub(crate) fn start_command(
         master.persist(state);
     });
     Ok(rec)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn info_files_of_another_master_are_flagged_in_the_trial_log() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let log = dir.path().join("trial.log");
-        std::fs::write(
-            dir.path().join("cluster.json"),
-            r#"{"master_url": "http://127.0.0.1:1"}"#,
-        )
-        .expect("write");
-        warn_if_foreign_info(dir.path(), "http://127.0.0.1:1", &log);
-        assert!(!log.exists(), "our own files are fine");
-        warn_if_foreign_info(dir.path(), "http://127.0.0.1:2", &log);
-        let text = std::fs::read_to_string(&log).expect("log");
-        assert!(runs_python(&[
-            "/venv/bin/python3".to_owned(),
-            "trial.py".to_owned()
-        ]));
-        assert!(runs_python(&[
-            "sh".to_owned(),
-            "-c".to_owned(),
-            "exec python t.py".to_owned()
-        ]));
-        assert!(!runs_python(&[
-            "/x/hessian-recipes".to_owned(),
-            "managed-training".to_owned()
-        ]));
-        assert!(
-            text.contains("names the master http://127.0.0.1:1"),
-            "{text}"
-        );
-        assert!(text.contains("--info-dir /run/determined/info"), "{text}");
-    }
 }

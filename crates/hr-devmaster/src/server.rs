@@ -40,7 +40,11 @@ impl Devmaster {
         let scheme = if tls.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{}", listener.local_addr()?);
         let (acceptor, cert_pem) = tls.map(|t| (t.acceptor, t.cert_pem)).unzip();
-        let master = Arc::new(Master::new(config, url, state, persister, cert_pem));
+        let info_view =
+            crate::trial_info::InfoView::probe(&config.trial_info, &config.state_dir).await;
+        let master = Arc::new(Master::new(
+            config, url, state, persister, cert_pem, info_view,
+        ));
         crate::scheduler::recover(&master);
         let router = crate::api::router(master.clone());
         let server = tokio::spawn(crate::listen::serve(listener, router, acceptor));
@@ -52,17 +56,22 @@ impl Devmaster {
         &self.master.url
     }
 
+    /// How its trials see `/run/determined/info` (one line, for the start-up output).
+    pub fn trial_info(&self) -> String {
+        self.master.info_view.describe()
+    }
+
     /// Why it stopped serving (its state could not be persisted), if it has.
     pub fn failure(&self) -> Option<String> {
         self.master.failure()
     }
 
-    /// Stops serving, kills every running trial and command process group, and removes the
-    /// trial session it wrote into its `--info-dir`.
+    /// Stops serving, kills every running trial and command process group, and clears the
+    /// shared info folder when trials used one.
     pub fn shutdown(self) {
         self.server.abort();
         crate::scheduler::kill_all(&self.master);
-        crate::scheduler::clear_info(&self.master);
+        self.master.info_view.clear_shared();
     }
 
     /// Stops serving and leaves every trial process running, as a crash of the devmaster would

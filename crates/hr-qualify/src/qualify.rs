@@ -307,7 +307,7 @@ pub(crate) async fn start_master(
     let config = hr_devmaster::DevmasterConfig {
         listen: "127.0.0.1:0".parse().expect("loopback address"),
         state_dir: output.join("devmaster"),
-        info_dir: None,
+        trial_info: hr_devmaster::TrialInfo::Private,
         preemption_timeout: Duration::from_secs(600),
         record_requests: None,
         password: None,

@@ -279,12 +279,6 @@ pub(crate) struct DevmasterArgs {
     /// Folder for the master's state, trial work folders and default checkpoint storage.
     #[arg(long)]
     pub(crate) state_dir: PathBuf,
-    /// Also write each trial's info files here. The real Python Core API reads only
-    /// /run/determined/info, so Python trials need `--info-dir /run/determined/info` (and two
-    /// must not run at once); without it, a trial whose /run/determined/info names another
-    /// master gets a warning in its log.
-    #[arg(long)]
-    pub(crate) info_dir: Option<PathBuf>,
     /// Seconds a preempted allocation may take to exit before it is killed (upstream: 3600).
     #[arg(long, default_value_t = 3600)]
     pub(crate) preemption_timeout_seconds: u64,

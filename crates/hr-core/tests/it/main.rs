@@ -48,7 +48,7 @@ async fn start_master_with(
     let config = DevmasterConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         state_dir: state.to_owned(),
-        info_dir: None,
+        trial_info: hr_devmaster::TrialInfo::Private,
         preemption_timeout: Duration::from_secs(60),
         record_requests: None,
         password: None,

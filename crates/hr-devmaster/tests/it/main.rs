@@ -8,4 +8,5 @@ mod lifecycle;
 mod searcher;
 mod support;
 mod tls;
+mod trial_info;
 mod wire_errors;

@@ -12,7 +12,7 @@ async fn start(dir: &std::path::Path, slots: u32) -> (Devmaster, Client) {
     let master = Devmaster::start(DevmasterConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         state_dir: dir.join("state"),
-        info_dir: None,
+        trial_info: hr_devmaster::TrialInfo::Private,
         preemption_timeout: Duration::from_secs(60),
         record_requests: None,
         password: None,

@@ -9,7 +9,7 @@ pub(crate) async fn start(state_dir: &Path, preemption_timeout: Duration) -> (De
     let config = DevmasterConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         state_dir: state_dir.to_owned(),
-        info_dir: None,
+        trial_info: hr_devmaster::TrialInfo::Private,
         preemption_timeout,
         record_requests: None,
         password: None,

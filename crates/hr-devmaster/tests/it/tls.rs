@@ -13,7 +13,7 @@ fn config(dir: &std::path::Path, cert: &ServerCert) -> DevmasterConfig {
     DevmasterConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         state_dir: dir.join("state"),
-        info_dir: None,
+        trial_info: hr_devmaster::TrialInfo::Private,
         preemption_timeout: Duration::from_secs(60),
         record_requests: None,
         password: None,

@@ -480,7 +480,7 @@ async fn another_address_needs_a_password_and_then_every_login_needs_it() {
     let config = |listen: &str, password: Option<&str>| hr_devmaster::DevmasterConfig {
         listen: listen.parse().expect("addr"),
         state_dir: tmp.path().join("state"),
-        info_dir: None,
+        trial_info: hr_devmaster::TrialInfo::Private,
         preemption_timeout: Duration::from_secs(60),
         record_requests: None,
         password: password.map(str::to_owned),
@@ -520,7 +520,7 @@ async fn recorded_requests_hold_no_password_and_only_their_owner_reads_them() {
     let master = hr_devmaster::Devmaster::start(hr_devmaster::DevmasterConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         state_dir: tmp.path().join("state"),
-        info_dir: None,
+        trial_info: hr_devmaster::TrialInfo::Private,
         preemption_timeout: Duration::from_secs(60),
         record_requests: Some(recording.clone()),
         password: Some("s3cret-pw".to_owned()),
@@ -550,7 +550,7 @@ async fn requests_recorded_at_once_stay_one_whole_line_each() {
     let master = hr_devmaster::Devmaster::start(hr_devmaster::DevmasterConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         state_dir: tmp.path().join("state"),
-        info_dir: None,
+        trial_info: hr_devmaster::TrialInfo::Private,
         preemption_timeout: Duration::from_secs(60),
         record_requests: Some(recording.clone()),
         password: None,
@@ -579,36 +579,4 @@ async fn requests_recorded_at_once_stay_one_whole_line_each() {
         let v: serde_json::Value = serde_json::from_str(line).expect("a whole JSON line");
         assert_eq!(v["path"], "/api/v1/auth/login");
     }
-}
-
-#[tokio::test]
-async fn shutdown_removes_the_trial_session_it_wrote_into_the_info_folder() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let info = tmp.path().join("info");
-    let master = hr_devmaster::Devmaster::start(hr_devmaster::DevmasterConfig {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        state_dir: tmp.path().join("state"),
-        info_dir: Some(info.clone()),
-        preemption_timeout: Duration::from_secs(60),
-        record_requests: None,
-        password: None,
-        tls: None,
-        slots: 0,
-    })
-    .await
-    .expect("start");
-    let mut client = Client::new(master.url()).expect("client");
-    client.login("determined", "").await.expect("login");
-    crate::support::create_trial(&client, &config("exec sleep 3600", 0)).await;
-    let cluster = info.join(hr_det::task_info::CLUSTER_FILE);
-    crate::support::eventually("the trial's session is in the info folder", || async {
-        cluster.exists()
-    })
-    .await;
-    master.shutdown();
-    let left: Vec<_> = std::fs::read_dir(&info)
-        .expect("info folder")
-        .map(|e| e.expect("entry").file_name())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
 }
