@@ -1,13 +1,16 @@
 """A real Determined 0.35 Core API trial for the devmaster conformance check.
 
-Restores `state.json` from `info.latest_checkpoint`, then per step: reports a training metric,
-stores a checkpoint whose metadata holds steps_completed, reports progress, and exits 0 right
-after `should_preempt()` turns true (which acknowledges the preemption). Prints one line per
-event so the check can follow it. With BENCH_REPORTS=N it instead times N metric reports and N
+Prints the identity it read from /run/determined/info. With GATE=PATH it then creates
+PATH.<trial id> and waits for PATH to exist (so trials provably run at the same time). Restores
+`state.json` from `info.latest_checkpoint`, then per step: reports a training metric and a
+validation metric (`val_loss`, best at step 3), stores a checkpoint whose metadata holds
+steps_completed, reports progress, and exits 0 right after `should_preempt()` turns true (which
+acknowledges the preemption). Prints one line per event so the check can follow it. With BENCH_REPORTS=N it instead times N metric reports and N
 checkpoints (`cargo xtask bench core`).
 """
 import json
 import os
+import pathlib
 import sys
 import time
 
@@ -19,6 +22,12 @@ def main() -> None:
     info = det.get_cluster_info()
     assert info is not None, "no cluster info: is /run/determined/info written?"
     latest = info.latest_checkpoint
+    print(f"identity trial {info.trial.trial_id} experiment {info.trial.experiment_id}", flush=True)
+    gate = os.environ.get("GATE")
+    if gate:
+        pathlib.Path(f"{gate}.{info.trial.trial_id}").touch()
+        while not os.path.exists(gate):
+            time.sleep(0.05)
     step_seconds = float(os.environ.get("STEP_SECONDS", "0.5"))
     with core.init(tensorboard_mode=core.TensorboardMode.MANUAL) as ctx:
         if os.environ.get("BENCH_REPORTS"):
@@ -32,6 +41,7 @@ def main() -> None:
             while step < op.length:
                 step += 1
                 ctx.train.report_training_metrics(steps_completed=step, metrics={"loss": 1.0 / step})
+                ctx.train.report_validation_metrics(steps_completed=step, metrics={"val_loss": abs(step - 3) + 0.5})
                 with ctx.checkpoint.store_path({"steps_completed": step}) as (path, uuid):
                     (path / "state.json").write_text(json.dumps({"step": step}))
                 print(f"step {step} checkpoint {uuid}", flush=True)

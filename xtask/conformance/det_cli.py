@@ -4,7 +4,8 @@ Run by `cargo xtask conformance det` against a fresh devmaster. Drives the real 
 (login, experiment create with and without --paused, describe --json, pause, activate, kill,
 list-checkpoints, cmd run --detach and command state) and two managed trials, one on the real
 Python Core API and one on our Rust `hr-core`, through pause -> preempt -> ack -> activate ->
-restore -> completion. Every check looks at what the command printed (states, ids, UUIDs), not
+restore -> completion; three Python trials at once, a context directory, and the CLI's read
+paths (trial describe and logs, --best, checkpoint describe and download, experiment delete). Every check looks at what the command printed (states, ids, UUIDs), not
 only at its exit code. Prints `det-conformance: N passed, M failed` last.
 """
 import argparse
@@ -249,6 +250,111 @@ def main_run(det, args, case):
               adopted == case["evaluate"] and report["selected_step"] in adopted, report)
 
 
+UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
+
+
+def trial_of(det, eid):
+    described = json.loads(det("experiment", "describe", eid, "--json").stdout or "[{}]")[0]
+    tids = described.get("experiment", {}).get("trialIds") or []
+    return tids[0] if tids else None
+
+
+def concurrent_trials_and_read_paths(det, args):
+    """Three Python Core trials at once (each waits until all three have started), each reading
+    its own identity and recording its own metrics and checkpoints; then what the CLI reads
+    about them: trial describe (workloads, summary metrics), list-checkpoints --best 1,
+    checkpoint describe and download, and experiment delete."""
+    script = str(pathlib.Path(__file__).with_name("core_trial.py"))
+    gate = args.work / "concurrent-gate"
+    shared = args.work / "shared-concurrent"
+    eids = []
+    for n in range(3):
+        config = args.work / f"concurrent-{n}.yaml"
+        config.write_text(
+            f"name: concurrent-{n}\n"
+            f"entrypoint: {json.dumps([args.python, script])}\n"
+            "searcher: {name: single, metric: val_loss, smaller_is_better: true, max_length: {batches: 6}}\n"
+            "resources: {slots_per_trial: 0}\nmax_restarts: 0\n"
+            f"checkpoint_storage: {{type: shared_fs, host_path: {json.dumps(str(shared))}, storage_path: ckpts}}\n"
+            f"environment: {{environment_variables: [STEP_SECONDS=0, {json.dumps('GATE=' + str(gate))}]}}\n")
+        out = det("experiment", "create", config)
+        eid = created_id(out)
+        if not check(f"concurrent: create experiment {n + 1} of 3", out.returncode == 0 and eid, out.stdout + out.stderr):
+            return
+        eids.append(eid)
+    tids = {eid: trial_of(det, eid) for eid in eids}
+    started = wait(lambda: all(pathlib.Path(f"{gate}.{t}").exists() for t in tids.values()), "three trials at once")
+    check("concurrent: three Python Core trials run at the same time", started,
+          "".join(trial_log(args.state_dir, e) for e in eids))
+    gate.touch()
+    for eid in eids:
+        wait(lambda: det.state(eid) == "STATE_COMPLETED", f"experiment {eid} completion")
+    for eid, tid in tids.items():
+        log = trial_log(args.state_dir, eid)
+        check(f"concurrent: trial {tid} read its own identity and completed",
+              f"identity trial {tid} experiment {eid}" in log and "completed at step 6" in log, log)
+        out = det("trial", "describe", tid, "--json")
+        described = json.loads(out.stdout) if out.returncode == 0 else {}
+        training = [w["training"]["totalBatches"] for w in described.get("workloads", []) if w.get("training")]
+        summary = described.get("trial", {}).get("summaryMetrics") or {}
+        check(f"concurrent: trial describe shows trial {tid}'s own six reports and their summary",
+              training == [1, 2, 3, 4, 5, 6]
+              and summary.get("avg_metrics", {}).get("loss", {}).get("count") == 6
+              and summary.get("validation_metrics", {}).get("val_loss", {}).get("min") == 0.5,
+              out.stdout[-2000:] + out.stderr)
+
+    eid = eids[0]
+    log = trial_log(args.state_dir, eid)
+    best = re.search(r"step 3 checkpoint (\S+)", log)
+    best = best.group(1) if best else "missing"
+    out = det("experiment", "list-checkpoints", "--best", "1", eid)
+    check("list-checkpoints --best 1 gives the checkpoint of the best searcher metric (step 3)",
+          out.returncode == 0 and re.findall(UUID, out.stdout) == [best] and "0.5" in out.stdout,
+          out.stdout + out.stderr)
+    out = det("checkpoint", "describe", best)
+    check("checkpoint describe shows the checkpoint and its validation metrics",
+          out.returncode == 0 and best in out.stdout and "val_loss" in out.stdout, out.stdout + out.stderr)
+    dest = args.work / "downloaded"
+    out = det("checkpoint", "download", best, "--output-dir", dest)
+    state_file = dest / "state.json"
+    check("checkpoint download copies the checkpoint's files",
+          out.returncode == 0 and state_file.exists() and json.loads(state_file.read_text())["step"] == 3,
+          out.stdout + out.stderr)
+
+    doomed = eids[2]
+    uuids = re.findall(r"step \d+ checkpoint (\S+)", trial_log(args.state_dir, doomed))
+    out = det("experiment", "delete", doomed, "--yes")
+    gone = det("experiment", "describe", doomed, "--json")
+    check("experiment delete removes the experiment and its checkpoint files",
+          out.returncode == 0 and gone.returncode != 0 and uuids
+          and not any((shared / "ckpts" / u).exists() for u in uuids),
+          out.stdout + out.stderr + gone.stderr)
+
+
+def context_directory(det, args):
+    """`det experiment create CONFIG DIR`: the folder's files are in the trial's work folder."""
+    ctx = args.work / "context"
+    (ctx / "pkg").mkdir(parents=True, exist_ok=True)
+    (ctx / "pkg" / "__init__.py").write_text("GREETING = 'hello from the context directory'\n")
+    (ctx / "ctx_trial.py").write_text(
+        "import determined as det\nimport pkg\n"
+        "print(pkg.GREETING, 'in trial', det.get_cluster_info().trial.trial_id, flush=True)\n")
+    config = args.work / "context.yaml"
+    config.write_text(
+        "name: context\n"
+        f"entrypoint: {json.dumps([args.python, 'ctx_trial.py'])}\n"
+        "searcher: {name: single, metric: loss, max_length: 1}\n"
+        "resources: {slots_per_trial: 0}\nmax_restarts: 0\n")
+    out = det("experiment", "create", config, ctx)
+    eid = created_id(out)
+    if check("context: create with a context directory", out.returncode == 0 and eid, out.stdout + out.stderr):
+        wait(lambda: det.state(eid) in ("STATE_COMPLETED", "STATE_ERROR"), "the context trial's end", 60)
+        log = trial_log(args.state_dir, eid)
+        check("context: the trial ran the uploaded script and imported the uploaded package",
+              det.state(eid) == "STATE_COMPLETED"
+              and f"hello from the context directory in trial {trial_of(det, eid)}" in log, log)
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--master", required=True)
@@ -287,6 +393,8 @@ def main():
     lifecycle(det, args, "python", [args.python, script])
     lifecycle(det, args, "python-directory", [args.python, script], storage="directory")
     lifecycle(det, args, "rust", [args.rust_trial])
+    concurrent_trials_and_read_paths(det, args)
+    context_directory(det, args)
     for case in json.loads(args.training_cases.read_text()):
         training_lifecycle(det, args, case)
     main_run(det, args, json.loads(args.main_run.read_text()))
@@ -332,22 +440,33 @@ def main():
         handed = json.loads(m.group(1)) if m else {}
         check("a trial reads hyperparameter values, not specs",
               handed.get("lr") == 0.1 and handed.get("n") in (1, 2, 3, 4) and handed.get("o") == {"x": 2}, log)
-        described = json.loads(det("experiment", "describe", hid, "--json").stdout or "[{}]")[0]
-        tids = described.get("experiment", {}).get("trialIds") or []
-        out = det("trial", "logs", tids[0]) if tids else None
+        tid = trial_of(det, hid)
+        out = det("trial", "logs", tid) if tid else None
         check("trial logs prints the trial's output, a line each",
               out is not None and out.returncode == 0 and re.search(r"hparams=\{.*\}\s*$", out.stdout, re.M),
               out and out.stdout + out.stderr)
-        out = det("trial", "logs", tids[0], "--tail", "1") if tids else None
+        out = det("trial", "logs", tid, "--tail", "1") if tid else None
         check("trial logs --tail 1 prints the last line only",
               out is not None and out.returncode == 0 and out.stdout.count("hparams=") == 1, out and out.stdout + out.stderr)
+    path = config("random", "resources: {slots_per_trial: 0}\nhyperparameters: {n: {type: int, minval: 1, maxval: 1000000}}\n")
+    path.write_text(path.read_text().replace("{name: single,", "{name: random, max_trials: 3, max_concurrent_trials: 2,"))
+    out = det("experiment", "create", path)
+    rid = created_id(out)
+    if check("create a random search", out.returncode == 0 and rid, out.stdout + out.stderr):
+        wait(lambda: det.state(rid) == "STATE_COMPLETED", "the random search's completion", 120)
+        described = json.loads(det("experiment", "describe", rid, "--json").stdout or "[{}]")[0]
+        tids = described.get("experiment", {}).get("trialIds") or []
+        values = [json.loads(det("trial", "describe", t, "--json").stdout or "{}").get("trial", {}).get("hparams", {}).get("n")
+                  for t in tids]
+        check("a random search ran max_trials trials, each with its own sampled value",
+              len(tids) == 3 and all(isinstance(v, int) for v in values) and len(set(values)) > 1, (tids, values))
     for name, extra, field in [
-        ("random", "resources: {slots_per_trial: 0}\n", "searcher.name"),
+        ("asha", "resources: {slots_per_trial: 0}\n", "searcher.name"),
         ("slots", "resources: {slots_per_trial: 8}\n", "resources.slots_per_trial"),
     ]:
         path = config(name, extra)
-        if name == "random":
-            path.write_text(path.read_text().replace("{name: single,", "{name: random, max_trials: 4,"))
+        if name == "asha":
+            path.write_text(path.read_text().replace("{name: single,", "{name: adaptive_asha, max_trials: 4,"))
         out = det("experiment", "create", path)
         check(f"create refuses {name} naming {field}", out.returncode != 0 and field in out.stdout + out.stderr,
               out.stdout + out.stderr)

@@ -39,8 +39,21 @@ struct Retention {
     save_trial_latest: Option<usize>,
 }
 
+/// The experiment's searcher metric and whether smaller is better (upstream's defaults: `loss`,
+/// true, for a config without them).
+pub(crate) fn searcher_metric(config: &Value) -> (String, bool) {
+    // A config the master accepted has these types; one that does not keeps the defaults.
+    let searcher = RetentionConfig::deserialize(config)
+        .unwrap_or_default()
+        .searcher;
+    (
+        searcher.metric.unwrap_or_else(|| "loss".to_owned()),
+        searcher.smaller_is_better.unwrap_or(true),
+    )
+}
+
 /// The searcher metric of validation metrics reported for `c`'s trial at its step.
-fn searcher_value(state: &MasterState, c: &CheckpointRec, metric: &str) -> Option<f64> {
+pub(crate) fn searcher_value(state: &MasterState, c: &CheckpointRec, metric: &str) -> Option<f64> {
     let step = i32::try_from(c.checkpoint.steps_completed()?).ok()?;
     state
         .metrics
@@ -51,11 +64,7 @@ fn searcher_value(state: &MasterState, c: &CheckpointRec, metric: &str) -> Optio
                 && !m.archived
                 && m.steps_completed == step
         })
-        .find_map(|m| {
-            m.metrics
-                .pointer(&format!("/avg_metrics/{metric}"))?
-                .as_f64()
-        })
+        .find_map(|m| m.metrics.get("avg_metrics")?.get(metric)?.as_f64())
 }
 
 /// The UUIDs of experiment `id`'s completed checkpoints that its retention does not keep.
@@ -65,13 +74,11 @@ pub(crate) fn unretained(state: &MasterState, id: i32, config: &Value) -> Vec<St
         .iter()
         .filter(|c| c.experiment_id == id && c.checkpoint.state == CheckpointState::Completed)
         .collect();
-    // A config the master accepted has these types; one that does not keeps the defaults.
-    let RetentionConfig {
-        searcher,
-        checkpoint_storage: retention,
-    } = RetentionConfig::deserialize(config).unwrap_or_default();
-    let metric = searcher.metric.as_deref().unwrap_or("loss");
-    let smaller_is_better = searcher.smaller_is_better.unwrap_or(true);
+    let retention = RetentionConfig::deserialize(config)
+        .unwrap_or_default()
+        .checkpoint_storage;
+    let (metric, smaller_is_better) = searcher_metric(config);
+    let metric = metric.as_str();
     let best = |list: &[&CheckpointRec], n: usize| -> Vec<String> {
         let mut scored: Vec<(f64, &str)> = list
             .iter()

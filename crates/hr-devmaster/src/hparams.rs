@@ -83,6 +83,145 @@ fn one(spec: &Map<String, Value>, path: &str, seed: u32) -> Result<Value, String
     }
 }
 
+/// The seed of an experiment's trial number `index` (from 0): the experiment seed itself for the
+/// first, then a SplitMix64 draw from it per index.
+pub(crate) fn trial_seed(experiment_seed: u32, index: usize) -> u32 {
+    if index == 0 {
+        return experiment_seed;
+    }
+    let mut draws =
+        Draws(u64::from(experiment_seed) ^ (index as u64).wrapping_mul(0xd1b5_4a32_d192_ed03));
+    (draws.next() >> 32) as u32
+}
+
+/// The grid searcher's points for `spec`: the cartesian product of each hyperparameter's axis
+/// (`const` and bare values one point, `categorical` its values, `int`, `double` and `log`
+/// `count` evenly spaced points, the middle one when `count` is 1), in the order listed. A
+/// number range without `count` is an error naming `hyperparameters.<name>.count`.
+pub(crate) fn grid(spec: &Value) -> Result<Vec<Value>, String> {
+    let mut points = vec![Value::Object(Map::new())];
+    let Value::Object(map) = spec else {
+        return if spec.is_null() {
+            Ok(points)
+        } else {
+            Err(format!(
+                "hyperparameters must be a mapping of names to specs, not {spec}"
+            ))
+        };
+    };
+    let mut axes = Vec::new();
+    axes_of(map, &mut Vec::new(), &mut axes)?;
+    for (route, values) in axes {
+        points = points
+            .iter()
+            .flat_map(|point| {
+                values.iter().map(|v| {
+                    let mut p = point.clone();
+                    set(&mut p, &route, v.clone());
+                    p
+                })
+            })
+            .collect();
+    }
+    Ok(points)
+}
+
+type Axis = (Vec<String>, Vec<Value>);
+
+fn axes_of(
+    map: &Map<String, Value>,
+    route: &mut Vec<String>,
+    axes: &mut Vec<Axis>,
+) -> Result<(), String> {
+    for (name, spec) in map {
+        route.push(name.clone());
+        let path = format!("hyperparameters.{}", route.join("."));
+        match spec {
+            Value::Object(m) if m.contains_key("type") => {
+                axes.push((route.clone(), axis(m, &path)?))
+            }
+            Value::Object(m) => axes_of(m, route, axes)?,
+            constant => axes.push((route.clone(), vec![constant.clone()])),
+        }
+        route.pop();
+    }
+    Ok(())
+}
+
+fn axis(spec: &Map<String, Value>, path: &str) -> Result<Vec<Value>, String> {
+    let kind = spec.get("type").and_then(Value::as_str).unwrap_or_default();
+    let num = |key: &str| {
+        spec.get(key)
+            .and_then(Value::as_f64)
+            .ok_or_else(|| format!("{path}.{key}: a number is required"))
+    };
+    let count = || {
+        spec.get("count")
+            .and_then(Value::as_u64)
+            .filter(|c| *c >= 1)
+            .ok_or_else(|| format!("{path}.count: the grid searcher needs a count (at least 1) for an {kind} hyperparameter"))
+    };
+    // Evenly spaced points of [lo, hi]; the middle for one.
+    let spaced = |lo: f64, hi: f64, n: u64| -> Vec<f64> {
+        if n == 1 {
+            vec![(lo + hi) / 2.0]
+        } else {
+            (0..n)
+                .map(|i| lo + i as f64 * (hi - lo) / (n - 1) as f64)
+                .collect()
+        }
+    };
+    match kind {
+        "const" => Ok(vec![spec.get("val").cloned().ok_or_else(|| {
+            format!("{path}.val: a const hyperparameter needs its value")
+        })?]),
+        "categorical" => spec
+            .get("vals")
+            .and_then(Value::as_array)
+            .filter(|v| !v.is_empty())
+            .cloned()
+            .ok_or_else(|| format!("{path}.vals: a non-empty list is required")),
+        "int" => {
+            let (lo, hi) = (num("minval")? as i64, num("maxval")? as i64);
+            let n = count()?.min(hi.abs_diff(lo) + 1);
+            Ok(spaced(lo as f64, hi as f64, n)
+                .into_iter()
+                .map(|x| Value::from(x.round() as i64))
+                .collect())
+        }
+        "double" => Ok(spaced(num("minval")?, num("maxval")?, count()?)
+            .into_iter()
+            .map(Value::from)
+            .collect()),
+        "log" => {
+            let base = num("base")?;
+            Ok(spaced(num("minval")?, num("maxval")?, count()?)
+                .into_iter()
+                .map(|x| Value::from(base.powf(x)))
+                .collect())
+        }
+        other => Err(format!(
+            "{path}.type: {other:?} is not a hyperparameter type (const, int, double, log, \
+             categorical)"
+        )),
+    }
+}
+
+/// Sets `value` at `route` inside the mapping `point`.
+fn set(point: &mut Value, route: &[String], value: Value) {
+    let mut at = point;
+    for key in &route[..route.len() - 1] {
+        at = at
+            .as_object_mut()
+            .expect("grid points are mappings")
+            .entry(key.clone())
+            .or_insert_with(|| Value::Object(Map::new()));
+    }
+    if let Some(m) = at.as_object_mut() {
+        m.insert(route[route.len() - 1].clone(), value);
+    }
+}
+
 /// A SplitMix64 stream seeded by the trial seed and the hyperparameter's name.
 struct Draws(u64);
 
@@ -154,6 +293,43 @@ mod tests {
             .map(|s| sample(&spec, s).expect("valid")["d"].to_string())
             .collect();
         assert!(draws.len() > 16, "{draws:?}");
+    }
+
+    #[test]
+    fn the_grid_is_the_product_of_each_axis_as_determined_builds_it() {
+        let spec = json!({
+            "c": {"type": "categorical", "vals": ["a", "b"]},
+            "n": {"type": "int", "minval": 1, "maxval": 8, "count": 3},
+            "nested": {"d": {"type": "double", "minval": 0.0, "maxval": 1.0, "count": 1}},
+            "k": 7,
+        });
+        let points = grid(&spec).expect("grid");
+        assert_eq!(points.len(), 6);
+        let ns: std::collections::BTreeSet<i64> = points
+            .iter()
+            .map(|p| p["n"].as_i64().expect("int"))
+            .collect();
+        // Determined's int axis: minval + i * (maxval - minval) / (count - 1), rounded.
+        assert_eq!(ns, [1, 5, 8].into_iter().collect());
+        assert!(
+            points
+                .iter()
+                .all(|p| p["nested"]["d"] == json!(0.5) && p["k"] == json!(7))
+        );
+        let err = grid(&json!({"lr": {"type": "log", "minval": -3, "maxval": -1, "base": 10}}))
+            .expect_err("no count");
+        assert!(err.contains("hyperparameters.lr.count"), "{err}");
+        // An int axis never has more points than integers in its range.
+        let small = grid(&json!({"n": {"type": "int", "minval": 0, "maxval": 1, "count": 5}}))
+            .expect("grid");
+        assert_eq!(small, vec![json!({"n": 0}), json!({"n": 1})]);
+    }
+
+    #[test]
+    fn trial_seeds_start_at_the_experiment_seed_and_differ() {
+        assert_eq!(trial_seed(42, 0), 42);
+        let seeds: std::collections::BTreeSet<u32> = (0..64).map(|i| trial_seed(42, i)).collect();
+        assert_eq!(seeds.len(), 64);
     }
 
     #[test]

@@ -106,7 +106,13 @@ impl Persister {
         };
         if journal_path.exists() {
             for rec in read_journal(&journal_path)? {
-                state.push_metric(rec);
+                // Metrics of deleted experiments' trials stay in the journal, unread (their ids
+                // stay used).
+                if state.deleted_trials.contains(&rec.trial_id) {
+                    state.next_metric = state.next_metric.max(rec.id + 1);
+                } else {
+                    state.push_metric(rec);
+                }
             }
         } else {
             let mut lines = Vec::new();
@@ -204,6 +210,11 @@ impl Persister {
         self.durable.store(seq, Ordering::Release);
         Ok(())
     }
+}
+
+/// Removes a deleted experiment's config file (after the state without it is durable).
+pub(crate) fn remove_experiment_config(dir: &Path, id: i32) {
+    let _ = std::fs::remove_file(dir.join(EXPERIMENTS_DIR).join(config_file_name(id)));
 }
 
 fn config_file_name(id: i32) -> String {

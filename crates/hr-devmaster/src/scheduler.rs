@@ -182,17 +182,18 @@ fn runs_python(argv: &[String]) -> bool {
         || (program == "sh" && argv.get(2).is_some_and(|line| line.contains("python")))
 }
 
-fn fail_trial(state: &mut MasterState, trial_id: i32, why: &str, log: &Path) {
+/// A trial that cannot start errors (its log says why); returns the trials its experiment's
+/// searcher creates in its place, for the caller to allocate once the state lock is released.
+#[must_use]
+fn fail_trial(state: &mut MasterState, trial_id: i32, why: &str, log: &Path) -> Vec<i32> {
     let _ = std::fs::write(log, format!("devmaster: {why}\n"));
-    if let Some(trial) = state.trials.get_mut(&trial_id) {
-        trial.state = State::Error;
-        trial.end_time = Some(now_rfc3339());
-        let exp_id = trial.experiment_id;
-        if let Some(exp) = state.experiments.get_mut(&exp_id) {
-            exp.state = State::Error;
-            exp.end_time = Some(now_rfc3339());
-        }
-    }
+    let Some(trial) = state.trials.get_mut(&trial_id) else {
+        return Vec::new();
+    };
+    trial.state = State::Error;
+    trial.end_time = Some(now_rfc3339());
+    let exp_id = trial.experiment_id;
+    crate::searcher::settle(state, exp_id)
 }
 
 /// Starts allocation `run_id + 1` of a trial: restores the latest checkpoint by the master's
@@ -223,15 +224,17 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
     let _ = std::fs::create_dir_all(log.parent().unwrap_or(Path::new(".")));
     let config = trial_config(&exp.config);
     let Some(argv) = entrypoint(&config) else {
-        fail_trial(&mut state, trial_id, "the config has no entrypoint", &log);
+        let next = fail_trial(&mut state, trial_id, "the config has no entrypoint", &log);
         master.persist(state);
+        allocate_all(master, next);
         return;
     };
     if let InfoView::Unavailable(why) = &master.info_view
         && runs_python(&argv)
     {
-        fail_trial(&mut state, trial_id, why, &log);
+        let next = fail_trial(&mut state, trial_id, why, &log);
         master.persist(state);
+        allocate_all(master, next);
         return;
     }
     // With one shared info folder, a trial waits (active, unallocated) for the one holding it.
@@ -283,6 +286,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
     };
     let own_info = work_dir.join("info");
     let prepared = std::fs::create_dir_all(&work_dir)
+        .and_then(|()| crate::context::unpack(&master.config.state_dir, exp.id, &work_dir))
         .and_then(|()| alloc.write_info(&own_info))
         .and_then(|()| match master.info_view.shared_dir() {
             Some(dir) => alloc.write_info(dir),
@@ -295,7 +299,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
     let mut child = match child {
         Ok(c) => c,
         Err(e) => {
-            fail_trial(
+            let next = fail_trial(
                 &mut state,
                 trial_id,
                 &format!("cannot start {argv:?}: {e}"),
@@ -303,6 +307,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
             );
             master.persist(state);
             hand_on_turn(master, trial_id);
+            allocate_all(master, next);
             return;
         }
     };
@@ -336,7 +341,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
 /// An allocation ended: decide the trial's fate as the master does.
 fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<ExitStatus>) {
     let success = status.is_some_and(|s| s.success());
-    let reallocate = {
+    let (again, created) = {
         // The allocation leaves and its trial's fate is decided under one hold of the state
         // lock, so no activate sees the trial without an allocation before that is decided.
         let mut state = master.state();
@@ -353,26 +358,20 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
         let Some(exp) = state.experiments.get(&trial.experiment_id).cloned() else {
             return;
         };
-        let now = now_rfc3339();
-        let (trial_state, exp_state, restarts, again) = match exp.state {
+        // `max_restarts` counts the restarts of all the experiment's trials, as upstream.
+        let restarted: i32 = state.trials_of(exp.id).map(|t| t.restarts).sum();
+        let (trial_state, restarts, again) = match exp.state {
             State::StoppingKilled | State::StoppingCanceled => {
-                (State::Canceled, State::Canceled, trial.restarts, false)
+                (State::Canceled, trial.restarts, false)
             }
             // The searcher has no more work (the Core API acks "out of ops" then exits 0).
-            _ if success && trial.searcher_completed => {
-                (State::Completed, State::Completed, trial.restarts, false)
-            }
-            _ if acked => {
-                // Preempted and acknowledged: resumable; it runs again only if still active.
-                let active = exp.state == State::Active;
-                (trial.state, exp.state, trial.restarts, active)
-            }
-            _ if success => (State::Completed, State::Completed, trial.restarts, false),
-            State::Paused => (State::Paused, State::Paused, trial.restarts + 1, false),
-            _ if trial.restarts < exp.max_restarts => {
-                (State::Active, State::Active, trial.restarts + 1, true)
-            }
-            _ => (State::Error, State::Error, trial.restarts + 1, false),
+            _ if success && trial.searcher_completed => (State::Completed, trial.restarts, false),
+            // Preempted and acknowledged: resumable; it runs again only if still active.
+            _ if acked => (trial.state, trial.restarts, exp.state == State::Active),
+            _ if success => (State::Completed, trial.restarts, false),
+            State::Paused => (State::Paused, trial.restarts + 1, false),
+            _ if restarted < exp.max_restarts => (State::Active, trial.restarts + 1, true),
+            _ => (State::Error, trial.restarts + 1, false),
         };
         if let Some(t) = state.trials.get_mut(&trial_id) {
             t.allocated = false;
@@ -380,15 +379,14 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
             t.state = trial_state;
             t.restarts = restarts;
             if trial_state.is_terminal() {
-                t.end_time = Some(now.clone());
+                t.end_time = Some(now_rfc3339());
             }
         }
-        if let Some(e) = state.experiments.get_mut(&exp.id) {
-            e.state = exp_state;
-            if exp_state.is_terminal() {
-                e.end_time = Some(now);
-            }
-        }
+        let created = crate::searcher::settle(&mut state, exp.id);
+        let exp_state = state
+            .experiments
+            .get(&exp.id)
+            .map_or(exp.state, |e| e.state);
         let collected = if exp_state.is_terminal() {
             crate::gc::collect(
                 &mut state,
@@ -410,12 +408,20 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
                 );
             }
         }
-        again
+        (again, created)
     };
-    if reallocate {
+    if again {
         allocate(master, trial_id);
     } else {
         hand_on_turn(master, trial_id);
+    }
+    allocate_all(master, created);
+}
+
+/// Allocates each of `trials` (trials a searcher just created).
+fn allocate_all(master: &Arc<Master>, trials: Vec<i32>) {
+    for trial in trials {
+        allocate(master, trial);
     }
 }
 

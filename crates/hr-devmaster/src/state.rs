@@ -25,12 +25,11 @@ pub(crate) struct ExperimentRec {
     pub(crate) project_id: i32,
     pub(crate) start_time: String,
     pub(crate) end_time: Option<String>,
-    pub(crate) trial_id: Option<i32>,
     pub(crate) max_length: i64,
     pub(crate) max_restarts: i32,
 }
 
-/// One trial (each experiment has at most one: the `single` searcher).
+/// One trial of an experiment (its searcher decides how many).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct TrialRec {
     pub(crate) id: i32,
@@ -141,6 +140,9 @@ pub(crate) struct MasterState {
     #[serde(default, skip_serializing)]
     pub(crate) metrics: Vec<MetricRec>,
     pub(crate) commands: BTreeMap<String, CommandRec>,
+    /// Trials of deleted experiments: their metrics stay in the journal and are not read back.
+    #[serde(default)]
+    pub(crate) deleted_trials: std::collections::BTreeSet<i32>,
     /// sha256 of a session token -> user name (tokens themselves are never stored).
     pub(crate) sessions: BTreeMap<String, String>,
     /// sha256 of a login's token -> when it expires (unix seconds). Trial tokens have none.
@@ -173,6 +175,11 @@ fn token_key(token: &str) -> String {
 }
 
 impl MasterState {
+    /// Experiment `id`'s trials, in the order they were created.
+    pub(crate) fn trials_of(&self, id: i32) -> impl Iterator<Item = &TrialRec> {
+        self.trials.values().filter(move |t| t.experiment_id == id)
+    }
+
     /// Records the session of a trial's allocation, acting as `user` for that allocation only
     /// (valid while the master keeps it).
     pub(crate) fn add_trial_session(&mut self, token: &str, user: &str, scope: TrialScope) {

@@ -11,39 +11,70 @@ use axum::{
 use hr_det::wire::{Checkpoint, CheckpointResponse, CheckpointsResponse, Pagination};
 use serde_json::{Value, json};
 
-use super::{M, caller, find_experiment, find_trial, parse, trial_of_task, wire_json};
+use super::{
+    M, caller, find_experiment, find_trial, parse, trial_of_task, wire_json,
+    workloads::with_training,
+};
 use crate::{
     error::{ApiError, ApiResult},
     info::now_rfc3339,
 };
 
+/// `GET /api/v1/experiments/{id}/checkpoints`: filtered by `states`, sorted by `sortByAttr`
+/// (`SORT_BY_SEARCHER_METRIC`, as `list-checkpoints --best` asks, puts checkpoints without the
+/// metric last and orders the rest best first unless `orderBy` says otherwise), then paged.
 pub(super) async fn list_checkpoints(
     AxState(m): M,
     headers: HeaderMap,
     Path(id): Path<i32>,
-    Query(q): Query<HashMap<String, String>>,
+    Query(pairs): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
     caller(&m, &headers)?;
     let state = m.state();
-    find_experiment(&state, id)?;
-    let mut list: Vec<&Checkpoint> = state
+    let exp = find_experiment(&state, id)?;
+    let states: Vec<&str> = pairs
+        .iter()
+        .filter(|(k, _)| k == "states")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    let q: HashMap<String, String> = pairs.iter().cloned().collect();
+    let mut list: Vec<Checkpoint> = state
         .checkpoints
         .iter()
         .filter(|c| c.experiment_id == id)
-        .map(|c| &c.checkpoint)
+        .map(|c| with_training(&state, c))
+        .filter(|c| states.is_empty() || states.contains(&c.state.as_str()))
         .collect();
     let by = q
         .get("sortByAttr")
         .map_or("SORT_BY_UNSPECIFIED", String::as_str);
+    let searcher = by == "SORT_BY_SEARCHER_METRIC";
+    let descending = match q.get("orderBy").map(String::as_str) {
+        Some("ORDER_BY_DESC") => true,
+        Some("ORDER_BY_ASC") => false,
+        _ => searcher && !crate::gc::searcher_metric(&exp.config).1,
+    };
     let time = |c: &Checkpoint| c.report_time.clone().unwrap_or_default();
     match by {
         "SORT_BY_UUID" => list.sort_by(|a, b| a.uuid.cmp(&b.uuid)),
         "SORT_BY_BATCH_NUMBER" => list.sort_by_key(|a| (a.steps_completed(), time(a))),
         "SORT_BY_STATE" => list.sort_by_key(|c| c.state.as_str()),
+        "SORT_BY_TRIAL_ID" => list.sort_by_key(|c| (c.training.trial_id, time(c))),
+        "SORT_BY_SEARCHER_METRIC" => list.sort_by(|a, b| {
+            let (x, y) = (a.training.searcher_metric, b.training.searcher_metric);
+            x.is_none()
+                .cmp(&y.is_none())
+                .then_with(|| x.unwrap_or(0.0).total_cmp(&y.unwrap_or(0.0)))
+                .then_with(|| time(a).cmp(&time(b)))
+        }),
         _ => list.sort_by_key(|c| time(c)),
     }
-    if q.get("orderBy").is_some_and(|o| o == "ORDER_BY_DESC") {
+    if descending {
         list.reverse();
+        if searcher {
+            // Without the metric a checkpoint is last whichever way the rest are ordered.
+            list.sort_by_key(|c| c.training.searcher_metric.is_none());
+        }
     }
     let offset = q
         .get("offset")
@@ -55,7 +86,7 @@ pub(super) async fn list_checkpoints(
         .filter(|l: &usize| *l > 0)
         .unwrap_or(usize::MAX);
     let total = list.len();
-    let checkpoints: Vec<Checkpoint> = list.into_iter().skip(offset).take(limit).cloned().collect();
+    let checkpoints: Vec<Checkpoint> = list.into_iter().skip(offset).take(limit).collect();
     let index = |n: usize| i32::try_from(n).unwrap_or(i32::MAX);
     let response = CheckpointsResponse {
         pagination: Pagination {
@@ -83,7 +114,7 @@ pub(super) async fn get_checkpoint(
         .find(|c| c.checkpoint.uuid == uuid)
         .ok_or_else(|| ApiError::NotFound(format!("checkpoint not found: {uuid}")))?;
     Ok(Json(wire_json(&CheckpointResponse {
-        checkpoint: c.checkpoint.clone(),
+        checkpoint: with_training(&state, c),
     })))
 }
 

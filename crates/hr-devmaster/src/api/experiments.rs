@@ -23,24 +23,37 @@ use crate::{
 /// An experiment as the Rust client reads it (`hr_det::wire::Experiment`, so both sides share
 /// one definition), plus the fields only the `det` CLI reads.
 pub(super) fn experiment_json(state: &MasterState, e: &ExperimentRec) -> Value {
-    // Trials report progress in the searcher's units, as Determined's master reads them.
-    let progress = e
-        .trial_id
-        .and_then(|t| state.trials.get(&t))
-        .map_or(0.0, |t| {
-            (t.progress / e.max_length.max(1) as f64).clamp(0.0, 1.0)
-        });
+    // Trials report progress in the searcher's units, as Determined's master reads them; an
+    // ended trial counts whole, and the search's trials not yet created count nothing.
+    let trials: Vec<&TrialRec> = state.trials_of(e.id).collect();
+    let planned = crate::searcher::Search::of(&e.config).map_or(trials.len(), |s| s.trials());
+    let done: f64 = trials
+        .iter()
+        .map(|t| {
+            if t.state.is_terminal() {
+                1.0
+            } else {
+                (t.progress / e.max_length.max(1) as f64).clamp(0.0, 1.0)
+            }
+        })
+        .sum();
+    let progress = done / planned.max(1) as f64;
     let experiment = Experiment {
         id: e.id,
         archived: false,
         config: e.config.clone(),
         job_id: format!("job-{}", e.id),
         name: e.name.clone(),
-        num_trials: i32::from(e.trial_id.is_some()),
+        num_trials: i32::try_from(trials.len()).unwrap_or(i32::MAX),
         original_config: e.original_config.clone(),
         project_id: e.project_id,
         project_owner_id: 1,
-        searcher_type: "single".to_owned(),
+        searcher_type: e
+            .config
+            .pointer("/searcher/name")
+            .and_then(Value::as_str)
+            .unwrap_or("single")
+            .to_owned(),
         start_time: e.start_time.clone(),
         state: e.state,
         username: "determined".to_owned(),
@@ -73,7 +86,7 @@ pub(super) fn experiment_json(state: &MasterState, e: &ExperimentRec) -> Value {
             "workspaceName": "Uncategorized", "projectName": "Uncategorized", "notes": "",
             "forkedFrom": null, "parentArchived": false,
             "hyperparameters": e.config.get("hyperparameters").cloned().unwrap_or(json!({})),
-            "trialIds": e.trial_id.into_iter().collect::<Vec<_>>(), "displayName": "", "userId": 2,
+            "trialIds": trials.iter().map(|t| t.id).collect::<Vec<_>>(), "displayName": "", "userId": 2,
             "checkpointCount": state.checkpoints.iter().filter(|c| c.experiment_id == e.id).count(),
             "unmanaged": false, "externalExperimentId": null, "modelDefinitionSize": 0,
         }),
@@ -81,7 +94,7 @@ pub(super) fn experiment_json(state: &MasterState, e: &ExperimentRec) -> Value {
 }
 
 /// A trial as the Rust client reads it (`hr_det::wire::Trial`), plus the `det` CLI's fields.
-pub(super) fn trial_json(t: &TrialRec) -> Value {
+pub(super) fn trial_json(state: &MasterState, t: &TrialRec) -> Value {
     let trial = Trial {
         id: t.id,
         experiment_id: t.experiment_id,
@@ -98,31 +111,34 @@ pub(super) fn trial_json(t: &TrialRec) -> Value {
         task_id: Some(t.task_id.clone()),
         run_id: None,
     };
+    let config = state
+        .experiments
+        .get(&t.experiment_id)
+        .map_or(Value::Null, |e| e.config.clone());
+    let checkpoints: Vec<_> = state
+        .checkpoints
+        .iter()
+        .filter(|c| c.trial_id == t.id)
+        .collect();
+    let size: i64 = checkpoints
+        .iter()
+        .flat_map(|c| c.checkpoint.resources.values())
+        .sum();
     with_cli_fields(
         &trial,
         json!({
             "taskIds": [t.task_id], "runnerState": "", "wallClockTime": 0.0,
-            "searcherMetricValue": null, "totalCheckpointSize": "0", "checkpointCount": 0,
-            "summaryMetrics": null,
+            "searcherMetricValue": super::workloads::searcher_value(state, t.id, &config),
+            "totalCheckpointSize": size.to_string(), "checkpointCount": checkpoints.len(),
+            "summaryMetrics": super::workloads::summary_metrics(state, t.id),
         }),
     )
 }
 
-/// What the devmaster refuses at create rather than run differently: a searcher other than
-/// `single` (it runs one trial), more GPU slots per trial than it was started with, and
+/// What the devmaster refuses at create rather than run differently: a searcher it does not
+/// run (or one missing what it needs), more GPU slots per trial than it was started with, and
 /// hyperparameter specs that cannot be drawn.
 fn refuse_what_it_cannot_run(dm: &crate::DevmasterConfig, config: &Value) -> Result<(), ApiError> {
-    let searcher = config
-        .pointer("/searcher/name")
-        .and_then(Value::as_str)
-        .unwrap_or("single");
-    if searcher != "single" {
-        return Err(ApiError::InvalidArgument(format!(
-            "searcher.name: the devmaster runs the `single` searcher (one trial), not \
-             `{searcher}`; use `searcher: {{name: single, metric: ..., max_length: ...}}` or a \
-             Determined cluster"
-        )));
-    }
     // Determined's default is one slot; only an explicit request beyond ours is refused, so
     // configs that leave it unset keep running as processes here.
     if let Some(slots) = config
@@ -137,7 +153,7 @@ fn refuse_what_it_cannot_run(dm: &crate::DevmasterConfig, config: &Value) -> Res
             dm.slots
         )));
     }
-    crate::hparams::sample(config.get("hyperparameters").unwrap_or(&Value::Null), 0)
+    crate::searcher::Search::of(config)
         .map(|_| ())
         .map_err(ApiError::InvalidArgument)
 }
@@ -177,9 +193,7 @@ pub(super) async fn create_experiment(
             .find_map(|k| v.get(k).and_then(Value::as_i64)),
         None => None,
     }
-    .ok_or_else(|| {
-        ApiError::InvalidArgument("searcher.max_length is required for the single searcher".into())
-    })?;
+    .ok_or_else(|| ApiError::InvalidArgument("searcher.max_length is required".into()))?;
     if config.get("entrypoint").is_none() {
         return Err(ApiError::InvalidArgument("entrypoint is required".into()));
     }
@@ -197,9 +211,22 @@ pub(super) async fn create_experiment(
     if req.validate_only {
         return Ok(Json(json!({})));
     }
+    // The model definition is written before the lock is taken, and kept under the new id.
+    let staged = match req.model_definition.as_deref() {
+        Some(files) if !files.is_empty() => {
+            Some(crate::context::stage(&m.config.state_dir, files)?)
+        }
+        _ => None,
+    };
     let mut state = m.state();
     let id = state.next_experiment;
     state.next_experiment += 1;
+    if let Some(staged) = &staged {
+        crate::context::keep(&m.config.state_dir, staged, id).map_err(|e| {
+            let _ = std::fs::remove_dir_all(staged);
+            ApiError::Internal(format!("cannot keep the model definition: {e}"))
+        })?;
+    }
     let name = config
         .get("name")
         .and_then(Value::as_str)
@@ -223,7 +250,6 @@ pub(super) async fn create_experiment(
         project_id: req.project_id.unwrap_or(1),
         start_time: now_rfc3339(),
         end_time: None,
-        trial_id: None,
         max_length,
         max_restarts,
     };
@@ -233,69 +259,37 @@ pub(super) async fn create_experiment(
         json!({"experiment": experiment_json(&state, &rec), "config": rec.config, "warnings": []});
     m.persist(state);
     if req.activate {
-        start_trial(&m, id);
+        run_experiment(&m, id);
     }
     Ok(Json(body))
 }
 
-/// Creates the experiment's trial on first activation, or allocates the existing one.
-pub(super) fn start_trial(m: &Arc<Master>, experiment: i32) {
-    let trial_id = {
+/// Runs an active experiment: its trials that have not ended become active again, the trials
+/// its searcher has due are created, and each gets an allocation.
+pub(super) fn run_experiment(m: &Arc<Master>, experiment: i32) {
+    let to_allocate: Vec<i32> = {
         let mut state = m.state();
         let Some(exp) = state.experiments.get(&experiment).cloned() else {
             return;
         };
-        let trial_id = match exp.trial_id {
-            Some(t) => t,
-            None => {
-                let t = state.next_trial;
-                state.next_trial += 1;
-                let seed = exp
-                    .config
-                    .pointer("/reproducibility/experiment_seed")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0);
-                state.trials.insert(
-                    t,
-                    TrialRec {
-                        id: t,
-                        experiment_id: experiment,
-                        task_id: format!("{experiment}.{}", crate::info::uuid4()),
-                        state: State::Active,
-                        restarts: 0,
-                        run_id: 0,
-                        // Determined derives trial seeds from the experiment seed deterministically;
-                        // the single searcher's one trial gets the experiment seed itself here.
-                        seed: u32::try_from(seed).unwrap_or(0),
-                        // Checked at create, so a draw cannot fail here.
-                        hparams: crate::hparams::sample(
-                            exp.config.get("hyperparameters").unwrap_or(&Value::Null),
-                            u32::try_from(seed).unwrap_or(0),
-                        )
-                        .unwrap_or_default(),
-                        start_time: now_rfc3339(),
-                        end_time: None,
-                        total_batches: 0,
-                        searcher_completed: false,
-                        progress: 0.0,
-                        allocated: false,
-                        process: None,
-                    },
-                );
-                if let Some(e) = state.experiments.get_mut(&experiment) {
-                    e.trial_id = Some(t);
-                }
-                t
+        for t in state.trials.values_mut() {
+            if t.experiment_id == experiment && !t.state.is_terminal() {
+                t.state = State::Active;
             }
-        };
-        if let Some(t) = state.trials.get_mut(&trial_id) {
-            t.state = State::Active;
         }
+        crate::searcher::create_due(&mut state, &exp);
+        let ids = state
+            .trials_of(experiment)
+            .filter(|t| !t.state.is_terminal())
+            .map(|t| t.id)
+            .collect();
         m.persist(state);
-        trial_id
+        ids
     };
     // A trial with a running allocation keeps it (`allocate` checks under the state lock).
-    scheduler::allocate(m, trial_id);
+    for trial in to_allocate {
+        scheduler::allocate(m, trial);
+    }
 }
 
 pub(super) async fn get_experiment(
@@ -339,7 +333,7 @@ pub(super) async fn experiment_action(
             exp.state.as_str()
         ))
     };
-    let set = |exp_state: State, trial_state: Option<State>| {
+    let set = |exp_state: State, trial_state: Option<State>, only_idle: bool| {
         let mut state = m.state();
         if let Some(e) = state.experiments.get_mut(&id) {
             e.state = exp_state;
@@ -347,26 +341,38 @@ pub(super) async fn experiment_action(
                 e.end_time = Some(now_rfc3339());
             }
         }
-        if let (Some(t), Some(ts)) = (
-            exp.trial_id.and_then(|t| state.trials.get_mut(&t)),
-            trial_state,
-        ) && !t.state.is_terminal()
-        {
-            t.state = ts;
-            if ts.is_terminal() {
-                t.end_time = Some(now_rfc3339());
+        // Trials that ended keep their state; with `only_idle`, so do those still running.
+        let allocs: Vec<i32> = m.allocs().keys().copied().collect();
+        for t in state.trials.values_mut().filter(|t| {
+            t.experiment_id == id
+                && !t.state.is_terminal()
+                && !(only_idle && allocs.contains(&t.id))
+        }) {
+            if let Some(ts) = trial_state {
+                t.state = ts;
+                if ts.is_terminal() {
+                    t.end_time = Some(now_rfc3339());
+                }
             }
         }
         m.persist(state);
     };
-    let running = exp.trial_id.is_some_and(|t| m.allocs().contains_key(&t));
+    let trials: Vec<i32> = m.state().trials_of(id).map(|t| t.id).collect();
+    let running: Vec<i32> = {
+        let allocs = m.allocs();
+        trials
+            .iter()
+            .copied()
+            .filter(|t| allocs.contains_key(t))
+            .collect()
+    };
     match action.as_str() {
         "pause" => {
             if exp.state.is_terminal() {
                 return Err(incompatible());
             }
-            set(State::Paused, Some(State::Paused));
-            if let Some(t) = exp.trial_id {
+            set(State::Paused, Some(State::Paused), false);
+            for t in running {
                 scheduler::stop_allocation(&m, t, false);
             }
         }
@@ -376,28 +382,30 @@ pub(super) async fn experiment_action(
             {
                 return Err(incompatible());
             }
-            set(State::Active, Some(State::Active));
-            start_trial(&m, id);
+            set(State::Active, None, false);
+            run_experiment(&m, id);
         }
         "kill" | "cancel" => {
             if exp.state.is_terminal() {
                 return Ok(Json(json!({})));
             }
             let kill = action == "kill";
-            if running {
+            if running.is_empty() {
+                set(State::Canceled, Some(State::Canceled), false);
+            } else {
+                // Trials without an allocation end now; the running ones as they exit.
                 set(
                     if kill {
                         State::StoppingKilled
                     } else {
                         State::StoppingCanceled
                     },
-                    None,
+                    Some(State::Canceled),
+                    true,
                 );
-                if let Some(t) = exp.trial_id {
+                for t in running {
                     scheduler::stop_allocation(&m, t, kill);
                 }
-            } else {
-                set(State::Canceled, Some(State::Canceled));
             }
         }
         other => {
@@ -417,11 +425,9 @@ pub(super) async fn list_trials(
     caller(&m, &headers)?;
     let state = m.state();
     let e = find_experiment(&state, id)?;
-    let trials: Vec<Value> = e
-        .trial_id
-        .and_then(|t| state.trials.get(&t))
-        .map(trial_json)
-        .into_iter()
+    let trials: Vec<Value> = state
+        .trials_of(e.id)
+        .map(|t| trial_json(&state, t))
         .collect();
     Ok(Json(
         json!({"trials": trials, "pagination": pagination(trials.len())}),
@@ -434,16 +440,79 @@ pub(super) async fn get_trial(
     Path(id): Path<i32>,
 ) -> ApiResult<Json<Value>> {
     caller(&m, &headers)?;
-    let t = find_trial(&m.state(), id)?;
-    Ok(Json(json!({"trial": trial_json(&t)})))
+    let state = m.state();
+    let t = find_trial(&state, id)?;
+    Ok(Json(json!({"trial": trial_json(&state, &t)})))
 }
 
-pub(super) async fn workloads(
+/// `DELETE /api/v1/experiments/{id}` (`det experiment delete`): an ended experiment goes, with
+/// its trials, metrics, checkpoints (their files too), logs, work folders and model definition.
+/// One that has not ended is refused as the master refuses it.
+pub(super) async fn delete_experiment(
     AxState(m): M,
     headers: HeaderMap,
     Path(id): Path<i32>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
-    find_trial(&m.state(), id)?;
-    Ok(Json(json!({"workloads": [], "pagination": pagination(0)})))
+    caller(&m, &headers)?.must_be_user()?;
+    let mut state = m.state();
+    let exp = find_experiment(&state, id)?;
+    if !exp.state.is_terminal() {
+        return Err(ApiError::FailedPrecondition(format!(
+            "cannot delete experiment in {} state",
+            exp.state.as_str()
+        )));
+    }
+    let trials: Vec<TrialRec> = state
+        .trials
+        .values()
+        .filter(|t| t.experiment_id == id)
+        .cloned()
+        .collect();
+    let storage = scheduler::storage_dir(&exp.config);
+    let mut doomed: Vec<std::path::PathBuf> = state
+        .checkpoints
+        .iter()
+        .filter(|c| c.experiment_id == id)
+        .filter_map(|c| Some(storage.as_ref()?.join(&c.checkpoint.uuid)))
+        .collect();
+    let dir = &m.config.state_dir;
+    for t in &trials {
+        doomed.push(dir.join("logs").join(format!("{}.log", t.task_id)));
+        let prefix = format!("{}.", t.task_id);
+        doomed.extend(
+            std::fs::read_dir(dir.join("work"))
+                .into_iter()
+                .flatten()
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with(&prefix))
+                .map(|e| e.path()),
+        );
+        state.trials.remove(&t.id);
+        state.deleted_trials.insert(t.id);
+    }
+    state.experiments.remove(&id);
+    state.checkpoints.retain(|c| c.experiment_id != id);
+    state
+        .metrics
+        .retain(|r| trials.iter().all(|t| t.id != r.trial_id));
+    m.persist(state);
+    // Once nothing lists them, the files go.
+    for path in doomed {
+        let gone = if path.is_dir() {
+            std::fs::remove_dir_all(&path)
+        } else {
+            std::fs::remove_file(&path)
+        };
+        if let Err(e) = gone
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(
+                "devmaster: deleting experiment {id}: {}: {e}",
+                path.display()
+            );
+        }
+    }
+    crate::persist::remove_experiment_config(dir, id);
+    crate::context::remove(dir, id);
+    Ok(Json(json!({})))
 }

@@ -8,6 +8,7 @@ mod commands;
 mod experiments;
 mod logs;
 mod trials;
+mod workloads;
 
 use std::sync::Arc;
 
@@ -77,7 +78,7 @@ async fn record_request(
     use std::io::Write;
     use std::os::unix::fs::OpenOptionsExt;
     let (parts, body) = req.into_parts();
-    let bytes = axum::body::to_bytes(body, 64 << 20)
+    let bytes = axum::body::to_bytes(body, crate::context::MAX_REQUEST_BYTES)
         .await
         .unwrap_or_default();
     let mut body_json = if bytes.is_empty() {
@@ -132,9 +133,17 @@ fn routes(master: Arc<Master>) -> Router {
         .route("/api/v1/me", get(auth::me))
         .route(
             "/api/v1/experiments",
-            post(experiments::create_experiment).get(experiments::list_experiments),
+            post(experiments::create_experiment)
+                .get(experiments::list_experiments)
+                // A model definition rides in the create request.
+                .layer(axum::extract::DefaultBodyLimit::max(
+                    crate::context::MAX_REQUEST_BYTES,
+                )),
         )
-        .route("/api/v1/experiments/{id}", get(experiments::get_experiment))
+        .route(
+            "/api/v1/experiments/{id}",
+            get(experiments::get_experiment).delete(experiments::delete_experiment),
+        )
         .route(
             "/api/v1/experiments/{id}/{action}",
             post(experiments::experiment_action),
@@ -148,7 +157,7 @@ fn routes(master: Arc<Master>) -> Router {
             get(checkpoints::list_checkpoints),
         )
         .route("/api/v1/trials/{id}", get(experiments::get_trial))
-        .route("/api/v1/trials/{id}/workloads", get(experiments::workloads))
+        .route("/api/v1/trials/{id}/workloads", get(workloads::workloads))
         .route("/api/v1/trials/{id}/metrics", post(trials::report_metrics))
         .route(
             "/api/v1/trials/metrics/trial_metrics",

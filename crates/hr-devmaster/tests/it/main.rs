@@ -2,6 +2,7 @@
 //! activate / kill semantics with real child processes, the restore choice and its tie-break,
 //! and durability across a restart on the same state folder.
 
+mod context;
 mod fuzz;
 mod gc;
 mod lifecycle;

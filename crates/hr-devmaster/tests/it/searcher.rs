@@ -1,6 +1,7 @@
 //! What a trial is handed and what is refused at create: hyperparameter specs arrive as values
-//! drawn from the trial's seed (and `det trial describe` shows them), a searcher other than
-//! `single` and more slots than the devmaster has are refused naming the field.
+//! drawn from the trial's seed (and `det trial describe` shows them); `random` and `grid` run
+//! their trials, at most `max_concurrent_trials` at once; an adaptive searcher and more slots
+//! than the devmaster has are refused naming the field.
 
 use std::time::Duration;
 
@@ -96,9 +97,9 @@ async fn a_trial_reads_values_drawn_from_its_seed_not_specs() {
 async fn what_it_would_run_differently_is_refused_at_create_naming_the_field() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (master, client) = start(tmp.path(), 0).await;
-    let random = config(1, "").replace(
+    let asha = config(1, "").replace(
         "searcher: {name: single,",
-        "searcher: {name: random, max_trials: 4,",
+        "searcher: {name: adaptive_asha, max_trials: 4,",
     );
     let eight = config(1, "").replace("slots_per_trial: 0", "slots_per_trial: 8");
     let bad = config(
@@ -106,7 +107,7 @@ async fn what_it_would_run_differently_is_refused_at_create_naming_the_field() {
         "hyperparameters: {n: {type: int, minval: 4, maxval: 1}}\n",
     );
     for (yaml, field) in [
-        (random, "searcher.name"),
+        (asha, "searcher.name"),
         (eight.clone(), "resources.slots_per_trial: 8 slot(s)"),
         (bad, "hyperparameters.n"),
     ] {
@@ -127,5 +128,114 @@ async fn what_it_would_run_differently_is_refused_at_create_naming_the_field() {
         .create_experiment(&eight, None, false)
         .await
         .expect("eight slots fit");
+    master.shutdown();
+}
+
+/// Waits until experiment `id` has ended; returns its trials.
+async fn ended(client: &Client, id: i32) -> Vec<hr_det::wire::Trial> {
+    crate::support::eventually("the experiment ends", || async {
+        client
+            .get_experiment(id)
+            .await
+            .is_ok_and(|e| e.experiment.state.is_terminal())
+    })
+    .await;
+    client.list_trials(id).await.expect("trials").trials
+}
+
+#[tokio::test]
+async fn random_and_grid_run_their_trials_at_most_max_concurrent_at_once() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, client) = start(tmp.path(), 0).await;
+    // Each trial notes an overlap if more than two run at once (a lock folder per running trial).
+    let running = tmp.path().join("running");
+    std::fs::create_dir_all(&running).expect("dir");
+    let script = format!(
+        "touch {r}/$DET_TRIAL_ID; [ $(ls {r} | wc -l) -gt 2 ] && touch {o}; sleep 0.2; rm {r}/$DET_TRIAL_ID",
+        r = running.display(),
+        o = tmp.path().join("overlap").display(),
+    );
+    let random = crate::support::config(&script, 0).replace(
+        "searcher: {name: single,",
+        "searcher: {name: random, max_trials: 5, max_concurrent_trials: 2,",
+    ) + "hyperparameters: {n: {type: int, minval: 1, maxval: 1000000}}\n";
+    let exp = client
+        .create_experiment(&random, None, true)
+        .await
+        .expect("random");
+    let trials = ended(&client, exp.experiment.id).await;
+    assert_eq!(trials.len(), 5);
+    assert!(
+        trials.iter().all(|t| t.state == State::Completed),
+        "{trials:?}"
+    );
+    let values: std::collections::BTreeSet<String> =
+        trials.iter().map(|t| t.hparams["n"].to_string()).collect();
+    assert!(
+        values.len() > 1,
+        "each trial draws its own values: {values:?}"
+    );
+    assert!(
+        !tmp.path().join("overlap").exists(),
+        "more than 2 trials ran at once"
+    );
+    let described = client.get_experiment(exp.experiment.id).await.expect("get");
+    assert_eq!(described.experiment.state, State::Completed);
+    assert_eq!(described.experiment.num_trials, 5);
+
+    let grid = crate::support::config("true", 0)
+        .replace("searcher: {name: single,", "searcher: {name: grid,")
+        + "hyperparameters: {c: {type: categorical, vals: [a, b, c]}, k: 2}\n";
+    let exp = client
+        .create_experiment(&grid, None, true)
+        .await
+        .expect("grid");
+    let trials = ended(&client, exp.experiment.id).await;
+    let mut points: Vec<String> = trials.iter().map(|t| t.hparams.to_string()).collect();
+    points.sort();
+    assert_eq!(
+        points,
+        [
+            r#"{"c":"a","k":2}"#,
+            r#"{"c":"b","k":2}"#,
+            r#"{"c":"c","k":2}"#
+        ]
+    );
+    master.shutdown();
+}
+
+#[tokio::test]
+async fn killing_a_search_cancels_its_running_and_waiting_trials() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, client) = start(tmp.path(), 0).await;
+    let yaml = crate::support::config("exec sleep 3600", 0).replace(
+        "searcher: {name: single,",
+        "searcher: {name: random, max_trials: 3, max_concurrent_trials: 1,",
+    );
+    let exp = client
+        .create_experiment(&yaml, None, true)
+        .await
+        .expect("create");
+    let id = exp.experiment.id;
+    crate::support::eventually("the first trial runs", || async {
+        client
+            .list_trials(id)
+            .await
+            .is_ok_and(|t| t.trials.len() == 1)
+    })
+    .await;
+    client
+        .experiment_action(id, hr_det::ExperimentAction::Kill)
+        .await
+        .expect("kill");
+    let trials = ended(&client, id).await;
+    assert_eq!(
+        trials.len(),
+        1,
+        "no trial is created once the search is stopping"
+    );
+    assert_eq!(trials[0].state, State::Canceled);
+    let e = client.get_experiment(id).await.expect("get");
+    assert_eq!(e.experiment.state, State::Canceled);
     master.shutdown();
 }
