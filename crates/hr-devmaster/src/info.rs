@@ -79,6 +79,9 @@ pub(crate) struct Allocation<'a> {
     pub(crate) master_cert: Option<&'a [u8]>,
     /// The trial's hyperparameter values.
     pub(crate) hparams: &'a Value,
+    /// The slots it was given (`resources.slots_per_trial`), numbered from 0: a multi-slot
+    /// trial's launcher starts a worker per slot, as on an agent.
+    pub(crate) slots: u32,
 }
 
 /// The master's certificate beside the info files, as a container gets it.
@@ -93,7 +96,10 @@ impl Allocation<'_> {
             (env::CLUSTER_ID, self.cluster_id.to_owned()),
             (env::MASTER_ID, self.cluster_id.to_owned()),
             (env::AGENT_ID, AGENT.to_owned()),
-            (env::SLOT_IDS, "[]".to_owned()),
+            (
+                env::SLOT_IDS,
+                serde_json::to_string(&self.slot_ids()).unwrap_or_default(),
+            ),
             (env::TASK_ID, self.task_id.to_owned()),
             (env::ALLOCATION_ID, allocation.to_owned()),
             (env::RESOURCES_ID, format!("{allocation}.0")),
@@ -131,6 +137,10 @@ impl Allocation<'_> {
         env
     }
 
+    fn slot_ids(&self) -> Vec<i32> {
+        (0..i32::try_from(self.slots).unwrap_or(i32::MAX)).collect()
+    }
+
     /// Writes the four info files (and the master's certificate, when it serves TLS) into `dir`.
     pub(crate) fn write_info(&self, dir: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
@@ -141,7 +151,7 @@ impl Allocation<'_> {
             master_url: self.master_url.to_owned(),
             cluster_id: self.cluster_id.to_owned(),
             agent_id: AGENT.to_owned(),
-            slot_ids: Vec::new(),
+            slot_ids: self.slot_ids(),
             task_id: self.task_id.to_owned(),
             allocation_id: self.allocation_id.to_owned(),
             session_token: self.session_token.to_owned(),
@@ -166,7 +176,7 @@ impl Allocation<'_> {
         let rendezvous = RendezvousInfoFile {
             container_addrs: vec!["127.0.0.1".to_owned()],
             container_rank: 0,
-            container_slot_counts: vec![0],
+            container_slot_counts: vec![i32::try_from(self.slots).unwrap_or(i32::MAX)],
         };
         let resources = ResourcesInfoFile {
             gpu_uuids: Vec::new(),
@@ -233,8 +243,20 @@ mod tests {
             work_dir: dir.path(),
             master_cert: None,
             hparams: &serde_json::json!({}),
+            slots: 2,
         };
         info.write_info(dir.path()).expect("write");
+        // Each slot is numbered, in the environment, the cluster info and the rendezvous.
+        assert_eq!(info.env()["DET_SLOT_IDS"], "[0,1]");
+        let cluster: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("cluster.json")).expect("read"))
+                .expect("json");
+        assert_eq!(cluster["slot_ids"], serde_json::json!([0, 1]));
+        let rendezvous: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(dir.path().join("rendezvous.json")).expect("read"),
+        )
+        .expect("json");
+        assert_eq!(rendezvous["container_slot_counts"], serde_json::json!([2]));
         for name in [
             "cluster.json",
             "trial.json",

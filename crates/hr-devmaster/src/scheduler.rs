@@ -283,6 +283,11 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
         work_dir: &work_dir,
         master_cert: master.cert_pem.as_deref(),
         hparams: &hparams,
+        // Determined's default is one slot per trial.
+        slots: config
+            .pointer("/resources/slots_per_trial")
+            .and_then(Value::as_u64)
+            .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX)),
     };
     let own_info = work_dir.join("info");
     let prepared = std::fs::create_dir_all(&work_dir)
