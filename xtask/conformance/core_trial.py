@@ -50,7 +50,8 @@ def main() -> None:
                     print(f"preempted at step {step}", flush=True)
                     sys.exit(0)
                 time.sleep(step_seconds)
-            op.report_completed(1.0 / step)
+            # Scaled by the trial's `scale` hyperparameter (when it has one), so trials rank.
+            op.report_completed(info.trial.hparams.get("scale", 1.0) / step)
         print(f"completed at step {step}", flush=True)
 
 

@@ -331,6 +331,38 @@ def concurrent_trials_and_read_paths(det, args):
           out.stdout + out.stderr + gone.stderr)
 
 
+def adaptive_asha(det, args):
+    """An adaptive_asha search of Python Core trials: trials train rung by rung (2, 4, 8
+    batches), those not promoted exit and wait, promoted ones are allocated again and resume from
+    their checkpoint, and the search completes with every trial closed."""
+    script = str(pathlib.Path(__file__).with_name("core_trial.py"))
+    config = args.work / "asha.yaml"
+    config.write_text(
+        "name: asha\n"
+        f"entrypoint: {json.dumps([args.python, script])}\n"
+        "searcher: {name: adaptive_asha, metric: loss, max_length: {batches: 8}, max_trials: 4,"
+        " divisor: 2, mode: aggressive}\n"
+        "hyperparameters: {scale: {type: double, minval: 1, maxval: 10}}\n"
+        "resources: {slots_per_trial: 0}\nmax_restarts: 0\n"
+        "environment: {environment_variables: [STEP_SECONDS=0]}\n")
+    out = det("experiment", "create", config)
+    eid = created_id(out)
+    if not check("asha: create an adaptive_asha search", out.returncode == 0 and eid, out.stdout + out.stderr):
+        return
+    wait(lambda: det.state(eid) in ("STATE_COMPLETED", "STATE_ERROR"), "the asha search's end", 300)
+    described = json.loads(det("experiment", "describe", eid, "--json").stdout or "[{}]")[0]
+    tids = described.get("experiment", {}).get("trialIds") or []
+    trials = [json.loads(det("trial", "describe", t, "--json").stdout or "{}").get("trial", {}) for t in tids]
+    lengths = sorted(t.get("totalBatchesProcessed") or 0 for t in trials)
+    log = trial_log(args.state_dir, eid)
+    check("asha: four trials on rungs of 2, 4 and 8 batches, the best promoted to the top, all completed",
+          det.state(eid) == "STATE_COMPLETED" and len(trials) == 4
+          and all(t.get("state") == "STATE_COMPLETED" for t in trials)
+          and lengths[0] == 2 and lengths[-1] == 8, (lengths, [t.get("state") for t in trials]))
+    check("asha: a trial promoted after it exited was allocated again and restored its checkpoint",
+          re.search(r"restored \S+ at step [24] run 2", log) is not None, log[-3000:])
+
+
 def context_directory(det, args):
     """`det experiment create CONFIG DIR`: the folder's files are in the trial's work folder."""
     ctx = args.work / "context"
@@ -460,13 +492,14 @@ def main():
                   for t in tids]
         check("a random search ran max_trials trials, each with its own sampled value",
               len(tids) == 3 and all(isinstance(v, int) for v in values) and len(set(values)) > 1, (tids, values))
+    adaptive_asha(det, args)
     for name, extra, field in [
-        ("asha", "resources: {slots_per_trial: 0}\n", "searcher.name"),
+        ("asha", "resources: {slots_per_trial: 0}\n", "searcher.stop_once"),
         ("slots", "resources: {slots_per_trial: 8}\n", "resources.slots_per_trial"),
     ]:
         path = config(name, extra)
         if name == "asha":
-            path.write_text(path.read_text().replace("{name: single,", "{name: adaptive_asha, max_trials: 4,"))
+            path.write_text(path.read_text().replace("{name: single,", "{name: adaptive_asha, max_trials: 4, stop_once: true,"))
         out = det("experiment", "create", path)
         check(f"create refuses {name} naming {field}", out.returncode != 0 and field in out.stdout + out.stderr,
               out.stdout + out.stderr)

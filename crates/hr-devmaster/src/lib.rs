@@ -5,20 +5,22 @@
 //! group commit before a change is acknowledged), so a restart loses no acknowledged experiment,
 //! trial, checkpoint or metric.
 //!
-//! It runs an experiment's trials (the `single`, `random` and `grid` searchers) as child
-//! processes running the config's entrypoint (a string via `sh -c`, a list exec'd) in a fresh
-//! work folder holding the experiment's model definition, with the real `DET_*` environment and
-//! info files (each allocation seeing its own `/run/determined/info`), and follows the master's
-//! semantics: pause makes experiment and trials PAUSED at once and preempts a ready allocation (kills one that is not) with a deadline; an ack then exit
-//! keeps the trial resumable, exit 0 without ack completes it; activate starts run `runID+1` from
-//! the completed checkpoint with the highest `steps_completed` (ties: latest report time, then
-//! UUID; upstream has no tie-break); a UUID reported twice and metrics from a stale `trialRunId`
-//! are rejected with the upstream status and envelope; `max_restarts` is honoured. Without
+//! It runs an experiment's trials (the `single`, `random`, `grid` and `adaptive_asha`
+//! searchers) as child processes running the config's entrypoint (a string via `sh -c`, a list
+//! exec'd) in a fresh work folder holding the experiment's model definition, with the real
+//! `DET_*` environment and info files (each allocation seeing its own `/run/determined/info`),
+//! and follows the master's semantics: pause makes experiment and trials PAUSED at once and
+//! preempts a ready allocation (kills one that is not) with a deadline; an ack then exit keeps
+//! the trial resumable, exit 0 without ack completes it; activate starts run `runID+1` from the
+//! completed checkpoint with the highest `steps_completed` (ties: latest report time, then UUID;
+//! upstream has no tie-break); a UUID reported twice and metrics from a stale `trialRunId` are
+//! rejected with the upstream status and envelope; `max_restarts` is honoured. Without
 //! containers, `shared_fs` storage is presented to trials as a `directory` at the host path.
 //!
 //! It is not a cluster: one machine, no agents, no resource pools, no containers.
 
 mod api;
+mod asha;
 mod context;
 mod error;
 mod gc;

@@ -192,8 +192,7 @@ fn fail_trial(state: &mut MasterState, trial_id: i32, why: &str, log: &Path) -> 
     };
     trial.state = State::Error;
     trial.end_time = Some(now_rfc3339());
-    let exp_id = trial.experiment_id;
-    crate::searcher::settle(state, exp_id)
+    crate::searcher::trial_ended(state, trial_id, true)
 }
 
 /// Starts allocation `run_id + 1` of a trial: restores the latest checkpoint by the master's
@@ -373,6 +372,13 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
             _ if success && trial.searcher_completed => (State::Completed, trial.restarts, false),
             // Preempted and acknowledged: resumable; it runs again only if still active.
             _ if acked => (trial.state, trial.restarts, exp.state == State::Active),
+            // Out of operations while its searcher decides (adaptive_asha's rungs): it waits,
+            // and runs again once promoted.
+            _ if success && trial.op_length.is_some() => (
+                State::Active,
+                trial.restarts,
+                exp.state == State::Active && !trial.op_done,
+            ),
             _ if success => (State::Completed, trial.restarts, false),
             State::Paused => (State::Paused, trial.restarts + 1, false),
             _ if restarted < exp.max_restarts => (State::Active, trial.restarts + 1, true),
@@ -387,7 +393,8 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
                 t.end_time = Some(now_rfc3339());
             }
         }
-        let created = crate::searcher::settle(&mut state, exp.id);
+        let created =
+            crate::searcher::trial_ended(&mut state, trial_id, trial_state == State::Error);
         let exp_state = state
             .experiments
             .get(&exp.id)

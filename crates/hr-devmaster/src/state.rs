@@ -27,6 +27,9 @@ pub(crate) struct ExperimentRec {
     pub(crate) end_time: Option<String>,
     pub(crate) max_length: i64,
     pub(crate) max_restarts: i32,
+    /// The `adaptive_asha` searcher's state, once it has started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) asha: Option<crate::asha::Asha>,
 }
 
 /// One trial of an experiment (its searcher decides how many).
@@ -46,7 +49,15 @@ pub(crate) struct TrialRec {
     pub(crate) start_time: String,
     pub(crate) end_time: Option<String>,
     pub(crate) total_batches: i32,
+    /// The searcher has closed it: no more operations.
     pub(crate) searcher_completed: bool,
+    /// The length its current operation trains to, when the searcher sets one per trial
+    /// (`adaptive_asha`'s rungs); otherwise the experiment's `max_length`.
+    #[serde(default)]
+    pub(crate) op_length: Option<i64>,
+    /// It completed its current operation and waits for the searcher (promotion or close).
+    #[serde(default)]
+    pub(crate) op_done: bool,
     pub(crate) progress: f64,
     /// Whether an allocation was running when the state was last saved.
     pub(crate) allocated: bool,
@@ -172,6 +183,13 @@ fn unix_now() -> u64 {
 fn token_key(token: &str) -> String {
     use sha2::{Digest, Sha256};
     hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+impl TrialRec {
+    /// Whether it completed its operation and waits for the searcher to promote or close it.
+    pub(crate) fn waiting(&self) -> bool {
+        self.op_done && !self.searcher_completed
+    }
 }
 
 impl MasterState {

@@ -252,6 +252,7 @@ pub(super) async fn create_experiment(
         end_time: None,
         max_length,
         max_restarts,
+        asha: None,
     };
     m.stage_experiment(&rec);
     state.experiments.insert(id, rec.clone());
@@ -278,9 +279,10 @@ pub(super) fn run_experiment(m: &Arc<Master>, experiment: i32) {
             }
         }
         crate::searcher::create_due(&mut state, &exp);
+        // A trial waiting for the searcher's decision gets an allocation once it has work.
         let ids = state
             .trials_of(experiment)
-            .filter(|t| !t.state.is_terminal())
+            .filter(|t| !t.state.is_terminal() && !t.waiting())
             .map(|t| t.id)
             .collect();
         m.persist(state);

@@ -184,15 +184,17 @@ pub(super) async fn searcher_operation(
     let state = m.state();
     let t = find_trial(&state, id)?;
     let e = find_experiment(&state, t.experiment_id)?;
-    let op = (!t.searcher_completed).then(|| SearcherOp {
+    // As upstream: the current operation, `completed` once it is done and nothing follows yet
+    // (the trial then exits; a promotion allocates it again).
+    let op = SearcherOp {
         validate_after: ValidateAfter {
             request_id: t.task_id.clone(),
-            length: e.max_length,
+            length: t.op_length.unwrap_or(e.max_length),
         },
-    });
+    };
     Ok(Json(wire_json(&SearcherOperationResponse {
-        completed: op.is_none(),
-        op,
+        completed: t.searcher_completed || t.op_done,
+        op: Some(op),
     })))
 }
 
@@ -205,13 +207,14 @@ pub(super) async fn completed_operation(
     caller(&m, &headers)?.may_act_for_trial(id)?;
     let req: hr_det::wire::CompleteOperationRequest = parse(&body)?;
     let mut state = m.state();
-    let t = find_trial(&state, id)?;
-    let e = find_experiment(&state, t.experiment_id)?;
+    find_trial(&state, id)?;
     let length = req.op.get("length").and_then(Value::as_i64).unwrap_or(0);
-    if let Some(trial) = state.trials.get_mut(&id) {
-        trial.searcher_completed = length >= e.max_length;
-    }
+    let allocate = crate::searcher::op_completed(&mut state, id, length, &req.searcher_metric)
+        .map_err(ApiError::InvalidArgument)?;
     m.persist(state);
+    for trial in allocate {
+        scheduler::allocate(&m, trial);
+    }
     Ok(Json(json!({})))
 }
 

@@ -1,7 +1,7 @@
 //! What a trial is handed and what is refused at create: hyperparameter specs arrive as values
 //! drawn from the trial's seed (and `det trial describe` shows them); `random` and `grid` run
-//! their trials, at most `max_concurrent_trials` at once; an adaptive searcher and more slots
-//! than the devmaster has are refused naming the field.
+//! their trials, at most `max_concurrent_trials` at once; what it cannot run (ASHA's stopping
+//! variant, more slots than the devmaster has) is refused naming the field.
 
 use std::time::Duration;
 
@@ -97,9 +97,9 @@ async fn a_trial_reads_values_drawn_from_its_seed_not_specs() {
 async fn what_it_would_run_differently_is_refused_at_create_naming_the_field() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (master, client) = start(tmp.path(), 0).await;
-    let asha = config(1, "").replace(
+    let stopping = config(1, "").replace(
         "searcher: {name: single,",
-        "searcher: {name: adaptive_asha, max_trials: 4,",
+        "searcher: {name: adaptive_asha, max_trials: 4, stop_once: true,",
     );
     let eight = config(1, "").replace("slots_per_trial: 0", "slots_per_trial: 8");
     let bad = config(
@@ -107,7 +107,7 @@ async fn what_it_would_run_differently_is_refused_at_create_naming_the_field() {
         "hyperparameters: {n: {type: int, minval: 4, maxval: 1}}\n",
     );
     for (yaml, field) in [
-        (asha, "searcher.name"),
+        (stopping, "searcher.stop_once"),
         (eight.clone(), "resources.slots_per_trial: 8 slot(s)"),
         (bad, "hyperparameters.n"),
     ] {
