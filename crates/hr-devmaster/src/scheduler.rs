@@ -375,7 +375,7 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
             // Out of operations while its searcher decides (adaptive_asha's rungs): it waits,
             // and runs again once promoted.
             _ if success && trial.op_length.is_some() => (
-                State::Active,
+                trial.state,
                 trial.restarts,
                 exp.state == State::Active && !trial.op_done,
             ),

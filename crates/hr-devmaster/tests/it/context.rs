@@ -34,6 +34,18 @@ async fn call(addr: &str, token: &str, method: &str, path: &str, body: &str) -> 
     )
 }
 
+/// Creates an experiment from a raw request `body` (a config and a model definition).
+async fn create(addr: &str, token: &str, body: &Value) -> (String, String) {
+    call(
+        addr,
+        token,
+        "POST",
+        "/api/v1/experiments",
+        &body.to_string(),
+    )
+    .await
+}
+
 fn file(path: &str, kind: u8, content: &str) -> Value {
     json!({"path": path, "type": kind, "mode": 0o644, "mtime": "0", "uid": 0, "gid": 0,
         "content": base64::engine::general_purpose::STANDARD.encode(content)})
@@ -52,14 +64,7 @@ async fn the_model_definition_is_in_the_work_folder_and_delete_removes_the_exper
         file("data", b'5', ""),
         file("data/hello.txt", b'0', "hello from the model definition"),
     ]});
-    let (status, answer) = call(
-        &addr,
-        &token,
-        "POST",
-        "/api/v1/experiments",
-        &body.to_string(),
-    )
-    .await;
+    let (status, answer) = create(&addr, &token, &body).await;
     assert!(status.contains("200"), "{status} {answer}");
     let id = serde_json::from_str::<Value>(&answer).expect("json")["experiment"]["id"]
         .as_i64()
@@ -122,14 +127,7 @@ async fn a_model_definition_path_leaving_the_folder_is_refused_by_name() {
     let token = token(&addr).await;
     let body = json!({"config": crate::support::config("true", 0), "activate": true,
         "modelDefinition": [file("../outside.sh", b'0', "echo escaped")]});
-    let (status, answer) = call(
-        &addr,
-        &token,
-        "POST",
-        "/api/v1/experiments",
-        &body.to_string(),
-    )
-    .await;
+    let (status, answer) = create(&addr, &token, &body).await;
     assert!(
         status.contains("400") && answer.contains("modelDefinition[0].path"),
         "{status} {answer}"

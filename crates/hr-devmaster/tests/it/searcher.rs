@@ -3,28 +3,16 @@
 //! their trials, at most `max_concurrent_trials` at once; what it cannot run (ASHA's stopping
 //! variant, more slots than the devmaster has) is refused naming the field.
 
-use std::time::Duration;
-
 use hr_det::{Client, DetError, wire::State};
 use hr_devmaster::{Devmaster, DevmasterConfig};
 use serde_json::{Value, json};
 
 async fn start(dir: &std::path::Path, slots: u32) -> (Devmaster, Client) {
-    let master = Devmaster::start(DevmasterConfig {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        state_dir: dir.join("state"),
-        trial_info: hr_devmaster::TrialInfo::Private,
-        preemption_timeout: Duration::from_secs(60),
-        record_requests: None,
-        password: None,
-        tls: None,
+    crate::support::start_with(DevmasterConfig {
         slots,
+        ..crate::support::default_config(&dir.join("state"))
     })
     .await
-    .expect("start");
-    let mut client = Client::new(master.url()).expect("client");
-    client.login("determined", "").await.expect("login");
-    (master, client)
 }
 
 const HPARAMS: &str = "hyperparameters:\n  lr: {type: const, val: 0.1}\n  bare: 7\n  \

@@ -5,21 +5,35 @@ use std::{path::Path, time::Duration};
 use hr_det::Client;
 use hr_devmaster::{Devmaster, DevmasterConfig};
 
-pub(crate) async fn start(state_dir: &Path, preemption_timeout: Duration) -> (Devmaster, Client) {
-    let config = DevmasterConfig {
+/// A loopback devmaster on a free port with state in `state_dir`: each trial its own info
+/// folder, no password, no TLS, no slots.
+pub(crate) fn default_config(state_dir: &Path) -> DevmasterConfig {
+    DevmasterConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
         state_dir: state_dir.to_owned(),
         trial_info: hr_devmaster::TrialInfo::Private,
-        preemption_timeout,
+        preemption_timeout: Duration::from_secs(60),
         record_requests: None,
         password: None,
         tls: None,
         slots: 0,
-    };
+    }
+}
+
+/// Starts a devmaster with `config`; returns it and a client signed in as `determined`.
+pub(crate) async fn start_with(config: DevmasterConfig) -> (Devmaster, Client) {
     let master = Devmaster::start(config).await.expect("devmaster starts");
     let mut client = Client::new(master.url()).expect("client");
     client.login("determined", "").await.expect("login");
     (master, client)
+}
+
+pub(crate) async fn start(state_dir: &Path, preemption_timeout: Duration) -> (Devmaster, Client) {
+    start_with(DevmasterConfig {
+        preemption_timeout,
+        ..default_config(state_dir)
+    })
+    .await
 }
 
 /// Creates and activates an experiment from `yaml`; returns its one trial.

@@ -12,21 +12,11 @@ use hr_devmaster::{Devmaster, DevmasterConfig, TrialInfo};
 use serde_json::Value;
 
 async fn start(dir: &Path, trial_info: TrialInfo) -> (Devmaster, Client) {
-    let master = Devmaster::start(DevmasterConfig {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        state_dir: dir.join("state"),
+    crate::support::start_with(DevmasterConfig {
         trial_info,
-        preemption_timeout: Duration::from_secs(60),
-        record_requests: None,
-        password: None,
-        tls: None,
-        slots: 0,
+        ..crate::support::default_config(&dir.join("state"))
     })
     .await
-    .expect("start");
-    let mut client = Client::new(master.url()).expect("client");
-    client.login("determined", "").await.expect("login");
-    (master, client)
 }
 
 /// Creates three experiments whose trials run `script`; returns their trials.
