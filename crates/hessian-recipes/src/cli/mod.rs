@@ -114,8 +114,10 @@ pub(crate) enum Command {
     /// Run a local Determined-0.35-compatible master
     ///
     /// Serves on loopback (for local runs and tests), keeping its state in --state-dir so a
-    /// restart loses nothing. Stops on Ctrl-C / SIGTERM, killing the trial and command processes
-    /// it started.
+    /// restart loses nothing. Runs the single, random, grid and adaptive_asha searchers; each
+    /// trial sees its own /run/determined/info (a private mount namespace), so Python Core API
+    /// trials need no setup, and `det experiment create CONFIG DIR` puts DIR in the trial's work
+    /// folder. Stops on Ctrl-C / SIGTERM, killing the trial and command processes it started.
     Devmaster(DevmasterArgs),
     /// Qualification checks that prove a resumed run equals an uninterrupted one
     Qualify {
