@@ -1,4 +1,4 @@
-//! Experiments and their trial: create, read, pause / activate / kill / cancel, list.
+//! Experiments and their trials: create, read, pause / activate / kill / cancel, list, delete.
 
 use std::sync::Arc;
 
