@@ -275,6 +275,23 @@ fn prepare_writes_a_source_bound_experiment_that_passes_cluster_check() {
             .is_some_and(|p| p.starts_with('/')),
         "{plan}"
     );
+    // The plan's settings are the experiment's (constant) hyperparameters.
+    let config = hr_config::parse_yaml(&yaml, "experiment.yaml").expect("yaml");
+    let hp = &config["hyperparameters"];
+    assert_eq!(
+        hp["steps"],
+        serde_json::json!({"type": "const", "val": 6}),
+        "{hp}"
+    );
+    assert_eq!(hp["grpo"]["type"], "const", "{hp}");
+    assert_eq!(
+        hp["grpo"]["val"]["num_generations"],
+        plan["grpo"]["num_generations"]
+    );
+    assert_eq!(
+        hp["lora"]["val"]["rank"], plan["model"]["lora"]["rank"],
+        "{hp}"
+    );
     let check = s.run(&["cluster", "check", "runs/prep/experiment.yaml"]);
     assert!(check.status.success(), "{}", text(&check).0);
     // Never into a used folder, never outside the checkout.

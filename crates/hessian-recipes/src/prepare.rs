@@ -67,7 +67,7 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         None if args.run.unqualified => entrypoint.push("--unqualified".to_owned()),
         None => {}
     }
-    let config = training_experiment(
+    let mut config = training_experiment(
         &profile,
         format!(
             "hessian-recipes {} ({} steps, {backend})",
@@ -77,6 +77,7 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         args.device == DeviceKind::Cuda,
         plan.steps,
     );
+    config.hyperparameters = plan_hyperparameters(&plan)?;
     let config_path = out.join("experiment.yaml");
     std::fs::write(&config_path, config.to_yaml()?)?;
     let (_, findings) = check_file(&config_path, Some(ConfigKind::Experiment))?;
@@ -100,4 +101,22 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         config_path.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The plan's training settings as the experiment's hyperparameters, each section a constant,
+/// so the web UI and `det trial describe` show what the trial trains with (the trial itself reads
+/// the plan file: these are for people).
+fn plan_hyperparameters(
+    plan: &Plan,
+) -> anyhow::Result<std::collections::BTreeMap<String, serde_json::Value>> {
+    let constant = |v: serde_json::Value| serde_json::json!({"type": "const", "val": v});
+    Ok([
+        ("grpo", serde_json::to_value(&plan.grpo)?),
+        ("lora", serde_json::to_value(&plan.model.lora)?),
+        ("optimizer", serde_json::to_value(&plan.optimizer)?),
+        ("steps", plan.steps.into()),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), constant(value)))
+    .collect())
 }

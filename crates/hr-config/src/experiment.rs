@@ -29,9 +29,9 @@ pub struct ExperimentConfig {
     pub resources: Resources,
     /// The searcher; we use `single`.
     pub searcher: Searcher,
-    /// Hyperparameters (constants).
+    /// Hyperparameters: bare values, or Determined's specs (`{type: const, val: ...}`, ...).
     #[serde(default)]
-    pub hyperparameters: BTreeMap<String, String>,
+    pub hyperparameters: BTreeMap<String, serde_json::Value>,
     /// Restarts after a failure before the trial errors.
     pub max_restarts: u32,
     /// Which checkpoints the master keeps.

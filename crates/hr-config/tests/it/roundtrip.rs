@@ -104,7 +104,10 @@ prop_compose! {
     ) -> ExperimentConfig {
         ExperimentConfig {
             name, description, labels, workspace, project, entrypoint, resources, searcher,
-            hyperparameters: hyperparameters.into_iter().collect::<BTreeMap<_, _>>(),
+            hyperparameters: hyperparameters
+                .into_iter()
+                .map(|(k, v)| (k, serde_json::Value::String(v)))
+                .collect::<BTreeMap<_, _>>(),
             max_restarts, checkpoint_policy, checkpoint_storage,
             reproducibility: seed.map(|experiment_seed| Reproducibility { experiment_seed }),
             bind_mounts, environment,
