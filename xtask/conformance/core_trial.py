@@ -1,6 +1,7 @@
 """A real Determined 0.35 Core API trial for the devmaster conformance check.
 
-Prints the identity it read from /run/determined/info. With GATE=PATH it then creates
+Prints the identity it read from /run/determined/info. With SERIAL_DIR=PATH it waits until
+every process that started before it (with the same PATH) has exited. With GATE=PATH it creates
 PATH.<trial id> and waits for PATH to exist (so trials provably run at the same time). Restores
 `state.json` from `info.latest_checkpoint`, then per step: reports a training metric and a
 validation metric (`val_loss`, best at step 3), stores a checkpoint whose metadata holds
@@ -8,6 +9,7 @@ steps_completed, reports progress, and exits 0 right after `should_preempt()` tu
 acknowledges the preemption). Prints one line per event so the check can follow it. With BENCH_REPORTS=N it instead times N metric reports and N
 checkpoints (`cargo xtask bench core`).
 """
+import atexit
 import json
 import os
 import pathlib
@@ -23,6 +25,16 @@ def main() -> None:
     assert info is not None, "no cluster info: is /run/determined/info written?"
     latest = info.latest_checkpoint
     print(f"identity trial {info.trial.trial_id} experiment {info.trial.experiment_id}", flush=True)
+    serial = os.environ.get("SERIAL_DIR")
+    if serial:
+        # One process at a time: wait until every process started before this one has exited.
+        folder = pathlib.Path(serial)
+        folder.mkdir(parents=True, exist_ok=True)
+        me = f"{info.trial.trial_id}-{info.trial._trial_run_id}"
+        while len(list(folder.glob("exited-*"))) < len(list(folder.glob("started-*"))):
+            time.sleep(0.05)
+        (folder / f"started-{me}").touch()
+        atexit.register(lambda: (folder / f"exited-{me}").touch())
     gate = os.environ.get("GATE")
     if gate:
         pathlib.Path(f"{gate}.{info.trial.trial_id}").touch()
@@ -50,8 +62,12 @@ def main() -> None:
                     print(f"preempted at step {step}", flush=True)
                     sys.exit(0)
                 time.sleep(step_seconds)
-            # Scaled by the trial's `scale` hyperparameter (when it has one), so trials rank.
-            op.report_completed(info.trial.hparams.get("scale", 1.0) / step)
+            # RANK_BY_TRIAL: the earlier trial is better (a fixed order); else scaled by the
+            # trial's `scale` hyperparameter (when it has one).
+            if os.environ.get("RANK_BY_TRIAL"):
+                op.report_completed(float(info.trial.trial_id))
+            else:
+                op.report_completed(info.trial.hparams.get("scale", 1.0) / step)
         print(f"completed at step {step}", flush=True)
 
 

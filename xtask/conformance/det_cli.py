@@ -248,6 +248,15 @@ def main_run(det, args, case):
         adopted = [c["step"] for c in report["checkpoints"]]
         check(f"{kind}: evaluate adopted {case['evaluate']} and selected one of them on DEV",
               adopted == case["evaluate"] and report["selected_step"] in adopted, report)
+        # While training, the trial reported at each adopted step the DEV reward `evaluate` found
+        # for that checkpoint, as validation metrics.
+        dev = {c["step"]: c["dev"]["mean_reward"] for c in report["checkpoints"]}
+        out = det("trial", "describe", trial_of(det, eid), "--json")
+        workloads = json.loads(out.stdout).get("workloads", []) if out.returncode == 0 else []
+        reported = {w["validation"]["totalBatches"]: w["validation"]["metrics"]["avgMetrics"].get("dev_reward")
+                    for w in workloads if w.get("validation")}
+        check(f"{kind}: the trial reported the DEV reward evaluate found at each adopted step",
+              reported == dev and len(dev) == len(case["evaluate"]), (reported, dev))
 
 
 UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
@@ -334,17 +343,20 @@ def concurrent_trials_and_read_paths(det, args):
 def adaptive_asha(det, args):
     """An adaptive_asha search of Python Core trials: trials train rung by rung (2, 4, 8
     batches), those not promoted exit and wait, promoted ones are allocated again and resume from
-    their checkpoint, and the search completes with every trial closed."""
+    their checkpoint, and the search completes with every trial closed. One trial process runs at
+    a time (SERIAL_DIR) and earlier trials rank better (RANK_BY_TRIAL), so the order of reports,
+    and so which trial is promoted after it exited, is fixed whatever the machine's speed."""
     script = str(pathlib.Path(__file__).with_name("core_trial.py"))
     config = args.work / "asha.yaml"
     config.write_text(
         "name: asha\n"
         f"entrypoint: {json.dumps([args.python, script])}\n"
         "searcher: {name: adaptive_asha, metric: loss, max_length: {batches: 8}, max_trials: 4,"
-        " divisor: 2, mode: aggressive}\n"
+        " divisor: 2, mode: aggressive, max_concurrent_trials: 1}\n"
         "hyperparameters: {scale: {type: double, minval: 1, maxval: 10}}\n"
         "resources: {slots_per_trial: 0}\nmax_restarts: 0\n"
-        "environment: {environment_variables: [STEP_SECONDS=0]}\n")
+        "environment: {environment_variables: [STEP_SECONDS=0, RANK_BY_TRIAL=1, "
+        f"{json.dumps('SERIAL_DIR=' + str(args.work / 'asha-serial'))}]}}\n")
     out = det("experiment", "create", config)
     eid = created_id(out)
     if not check("asha: create an adaptive_asha search", out.returncode == 0 and eid, out.stdout + out.stderr):
@@ -361,6 +373,9 @@ def adaptive_asha(det, args):
           and lengths[0] == 2 and lengths[-1] == 8, (lengths, [t.get("state") for t in trials]))
     check("asha: a trial promoted after it exited was allocated again and restored its checkpoint",
           re.search(r"restored \S+ at step [24] run 2", log) is not None, log[-3000:])
+    # A waiting trial is allocated only for a new operation: every restore trains further.
+    check("asha: no allocation without work (each restored run trained on)",
+          re.search(r"restored \S+ at step (\d+) run \d+\ncompleted at step \1\n", log) is None, log[-3000:])
 
 
 def context_directory(det, args):

@@ -78,6 +78,10 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         plan.steps,
     );
     config.hyperparameters = plan_hyperparameters(&plan)?;
+    if plan.evaluation.is_some() {
+        // The run reports its DEV reward at the steps `evaluate` adopts: it ranks them.
+        config.searcher = hr_config::Searcher::dev_reward(plan.steps);
+    }
     let config_path = out.join("experiment.yaml");
     std::fs::write(&config_path, config.to_yaml()?)?;
     let (_, findings) = check_file(&config_path, Some(ConfigKind::Experiment))?;

@@ -90,6 +90,15 @@ impl Searcher {
             max_length: Some(Length { batches }),
         }
     }
+
+    /// A `single` searcher of `batches` batches ranked by the DEV reward a managed run reports
+    /// ([`crate::DEV_REWARD`], larger is better).
+    pub fn dev_reward(batches: u64) -> Self {
+        Self {
+            smaller_is_better: false,
+            ..Self::single(crate::DEV_REWARD, batches)
+        }
+    }
 }
 
 /// A length in batches (for us: optimizer steps).

@@ -34,7 +34,7 @@ pub use finding::{ConfigKind, Finding};
 pub use profile::{BOOTSTRAP_WORK_DIR, ClusterProfile, JAIF_IMAGE, JAIF_MOUNT, ProfileName};
 pub use storage::{SHARED_FS_MOUNT, StorageView};
 pub use templates::{
-    Backend, Template, TemplateConfig, TrainingRun, cpu_command, gpu_command, shell, templates,
-    training_experiment,
+    Backend, DEV_REWARD, Template, TemplateConfig, TrainingRun, cpu_command, gpu_command, shell,
+    templates, training_experiment,
 };
 pub use yaml::{YamlConfig, parse_yaml};

@@ -9,8 +9,14 @@ use crate::{
     Resources, Searcher, YamlConfig, profile::BOOTSTRAP_WORK_DIR,
 };
 
-/// The searcher metric every managed trial reports.
+/// The searcher metric of a managed run whose plan has no evaluation section: the GRPO loss
+/// every step reports (smaller is better).
 pub(crate) const SEARCHER_METRIC: &str = "loss";
+
+/// The validation metric a managed run reports at the steps `evaluate` adopts when its plan has
+/// an evaluation section: the mean DEV episode reward (larger is better). The main runs rank
+/// their checkpoints by it, as `evaluate` selects one.
+pub const DEV_REWARD: &str = "dev_reward";
 
 /// The environment-service backend of a training run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -342,20 +348,25 @@ pub fn templates(profile: &ClusterProfile) -> Vec<Template> {
             ("main", TrainingRun::main(backend)),
         ] {
             let file_name = format!("{prefix}-managed-{backend}-{kind}.yaml");
+            let mut config = experiment(
+                profile,
+                format!(
+                    "hessian-recipes managed {backend} {kind} ({} steps)",
+                    run.steps
+                ),
+                run.entrypoint(profile),
+                1,
+                run.steps,
+                &EnvPolicy::gpu(),
+            );
+            if kind == "main" {
+                // A main plan has an evaluation section: its DEV reward ranks the checkpoints.
+                config.searcher = Searcher::dev_reward(run.steps);
+            }
             out.push(Template {
                 submit: experiment_submit(profile, &file_name),
                 file_name,
-                config: TemplateConfig::Experiment(Box::new(experiment(
-                    profile,
-                    format!(
-                        "hessian-recipes managed {backend} {kind} ({} steps)",
-                        run.steps
-                    ),
-                    run.entrypoint(profile),
-                    1,
-                    run.steps,
-                    &EnvPolicy::gpu(),
-                ))),
+                config: TemplateConfig::Experiment(Box::new(config)),
             });
         }
     }

@@ -370,15 +370,17 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
             }
             // The searcher has no more work (the Core API acks "out of ops" then exits 0).
             _ if success && trial.searcher_completed => (State::Completed, trial.restarts, false),
+            // Out of operations while its searcher decides (adaptive_asha's rungs; the Core API
+            // acknowledges that as a preemption): it waits, and is allocated once promoted.
+            _ if success && trial.op_length.is_some() && trial.op_done => {
+                (trial.state, trial.restarts, false)
+            }
             // Preempted and acknowledged: resumable; it runs again only if still active.
             _ if acked => (trial.state, trial.restarts, exp.state == State::Active),
-            // Out of operations while its searcher decides (adaptive_asha's rungs): it waits,
-            // and runs again once promoted.
-            _ if success && trial.op_length.is_some() => (
-                trial.state,
-                trial.restarts,
-                exp.state == State::Active && !trial.op_done,
-            ),
+            // Promoted while it was exiting: it runs again for its new operation.
+            _ if success && trial.op_length.is_some() => {
+                (trial.state, trial.restarts, exp.state == State::Active)
+            }
             _ if success => (State::Completed, trial.restarts, false),
             State::Paused => (State::Paused, trial.restarts + 1, false),
             _ if restarted < exp.max_restarts => (State::Active, trial.restarts + 1, true),

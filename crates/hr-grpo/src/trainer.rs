@@ -167,6 +167,29 @@ impl<B: AutodiffBackend> Trainer<B> {
         &mut self.rng
     }
 
+    /// Episodes of the current adapters on `tasks`, `num_generations` each, sampled from an RNG
+    /// seeded with `seed` alone: the trainer's own RNG and state are untouched (an evaluation
+    /// during training, as `hessian-recipes evaluate` samples a checkpoint later).
+    pub fn episodes_from_seed(
+        &self,
+        tasks: &[Task],
+        envs: &mut dyn EnvironmentFactory,
+        num_generations: usize,
+        seed: u64,
+    ) -> Result<Vec<Episode>, GrpoError> {
+        let mut rollout = self.config.rollout.clone();
+        rollout.grpo.num_generations = num_generations;
+        rollouts(
+            &self.policy.valid(),
+            Some(&self.adapters.valid()),
+            &self.tokenizer,
+            tasks,
+            envs,
+            &rollout,
+            &mut PolicyRng::from_seed(seed),
+        )
+    }
+
     /// Runs one GRPO step on `tasks` (each sampled `num_generations` times).
     pub fn step(
         &mut self,

@@ -52,7 +52,7 @@ pub fn check_disjoint(sets: &[(&str, &[Task])]) -> Result<(), TrainError> {
     Ok(())
 }
 
-fn task_set(plan: &Plan, set: &TaskSet, split: Split) -> Result<Vec<Task>, TrainError> {
+pub(crate) fn task_set(plan: &Plan, set: &TaskSet, split: Split) -> Result<Vec<Task>, TrainError> {
     Ok(match (set, &plan.environment) {
         (TaskSet::Listed { tasks }, _) => numbered(tasks)
             .into_iter()
@@ -104,7 +104,7 @@ pub struct EpisodeScore {
     pub solved: f64,
 }
 
-fn episode_score(episodes: &[Episode]) -> EpisodeScore {
+pub(crate) fn episode_score(episodes: &[Episode]) -> EpisodeScore {
     let n = episodes.len().max(1) as f64;
     EpisodeScore {
         episodes: episodes.len(),

@@ -17,6 +17,7 @@ mod assess;
 mod base;
 mod config;
 mod control;
+mod dev_probe;
 mod environment;
 mod error;
 mod evidence;

@@ -18,6 +18,7 @@ use serde_json::Value;
 
 use crate::base::BaseModel;
 use crate::config::load_policy;
+use crate::dev_probe::DevProbe;
 use crate::environment::environment;
 use crate::evidence::{evidence_line, metrics_row, rollout_record};
 use crate::payload;
@@ -291,6 +292,12 @@ pub fn run<B: Backend>(
             ),
         )?,
     };
+    // On a Determined master, the DEV reward at the steps `evaluate` adopts is reported as
+    // validation metrics (a local run leaves the selection to `evaluate`).
+    let dev = match info.cluster_id {
+        Some(_) => DevProbe::of(&plan)?,
+        None => None,
+    };
     let (evidence_path, metrics_path) = (layout.evidence(), layout.metrics());
     replace(&evidence_path, &progress.evidence)?;
     replace(&metrics_path, &progress.metrics)?;
@@ -384,6 +391,13 @@ pub fn run<B: Backend>(
         with_rng_preserved(&mut TrainerRng(trainer.rng_mut()), |_| {
             publisher.core().report_progress(step as f64)
         })?;
+        if let Some(probe) = &dev
+            && let Some(metrics) = probe.metrics(step, &trainer, env.as_mut())?
+        {
+            with_rng_preserved(&mut TrainerRng(trainer.rng_mut()), |_| {
+                publisher.core().report_validation_metrics(step, metrics)
+            })?;
+        }
         if hold.contains(&(info.trial_run_id, step)) {
             hold_for_preemption(publisher.core(), step);
         }
