@@ -65,6 +65,11 @@ pub struct Resources {
     pub resource_pool: Option<String>,
 }
 
+/// The validation metric a managed run reports at the steps `evaluate` adopts when its plan has
+/// an evaluation section: the mean DEV episode reward (larger is better). The main runs rank
+/// their checkpoints by it, as `evaluate` selects one.
+pub const DEV_REWARD: &str = "dev_reward";
+
 /// `searcher` with `name: single`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -92,11 +97,11 @@ impl Searcher {
     }
 
     /// A `single` searcher of `batches` batches ranked by the DEV reward a managed run reports
-    /// ([`crate::DEV_REWARD`], larger is better).
+    /// ([`DEV_REWARD`], larger is better).
     pub fn dev_reward(batches: u64) -> Self {
         Self {
             smaller_is_better: false,
-            ..Self::single(crate::DEV_REWARD, batches)
+            ..Self::single(DEV_REWARD, batches)
         }
     }
 }

@@ -27,14 +27,14 @@ pub use command::CommandConfig;
 pub use env::{EnvPolicy, OVERRIDES_VAR};
 pub use error::Error;
 pub use experiment::{
-    BindMount, CheckpointPolicy, CheckpointStorage, Environment, ExperimentConfig, Length,
-    Reproducibility, Resources, Searcher, StorageKind,
+    BindMount, CheckpointPolicy, CheckpointStorage, DEV_REWARD, Environment, ExperimentConfig,
+    Length, Reproducibility, Resources, Searcher, StorageKind,
 };
 pub use finding::{ConfigKind, Finding};
 pub use profile::{BOOTSTRAP_WORK_DIR, ClusterProfile, JAIF_IMAGE, JAIF_MOUNT, ProfileName};
 pub use storage::{SHARED_FS_MOUNT, StorageView};
 pub use templates::{
-    Backend, DEV_REWARD, Template, TemplateConfig, TrainingRun, cpu_command, gpu_command, shell,
-    templates, training_experiment,
+    Backend, Template, TemplateConfig, TrainingRun, cpu_command, gpu_command, shell, templates,
+    training_experiment,
 };
 pub use yaml::{YamlConfig, parse_yaml};

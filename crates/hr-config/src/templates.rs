@@ -13,11 +13,6 @@ use crate::{
 /// every step reports (smaller is better).
 pub(crate) const SEARCHER_METRIC: &str = "loss";
 
-/// The validation metric a managed run reports at the steps `evaluate` adopts when its plan has
-/// an evaluation section: the mean DEV episode reward (larger is better). The main runs rank
-/// their checkpoints by it, as `evaluate` selects one.
-pub const DEV_REWARD: &str = "dev_reward";
-
 /// The environment-service backend of a training run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {

@@ -12,16 +12,17 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use burn::tensor::backend::Backend;
-use hr_env::{Split, Task, fixture_split_tasks};
+use hr_env::{Split, Task};
 use hr_files::IoResultExt;
-use hr_grpo::{Episode, rollouts};
-use hr_plan::{Environment as PlanEnvironment, Plan, TaskSet};
+use hr_grpo::rollouts;
+use hr_plan::Plan;
 use hr_policy::{Adapters, ChatTokenizer, Message, Policy, PolicyRng, SamplingConfig};
 use serde::Serialize;
 
 use crate::adopt::{Adopted, evaluation};
 use crate::config::load_policy;
-use crate::environment::{environment, numbered};
+use crate::environment::{environment, task_set};
+use crate::score::{EpisodeScore, episode_score};
 use crate::{TrainError, grpo_config};
 
 /// The rule [`assess`] selects by, for reports.
@@ -50,67 +51,6 @@ pub fn check_disjoint(sets: &[(&str, &[Task])]) -> Result<(), TrainError> {
         }
     }
     Ok(())
-}
-
-pub(crate) fn task_set(plan: &Plan, set: &TaskSet, split: Split) -> Result<Vec<Task>, TrainError> {
-    Ok(match (set, &plan.environment) {
-        (TaskSet::Listed { tasks }, _) => numbered(tasks)
-            .into_iter()
-            .map(|t| Task {
-                id: format!("{}-{}", split.name(), t.id),
-                payload: t.payload,
-            })
-            .collect(),
-        (TaskSet::Drawn { count, seed }, PlanEnvironment::Fixture { tasks }) => {
-            fixture_split_tasks(tasks.kind, split, *count, *seed)
-        }
-        (
-            TaskSet::Drawn { count, seed },
-            PlanEnvironment::Dataset {
-                dev,
-                held_out,
-                rewards,
-                ..
-            },
-        ) => {
-            let file = match split {
-                Split::Dev => dev,
-                _ => held_out,
-            }
-            .as_ref()
-            .ok_or_else(|| {
-                TrainError::Refused(format!("the dataset has no {} file", split.name()))
-            })?;
-            let rows = hr_env::dataset_tasks(file, rewards)
-                .map_err(|e| TrainError::Refused(e.to_string()))?;
-            hr_env::draw_rows(rows, *count, *seed)
-        }
-        (TaskSet::Drawn { .. }, _) => {
-            return Err(TrainError::Refused(
-                "drawn evaluation tasks exist only for the fixture backend".to_owned(),
-            ));
-        }
-    })
-}
-
-/// Episode results of one policy on one task set.
-#[derive(Debug, Clone, Serialize)]
-pub struct EpisodeScore {
-    /// Episodes run.
-    pub episodes: usize,
-    /// Mean episode reward.
-    pub mean_reward: f64,
-    /// Share of episodes with reward ≥ 1 (fully solved).
-    pub solved: f64,
-}
-
-pub(crate) fn episode_score(episodes: &[Episode]) -> EpisodeScore {
-    let n = episodes.len().max(1) as f64;
-    EpisodeScore {
-        episodes: episodes.len(),
-        mean_reward: episodes.iter().map(|e| e.reward).sum::<f64>() / n,
-        solved: episodes.iter().filter(|e| e.reward >= 1.0).count() as f64 / n,
-    }
 }
 
 /// One adopted checkpoint's DEV result.

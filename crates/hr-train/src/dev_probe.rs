@@ -13,7 +13,8 @@ use hr_plan::Plan;
 use serde_json::{Value, json};
 
 use crate::TrainError;
-use crate::assess::{episode_score, task_set};
+use crate::environment::task_set;
+use crate::score::episode_score;
 
 /// The DEV tasks and their sampling, and the steps they are played at.
 pub(crate) struct DevProbe {

@@ -7,11 +7,11 @@ use hr_bridge::{
     NemoGymClient, NemoGymEnvironment, OpenEnvClient, OpenEnvEnvironment, OwnedService, presets,
 };
 use hr_env::{
-    DatasetEnvironment, Environment, FixtureEnvironment, Task, dataset_tasks, fixture_tasks,
-    start_python_rewards,
+    DatasetEnvironment, Environment, FixtureEnvironment, Split, Task, dataset_tasks,
+    fixture_split_tasks, fixture_tasks, start_python_rewards,
 };
 use hr_grpo::{EnvironmentFactory, GrpoError};
-use hr_plan::{Environment as PlanEnvironment, Plan};
+use hr_plan::{Environment as PlanEnvironment, Plan, TaskSet};
 
 use crate::TrainError;
 
@@ -109,6 +109,49 @@ pub(crate) fn environment(
                 Ok(Box::new(NemoGymEnvironment::new(client.clone())))
             };
             (numbered(tasks), Some(service), Box::new(factory))
+        }
+    })
+}
+
+/// The tasks of an evaluation task set (`evaluation.dev` or `evaluation.held_out`) for `split`:
+/// listed ones numbered, drawn ones from the fixture family or the dataset's split file.
+pub(crate) fn task_set(plan: &Plan, set: &TaskSet, split: Split) -> Result<Vec<Task>, TrainError> {
+    Ok(match (set, &plan.environment) {
+        (TaskSet::Listed { tasks }, _) => numbered(tasks)
+            .into_iter()
+            .map(|t| Task {
+                id: format!("{}-{}", split.name(), t.id),
+                payload: t.payload,
+            })
+            .collect(),
+        (TaskSet::Drawn { count, seed }, PlanEnvironment::Fixture { tasks }) => {
+            fixture_split_tasks(tasks.kind, split, *count, *seed)
+        }
+        (
+            TaskSet::Drawn { count, seed },
+            PlanEnvironment::Dataset {
+                dev,
+                held_out,
+                rewards,
+                ..
+            },
+        ) => {
+            let file = match split {
+                Split::Dev => dev,
+                _ => held_out,
+            }
+            .as_ref()
+            .ok_or_else(|| {
+                TrainError::Refused(format!("the dataset has no {} file", split.name()))
+            })?;
+            let rows =
+                dataset_tasks(file, rewards).map_err(|e| TrainError::Refused(e.to_string()))?;
+            hr_env::draw_rows(rows, *count, *seed)
+        }
+        (TaskSet::Drawn { .. }, _) => {
+            return Err(TrainError::Refused(
+                "drawn evaluation tasks exist only for the fixture backend".to_owned(),
+            ));
         }
     })
 }

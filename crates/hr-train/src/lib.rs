@@ -23,13 +23,14 @@ mod error;
 mod evidence;
 mod lifecycle;
 mod payload;
+mod score;
 mod start;
 mod tensorboard;
 
 pub use adopt::{Adopted, adopt, evaluation};
 pub use assess::{
-    Assessment, CheckpointScore, ComparedScore, Comparison, EpisodeScore, Retention,
-    SELECTION_RULE, assess, check_disjoint,
+    Assessment, CheckpointScore, ComparedScore, Comparison, Retention, SELECTION_RULE, assess,
+    check_disjoint,
 };
 pub use config::{family_sha256, float_dtype, grpo_config, plan_sha256};
 pub use control::Control;
@@ -38,3 +39,4 @@ pub use error::TrainError;
 pub use evidence::evidence_prefix;
 pub use lifecycle::{Outcome, PROGRESS_TARGET, RunOptions, managed_run_id, run};
 pub use payload::{BUDGET_FILE, import_checkpoint};
+pub use score::EpisodeScore;

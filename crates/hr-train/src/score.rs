@@ -1,0 +1,25 @@
+//! How a policy scored on a task set: episodes, mean reward, share solved (`evaluate`'s DEV
+//! selection and held-out assessment, and the DEV reward a managed run reports).
+
+use hr_grpo::Episode;
+use serde::Serialize;
+
+/// Episode results of one policy on one task set.
+#[derive(Debug, Clone, Serialize)]
+pub struct EpisodeScore {
+    /// Episodes run.
+    pub episodes: usize,
+    /// Mean episode reward.
+    pub mean_reward: f64,
+    /// Share of episodes with reward ≥ 1 (fully solved).
+    pub solved: f64,
+}
+
+pub(crate) fn episode_score(episodes: &[Episode]) -> EpisodeScore {
+    let n = episodes.len().max(1) as f64;
+    EpisodeScore {
+        episodes: episodes.len(),
+        mean_reward: episodes.iter().map(|e| e.reward).sum::<f64>() / n,
+        solved: episodes.iter().filter(|e| e.reward >= 1.0).count() as f64 / n,
+    }
+}
