@@ -215,12 +215,22 @@ fn apply(state: &mut MasterState, id: i32, search: &Search, asha: &mut Asha, ops
             }
         }
     }
-    for bracket in ops.create {
+    // A stopping or ended experiment creates no more trials.
+    let creates = if matches!(exp.state, State::Active | State::Paused) {
+        ops.create
+    } else {
+        Vec::new()
+    };
+    for bracket in creates {
         let index = state.trials_of(id).count();
         let trial = create(state, &exp, search, index);
         let length = asha.created(bracket, trial);
         if let Some(t) = state.trials.get_mut(&trial) {
             t.op_length = Some(length);
+            // Created while the experiment is paused: it starts with the others on activate.
+            if !active {
+                t.state = State::Paused;
+            }
         }
         if active {
             allocate.push(trial);
