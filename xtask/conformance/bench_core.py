@@ -10,7 +10,6 @@ from the command's start until the trial has saved, acknowledged the preemption 
 and `det experiment describe` says PAUSED; then it is activated and paused again, --pauses times.
 Prints one `bench-core: {json}` line last.
 """
-import argparse
 import json
 import pathlib
 import re
@@ -18,7 +17,7 @@ import statistics
 import sys
 import time
 
-from det_cli import Det, created_id, trial_log
+from det_cli import Det, created_id, driver_parser, trial_log
 
 
 def create(det, args, name, entrypoint, env, batches):
@@ -89,12 +88,7 @@ def pause_latencies(det, args, kind, entrypoint, pauses):
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--master", required=True)
-    p.add_argument("--det", required=True)
-    p.add_argument("--python", required=True)
-    p.add_argument("--rust-trial", required=True)
-    p.add_argument("--state-dir", type=pathlib.Path, required=True)
+    p = driver_parser()
     p.add_argument("--work", type=pathlib.Path, required=True)
     p.add_argument("--reports", type=int, default=500)
     p.add_argument("--rounds", type=int, default=2)

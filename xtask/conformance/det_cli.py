@@ -402,14 +402,27 @@ def context_directory(det, args):
               and f"hello from the context directory in trial {trial_of(det, eid)}" in log, log)
 
 
-def main():
+def finish(suite):
+    """Prints `SUITE: N passed, M failed` (the line xtask reads) and exits 1 on a failure."""
+    passed = sum(ok for _, ok in RESULTS)
+    failed = len(RESULTS) - passed
+    print(f"{suite}: {passed} passed, {failed} failed", flush=True)
+    sys.exit(1 if failed else 0)
+
+
+def driver_parser():
+    """The arguments `cargo xtask` gives every driver (`det_driver` in xtask/src/conformance.rs):
+    the master, `det`, the Python with `determined`, the Rust Core trial, the devmaster's state."""
     p = argparse.ArgumentParser()
-    p.add_argument("--master", required=True)
-    p.add_argument("--det", required=True)
-    p.add_argument("--python", required=True)
-    p.add_argument("--rust-trial", required=True)
-    p.add_argument("--local-config", required=True)
+    for name in ("--master", "--det", "--python", "--rust-trial"):
+        p.add_argument(name, required=True)
     p.add_argument("--state-dir", type=pathlib.Path, required=True)
+    return p
+
+
+def main():
+    p = driver_parser()
+    p.add_argument("--local-config", required=True)
     p.add_argument("--hessian-recipes", required=True)
     p.add_argument("--training-cases", type=pathlib.Path, required=True)
     p.add_argument("--main-run", type=pathlib.Path, required=True)
@@ -531,10 +544,7 @@ def main():
     check("an unserved route (model list) is named in det's error",
           out.returncode != 0 and "is not served by the devmaster" in out.stdout + out.stderr, out.stdout + out.stderr)
 
-    passed = sum(ok for _, ok in RESULTS)
-    failed = len(RESULTS) - passed
-    print(f"det-conformance: {passed} passed, {failed} failed", flush=True)
-    sys.exit(1 if failed else 0)
+    finish("det-conformance")
 
 
 if __name__ == "__main__":

@@ -9,23 +9,16 @@ through TLS (its `managed-training` trials trusting the handed certificate), and
 CA's bundle it is refused naming the certificate problem and DET_MASTER_CERT_FILE. Prints
 `det-tls: N passed, M failed` last.
 """
-import argparse
 import json
 import pathlib
 import subprocess
-import sys
 
 import det_cli
-from det_cli import RESULTS, Det, check, lifecycle
+from det_cli import Det, check, driver_parser, finish, lifecycle
 
 
 def main():
-    p = argparse.ArgumentParser()
-    p.add_argument("--master", required=True)
-    p.add_argument("--det", required=True)
-    p.add_argument("--python", required=True)
-    p.add_argument("--rust-trial", required=True)
-    p.add_argument("--state-dir", type=pathlib.Path, required=True)
+    p = driver_parser()
     p.add_argument("--hessian-recipes", required=True)
     p.add_argument("--plan", required=True)
     p.add_argument("--ca", required=True)
@@ -74,10 +67,7 @@ def main():
     check("hessian-recipes signed in with the token det cached (det's one login, no other)",
           len(logins) == 1, logins)
 
-    passed = sum(ok for _, ok in RESULTS)
-    failed = len(RESULTS) - passed
-    print(f"det-tls: {passed} passed, {failed} failed", flush=True)
-    sys.exit(1 if failed else 0)
+    finish("det-tls")
 
 
 if __name__ == "__main__":

@@ -102,13 +102,7 @@ fn cpu_command(
         ))
         .into());
     }
-    if output.exists() {
-        return Err(Refused(format!(
-            "--output {} already exists; use a fresh output folder for every command",
-            output.display()
-        ))
-        .into());
-    }
+    refuse_existing(output)?;
     let profile = ClusterProfile::jaif();
     args.extend(["--output".to_owned(), output.to_string_lossy().into_owned()]);
     let command = BoundedCommand {
@@ -153,13 +147,7 @@ fn any_command(args: &crate::cli::CommandArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    if output.exists() {
-        return Err(Refused(format!(
-            "--output {} already exists; use a fresh output folder for every command",
-            output.display()
-        ))
-        .into());
-    }
+    refuse_existing(output)?;
     let root = match &args.root {
         Some(r) => std::path::absolute(r)?,
         None => std::env::current_dir().context("current folder")?,
@@ -183,4 +171,16 @@ fn any_command(args: &crate::cli::CommandArgs) -> anyhow::Result<ExitCode> {
         n => ("gpu-command", vec![format!("resources.slots={n}")]),
     };
     print_det_line(&profile, &command, kind, &overrides)
+}
+
+/// A bounded command's `--output` must not exist yet (the command creates it, so its evidence is
+/// never mixed with an earlier run's).
+fn refuse_existing(output: &Path) -> Result<(), Refused> {
+    if output.exists() {
+        return Err(Refused(format!(
+            "--output {} already exists; use a fresh output folder for every command",
+            output.display()
+        )));
+    }
+    Ok(())
 }
