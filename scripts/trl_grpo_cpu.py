@@ -162,6 +162,22 @@ def correct_integer_reward(completions, answer, **kwargs):
     return out
 
 
+def load_reward_funcs(path, specs):
+    """[(function, weight)] for NAME[:WEIGHT] specs of the Python file at path."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("user_rewards", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    if not specs:
+        sys.exit("--reward-file needs at least one --reward-func NAME[:WEIGHT]")
+    out = []
+    for s in specs:
+        name, _, weight = s.partition(":")
+        out.append((getattr(module, name), float(weight) if weight else 1.0))
+    return out
+
+
 # ---------------------------------------------------------------- models
 def build_tiny(path):
     """Random-init Qwen2 + byte-level BPE tokenizer; deterministic (seed 0)."""
@@ -312,6 +328,14 @@ def main():
                          "64 from --question/--operands")
     ap.add_argument("--reward", choices=["contains", "final-number"], default="contains",
                     help="contains: the answer appears as a whole number anywhere; final-number: hr-eval's rule")
+    ap.add_argument("--reward-file", metavar="PY",
+                    help="score with functions of this Python file (TRL's reward_funcs signature) instead of "
+                         "--reward; name them with --reward-func")
+    ap.add_argument("--reward-func", metavar="NAME[:WEIGHT]", action="append", default=[],
+                    help="a function of --reward-file and its weight (default 1); repeat for several")
+    ap.add_argument("--system-prompt", metavar="TEXT",
+                    help="put this system message first in chat prompts that have none (as a plan's "
+                         "grpo.system_prompt does)")
     ap.add_argument("--learning-rate", type=float, default=1e-5)
     ap.add_argument("--lr-scheduler", default="linear", help="transformers lr_scheduler_type")
     ap.add_argument("--save-adapter", metavar="DIR", help="save the trained PEFT adapter here (with --lora)")
@@ -354,7 +378,19 @@ def main():
         rows = [json.loads(line) for line in open(args.tasks) if line.strip()]
     else:
         rows = make_prompts(64, seed=0, question=args.question, lo=args.operands[0], hi=args.operands[1])
-    if fmt == "plain":
+    if rows and "prompt" in rows[0]:
+        # Dataset-backend rows as they are: `prompt` (a string or chat messages) and the columns
+        # the rewards read.
+        data = [dict(r) for r in rows]
+        for d in data:
+            if fmt == "chat" and isinstance(d["prompt"], str):
+                d["prompt"] = [{"role": "user", "content": d["prompt"]}]
+            if args.system_prompt and isinstance(d["prompt"], list) and d["prompt"][0]["role"] != "system":
+                d["prompt"] = [{"role": "system", "content": args.system_prompt}] + d["prompt"]
+        prompt_lens = [len(tok.apply_chat_template(d["prompt"], add_generation_prompt=True, tokenize=True,
+                                                   return_dict=True)["input_ids"]) if isinstance(d["prompt"], list)
+                       else len(tok(d["prompt"])["input_ids"]) for d in data]
+    elif fmt == "plain":
         data = [{"prompt": r["question"], "answer": r["answer"]} for r in rows]
         prompt_lens = [len(tok(r["question"])["input_ids"]) for r in rows]
     else:
@@ -497,9 +533,14 @@ def main():
                 rec["step"] = state.global_step
                 trl_logs.append(rec)
 
+    reward_funcs = final_number_reward if args.reward == "final-number" else correct_integer_reward
+    if args.reward_file:
+        reward_funcs = load_reward_funcs(args.reward_file, args.reward_func)
+        config.reward_weights = [w for _, w in reward_funcs]
+        reward_funcs = [f for f, _ in reward_funcs]
     trainer = TimedGRPOTrainer(
         model=model,
-        reward_funcs=final_number_reward if args.reward == "final-number" else correct_integer_reward,
+        reward_funcs=reward_funcs,
         args=config,
         train_dataset=ds,
         processing_class=tok,

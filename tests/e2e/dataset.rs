@@ -4,7 +4,7 @@
 
 use anyhow::Result;
 use hr_tests::tiny_model::{TinySpec, write_tiny_model};
-use hr_tests::{Scratch, text};
+use hr_tests::{Scratch, repo_root, text};
 use serde_json::{Value, json};
 
 /// Twelve addition prompts with their answers.
@@ -107,7 +107,7 @@ fn weighted_rewards_train_log_each_reward_and_resume_bit_for_bit() -> Result<()>
 #[test]
 fn bad_rows_and_rewards_are_refused_naming_the_field_before_any_output() {
     let s = setup();
-    let cases: [(&str, &str, Value, &str); 6] = [
+    let cases: [(&str, &str, Value, &str); 7] = [
         (
             "missing.jsonl",
             "{\"prompt\": \"a\", \"answer\": 1}\n{\"prompt\": \"b\"}\n",
@@ -133,6 +133,12 @@ fn bad_rows_and_rewards_are_refused_naming_the_field_before_any_output() {
             "text.jsonl line 1: `answer`: \"many\" is not a number",
         ),
         ("empty.jsonl", "\n", plan("empty.jsonl"), "holds no rows"),
+        (
+            "chat.jsonl",
+            "{\"prompt\": [{\"role\": \"user\", \"content\": \"a\"}], \"answer\": 1}\n",
+            plan("chat.jsonl"),
+            "chat.jsonl line 1: `prompt`: is a list of chat messages, which needs grpo.prompt_format",
+        ),
         (
             "data/train.jsonl",
             "",
@@ -340,4 +346,64 @@ fn a_python_reward_that_raises_answers_no_float_or_hangs_fails_the_step_and_seal
         "{stderr}"
     );
     assert!(!s.path().join("missing").exists());
+}
+
+/// Checks that a chat row reaches the function as TRL passes a conversational one.
+const CHAT_REWARD_PY: &str = r#"
+def conversational(prompts, completions, answer, **kwargs):
+    assert prompts[0][-1] == {"role": "user", "content": "What is 2 + 2?"}, prompts
+    assert completions[0][0]["role"] == "assistant", completions
+    return [1.0 + len(completions[0][0]["content"]) * 0.0]
+"#;
+
+#[test]
+fn chat_rows_train_and_reach_a_python_reward_as_trl_passes_them() -> Result<()> {
+    let s = setup();
+    s.write("rewards.py", CHAT_REWARD_PY);
+    let row = json!({"prompt": [{"role": "system", "content": "Answer with a number."},
+        {"role": "user", "content": "What is 2 + 2?"}], "answer": 4});
+    s.write("data/chat.jsonl", &format!("{row}\n{row}\n"));
+    let mut p = plan("data/chat.jsonl");
+    p["grpo"]["prompt_format"] = json!("chat");
+    p["grpo"]["system_prompt"] = json!("Unused: the rows bring their own.");
+    p["steps"] = json!(1);
+    p["environment"]["rewards"] = json!([{"name": "chat", "rule": "python",
+        "file": "rewards.py", "function": "conversational"}]);
+    s.write("chat.json", &p.to_string());
+    run_ok(&s, &["train", "--plan", "chat.json", "--output", "chat"]);
+    let row: Value =
+        serde_json::from_str(read(&s, "chat/metrics.jsonl").lines().next().unwrap_or(""))?;
+    assert_eq!(row["rewards/chat/mean"], json!(1.0), "{row}");
+    Ok(())
+}
+
+#[test]
+fn the_shipped_own_data_plan_trains_with_its_python_rewards() -> Result<()> {
+    let s = Scratch::new();
+    write_tiny_model(&s.path().join("model"), &TinySpec::default());
+    let plan = repo_root().join("plans/smollm2-own-data.json");
+    let plan = plan.to_str().expect("a UTF-8 path");
+    run_ok(
+        &s,
+        &[
+            "train",
+            "--plan",
+            plan,
+            "--model",
+            "model",
+            "--output",
+            "own",
+            "--stop-after-step",
+            "1",
+        ],
+    );
+    let row: Value =
+        serde_json::from_str(read(&s, "own/metrics.jsonl").lines().next().unwrap_or(""))?;
+    for name in ["correct", "concise"] {
+        assert!(
+            row[format!("rewards/{name}/mean")].is_f64(),
+            "{name}: {row}"
+        );
+    }
+    Ok(())
 }

@@ -111,13 +111,16 @@ Tasks:
               our `train` and TRL's GRPOTrainer + PEFT (pinned, in a cached venv) on the same
               weights and prompts, alternating: median s/step, completion tokens/s, the step's
               split, peak RSS and the ratios; writes docs/bench/grpo-vs-trl-MODEL.md
-  results smollm2 [--steps N] [--learning-rate X] [--threads N] | --render WORK
-              does GRPO learn on a real model? SmolLM2-135M-Instruct with LoRA on the arithmetic
-              TRAIN split (defaults 48 steps, lr 2e-4, 2 threads), our `train` and TRL's
-              GRPOTrainer + PEFT one after the other on the same questions, reward rule and
-              hyper-parameters, then `evaluate` (DEV selection, HELD-OUT base vs ours vs TRL's
-              adapter, MGSM retention); writes docs/results/smollm2-arithmetic/ (--render
-              rewrites it from a finished target/results/ folder without training again)
+  results smollm2|smollm2-own-data [--steps N] [--learning-rate X] [--threads N] | --render WORK
+              does GRPO learn on a real model? SmolLM2-135M-Instruct with LoRA (defaults 48
+              steps, lr 2e-4, 2 threads), our `train` and TRL's GRPOTrainer + PEFT one after the
+              other on the same rows, rewards and hyper-parameters, then `evaluate` (DEV
+              selection, HELD-OUT base vs ours vs TRL's adapter, MGSM retention). smollm2: the
+              arithmetic TRAIN split, TRL scoring with our final-number rule; smollm2-own-data:
+              plans/smollm2-own-data.json (a JSON-lines dataset of chat messages), both sides
+              scoring with plans/own-data/rewards.py. Writes docs/results/smollm2-arithmetic/ or
+              docs/results/smollm2-own-data/ (--render rewrites it from a finished
+              target/results/ folder without training again)
   bench core [--reports N] [--rounds N] [--pauses N]
               Core API metric reports/s and checkpoints/s of hr-core and Python determined.core
               0.35 against one devmaster, and `det experiment pause` -> acked and PAUSED

@@ -1,12 +1,15 @@
-//! `cargo xtask results smollm2`: does our GRPO *learn* on a real model, and how does it fare
-//! beside TRL? SmolLM2-135M-Instruct trains with LoRA on the fixture `arithmetic` family's TRAIN
-//! split twice, once with `hessian-recipes train` and once with TRL's `GRPOTrainer` + PEFT on the
-//! same 64 questions, reward rule, seeds and hyper-parameters; then `hessian-recipes evaluate`
-//! adopts our checkpoints, selects one on DEV and assesses it, our final adapter, TRL's final
-//! adapter and the base on the same HELD-OUT episodes and MGSM items. The sealed evaluation and
-//! a README with the figures and the reproducing command go to `docs/results/smollm2-arithmetic/`.
-//! The work folder keeps everything (`run.json`: options, commit, wall times), so
-//! `--render WORK` rewrites the docs from it without training again.
+//! `cargo xtask results smollm2|smollm2-own-data`: does our GRPO *learn* on a real model, and
+//! how does it fare beside TRL? SmolLM2-135M-Instruct trains with LoRA twice, once with
+//! `hessian-recipes train` and once with TRL's `GRPOTrainer` + PEFT on the same rows, reward
+//! functions, seeds and hyper-parameters; then `hessian-recipes evaluate` adopts our
+//! checkpoints, selects one on DEV and assesses it, our final adapter, TRL's final adapter and
+//! the base on the same HELD-OUT episodes and MGSM items. `smollm2` learns the fixture
+//! `arithmetic` family (TRL scores with a transcription of our final-number rule);
+//! `smollm2-own-data` learns `plans/smollm2-own-data.json`, a user's dataset (chat-message rows)
+//! scored by the Python reward functions of `plans/own-data/rewards.py`, which TRL calls too.
+//! The sealed evaluation and a README with the figures and the reproducing command go to
+//! `docs/results/<set>/`. The work folder keeps everything (`run.json`: options, commit, wall
+//! times), so `--render WORK` rewrites the docs from it without training again.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -21,11 +24,45 @@ use crate::bench_trl::{
 };
 use crate::{fetch_model, run, timestamped};
 
-const NAME: &str = "smollm2-arithmetic";
+/// The plan `smollm2-own-data` trains, relative to the checkout.
+const OWN_DATA_PLAN: &str = "plans/smollm2-own-data.json";
+
+/// Which task both sides learn.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+enum Set {
+    /// `smollm2`: the fixture `arithmetic` family.
+    #[default]
+    #[serde(rename = "smollm2")]
+    Arithmetic,
+    /// `smollm2-own-data`: the shipped dataset plan and its Python rewards.
+    #[serde(rename = "smollm2-own-data")]
+    OwnData,
+}
+
+impl Set {
+    /// The name on the command line.
+    fn arg(self) -> &'static str {
+        match self {
+            Self::Arithmetic => "smollm2",
+            Self::OwnData => "smollm2-own-data",
+        }
+    }
+
+    /// The folder under `docs/results/` (and the work folder's prefix).
+    fn docs_name(self) -> &'static str {
+        match self {
+            Self::Arithmetic => "smollm2-arithmetic",
+            Self::OwnData => "smollm2-own-data",
+        }
+    }
+}
 
 /// What a run was given, with what it measured (`run.json` in the work folder).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Options {
+    /// Which result set (runs before the field existed were `smollm2`).
+    #[serde(default)]
+    set: Set,
     steps: u64,
     learning_rate: f64,
     threads: usize,
@@ -50,11 +87,13 @@ enum Task {
 
 fn parse(args: &[String]) -> Result<Task> {
     let mut it = args.iter();
-    match it.next().map(String::as_str) {
-        Some("smollm2") => {}
-        other => bail!("results {other:?}: the one result set is `smollm2`"),
-    }
+    let set = match it.next().map(String::as_str) {
+        Some("smollm2") => Set::Arithmetic,
+        Some("smollm2-own-data") => Set::OwnData,
+        other => bail!("results {other:?}: the result sets are `smollm2` and `smollm2-own-data`"),
+    };
     let mut o = Options {
+        set,
         steps: 48,
         learning_rate: 2e-4,
         threads: 2,
@@ -71,8 +110,9 @@ fn parse(args: &[String]) -> Result<Task> {
             }
             "--threads" => o.threads = value.parse().ok().filter(|n| *n > 0).with_context(bad)?,
             other => bail!(
-                "results smollm2: unknown argument {other:?}: use --steps N, --learning-rate X, \
-                 --threads N, or --render WORK"
+                "results {}: unknown argument {other:?}: use --steps N, --learning-rate X, \
+                 --threads N, or --render WORK",
+                set.arg()
             ),
         }
     }
@@ -85,12 +125,39 @@ fn parse(args: &[String]) -> Result<Task> {
     Ok(Task::Run(o))
 }
 
-/// The plan both sides follow (TRL through its flags); `model` is filled in by the caller.
-fn plan(o: &Options, model: &Path) -> Value {
+/// The plan both sides follow (TRL through its flags) with `model` as its model folder. The
+/// own-data plan's files are made absolute against the checkout `root` when one is given (the
+/// plan is written elsewhere), else left as the shipped plan names them.
+fn plan(o: &Options, model: &Path, root: Option<&Path>) -> Result<Value> {
     let every = o.steps / 4;
-    json!({
+    let checkpoints = json!([every, 2 * every, 3 * every, o.steps]);
+    if o.set == Set::OwnData {
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("..")
+            .join(OWN_DATA_PLAN);
+        let mut plan = read_json(&shipped)?;
+        plan["model"]["path"] = json!(model);
+        plan["steps"] = json!(o.steps);
+        plan["checkpoints"]["every"] = json!(every);
+        plan["evaluation"]["checkpoints"] = checkpoints;
+        plan["optimizer"]["learning_rate"] = json!(o.learning_rate);
+        if let Some(root) = root {
+            let plans = root.join("plans");
+            let env = &mut plan["environment"];
+            for split in ["train", "dev", "held_out"] {
+                env[split] = json!(plans.join(env[split].as_str().context("a dataset file")?));
+            }
+            for reward in env["rewards"].as_array_mut().context("rewards")? {
+                if let Some(file) = reward["file"].as_str() {
+                    reward["file"] = json!(plans.join(file));
+                }
+            }
+        }
+        return Ok(plan);
+    }
+    Ok(json!({
         "schema_version": 1,
-        "name": NAME,
+        "name": o.set.docs_name(),
         "model": {"path": model, "lora": {"rank": 8, "alpha": 16.0,
             "targets": ["q_proj", "k_proj", "v_proj", "o_proj"]}},
         "environment": {"backend": "fixture", "tasks": {"kind": "arithmetic", "count": 64, "seed": 0}},
@@ -102,10 +169,59 @@ fn plan(o: &Options, model: &Path) -> Value {
         "steps": o.steps,
         "checkpoints": {"every": every},
         "seeds": {"sampling": 0, "adapter_init": 0, "task_order": 0},
-        "evaluation": {"checkpoints": [every, 2 * every, 3 * every, o.steps],
+        "evaluation": {"checkpoints": checkpoints,
             "dev": {"count": 16, "seed": 1}, "held_out": {"count": 16, "seed": 2},
             "num_generations": 4, "seed": 0, "retention_max_new_tokens": 64},
-    })
+    }))
+}
+
+/// TRL's training rows and reward arguments for `plan` (written into `work` when they are
+/// the fixture draw): the own-data plan's TRAIN file and its Python functions with their
+/// weights, else the arithmetic questions and the final-number rule.
+fn trl_task_args(o: &Options, plan: &Value, work: &Path) -> Result<Vec<String>> {
+    if o.set == Set::Arithmetic {
+        let tasks = work.join("train-tasks.jsonl");
+        std::fs::write(&tasks, train_rows())?;
+        return Ok(vec![
+            "--tasks".into(),
+            tasks.display().to_string(),
+            "--reward".into(),
+            "final-number".into(),
+        ]);
+    }
+    let env = &plan["environment"];
+    let mut args = vec![
+        "--tasks".into(),
+        env["train"].as_str().context("train")?.to_owned(),
+        "--system-prompt".into(),
+        plan["grpo"]["system_prompt"]
+            .as_str()
+            .context("system_prompt")?
+            .to_owned(),
+        "--max-prompt-length".into(),
+        "128".into(),
+    ];
+    let mut file = None;
+    for reward in env["rewards"].as_array().context("rewards")? {
+        let (Some(path), Some(function)) = (reward["file"].as_str(), reward["function"].as_str())
+        else {
+            bail!("{OWN_DATA_PLAN}: TRL can call only python rewards: {reward}");
+        };
+        if reward["name"].as_str() != Some(function) || file.is_some_and(|f| f != path) {
+            bail!(
+                "{OWN_DATA_PLAN}: TRL here takes one reward file, each reward named as its \
+                 function (as TRL logs it): {reward}"
+            );
+        }
+        file = Some(path);
+        let weight = reward["weight"].as_f64().unwrap_or(1.0);
+        args.extend(["--reward-func".into(), format!("{function}:{weight}")]);
+    }
+    args.extend([
+        "--reward-file".into(),
+        file.context("no rewards")?.to_owned(),
+    ]);
+    Ok(args)
 }
 
 /// The plan's TRAIN questions as TRL dataset rows.
@@ -125,7 +241,9 @@ fn train_rows() -> String {
 pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
     match parse(args)? {
         Task::Run(o) => {
-            let work = root.join("target/results").join(timestamped(NAME));
+            let work = root
+                .join("target/results")
+                .join(timestamped(o.set.docs_name()));
             measure(root, o, &work)?;
             publish(root, &work)
         }
@@ -145,10 +263,10 @@ fn measure(root: &Path, o: Options, work: &Path) -> Result<()> {
     );
     let model = fetch_model::smollm2()?;
     std::fs::create_dir_all(work)?;
+    let plan = plan(&o, &model, Some(root))?;
     let plan_file = work.join("plan.json");
-    std::fs::write(&plan_file, serde_json::to_string_pretty(&plan(&o, &model))?)?;
-    let tasks = work.join("train-tasks.jsonl");
-    std::fs::write(&tasks, train_rows())?;
+    std::fs::write(&plan_file, serde_json::to_string_pretty(&plan)?)?;
+    let trl_tasks = trl_task_args(&o, &plan, work)?;
     let threads = o.threads.to_string();
 
     let ours = work.join("ours");
@@ -165,12 +283,12 @@ fn measure(root: &Path, o: Options, work: &Path) -> Result<()> {
     let trl_adapter = work.join("trl-adapter");
     let mut trl = Command::new(python);
     trl.arg(script)
-        .args(["--model", "smollm2", "--lora", "--tasks"])
-        .arg(&tasks)
-        .args(["--reward", "final-number", "--lr-scheduler", "constant"])
+        .args(["--model", "smollm2", "--lora"])
+        .args(&trl_tasks)
+        .args(["--lr-scheduler", "constant"])
         .args(["--learning-rate", &o.learning_rate.to_string()])
         .args(["--steps", &o.steps.to_string(), "--warmup", "0"])
-        .args(["--threads", &threads, "--tag", NAME])
+        .args(["--threads", &threads, "--tag", o.set.docs_name()])
         .arg("--workdir")
         .arg(models)
         .arg("--out")
@@ -220,7 +338,9 @@ fn publish(root: &Path, work: &Path) -> Result<()> {
     // Everything read and drawn before the old docs are replaced.
     let logs = Logs::read(work)?;
     let plots = side_by_side(&logs)?;
-    let dest = root.join("docs/results").join(NAME);
+    let dest = root
+        .join("docs/results")
+        .join(record.options.set.docs_name());
     if dest.exists() {
         eprintln!("results: replacing {}", dest.display());
         std::fs::remove_dir_all(&dest)?;
@@ -301,31 +421,51 @@ fn curve(rows: &[Value], key: &str) -> Vec<(f64, f64)> {
         .collect()
 }
 
-/// `(file, title, svg)`: each metric both runs logged, ours and TRL's per step on one axis.
-fn side_by_side(logs: &Logs) -> Result<Vec<(&'static str, &'static str, String)>> {
-    let metrics = [
+/// `(file, title, svg)`: each metric both runs logged, ours and TRL's per step on one axis: the
+/// reward, each reward function's part (`rewards/<name>/mean`), completion length and entropy.
+fn side_by_side(logs: &Logs) -> Result<Vec<(String, String, String)>> {
+    let parts = logs
+        .ours
+        .first()
+        .and_then(Value::as_object)
+        .map_or_else(Vec::new, |row| {
+            row.keys()
+                .filter_map(|k| k.strip_prefix("rewards/")?.strip_suffix("/mean"))
+                .map(|name| {
+                    (
+                        format!("reward-{name}.svg"),
+                        format!("Reward function `{name}` per step"),
+                        format!("rewards/{name}/mean"),
+                        "mean score",
+                    )
+                })
+                .collect()
+        });
+    let metrics = [(
+        "reward.svg".to_owned(),
+        "Training reward per step".to_owned(),
+        "reward".to_owned(),
+        "mean reward",
+    )]
+    .into_iter()
+    .chain(parts)
+    .chain([
         (
-            "reward.svg",
-            "Training reward per step",
-            "reward",
-            "mean reward",
-        ),
-        (
-            "completion_length.svg",
-            "Completion length per step",
-            "completions/mean_length",
+            "completion_length.svg".to_owned(),
+            "Completion length per step".to_owned(),
+            "completions/mean_length".to_owned(),
             "policy tokens",
         ),
         (
-            "entropy.svg",
-            "Policy entropy per step",
-            "entropy",
+            "entropy.svg".to_owned(),
+            "Policy entropy per step".to_owned(),
+            "entropy".to_owned(),
             "nats per token",
         ),
-    ];
+    ]);
     let mut plots = Vec::new();
     for (file, title, key, y_desc) in metrics {
-        let (ours, trl) = (curve(&logs.ours, key), curve(&logs.trl, key));
+        let (ours, trl) = (curve(&logs.ours, &key), curve(&logs.trl, &key));
         if ours.is_empty() || trl.is_empty() {
             continue;
         }
@@ -333,7 +473,8 @@ fn side_by_side(logs: &Logs) -> Result<Vec<(&'static str, &'static str, String)>
             hr_plot::Curve::new("hessian-recipes", ours),
             hr_plot::Curve::new("TRL", trl),
         ];
-        plots.push((file, title, hr_plot::line_svg(title, y_desc, &curves)?));
+        let svg = hr_plot::line_svg(&title, y_desc, &curves)?;
+        plots.push((file, title, svg));
     }
     Ok(plots)
 }
@@ -383,14 +524,16 @@ fn render(
     record: &RunRecord,
     work: &Path,
     logs: &Logs,
-    plots: &[(&str, &str, String)],
+    plots: &[(String, String, String)],
 ) -> Result<String> {
     use std::fmt::Write;
     let o = &record.options;
     let plan = &plan(
         o,
         Path::new("<folder printed by `cargo xtask fetch-model smollm2`>"),
-    );
+        None,
+    )?;
+    let text = SetText::of(o.set, plan);
     let report = read_json(&work.join("evaluation/payload/report.json"))?;
     let rewards =
         |rows: &[Value]| -> Vec<f64> { curve(rows, "reward").iter().map(|p| p.1).collect() };
@@ -423,7 +566,8 @@ fn render(
     let mut md = String::new();
     writeln!(
         md,
-        "# Does it learn? SmolLM2-135M-Instruct, GRPO + LoRA on arithmetic, beside TRL\n"
+        "# Does it learn? SmolLM2-135M-Instruct, GRPO + LoRA on {}, beside TRL\n",
+        text.task
     )?;
     writeln!(
         md,
@@ -436,21 +580,24 @@ fn render(
     )?;
     writeln!(
         md,
-        "Reproduce (about {:.0} minutes on this machine):\n\n```sh\ncargo xtask results smollm2 \
+        "Reproduce (about {:.0} minutes on this machine):\n\n```sh\ncargo xtask results {} \
          --steps {} --learning-rate {} --threads {}\n```\n",
         record.seconds.iter().sum::<f64>() / 60.0 + 2.0,
+        o.set.arg(),
         o.steps,
         o.learning_rate,
         o.threads
     )?;
     writeln!(
         md,
-        "## HELD-OUT mean reward\n\n{} arithmetic questions of the HELD-OUT split (no question \
-         shared with TRAIN or DEV; the evaluation checks), {} episodes each at temperature 1, \
-         the same seeds for every policy; reward 1 when the answer's final number is the sum. \
-         Every row is scored by `hessian-recipes evaluate` on the same base weights; TRL's \
-         adapter is loaded from its `save_pretrained` folder.\n",
-        report["task_counts"]["held_out"], plan["evaluation"]["num_generations"]
+        "## HELD-OUT mean reward\n\n{} {} (no question shared with TRAIN or DEV; the \
+         evaluation checks), {} episodes each at temperature 1, the same seeds for every \
+         policy; {} Every row is scored by `hessian-recipes evaluate` on the same base weights; \
+         TRL's adapter is loaded from its `save_pretrained` folder.\n",
+        report["task_counts"]["held_out"],
+        text.held_out,
+        plan["evaluation"]["num_generations"],
+        text.reward,
     )?;
     writeln!(
         md,
@@ -492,17 +639,14 @@ fn render(
     )?;
     writeln!(
         md,
-        "## What both sides ran\n\nThe same 64 TRAIN questions (the command writes the plan's \
-         fixture draw for TRL), the same reward rule (TRL through a Python transcription of \
-         `hr-eval`'s final-number rule), the same chat prompt (SmolLM2's template with its \
-         default system message), 4 prompts × G = 8 per step, at most 32 new tokens, \
+        "## What both sides ran\n\n{} 4 prompts × G = 8 per step, at most 32 new tokens, \
          temperature 1, LoRA r8 α16 on q,k,v,o, β = 0, μ = 1, DAPO loss, group-scaled \
          advantages, AdamW at a constant learning rate of {} with gradient clipping at 1, seed \
          0. What cannot be the same across two frameworks: the random streams (sampling, LoRA \
          initialisation, task order) and therefore every sampled completion. TRL saves only its \
          final adapter, so the like-for-like rows are the two finals; ours is also selected on \
          DEV as `evaluate` does for every run.\n",
-        o.learning_rate
+        text.both_ran, o.learning_rate
     )?;
     writeln!(
         md,
@@ -513,11 +657,69 @@ fn render(
     writeln!(
         md,
         "The sealed evaluation is in [`evaluation/`](evaluation/) (`hessian-recipes snapshot \
-         verify docs/results/{NAME}/evaluation`); its report with our run's training curves (reward, \
+         verify docs/results/{}/evaluation`); its report with our run's training curves (reward, \
          completion length, entropy), DEV scores by checkpoint, HELD-OUT and MGSM retention bars: \
-         [`evaluation/payload/report.md`](evaluation/payload/report.md)."
+         [`evaluation/payload/report.md`](evaluation/payload/report.md).",
+        o.set.docs_name()
     )?;
     Ok(md)
+}
+
+/// The sentences of a result set's README that differ between the sets.
+struct SetText {
+    /// What is learnt (the title's end).
+    task: &'static str,
+    /// What the HELD-OUT rows are, after their count.
+    held_out: &'static str,
+    /// How an episode is scored (a sentence).
+    reward: String,
+    /// What both sides were given (sentences, before the shared settings).
+    both_ran: &'static str,
+}
+
+impl SetText {
+    fn of(set: Set, plan: &Value) -> Self {
+        match set {
+            Set::Arithmetic => Self {
+                task: "arithmetic",
+                held_out: "arithmetic questions of the HELD-OUT split",
+                reward: "reward 1 when the answer's final number is the sum.".to_owned(),
+                both_ran: "The same 64 TRAIN questions (the command writes the plan's fixture \
+                           draw for TRL), the same reward rule (TRL through a Python \
+                           transcription of `hr-eval`'s final-number rule), the same chat prompt \
+                           (SmolLM2's template with its default system message),",
+            },
+            Set::OwnData => {
+                let weights: Vec<String> = plan["environment"]["rewards"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|r| {
+                        format!(
+                            "{} × `{}`",
+                            r["weight"],
+                            r["function"].as_str().unwrap_or("?")
+                        )
+                    })
+                    .collect();
+                Self {
+                    task: "your own data (a JSON-lines dataset and Python reward functions)",
+                    held_out: "word problems drawn from `plans/own-data/held_out.jsonl`",
+                    reward: format!(
+                        "an episode's reward is {} from `plans/own-data/rewards.py` (`correct`: \
+                         the last whole number is the answer; `concise`: at most 80 \
+                         characters), so `solved` (reward ≥ 1) is the share answered correctly.",
+                        weights.join(" + ")
+                    ),
+                    both_ran: "The same 64 TRAIN rows of `plans/own-data/train.jsonl` (chat \
+                               messages and an `answer` column), the same reward file called the \
+                               same way (TRL's `reward_funcs` with `reward_weights`; ours as \
+                               `python` rewards of the plan), the same chat prompt (SmolLM2's \
+                               template with its default system message),",
+                }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -533,7 +735,9 @@ mod tests {
         let Ok(Task::Run(o)) = parse(&args(&["smollm2", "--steps", "8"])) else {
             panic!("options");
         };
-        let text = serde_json::to_string(&plan(&o, Path::new("/models/smollm2"))).expect("json");
+        let text =
+            serde_json::to_string(&plan(&o, Path::new("/models/smollm2"), None).expect("plan"))
+                .expect("json");
         let plan = hr_plan::Plan::parse(Path::new("plan.json"), &text).expect("a valid plan");
         let eval = plan.evaluation.expect("evaluation section");
         assert_eq!(eval.checkpoints, [2, 4, 6, 8]);
@@ -541,9 +745,37 @@ mod tests {
     }
 
     #[test]
+    fn the_own_data_plan_is_the_shipped_one_with_its_files_found_and_its_rewards_for_trl() {
+        let Ok(Task::Run(o)) = parse(&args(&["smollm2-own-data", "--steps", "8"])) else {
+            panic!("options");
+        };
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let plan = plan(&o, Path::new("/models/smollm2"), Some(&root)).expect("plan");
+        let parsed = hr_plan::Plan::parse(Path::new("/elsewhere/plan.json"), &plan.to_string())
+            .expect("a valid plan");
+        assert_eq!(parsed.steps, 8);
+        assert_eq!(
+            parsed.evaluation.expect("evaluation").checkpoints,
+            [2, 4, 6, 8]
+        );
+        let mut files = parsed.environment.clone();
+        for file in files.dataset_files_mut() {
+            assert!(file.is_file(), "{}", file.display());
+        }
+        let trl = trl_task_args(&o, &plan, Path::new("/unused")).expect("TRL arguments");
+        let funcs: Vec<&str> = trl
+            .windows(2)
+            .filter(|w| w[0] == "--reward-func")
+            .map(|w| w[1].as_str())
+            .collect();
+        assert_eq!(funcs, ["correct:1", "concise:0.25"]);
+        assert!(trl.iter().any(|a| a.ends_with("plans/own-data/rewards.py")));
+    }
+
+    #[test]
     fn bad_arguments_name_the_flag() {
         for (words, needle) in [
-            (&["tiny"][..], "the one result set is `smollm2`"),
+            (&["tiny"][..], "the result sets are `smollm2` and"),
             (&["smollm2", "--steps", "6"], "a multiple of 4"),
             (&["smollm2", "--steps", "0"], "--steps \"0\""),
             (&["smollm2", "--learning-rate"], "needs a value"),
@@ -611,7 +843,7 @@ mod tests {
             r["entropy"] = Value::Null;
         }
         let plots = side_by_side(&logs).expect("plots");
-        let files: Vec<&str> = plots.iter().map(|p| p.0).collect();
+        let files: Vec<&str> = plots.iter().map(|p| p.0.as_str()).collect();
         assert_eq!(files, ["reward.svg"], "entropy is ours alone");
         assert!(plots[0].2.contains("\nTRL\n") && plots[0].2.contains("\nhessian-recipes\n"));
     }

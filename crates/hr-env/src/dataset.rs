@@ -1,10 +1,12 @@
 //! The dataset backend: your own prompts from a JSON-lines file, scored by the plan's weighted
-//! built-in reward rules. Every row is checked when the file is read (a JSON object with a
-//! non-empty `prompt` string and every column a reward reads), so a bad row is refused naming
-//! the file, the line and the field before anything runs. An episode is one turn: the prompt,
-//! then the completion scored by each rule; its reward is the weighted sum, and each rule's
-//! score travels in the step's raw observation (`{"rewards": {name: score}}`) to be logged as
-//! `rewards/<name>/mean` and `/std`.
+//! reward rules. Every row is checked when the file is read (a JSON object whose `prompt` is a
+//! non-empty string or, as in TRL's conversational datasets, a list of chat messages ending
+//! with the user's, and every column a reward reads), so a bad row is refused naming the file,
+//! the line and the field before anything runs. An episode is one turn: the prompt, then the
+//! completion scored by each rule; its reward is the weighted sum, and each rule's score
+//! travels in the step's raw observation (`{"rewards": {name: score}}`) to be logged as
+//! `rewards/<name>/mean` and `/std`. A chat row's messages travel in the reset observation's
+//! raw value (`{"messages": [...]}`), which the rollout renders as the conversation.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -47,9 +49,10 @@ impl std::fmt::Display for RowError {
 impl std::error::Error for RowError {}
 
 /// The rows of the JSON-lines file at `path` as tasks (`<file stem>-<line>`, the row as
-/// payload), each checked for a `prompt` string and the columns `rewards` read. Blank lines are
-/// skipped; an empty file is refused.
-pub fn dataset_tasks(path: &Path, rewards: &[Reward]) -> Result<Vec<Task>, RowError> {
+/// payload), each checked for a `prompt` (a string, or chat messages when `chat`: the plan's
+/// prompt format renders them) and the columns `rewards` read. Blank lines are skipped; an
+/// empty file is refused.
+pub fn dataset_tasks(path: &Path, rewards: &[Reward], chat: bool) -> Result<Vec<Task>, RowError> {
     let bad = |line: usize, field: &str, message: String| RowError {
         path: path.to_owned(),
         line,
@@ -69,20 +72,7 @@ pub fn dataset_tasks(path: &Path, rewards: &[Reward]) -> Result<Vec<Task>, RowEr
         }
         let row: Map<String, Value> = serde_json::from_str(line)
             .map_err(|e| bad(n, "(row)", format!("not a JSON object: {e}")))?;
-        match row.get("prompt") {
-            Some(Value::String(p)) if !p.trim().is_empty() => {}
-            Some(Value::String(_)) => return Err(bad(n, "prompt", "is empty".to_owned())),
-            Some(other) => {
-                return Err(bad(n, "prompt", format!("must be a string, not {other}")));
-            }
-            None => {
-                return Err(bad(
-                    n,
-                    "prompt",
-                    "is missing: every row needs {\"prompt\": \"...\"}".to_owned(),
-                ));
-            }
-        }
+        prompt_problem(row.get("prompt"), chat).map_or(Ok(()), |m| Err(bad(n, "prompt", m)))?;
         for reward in rewards {
             let Some(column) = &reward.column else {
                 continue;
@@ -143,6 +133,48 @@ pub fn draw_rows(rows: Vec<Task>, count: usize, seed: u64) -> Vec<Task> {
     chosen.sort_unstable();
     let mut rows: Vec<Option<Task>> = rows.into_iter().map(Some).collect();
     chosen.into_iter().filter_map(|i| rows[i].take()).collect()
+}
+
+/// What is wrong with a row's `prompt`, if anything: a non-empty string, or (when `chat`) a
+/// non-empty list of `{"role", "content"}` messages (roles `system`, `user`, `assistant`) whose
+/// last is the user's.
+fn prompt_problem(prompt: Option<&Value>, chat: bool) -> Option<String> {
+    match prompt {
+        Some(Value::String(p)) if !p.trim().is_empty() => None,
+        Some(Value::String(_)) => Some("is empty".to_owned()),
+        Some(Value::Array(_)) if !chat => Some(
+            "is a list of chat messages, which needs grpo.prompt_format \"chat\" (the default); \
+             give a string or change the plan"
+                .to_owned(),
+        ),
+        Some(Value::Array(messages)) => {
+            for (i, m) in messages.iter().enumerate() {
+                let role = m.get("role").and_then(Value::as_str);
+                if !matches!(role, Some("system" | "user" | "assistant")) {
+                    return Some(format!(
+                        "message {i}: `role` must be \"system\", \"user\" or \"assistant\", not {}",
+                        m.get("role").unwrap_or(&Value::Null)
+                    ));
+                }
+                if !m.get("content").is_some_and(Value::is_string) {
+                    return Some(format!("message {i}: `content` must be a string"));
+                }
+            }
+            match messages.last().and_then(|m| m.get("role")) {
+                Some(role) if role == "user" => None,
+                Some(_) => Some("the last message must be the user's".to_owned()),
+                None => Some("holds no messages".to_owned()),
+            }
+        }
+        Some(other) => Some(format!(
+            "must be a string or a list of chat messages, not {other}"
+        )),
+        None => Some(
+            "is missing: every row needs {\"prompt\": \"...\"} or {\"prompt\": [{\"role\": \"user\", \
+             \"content\": \"...\"}]}"
+                .to_owned(),
+        ),
+    }
 }
 
 fn expected_number(value: &Value) -> Option<f64> {
@@ -235,20 +267,29 @@ impl DatasetEnvironment {
 
 impl Environment for DatasetEnvironment {
     fn reset(&mut self, task: &Task, _seed: u64) -> Result<Observation, EnvError> {
-        let prompt = task
-            .payload
-            .get("prompt")
-            .and_then(Value::as_str)
-            .ok_or_else(|| EnvError::Malformed {
-                service: "dataset".to_owned(),
-                message: format!("task {} has no prompt string", task.id),
-            })?
-            .to_owned();
+        let malformed = || EnvError::Malformed {
+            service: "dataset".to_owned(),
+            message: format!("task {} has no prompt string or messages", task.id),
+        };
+        let observation = match task.payload.get("prompt") {
+            Some(Value::String(prompt)) => Observation {
+                text: prompt.clone(),
+                raw: Value::Null,
+            },
+            // The user's last message as the text; the whole conversation for the rollout.
+            Some(Value::Array(messages)) => Observation {
+                text: messages
+                    .last()
+                    .and_then(|m| m.get("content"))
+                    .and_then(Value::as_str)
+                    .ok_or_else(malformed)?
+                    .to_owned(),
+                raw: json!({ "messages": messages }),
+            },
+            _ => return Err(malformed()),
+        };
         self.row = Some(task.payload.clone());
-        Ok(Observation {
-            text: prompt,
-            raw: Value::Null,
-        })
+        Ok(observation)
     }
 
     fn step(&mut self, action: &str) -> Result<StepOutcome, EnvError> {
@@ -375,6 +416,42 @@ mod tests {
             out.observation.raw,
             json!({"rewards": {"r": 0.0, "short": -1.0}})
         );
+        Ok(())
+    }
+
+    #[test]
+    fn a_chat_row_opens_its_conversation_and_bad_messages_are_named() -> Result<(), EnvError> {
+        let messages = json!([{"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "What is 5 + 7?"}]);
+        assert_eq!(prompt_problem(Some(&messages), true), None);
+        let problem = |prompt: Value, chat: bool| prompt_problem(Some(&prompt), chat);
+        assert!(problem(messages.clone(), false).is_some_and(|m| m.contains("prompt_format")));
+        assert!(problem(json!([]), true).is_some_and(|m| m.contains("no messages")));
+        assert!(
+            problem(
+                json!([{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]),
+                true
+            )
+            .is_some_and(|m| m.contains("last message"))
+        );
+        assert!(
+            problem(json!([{"role": "tool", "content": "q"}]), true)
+                .is_some_and(|m| m.starts_with("message 0: `role`"))
+        );
+        assert!(
+            problem(json!([{"role": "user", "content": 3}]), true)
+                .is_some_and(|m| m.starts_with("message 0: `content`"))
+        );
+        assert!(prompt_problem(None, true).is_some_and(|m| m.starts_with("is missing")));
+
+        let mut env = DatasetEnvironment::new(Vec::new(), PythonRewards::default());
+        let task = Task {
+            id: "t-1".into(),
+            payload: json!({ "prompt": messages }),
+        };
+        let opened = env.reset(&task, 0)?;
+        assert_eq!(opened.text, "What is 5 + 7?");
+        assert_eq!(opened.raw, json!({ "messages": messages }));
         Ok(())
     }
 

@@ -124,7 +124,8 @@ impl PythonReward {
     }
 
     /// The function's reward for one completion of `row` (whose `prompt` and other columns are
-    /// passed as TRL passes a dataset's).
+    /// passed as TRL passes a dataset's; a chat row's completion as `[{"role": "assistant",
+    /// "content": ...}]`, as TRL passes conversational completions).
     pub fn score(&mut self, row: &Value, completion: &str) -> Result<f64, EnvError> {
         let mut columns = row.as_object().cloned().unwrap_or_default();
         let prompt = columns.remove("prompt").unwrap_or(Value::Null);
@@ -132,6 +133,12 @@ impl PythonReward {
             .into_iter()
             .map(|(k, v)| (k, Value::Array(vec![v])))
             .collect();
+        // As TRL passes them: a chat row's completion as the assistant's message.
+        let completion = if prompt.is_array() {
+            json!([{"role": "assistant", "content": completion}])
+        } else {
+            json!(completion)
+        };
         let request = json!({"prompts": [prompt], "completions": [completion], "columns": columns});
         writeln!(self.stdin, "{request}")
             .and_then(|()| self.stdin.flush())

@@ -126,12 +126,30 @@ fn run_episodes<B: Backend>(
         let mut env = envs.create()?;
         let observation = env.reset(task, *seed).map_err(|e| env_err(&e));
         live.push(env);
-        let text = observation?.text;
+        let observation = observation?;
+        let text = observation.text;
+        // A conversation the environment opens with (a dataset's chat row), else the text as
+        // the user's message; the plan's system prompt first unless the conversation has one.
+        let opening: Vec<Message> = match observation.raw.get("messages") {
+            Some(serde_json::Value::Array(list)) => list
+                .iter()
+                .map(|m| {
+                    let field = |k: &str| m.get(k).and_then(serde_json::Value::as_str);
+                    Message::new(
+                        field("role").unwrap_or("user"),
+                        field("content").unwrap_or(""),
+                    )
+                })
+                .collect(),
+            _ => vec![Message::new("user", &text)],
+        };
         let mut messages = Vec::new();
-        if let Some(system) = &config.grpo.system_prompt {
+        if let Some(system) = &config.grpo.system_prompt
+            && opening.first().is_none_or(|m| m.role != "system")
+        {
             messages.push(Message::new("system", system));
         }
-        messages.push(Message::new("user", &text));
+        messages.extend(opening);
         let prompt = if config.grpo.prompt_format.is_chat() {
             tokenizer.encode_chat(&messages)
         } else {

@@ -29,6 +29,11 @@ pub(crate) fn numbered(payloads: &[serde_json::Value]) -> Vec<Task> {
         .collect()
 }
 
+/// Whether the plan renders prompts with the chat template (so dataset rows may be messages).
+fn chat(plan: &Plan) -> bool {
+    plan.grpo.prompt_format.is_chat()
+}
+
 /// Reads a dataset plan's every file and row (none for the other backends), so a bad row is
 /// refused, naming its file, line and field, before a run creates anything.
 pub fn check_dataset(plan: &Plan) -> Result<(), TrainError> {
@@ -40,7 +45,8 @@ pub fn check_dataset(plan: &Plan) -> Result<(), TrainError> {
     } = &plan.environment
     {
         for file in std::iter::once(train).chain(dev).chain(held_out) {
-            dataset_tasks(file, rewards).map_err(|e| TrainError::Refused(e.to_string()))?;
+            dataset_tasks(file, rewards, chat(plan))
+                .map_err(|e| TrainError::Refused(e.to_string()))?;
         }
         for (i, r) in rewards.iter().enumerate() {
             if let Some(file) = r.file.as_ref().filter(|f| !f.is_file()) {
@@ -84,8 +90,8 @@ pub(crate) fn environment(
             (numbered(tasks), Some(service), Box::new(factory))
         }
         PlanEnvironment::Dataset { train, rewards, .. } => {
-            let list =
-                dataset_tasks(train, rewards).map_err(|e| TrainError::Refused(e.to_string()))?;
+            let list = dataset_tasks(train, rewards, chat(plan))
+                .map_err(|e| TrainError::Refused(e.to_string()))?;
             let python = start_python_rewards(rewards, log)
                 .map_err(|e| GrpoError::Environment(e.to_string()))?;
             let rewards = rewards.clone();
@@ -144,8 +150,8 @@ pub(crate) fn task_set(plan: &Plan, set: &TaskSet, split: Split) -> Result<Vec<T
             .ok_or_else(|| {
                 TrainError::Refused(format!("the dataset has no {} file", split.name()))
             })?;
-            let rows =
-                dataset_tasks(file, rewards).map_err(|e| TrainError::Refused(e.to_string()))?;
+            let rows = dataset_tasks(file, rewards, chat(plan))
+                .map_err(|e| TrainError::Refused(e.to_string()))?;
             hr_env::draw_rows(rows, *count, *seed)
         }
         (TaskSet::Drawn { .. }, _) => {
