@@ -314,19 +314,20 @@ pub(crate) fn run_driver(mut driver: Command, prefix: &str) -> Result<(u64, u64)
     Ok((passed, failed))
 }
 
-/// The OpenEnv echo environment of `openenv init echo_env`, generated once into the cache.
-fn openenv_echo_env(venv: &Path) -> Result<PathBuf> {
-    let dir = cache_dir()?.join("openenv-echo-env");
-    if dir.join("echo_env/server/app.py").is_file() {
+/// The environment `openenv init NAME` generates, once into the cache: the folder holding
+/// `NAME/`, whose app is `NAME.server.app:app`.
+fn openenv_init(venv: &Path, name: &str) -> Result<PathBuf> {
+    let dir = cache_dir()?.join(format!("openenv-{}", name.replace('_', "-")));
+    if dir.join(name).join("server/app.py").is_file() {
         return Ok(dir);
     }
-    let tmp = dir.with_file_name("openenv-echo-env.partial");
+    let tmp = dir.with_extension("partial");
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp)?;
     }
     std::fs::create_dir_all(&tmp)?;
     let mut init = Command::new(venv.join("bin/openenv"));
-    init.args(["init", "echo_env", "-o", "."])
+    init.args(["init", name, "-o", "."])
         .current_dir(&tmp)
         .stdout(Stdio::null());
     run(init)?;
@@ -352,7 +353,7 @@ impl RealServers {
     /// Builds (or reuses) the venvs and the server folders.
     pub(crate) fn setup() -> Result<Self> {
         let venv = venv("venv-openenv-core-0.3.0", &["openenv-core==0.3.0"])?;
-        let openenv_root = openenv_echo_env(&venv)?;
+        let openenv_root = openenv_init(&venv, "echo_env")?;
         // NeMo Gym needs Python >= 3.13.14: CPython is built once from Debian's source package.
         let python = crate::python::cpython313()?;
         let nemo = venv_with(
@@ -385,14 +386,64 @@ impl RealServers {
         })
     }
 
+    /// A dataset row of NeMo Gym's `example_single_tool_call`: the user's `question` and the
+    /// weather tool.
+    pub(crate) fn nemo_row(&self, question: &str) -> serde_json::Value {
+        serde_json::json!({"responses_create_params": {"input": [{"role": "user", "content": question}],
+            "tools": [{"type": "function", "name": "get_weather", "strict": true,
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}]}})
+    }
+
     /// A plan's `environment` for NeMo Gym's `example_single_tool_call` (one dataset row).
     pub(crate) fn nemo_environment(&self) -> serde_json::Value {
-        let row = serde_json::json!({"responses_create_params": {"input": [{"role": "user", "content": "weather in sf?"}],
-            "tools": [{"type": "function", "name": "get_weather", "strict": true,
-                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"], "additionalProperties": false}}]}});
         serde_json::json!({
-            "backend": "nemo", "python": self.nemo_python, "server_dir": self.nemo_server, "tasks": [row],
+            "backend": "nemo", "python": self.nemo_python, "server_dir": self.nemo_server,
+            "tasks": [self.nemo_row("weather in sf?")],
         })
+    }
+
+    /// A plan's `environment` for another NeMo Gym resources server of the same install,
+    /// `example_multi_step` (one short row in its dataset's shape), so the backend is shown to
+    /// take any server's folder, not only the one the bridge conformance drives.
+    pub(crate) fn nemo_multi_step_environment(&self) -> Result<serde_json::Value> {
+        let server = self
+            .nemo_server
+            .parent()
+            .context("resources_servers")?
+            .join("example_multi_step");
+        let row = serde_json::json!({"responses_create_params": {"input": [
+                {"role": "system", "content": "Get and extract the value of the synonym 'Warm'."},
+                {"role": "user", "content": "Why is it hot?"}],
+            "tools": [
+                {"type": "function", "name": "get_synonym_value", "strict": true,
+                 "description": "Get the synonym value for a synonym.",
+                 "parameters": {"type": "object", "required": ["synonym"], "additionalProperties": false,
+                    "properties": {"synonym": {"type": "string"}}}},
+                {"type": "function", "name": "extract_synonym_values", "strict": true,
+                 "description": "Extract the synonym values.",
+                 "parameters": {"type": "object", "required": ["synonym_values"], "additionalProperties": false,
+                    "properties": {"synonym_values": {"type": "array", "items": {"type": "integer"}}}}}],
+            "parallel_tool_calls": false},
+            "id": 0, "expected_synonyms": ["Warm"], "expected_synonym_values": [407],
+            "minefield_label": "Hot", "minefield_label_value": 299});
+        Ok(serde_json::json!({
+            "backend": "nemo", "python": self.nemo_python, "server_dir": server, "tasks": [row],
+        }))
+    }
+
+    /// A plan's `environment` for an OpenEnv environment other than the echo env's name
+    /// (`openenv init counter_env`, served through the plan's `app`).
+    pub(crate) fn openenv_other_environment(&self) -> Result<serde_json::Value> {
+        let venv = self
+            .openenv_python
+            .parent()
+            .and_then(Path::parent)
+            .context("the openenv venv")?;
+        let root = openenv_init(venv, "counter_env")?;
+        Ok(serde_json::json!({
+            "backend": "openenv", "python": self.openenv_python, "env_root": root,
+            "app": "counter_env.server.app:app", "tasks": [{}, {"message": "hi"}],
+        }))
     }
 }
 
@@ -420,6 +471,10 @@ pub(crate) fn envs(root: &Path) -> Result<(u64, u64)> {
     let (p, f) = train_against(root, &work, "openenv", &servers.openenv_environment())?;
     passed += p;
     failed += f;
+    let other = servers.openenv_other_environment()?;
+    let (p, f) = train_against(root, &work, "openenv-counter-env", &other)?;
+    passed += p;
+    failed += f;
 
     let mut driver = Command::new(&bridge);
     driver
@@ -434,6 +489,10 @@ pub(crate) fn envs(root: &Path) -> Result<(u64, u64)> {
     passed += p;
     failed += f;
     let (p, f) = train_against(root, &work, "nemo", &servers.nemo_environment())?;
+    passed += p;
+    failed += f;
+    let other = servers.nemo_multi_step_environment()?;
+    let (p, f) = train_against(root, &work, "nemo-multi-step", &other)?;
     passed += p;
     failed += f;
     if failed == 0 {

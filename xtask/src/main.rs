@@ -83,7 +83,8 @@ Tasks:
               the plan (default plans/native-tiny.json on the tiny test model) uninterrupted, then
               stopped after step 2 and resumed in a new process; writes runs/NAME/proof.json
   qualify openenv|nemo [--output runs/NAME] [--model DIR] [--master URL] [--device cpu|cuda]
-                       [--dtype f32|f16|bf16] [--prepare]
+                       [--dtype f32|f16|bf16] [--server DIR] [--app MODULE:APP]
+                       [--tasks FILE --dev-tasks FILE --held-out-tasks FILE] [--prepare]
               the backend's four-step plan (tiny test model unless --model; its base in bf16
               with --device cuda unless --dtype says otherwise, else f32) against its real
               server (installed as for conformance envs), with the release binary: qualify native
@@ -91,9 +92,16 @@ Tasks:
               then qualify managed (a trial on a devmaster unless --master, paused once step 1's
               metric shows, stopped at step 2, activated, restored from the receipt's
               checkpoint, compared with the native proof's uninterrupted run) into
-              runs/NAME/managed/managed-proof.json; exit 0 only when both are equal. --prepare
-              writes the plan, installs the servers, builds the binary and prints the two halves
-              to run from a shell without a GPU (native as a bounded one-GPU command)
+              runs/NAME/managed/managed-proof.json; exit 0 only when both are equal. The server
+              is the shipped example (echo_env; example_single_tool_call) unless --server names
+              another folder (a NeMo Gym resources server; the folder holding an OpenEnv
+              environment, whose app --app names) with --tasks rows (JSON lines: reset payloads
+              or dataset rows). --prepare writes the plan, installs the servers, builds the
+              binary, makes what the cluster templates name (the .venv-nemo-gym or .venv-openenv
+              link to the service venv, runs/agent-gyms/jaif-managed-BACKEND-qual/ and -main/
+              experiment-plan.json: the main plan is the same family, 256 steps, evaluated on
+              the DEV and HELD-OUT rows; nothing existing is overwritten) and prints the two
+              halves to run from a shell without a GPU (native as a bounded one-GPU command)
   qualify soak [--kills N] [--seed S] [--steps N] [--output runs/NAME]
               the kill soak on the tiny model with the release binary (defaults 20 kills,
               seed 1, 300 steps): a managed-training trial on a devmaster process whose worker

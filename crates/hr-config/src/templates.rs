@@ -35,7 +35,8 @@ impl Backend {
     /// Both backends.
     pub const ALL: [Backend; 2] = [Backend::Nemo, Backend::OpenEnv];
 
-    /// The service interpreter's venv inside the checkout.
+    /// The service interpreter's venv inside the checkout (`cargo xtask qualify --prepare` links
+    /// it to the venv it installs).
     pub fn service_venv(self) -> &'static str {
         match self {
             Self::Nemo => ".venv-nemo-gym",
@@ -87,9 +88,15 @@ impl TrainingRun {
         }
     }
 
-    /// The plan file inside the output folder.
+    /// The plan file inside the output folder, relative to the checkout (`cargo xtask qualify
+    /// --prepare` writes it).
+    pub fn plan_file(&self) -> String {
+        format!("{}/experiment-plan.json", self.output)
+    }
+
+    /// The plan file inside the output folder, in the profile's checkout.
     pub fn plan_path(&self, profile: &ClusterProfile) -> String {
-        profile.in_checkout(&format!("{}/experiment-plan.json", self.output))
+        profile.in_checkout(&self.plan_file())
     }
 
     /// The `managed-training` entrypoint (on the trial's GPU).

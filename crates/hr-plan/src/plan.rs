@@ -184,13 +184,18 @@ pub enum Environment {
         /// The tasks.
         tasks: FixtureTasks,
     },
-    /// An OpenEnv environment server (the `openenv init echo_env` template), run as an owned
-    /// service.
+    /// An OpenEnv environment server, run as an owned service (uvicorn serving its ASGI app).
     Openenv {
-        /// The service's Python (with `openenv-core` installed).
+        /// The service's Python (with `openenv-core` and the environment's requirements).
         python: PathBuf,
-        /// The environment's folder (holding `echo_env/`).
+        /// The folder holding the environment's package (for `openenv init echo_env`, the
+        /// folder holding `echo_env/`).
         env_root: PathBuf,
+        /// The environment's ASGI app as uvicorn names it, `MODULE:ATTRIBUTE` importable from
+        /// `env_root` (default `echo_env.server.app:app`; `openenv init NAME` makes
+        /// `NAME.server.app:app`).
+        #[serde(default = "echo_app", skip_serializing_if = "is_echo_app")]
+        app: String,
         /// The action field the policy's text goes into.
         #[serde(default = "message_field")]
         action_field: String,
@@ -224,6 +229,16 @@ pub enum Environment {
         /// Dataset rows (`responses_create_params`, ...), one per task.
         tasks: Vec<serde_json::Value>,
     },
+}
+
+fn echo_app() -> String {
+    "echo_env.server.app:app".to_owned()
+}
+
+/// Left out of the serialised plan when it is the default, so digests of plans written before
+/// the field existed do not change.
+fn is_echo_app(app: &str) -> bool {
+    app == echo_app()
 }
 
 fn message_field() -> String {

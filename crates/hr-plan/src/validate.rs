@@ -73,8 +73,18 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
         Environment::Openenv {
             tasks,
             max_sessions,
+            app,
             ..
         } => {
+            check(
+                app.split_once(':').is_some_and(|(module, attribute)| {
+                    !module.is_empty()
+                        && !attribute.is_empty()
+                        && !app.contains(char::is_whitespace)
+                }),
+                "environment.app",
+                format!("{app:?} is not MODULE:ATTRIBUTE, e.g. \"my_env.server.app:app\""),
+            )?;
             check(
                 !tasks.is_empty(),
                 "environment.tasks",

@@ -129,6 +129,14 @@ fn service_backends_parse_and_need_tasks() -> anyhow::Result<()> {
     assert!(
         matches!(parsed.environment, hr_plan::Environment::Openenv { max_sessions: 1, ref action_field, .. } if action_field == "message")
     );
+    // The default app is left out of the serialised plan (old digests hold); another is kept.
+    assert!(!serde_json::to_string(&parsed)?.contains("\"app\""));
+    plan["environment"]["app"] = json!("counter_env.server.app:app");
+    let counter = Plan::parse(Path::new("plan.json"), &plan.to_string())?;
+    assert!(serde_json::to_string(&counter)?.contains(r#""app":"counter_env.server.app:app""#));
+    plan["environment"]["app"] = json!("counter_env");
+    assert_eq!(field_error(&plan).0, "environment.app");
+    plan["environment"]["app"] = json!("counter_env.server.app:app");
     plan["environment"]["tasks"] = json!([]);
     assert_eq!(field_error(&plan).0, "environment.tasks");
     plan["environment"] = json!({"backend": "gym", "tasks": []});
@@ -438,8 +446,7 @@ fn docs_plan_md_names_every_field_a_plan_can_hold() -> anyhow::Result<()> {
         full["grpo"][key] = value;
     }
     let mut openenv = full.clone();
-    openenv["environment"] =
-        json!({"backend": "openenv", "python": "/p", "env_root": "/e", "tasks": [{}]});
+    openenv["environment"] = json!({"backend": "openenv", "python": "/p", "env_root": "/e", "app": "my_env.server.app:app", "tasks": [{}]});
     let mut dataset = full.clone();
     dataset["environment"] = json!({"backend": "dataset", "train": "t.jsonl", "dev": "d.jsonl",
         "held_out": "h.jsonl", "rewards": [{"name": "n", "rule": "regex", "pattern": "x"}]});

@@ -76,11 +76,12 @@ pub(crate) fn environment(
         PlanEnvironment::Openenv {
             python,
             env_root,
+            app,
             action_field,
             tasks,
             ..
         } => {
-            let service = OwnedService::start(&presets::openenv_echo(python, env_root, log))?;
+            let service = OwnedService::start(&presets::openenv(python, env_root, app, log))?;
             let (url, field) = (service.base_url(), action_field.clone());
             let factory = move || -> Result<Box<dyn Environment>, GrpoError> {
                 let client = OpenEnvClient::new("openenv", &url)
@@ -109,7 +110,7 @@ pub(crate) fn environment(
             tasks,
         } => {
             let service =
-                OwnedService::start(&presets::nemo_single_tool_call(python, server_dir, log))?;
+                OwnedService::start(&presets::nemo_resources_server(python, server_dir, log))?;
             let client = NemoGymClient::new("nemo-gym", &service.base_url())?;
             let factory = move || -> Result<Box<dyn Environment>, GrpoError> {
                 Ok(Box::new(NemoGymEnvironment::new(client.clone())))

@@ -111,9 +111,10 @@ fn main() -> ExitCode {
 
 fn openenv(python: &str, env_root: &str, log_dir: &str) -> Checks {
     let mut c = Checks(Vec::new());
-    let spec = presets::openenv_echo(
+    let spec = presets::openenv(
         Path::new(python),
         Path::new(env_root),
+        presets::OPENENV_ECHO_APP,
         &PathBuf::from(log_dir).join("openenv.log"),
     );
     let Some(service) = c.ok(
@@ -233,7 +234,7 @@ fn openenv(python: &str, env_root: &str, log_dir: &str) -> Checks {
 
 fn nemo(python: &str, server_dir: &str, log_dir: &str) -> Checks {
     let mut c = Checks(Vec::new());
-    let spec = presets::nemo_single_tool_call(
+    let spec = presets::nemo_resources_server(
         Path::new(python),
         Path::new(server_dir),
         &PathBuf::from(log_dir).join("nemo-gym.log"),
