@@ -95,16 +95,13 @@ fn main() {
             cargo_lock_sha256: None,
             binary_sha256: None,
         };
-        let mut w = SnapshotWriter::staged(&store, run, n, source, "cfg".into());
+        last = store.join(format!("snap-{n}"));
+        let mut w = SnapshotWriter::in_place(&last, run, n, source, "cfg".into());
         for (i, input) in inputs.iter().enumerate() {
             w.add_file(&format!("payload/part-{i}.bin"), "data", input)
                 .expect("add");
         }
-        last = store.join(format!("snap-{n}"));
-        w.seal(Some(&key))
-            .expect("seal")
-            .commit(&last)
-            .expect("commit");
+        w.seal(Some(&key)).expect("seal").commit().expect("commit");
     });
     let expect = Expectations {
         trust: Trust::Keys(vec![key.verifying_key()]),

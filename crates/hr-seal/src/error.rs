@@ -132,20 +132,6 @@ pub enum SealError {
         /// What is wrong.
         reason: String,
     },
-    /// A snapshot at this step already exists with other content.
-    #[error("duplicate step {step}: a different snapshot is already sealed at this step")]
-    DuplicateStep {
-        /// The step.
-        step: u64,
-    },
-    /// The step is below the current head.
-    #[error("non-monotonic step {step}: the head is already at step {head}")]
-    NonMonotonicStep {
-        /// The rejected step.
-        step: u64,
-        /// The head's step.
-        head: u64,
-    },
     /// The commit target already holds a sealed snapshot: another writer won.
     #[error("already sealed: {path}")]
     AlreadySealed {
@@ -180,8 +166,6 @@ impl SealError {
             Self::SizeMismatch { .. } => "SizeMismatch",
             Self::DigestMismatch { .. } => "DigestMismatch",
             Self::MalformedSafetensors { .. } => "MalformedSafetensors",
-            Self::DuplicateStep { .. } => "DuplicateStep",
-            Self::NonMonotonicStep { .. } => "NonMonotonicStep",
             Self::AlreadySealed { .. } => "AlreadySealed",
             Self::Io { .. } => "Io",
         }

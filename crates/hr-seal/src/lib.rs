@@ -4,8 +4,9 @@
 //! config digest and evidence prefixes, and `SEAL.dsse.json`, written last: a DSSE envelope over an
 //! in-toto Statement v1 whose subject is the manifest's sha256, signed with Ed25519 when a key is
 //! configured. [`verify`] runs the checks in a fixed order, cheap to expensive, and fails closed
-//! with one typed [`SealError`] per failure; [`SnapshotWriter`] stages, seals and commits with
-//! create-only semantics so two writers of one step cannot both win.
+//! with one typed [`SealError`] per failure; [`SnapshotWriter`] writes a snapshot in its folder,
+//! seals it and commits by linking the seal create-only, so two writers of one folder cannot
+//! both win.
 //!
 //! This crate is synchronous and local: it knows nothing about Determined, the network, or
 //! tensors. Where a snapshot lives and who publishes it is `hr-snapshot`'s business.
@@ -16,7 +17,6 @@ mod dsse;
 mod error;
 mod manifest;
 mod safetensors;
-mod store;
 mod verify;
 mod writer;
 
@@ -32,6 +32,5 @@ pub use manifest::{
     EvidencePrefix, FileEntry, MANIFEST_FILE, Manifest, ParentRef, RunIdentity, SCHEMA_VERSION,
     SEAL_FILE, SourceBinding, validate_payload_path,
 };
-pub use store::{Adoption, Head, Store};
 pub use verify::{Expectations, Verified, verify};
-pub use writer::{SnapshotWriter, Stage, StagedSnapshot};
+pub use writer::{SealedSnapshot, SnapshotWriter, Stage};

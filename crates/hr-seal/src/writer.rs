@@ -1,6 +1,7 @@
-//! Writing a snapshot: payload files are hashed while they are written and fsynced, then the
-//! manifest, then the seal (as `SEAL.tmp`), and last the create-only commit. Each stage calls the
-//! writer's hook first, which is how the fault-injection tests kill a writer at that point.
+//! Writing a snapshot in its final folder: payload files are hashed while they are written and
+//! fsynced, then the manifest, then the seal (as `SEAL.tmp`), and last the create-only commit,
+//! which links the seal to its name. Each stage calls the writer's hook first, which is how the
+//! fault tests stop a writer at that point.
 
 use hr_files::IoResultExt;
 use std::{
@@ -8,7 +9,6 @@ use std::{
     fs::{File, OpenOptions},
     io::{Read, Write},
     path::{Path, PathBuf},
-    sync::atomic::{AtomicU64, Ordering},
 };
 
 use sha2::{Digest, Sha256};
@@ -16,7 +16,7 @@ use sha2::{Digest, Sha256};
 use crate::{
     CommitOutcome, Envelope, EvidencePrefix, FileEntry, KeyPair, MANIFEST_FILE, Manifest,
     ParentRef, RunIdentity, SCHEMA_VERSION, SEAL_FILE, SealError, SourceBinding,
-    commit::{fsync_dir, link_noreplace, parent_dir, rename_noreplace},
+    commit::{fsync_dir, link_noreplace, parent_dir},
     digest::sha256_hex,
     manifest::{PAYLOAD_DIR, validate_payload_path},
 };
@@ -36,9 +36,9 @@ pub enum Stage {
     AfterManifest,
     /// `SEAL.tmp` written and fsynced.
     AfterSealTmp,
-    /// Committed under the final name, parent folder not yet fsynced.
+    /// The seal linked under its final name, folders not yet fsynced.
     AfterCommitRename,
-    /// Commit durable; the caller has not yet moved HEAD or told the master.
+    /// Commit durable; the caller has not yet told the master.
     AfterCommit,
 }
 
@@ -54,7 +54,7 @@ impl Stage {
         Stage::AfterCommit,
     ];
 
-    /// The stage's name (`before-staging`, ...), as the fault probe takes it.
+    /// The stage's name (`before-staging`, ...).
     pub fn name(self) -> &'static str {
         match self {
             Stage::BeforeStaging => "before-staging",
@@ -75,44 +75,12 @@ impl Stage {
 
 type Hook = Box<dyn FnMut(Stage) + Send>;
 
-/// Where a snapshot is written.
-enum Layout {
-    /// A private staging folder renamed onto the final name at commit.
-    Staged { staging: PathBuf },
-    /// Written directly in its final folder (a Determined UUID folder); the seal is linked last.
-    InPlace { dir: PathBuf },
-}
-
 /// Builds one snapshot.
 pub struct SnapshotWriter {
-    layout: Layout,
+    dir: PathBuf,
     created: bool,
     manifest: Manifest,
     hook: Hook,
-}
-
-fn unique_suffix() -> String {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    format!(
-        "{}-{nanos}-{}",
-        std::process::id(),
-        COUNTER.fetch_add(1, Ordering::Relaxed)
-    )
-}
-
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
 }
 
 fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), SealError> {
@@ -126,15 +94,17 @@ fn write_synced(path: &Path, bytes: &[u8]) -> Result<(), SealError> {
 }
 
 impl SnapshotWriter {
-    fn with_layout(
-        layout: Layout,
+    /// A writer that writes straight into `dir` (which may exist, holding at most Determined's
+    /// `metadata.json`) and commits by linking the seal.
+    pub fn in_place(
+        dir: &Path,
         run: RunIdentity,
         step: u64,
         source: SourceBinding,
         config_sha256: String,
     ) -> Self {
         Self {
-            layout,
+            dir: dir.to_owned(),
             created: false,
             manifest: Manifest {
                 schema_version: SCHEMA_VERSION,
@@ -150,39 +120,6 @@ impl SnapshotWriter {
             },
             hook: Box::new(|_| {}),
         }
-    }
-
-    /// A writer that stages under `<store_root>/.staging/` and commits by renaming.
-    pub fn staged(
-        store_root: &Path,
-        run: RunIdentity,
-        step: u64,
-        source: SourceBinding,
-        config_sha256: String,
-    ) -> Self {
-        let name = format!("{step:020}-{}-{}", sanitize(&run.writer), unique_suffix());
-        let staging = store_root.join(".staging").join(name);
-        Self::with_layout(Layout::Staged { staging }, run, step, source, config_sha256)
-    }
-
-    /// A writer that writes straight into `dir` (which may exist, holding at most Determined's
-    /// `metadata.json`) and commits by linking the seal.
-    pub fn in_place(
-        dir: &Path,
-        run: RunIdentity,
-        step: u64,
-        source: SourceBinding,
-        config_sha256: String,
-    ) -> Self {
-        Self::with_layout(
-            Layout::InPlace {
-                dir: dir.to_owned(),
-            },
-            run,
-            step,
-            source,
-            config_sha256,
-        )
     }
 
     /// Sets the hook called at each [`Stage`].
@@ -211,17 +148,10 @@ impl SnapshotWriter {
         self
     }
 
-    fn dir(&self) -> &Path {
-        match &self.layout {
-            Layout::Staged { staging } => staging,
-            Layout::InPlace { dir } => dir,
-        }
-    }
-
     fn ensure_created(&mut self) -> Result<(), SealError> {
         if !self.created {
             (self.hook)(Stage::BeforeStaging);
-            let payload = self.dir().join(PAYLOAD_DIR);
+            let payload = self.dir.join(PAYLOAD_DIR);
             std::fs::create_dir_all(&payload).at("create", &payload)?;
             self.created = true;
         }
@@ -237,7 +167,7 @@ impl SnapshotWriter {
             });
         }
         self.ensure_created()?;
-        let full = self.dir().join(path);
+        let full = self.dir.join(path);
         if let Some(parent) = full.parent() {
             std::fs::create_dir_all(parent).at("create", parent)?;
         }
@@ -300,9 +230,9 @@ impl SnapshotWriter {
     }
 
     /// Writes the manifest and the seal (as `SEAL.tmp`), fsyncing everything.
-    pub fn seal(mut self, key: Option<&KeyPair>) -> Result<StagedSnapshot, SealError> {
+    pub fn seal(mut self, key: Option<&KeyPair>) -> Result<SealedSnapshot, SealError> {
         self.ensure_created()?;
-        let dir = self.dir().to_owned();
+        let dir = self.dir.clone();
         fsync_tree(&dir.join(PAYLOAD_DIR))?;
         fsync_dir(&dir)?;
         (self.hook)(Stage::AfterPayloadFsync);
@@ -320,8 +250,8 @@ impl SnapshotWriter {
         write_synced(&dir.join(SEAL_TMP), &seal.to_bytes())?;
         fsync_dir(&dir)?;
         (self.hook)(Stage::AfterSealTmp);
-        Ok(StagedSnapshot {
-            layout: self.layout,
+        Ok(SealedSnapshot {
+            dir,
             manifest: self.manifest,
             manifest_sha256,
             hook: self.hook,
@@ -340,8 +270,8 @@ fn fsync_tree(dir: &Path) -> Result<(), SealError> {
 }
 
 /// A sealed snapshot not yet committed.
-pub struct StagedSnapshot {
-    layout: Layout,
+pub struct SealedSnapshot {
+    dir: PathBuf,
     /// The manifest as written.
     pub manifest: Manifest,
     /// sha256 of `MANIFEST.json`.
@@ -349,48 +279,25 @@ pub struct StagedSnapshot {
     hook: Hook,
 }
 
-impl StagedSnapshot {
-    /// Commits a staged snapshot to `final_dir` (create-only), or an in-place one in its folder.
-    /// Another writer's snapshot already there is [`SealError::AlreadySealed`]; the identical
-    /// snapshot is [`CommitOutcome::Unchanged`]. Either way the loser's staging is removed.
-    pub fn commit(mut self, final_dir: &Path) -> Result<CommitOutcome, SealError> {
-        let won = match &self.layout {
-            Layout::Staged { staging } => {
-                let seal_tmp = staging.join(SEAL_TMP);
-                std::fs::rename(&seal_tmp, staging.join(SEAL_FILE)).at("rename", &seal_tmp)?;
-                fsync_dir(staging)?;
-                let parent = parent_dir(final_dir);
-                std::fs::create_dir_all(parent).at("create", parent)?;
-                rename_noreplace(staging, final_dir)?
-            }
-            Layout::InPlace { dir } => {
-                if dir != final_dir {
-                    return Err(SealError::InvalidPath {
-                        path: final_dir.display().to_string(),
-                        reason: "an in-place snapshot commits in its own folder",
-                    });
-                }
-                let tmp = dir.join(SEAL_TMP);
-                let won = link_noreplace(&tmp, &dir.join(SEAL_FILE))?;
-                std::fs::remove_file(&tmp).at("remove", &tmp)?;
-                won
-            }
-        };
+impl SealedSnapshot {
+    /// Commits the snapshot in its folder: the seal is linked to its name only if no seal is
+    /// there yet. Another writer's snapshot already sealed there is [`SealError::AlreadySealed`];
+    /// the identical snapshot is [`CommitOutcome::Unchanged`].
+    pub fn commit(mut self) -> Result<CommitOutcome, SealError> {
+        let dir = &self.dir;
+        let tmp = dir.join(SEAL_TMP);
+        let won = link_noreplace(&tmp, &dir.join(SEAL_FILE))?;
+        std::fs::remove_file(&tmp).at("remove", &tmp)?;
         if !won {
-            if let Layout::Staged { staging } = &self.layout {
-                std::fs::remove_dir_all(staging).at("remove", staging)?;
-            }
-            let existing = std::fs::read(final_dir.join(MANIFEST_FILE)).map(|b| sha256_hex(&b));
+            let existing = std::fs::read(dir.join(MANIFEST_FILE)).map(|b| sha256_hex(&b));
             return match existing {
                 Ok(digest) if digest == self.manifest_sha256 => Ok(CommitOutcome::Unchanged),
-                _ => Err(SealError::AlreadySealed {
-                    path: final_dir.to_owned(),
-                }),
+                _ => Err(SealError::AlreadySealed { path: dir.clone() }),
             };
         }
         (self.hook)(Stage::AfterCommitRename);
-        fsync_dir(final_dir)?;
-        fsync_dir(parent_dir(final_dir))?;
+        fsync_dir(dir)?;
+        fsync_dir(parent_dir(dir))?;
         (self.hook)(Stage::AfterCommit);
         Ok(CommitOutcome::Sealed)
     }

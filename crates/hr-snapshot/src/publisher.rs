@@ -223,9 +223,9 @@ impl<C: CoreCheckpoints> Publisher<C> {
             });
         }
         write(&mut writer).map_err(hook_err("payload"))?;
-        let staged = writer.seal(self.key.as_ref())?;
-        let manifest_sha256 = staged.manifest_sha256.clone();
-        staged.commit(&dir)?;
+        let sealed = writer.seal(self.key.as_ref())?;
+        let manifest_sha256 = sealed.manifest_sha256.clone();
+        sealed.commit()?;
         let metadata = json!({
             "steps_completed": step,
             "manifest_sha256": manifest_sha256,

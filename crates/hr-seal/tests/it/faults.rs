@@ -1,20 +1,19 @@
-//! The fault matrix rows that need no process kill: tampering, swaps, layout attacks, step rules,
-//! concurrent writers, stale pointers and unknown schemas.
+//! The fault matrix: a writer stopped at each stage, tampering, swaps, layout attacks, stale
+//! pointers and unknown schemas.
 
-use std::{fs, path::Path, sync::Barrier};
+use std::{fs, path::Path};
 
-use hr_seal::{
-    CommitOutcome, Expectations, KeyPair, Manifest, RunIdentity, SealError, SnapshotWriter, Store,
-    Trust, verify,
+use hr_seal::{Expectations, KeyPair, Manifest, RunIdentity, SealError, Stage, Trust, verify};
+
+use crate::support::{
+    Snapshots, assert_last_good_intact, expect, key, publish, source, two_step_store,
 };
 
-use crate::support::{assert_last_good_intact, expect, key, publish, source, two_step_store};
-
-fn step2(store: &Store) -> std::path::PathBuf {
+fn step2(store: &Snapshots) -> std::path::PathBuf {
     store.snapshot_dir(2)
 }
 
-fn adapter(store: &Store) -> std::path::PathBuf {
+fn adapter(store: &Snapshots) -> std::path::PathBuf {
     step2(store).join("payload/adapter/adapter_model.safetensors")
 }
 
@@ -116,9 +115,7 @@ fn an_untrusted_signer_is_rejected_and_unsigned_needs_no_key_only_in_digest_mode
         run_id: "run-a".into(),
         writer: "w".into(),
     };
-    let mut w = store
-        .writer(run, 3, source(), "cfg-a".into())
-        .expect("writer");
+    let mut w = store.writer(run, 3, source(), "cfg-a".into());
     w.add_bytes("payload/x.json", "trainer", b"{}")
         .expect("add");
     store.publish(w.seal(None).expect("seal")).expect("publish");
@@ -139,7 +136,7 @@ fn an_untrusted_signer_is_rejected_and_unsigned_needs_no_key_only_in_digest_mode
 fn a_file_swapped_in_from_another_run_is_digest_mismatch() {
     let (_tmp, store, good) = two_step_store();
     let other = tempfile::tempdir().expect("tmp");
-    let other_store = Store::open(other.path()).expect("store");
+    let other_store = Snapshots::new(other.path());
     publish(&other_store, "run-b", 2, "cfg-a").expect("other run");
     let name = "payload/optimizer/optimizer.json";
     fs::write(other_store.snapshot_dir(2).join(name), b"{\"step\": 9}").expect("diverge");
@@ -160,7 +157,7 @@ fn a_file_swapped_in_from_another_run_is_digest_mismatch() {
 fn a_whole_snapshot_from_another_run_or_config_is_rejected() {
     let (_tmp, store, good) = two_step_store();
     let other = tempfile::tempdir().expect("tmp");
-    let other_store = Store::open(other.path()).expect("store");
+    let other_store = Snapshots::new(other.path());
     publish(&other_store, "run-b", 1, "cfg-a").expect("run b");
     let err = verify(&other_store.snapshot_dir(1), &expect("run-a")).expect_err("other run");
     assert!(
@@ -168,7 +165,7 @@ fn a_whole_snapshot_from_another_run_or_config_is_rejected() {
         "{err}"
     );
     let third = tempfile::tempdir().expect("tmp");
-    let third_store = Store::open(third.path()).expect("store");
+    let third_store = Snapshots::new(third.path());
     publish(&third_store, "run-a", 1, "cfg-b").expect("other config");
     let err = verify(&third_store.snapshot_dir(1), &expect("run-a")).expect_err("other config");
     assert!(matches!(err, SealError::ConfigMismatch { .. }), "{err}");
@@ -260,7 +257,7 @@ fn fifos_empty_folders_and_names_that_are_not_utf8_are_rejected() {
 
 /// Rewrites step 2's manifest with `edit` and reseals it with the trusted key, so only the
 /// edited content is wrong.
-fn reseal_with(store: &Store, edit: impl FnOnce(&mut serde_json::Value)) {
+fn reseal_with(store: &Snapshots, edit: impl FnOnce(&mut serde_json::Value)) {
     let dir = step2(store);
     let mut manifest: serde_json::Value =
         serde_json::from_slice(&fs::read(dir.join("MANIFEST.json")).expect("read")).expect("json");
@@ -347,116 +344,6 @@ fn a_corrupt_safetensors_header_with_valid_digests_is_malformed() {
 }
 
 #[test]
-fn duplicate_and_decreasing_steps_are_refused_before_writing() {
-    let (tmp, store, good) = two_step_store();
-    let before = crate::support::bytes_of(tmp.path());
-    assert!(matches!(
-        publish(&store, "run-a", 2, "cfg-a"),
-        Err(SealError::DuplicateStep { step: 2 })
-    ));
-    assert!(matches!(
-        publish(&store, "run-a", 1, "cfg-a"),
-        Err(SealError::NonMonotonicStep { step: 1, head: 2 })
-    ));
-    assert_eq!(
-        crate::support::bytes_of(tmp.path()),
-        before,
-        "a refused save wrote something"
-    );
-    assert_last_good_intact(&store, &good);
-}
-
-#[test]
-fn an_explicit_rewind_quarantines_newer_snapshots_and_deletes_none() {
-    let (_tmp, store, good) = two_step_store();
-    let step2_image = crate::support::bytes_of(&step2(&store));
-    let moved = store.rewind(1, &expect("run-a")).expect("rewind");
-    assert_eq!(moved.len(), 1);
-    assert_eq!(
-        crate::support::bytes_of(&moved[0]),
-        step2_image,
-        "the rewound snapshot is kept"
-    );
-    assert_eq!(store.head().expect("head").map(|h| h.step), Some(1));
-    // Step 2 can be written again, chained to step 1.
-    publish(&store, "run-a", 2, "cfg-a").expect("step 2 again");
-    let again = verify(&step2(&store), &expect("run-a")).expect("verifies");
-    assert_eq!(again.manifest.parent.map(|p| p.step), Some(1));
-    assert_last_good_intact(&store, &good);
-}
-
-#[test]
-fn republishing_identical_content_is_an_idempotent_no_op() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let store = Store::open(tmp.path()).expect("store");
-    let stage = |root: &Path| {
-        let run = RunIdentity {
-            run_id: "run-a".into(),
-            writer: "alloc-1".into(),
-        };
-        let mut w = SnapshotWriter::staged(root, run, 5, source(), "cfg-a".into());
-        w.add_bytes("payload/a.json", "trainer", b"{}")
-            .expect("add");
-        w.seal(Some(&key())).expect("seal")
-    };
-    assert_eq!(
-        store.publish(stage(tmp.path())).expect("first").0,
-        CommitOutcome::Sealed
-    );
-    let image = crate::support::bytes_of(&store.snapshot_dir(5));
-    // A retry after a crash between commit and HEAD: same writer, same content.
-    assert_eq!(
-        store.publish(stage(tmp.path())).expect("retry").0,
-        CommitOutcome::Unchanged
-    );
-    assert_eq!(crate::support::bytes_of(&store.snapshot_dir(5)), image);
-}
-
-#[test]
-fn two_concurrent_writers_of_one_step_exactly_one_wins() {
-    let (_tmp, store, good) = two_step_store();
-    let barrier = Barrier::new(2);
-    let results: Vec<Result<CommitOutcome, SealError>> = std::thread::scope(|s| {
-        let handles: Vec<_> = ["alloc-x", "alloc-y"]
-            .into_iter()
-            .map(|writer| {
-                let (store, barrier) = (&store, &barrier);
-                s.spawn(move || {
-                    let run = RunIdentity {
-                        run_id: "run-a".into(),
-                        writer: writer.into(),
-                    };
-                    let mut w = store.writer(run, 3, source(), "cfg-a".into())?;
-                    w.add_bytes("payload/who.txt", "trainer", writer.as_bytes())?;
-                    let staged = w.seal(Some(&key()))?;
-                    barrier.wait();
-                    store.publish(staged).map(|(o, _)| o)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("thread"))
-            .collect()
-    });
-    let sealed = results
-        .iter()
-        .filter(|r| matches!(r, Ok(CommitOutcome::Sealed)))
-        .count();
-    let lost = results
-        .iter()
-        .filter(|r| matches!(r, Err(SealError::AlreadySealed { .. })))
-        .count();
-    assert_eq!((sealed, lost), (1, 1), "{results:?}");
-    let winner = verify(&store.snapshot_dir(3), &expect("run-a")).expect("winner verifies");
-    assert_eq!(
-        store.head().expect("head").map(|h| h.manifest_sha256),
-        Some(winner.manifest_sha256)
-    );
-    assert_last_good_intact(&store, &good);
-}
-
-#[test]
 fn stale_pointers_missing_other_trial_or_wrong_step_are_rejected() {
     let (tmp, store, good) = two_step_store();
     let err =
@@ -509,36 +396,6 @@ fn unknown_schema_version_or_payload_type_is_unsupported() {
 }
 
 #[test]
-fn head_never_moves_backwards_when_an_older_writer_publishes_last() {
-    let tmp = tempfile::tempdir().expect("tmp");
-    let store = Store::open(tmp.path()).expect("store");
-    let run = |writer: &str| RunIdentity {
-        run_id: "run-a".into(),
-        writer: writer.into(),
-    };
-    // Two writers start from the same (empty) head; step 6 publishes before step 5.
-    let mut five = store
-        .writer(run("w5"), 5, source(), "cfg-a".into())
-        .expect("writer 5");
-    let mut six = store
-        .writer(run("w6"), 6, source(), "cfg-a".into())
-        .expect("writer 6");
-    five.add_bytes("payload/a.json", "trainer", b"{}")
-        .expect("add");
-    six.add_bytes("payload/a.json", "trainer", b"{}")
-        .expect("add");
-    store
-        .publish(six.seal(Some(&key())).expect("seal"))
-        .expect("publish 6");
-    let (_, five_head) = store
-        .publish(five.seal(Some(&key())).expect("seal"))
-        .expect("publish 5");
-    assert_eq!(five_head.step, 5, "the returned head names the snapshot");
-    assert_eq!(store.head().expect("head").map(|h| h.step), Some(6));
-    assert!(store.snapshot_dir(5).exists(), "step 5 is still committed");
-}
-
-#[test]
 fn a_file_changed_after_verification_is_refused_when_read_through_the_seal() {
     let (_tmp, store, _good) = two_step_store();
     let verified = verify(&step2(&store), &expect("run-a")).expect("verifies");
@@ -555,4 +412,48 @@ fn a_file_changed_after_verification_is_refused_when_read_through_the_seal() {
         .read_file("payload/not-sealed.json")
         .expect_err("not in the manifest");
     assert!(matches!(err, SealError::MissingFile { .. }), "{err}");
+}
+
+#[test]
+fn a_writer_stopped_at_any_stage_leaves_no_snapshot_that_verifies_but_its_own_sealed_one() {
+    for stop in Stage::ALL {
+        let (tmp, store, good) = two_step_store();
+        let run = RunIdentity {
+            run_id: "run-a".into(),
+            writer: "alloc-2".into(),
+        };
+        // The hook stops the writer as a crash would: nothing after that point happens.
+        let save = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut w = store
+                .writer(run, 3, source(), "cfg-a".into())
+                .with_hook(move |at| assert_ne!(at, stop, "stopped"));
+            w.add_bytes(
+                "payload/adapter/a.safetensors",
+                "adapter",
+                &crate::support::safetensors(),
+            )
+            .expect("add");
+            store.publish(w.seal(Some(&key())).expect("seal"))
+        }));
+        assert!(save.is_err(), "{stop:?}: the hook ran");
+        let dir = store.snapshot_dir(3);
+        match verify(&dir, &expect("run-a")) {
+            // Once the seal is linked, the snapshot is whole.
+            Ok(_) => assert!(
+                matches!(stop, Stage::AfterCommitRename | Stage::AfterCommit),
+                "{stop:?}: a snapshot verified before its commit"
+            ),
+            Err(e) => assert!(
+                !matches!(stop, Stage::AfterCommitRename | Stage::AfterCommit),
+                "{stop:?}: a committed snapshot does not verify: {e}"
+            ),
+        }
+        assert!(
+            !dir.join("SEAL.dsse.json").exists()
+                || matches!(stop, Stage::AfterCommitRename | Stage::AfterCommit),
+            "{stop:?}: a seal before the commit"
+        );
+        assert_last_good_intact(&store, &good);
+        drop(tmp);
+    }
 }
