@@ -78,7 +78,7 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
     }
     let sealed = writer.seal(key.as_ref())?;
     let digest = sealed.manifest_sha256.clone();
-    sealed.commit(&args.output)?;
+    sealed.commit()?;
     for s in &eval.suites {
         println!(
             "{:<12} {:>3}/{:<3} {:>6.1}%",

@@ -301,7 +301,7 @@ fn write(
     // The output depends on the run's plan and exactly these checkpoints.
     let config = json!({
         "command": "evaluate",
-        "plan_sha256": hr_train::plan_sha256(plan),
+        "plan_sha256": plan.sha256(),
         "checkpoints": a.checkpoints.iter().map(|c| &c.checkpoint).collect::<Vec<_>>(),
         "compared": a.held_out_compared.iter()
             .map(|c| json!({"name": c.name, "adapter_sha256": c.adapter_sha256}))
@@ -328,6 +328,6 @@ fn write(
         };
         writer.add_bytes(&format!("payload/{file}"), role, bytes)?;
     }
-    writer.seal(key)?.commit(out)?;
+    writer.seal(key)?.commit()?;
     Ok(())
 }

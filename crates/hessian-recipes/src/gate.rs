@@ -136,7 +136,7 @@ fn check(
     }
     let qualified = Plan::from_file(&hr_files::RunDir::new(&native.reference).plan())
         .map_err(|e| refused(dir, format!("the qualified plan: {e}")))?;
-    if hr_train::family_sha256(&qualified) != hr_train::family_sha256(plan) {
+    if qualified.family_sha256() != plan.family_sha256() {
         return Err(refused(
             dir,
             "the qualified plan is of another family (model, LoRA, environment, GRPO, optimizer \

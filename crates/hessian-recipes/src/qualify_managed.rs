@@ -56,7 +56,7 @@ fn native_reference(path: &Path, plan: &Plan, binary: &Path) -> anyhow::Result<s
     let native = hr_qualify::verify_native_proof(path)
         .map_err(|e| Refused(format!("--native-proof {}: {e}", path.display())))?;
     let refuse = |why: String| Refused(format!("--native-proof {}: {why}", path.display()));
-    if native.plan_sha256 != hr_train::plan_sha256(plan) {
+    if native.plan_sha256 != plan.sha256() {
         return Err(refuse("it qualifies another plan (its plan_sha256 differs)".into()).into());
     }
     let (_, ours) = hr_seal::hash_file(binary)?;
@@ -179,7 +179,7 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
     let device = hr_qualify::runs_device(&[&reference, &managed.run_dir])?;
     let proof = ManagedProof {
         schema: MANAGED_PROOF_SCHEMA.to_owned(),
-        plan_sha256: hr_train::plan_sha256(&plan),
+        plan_sha256: plan.sha256(),
         backend: backend.to_owned(),
         steps: plan.steps,
         reference,

@@ -90,7 +90,7 @@ pub(crate) fn run(args: &QualifyNativeArgs) -> anyhow::Result<ExitCode> {
     let device = hr_qualify::runs_device(&[&reference, &interrupted, &resumed])?;
     let proof = NativeProof {
         schema: NATIVE_PROOF_SCHEMA.to_owned(),
-        plan_sha256: hr_train::plan_sha256(&ran),
+        plan_sha256: ran.sha256(),
         steps: plan.steps,
         stopped_after: args.stop_after_step,
         control: args.control.map(|c| format!("{c:?}")),

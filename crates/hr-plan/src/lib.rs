@@ -3,12 +3,15 @@
 //! the GRPO and optimiser hyper-parameters, how many steps, the checkpoint schedule and every
 //! seed. Parsing accepts TRL's and PEFT's spellings where they mean the same, rejects unknown
 //! fields and every out-of-range value before any work starts, naming the field by its path
-//! (`grpo.beta`) and the accepted range. `docs/plan.md` lists every field.
+//! (`grpo.beta`) and the accepted range. `docs/plan.md` lists every field. A plan's digests live
+//! here too: [`Plan::sha256`], which every snapshot and proof is bound to, and
+//! [`Plan::family_sha256`], which a qualification plan shares with the run it qualifies.
 //!
 //! Plain data: it knows nothing about tensors, services or clusters (a model named by its Hub id
 //! is looked up in the local Hugging Face cache, never downloaded); `hr-train` maps it onto the
 //! trainer's types.
 
+mod digest;
 mod error;
 mod hub_cache;
 mod load;

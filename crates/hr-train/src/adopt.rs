@@ -10,7 +10,7 @@ use hr_plan::{Evaluation, Plan};
 use hr_seal::{Expectations, Trust, verify};
 use serde::Serialize;
 
-use crate::{TrainError, plan_sha256};
+use crate::TrainError;
 
 /// A verified checkpoint of the run.
 #[derive(Debug, Clone, Serialize)]
@@ -119,7 +119,7 @@ pub fn adopt(run_dir: &Path, plan: &Plan, trust: &Trust) -> Result<Vec<Adopted>,
         };
         let expect = Expectations {
             run_id: run_id.clone(),
-            config_sha256: Some(plan_sha256(plan)),
+            config_sha256: Some(plan.sha256()),
             step: Some(step),
             trust: trust.clone(),
             source: None,

@@ -1,12 +1,10 @@
-//! From a plan to what the trainer takes: the policy in the plan's dtype, the GRPO settings, and
-//! the plan's digest that every snapshot is bound to.
+//! From a plan to what the trainer takes: the policy in the plan's dtype and the GRPO settings.
 
 use burn::tensor::FloatDType;
 use burn::tensor::backend::Backend;
 use hr_grpo::{AdamWSettings, AdvantageConfig, GrpoConfig, LossConfig, LrSchedule, RolloutConfig};
 use hr_plan::{Dtype, Environment, Plan};
 use hr_policy::{Policy, PolicyError};
-use hr_seal::sha256_hex;
 
 use crate::TrainError;
 
@@ -32,48 +30,6 @@ pub(crate) fn load_policy<B: Backend>(
         )),
         e => e.into(),
     })
-}
-
-/// The plan's canonical JSON digest, which every snapshot is bound to. The evaluation section
-/// (which does not change training) and where files live are left out (the model folder and the service's interpreter may be reached by other paths from
-/// another machine); what they hold is checked by loading them.
-pub fn plan_sha256(plan: &Plan) -> String {
-    let mut canonical = plan.clone();
-    canonical.model.path = Default::default();
-    canonical.evaluation = None;
-    match &mut canonical.environment {
-        Environment::Fixture { .. } => {}
-        Environment::Openenv { python, .. } | Environment::Nemo { python, .. } => {
-            *python = Default::default()
-        }
-        // Where the files are, like the model folder; what they hold is read when the run
-        // starts.
-        Environment::Dataset {
-            train,
-            dev,
-            held_out,
-            rewards,
-        } => {
-            *train = Default::default();
-            *dev = None;
-            *held_out = None;
-            for r in rewards {
-                r.file = r.file.as_ref().map(|_| Default::default());
-                r.python = None;
-            }
-        }
-    }
-    sha256_hex(&serde_json::to_vec(&canonical).expect("a plan serialises"))
-}
-
-/// The digest of a plan's family: the plan without its name, its length and its checkpoint
-/// schedule. A short qualification plan and the long run it qualifies share it.
-pub fn family_sha256(plan: &Plan) -> String {
-    let mut family = plan.clone();
-    family.name = String::new();
-    family.steps = 0;
-    family.checkpoints = Default::default();
-    plan_sha256(&family)
 }
 
 /// The trainer's settings for a plan.
@@ -115,37 +71,5 @@ pub fn grpo_config(plan: &Plan) -> GrpoConfig {
         },
         max_grad_norm: o.max_grad_norm,
         gradient_accumulation_steps: g.gradient_accumulation_steps,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use std::path::Path;
-
-    use super::*;
-
-    fn plan(extra: &str) -> Plan {
-        let text = format!(
-            r#"{{"schema_version": 1, "name": "p", "model": {{"path": "m"}},
-            "environment": {{"backend": "fixture", "tasks": {{"kind": "digits", "count": 2, "seed": 1}}}},
-            "steps": 4, "seeds": {{"sampling": 1, "adapter_init": 2, "task_order": 3}}{extra}}}"#
-        );
-        Plan::parse(Path::new("plan.json"), &text).expect("plan")
-    }
-
-    #[test]
-    fn the_evaluation_section_and_the_model_path_leave_the_digest_alone_but_training_does_not() {
-        let bare = plan("");
-        let evaluated = plan(
-            r#", "evaluation": {"checkpoints": [4], "dev": {"count": 1, "seed": 1},
-                "held_out": {"count": 1, "seed": 2}}"#,
-        );
-        let mut moved = bare.clone();
-        moved.model.path = "/elsewhere/m".into();
-        assert_eq!(plan_sha256(&bare), plan_sha256(&evaluated));
-        assert_eq!(plan_sha256(&bare), plan_sha256(&moved));
-        let mut other = bare.clone();
-        other.grpo.beta = 0.1;
-        assert_ne!(plan_sha256(&bare), plan_sha256(&other));
     }
 }

@@ -32,7 +32,7 @@ pub use assess::{
     Assessment, CheckpointScore, ComparedScore, Comparison, Retention, SELECTION_RULE, assess,
     check_disjoint,
 };
-pub use config::{family_sha256, float_dtype, grpo_config, plan_sha256};
+pub use config::{float_dtype, grpo_config};
 pub use control::Control;
 pub use environment::check_dataset;
 pub use error::TrainError;

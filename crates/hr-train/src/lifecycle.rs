@@ -24,7 +24,7 @@ use crate::evidence::{evidence_line, metrics_row, rollout_record};
 use crate::payload;
 use crate::start;
 use crate::tensorboard::EventWriter;
-use crate::{Control, TrainError, plan_sha256};
+use crate::{Control, TrainError};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -236,7 +236,7 @@ pub fn run<B: Backend>(
         run_id,
         writer: info.allocation_id.clone(),
         source,
-        config_sha256: plan_sha256(&plan),
+        config_sha256: plan.sha256(),
     };
     let mut publisher = Publisher::new(core, binding, signing_key, trust, run_dir.clone());
     if accept_source_change {
