@@ -48,7 +48,11 @@ pub fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(err) => {
-            let code = if err.downcast_ref::<Refused>().is_some() {
+            let refused = err.downcast_ref::<Refused>().is_some()
+                || err
+                    .downcast_ref::<hr_qualify::QualifyError>()
+                    .is_some_and(|e| matches!(e, hr_qualify::QualifyError::Refused(_)));
+            let code = if refused {
                 2
             } else if err.downcast_ref::<output::Invalid>().is_some() {
                 3

@@ -6,6 +6,7 @@
 //! Pure data and local files: it knows nothing about Determined's API or about tensors.
 
 mod allocations;
+mod control;
 mod device;
 mod layout;
 mod managed;
@@ -18,6 +19,7 @@ pub use allocations::{
     AllocationEnd, AllocationRecord, AllocationStart, RestoreRefused, read_allocation_starts,
     read_allocations,
 };
+pub use control::Control;
 pub use device::Device;
 pub use layout::{MANAGED_PROOF_FILE, NATIVE_PROOF_FILE, ProofsDir, QUALIFICATION_STEPS};
 pub use managed::{MANAGED_PROOF_SCHEMA, ManagedProof};

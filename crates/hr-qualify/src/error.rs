@@ -24,6 +24,9 @@ pub enum QualifyError {
     /// A filesystem operation failed.
     #[error(transparent)]
     Io(#[from] hr_files::IoError),
+    /// Bad input (a plan, a flag): nothing was run or written; the message names the fix.
+    #[error("{0}")]
+    Refused(String),
     /// The qualification found a difference or an unexpected event.
     #[error("qualification failed: {0}")]
     Failed(String),

@@ -13,6 +13,7 @@
 
 mod error;
 mod fixture;
+mod native;
 mod qualify;
 mod soak;
 mod source;
@@ -22,6 +23,7 @@ mod verify;
 
 pub use error::QualifyError;
 pub use fixture::{FixtureRng, FixtureState};
+pub use native::{NativeOptions, NativeQualification};
 pub use qualify::{Control, QualifyOptions, STEPS as CPU_FIXTURE_STEPS, qualify_cpu, verify_proof};
 pub use soak::{SoakOptions, SoakReport, kill_soak};
 pub use source::{SourceRecord, record_source};

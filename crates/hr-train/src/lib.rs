@@ -16,7 +16,6 @@ mod adopt;
 mod assess;
 mod base;
 mod config;
-mod control;
 mod dev_probe;
 mod environment;
 mod error;
@@ -33,7 +32,6 @@ pub use assess::{
     check_disjoint,
 };
 pub use config::{float_dtype, grpo_config};
-pub use control::Control;
 pub use environment::check_dataset;
 pub use error::TrainError;
 pub use evidence::evidence_prefix;

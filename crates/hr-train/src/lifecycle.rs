@@ -24,7 +24,9 @@ use crate::evidence::{evidence_line, metrics_row, rollout_record};
 use crate::payload;
 use crate::start;
 use crate::tensorboard::EventWriter;
-use crate::{Control, TrainError};
+use hr_proof::Control;
+
+use crate::TrainError;
 
 /// What to run.
 #[derive(Debug, Clone)]

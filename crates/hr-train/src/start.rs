@@ -14,7 +14,9 @@ use serde_json::{Value, json};
 
 use crate::base::BaseModel;
 use crate::payload::{self, Progress};
-use crate::{Control, TrainError, grpo_config};
+use hr_proof::Control;
+
+use crate::{TrainError, grpo_config};
 
 /// The trainer, the task sampler, the run's progress and its budget.
 pub(crate) type Started<B> = (Trainer<Autodiff<B>>, TaskSampler, Progress, Budget);

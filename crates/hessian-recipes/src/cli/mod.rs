@@ -462,8 +462,8 @@ pub(crate) struct TrainArgs {
     #[arg(long, requires = "resume")]
     pub(crate) allow_source_change: bool,
     /// A deliberate resume bug (for the qualification's negative controls).
-    #[arg(long, hide = true, requires = "resume", value_parser = hr_train::Control::parse)]
-    pub(crate) control: Option<hr_train::Control>,
+    #[arg(long, hide = true, requires = "resume", value_parser = hr_proof::Control::parse)]
+    pub(crate) control: Option<hr_proof::Control>,
     #[command(flatten)]
     pub(crate) signing: crate::keys::SigningArgs,
     #[command(flatten)]

@@ -103,8 +103,8 @@ pub(crate) struct QualifyNativeArgs {
     /// A negative control applied at resume, which the proof must catch: skip-rng (re-seed the
     /// sampling RNG), drop-optimizer (optimizer moments removed: refused at load),
     /// cursor-off-by-one.
-    #[arg(long, value_parser = hr_train::Control::parse)]
-    pub(crate) control: Option<hr_train::Control>,
+    #[arg(long, value_parser = hr_proof::Control::parse)]
+    pub(crate) control: Option<hr_proof::Control>,
     /// Backend of the three runs (CUDA runs are not promised to be bit-exact).
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub(crate) device: crate::backend::DeviceKind,

@@ -1,4 +1,5 @@
-//! Deliberate resume bugs: the negative controls a qualification must catch.
+//! Deliberate resume bugs: the negative controls a native qualification must catch (the trainer
+//! applies them at resume; a proof made with one names it and never admits a run).
 
 /// A fault applied to the restored state before the trainer resumes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
