@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use hr_plan::{Environment, Plan};
+use hr_plan::Plan;
 use hr_proof::Device;
 use hr_proof::{ProofsDir, QUALIFICATION_STEPS};
 use hr_qualify::{verify_managed_proof, verify_native_proof};
@@ -44,16 +44,6 @@ impl Target<'_> {
     }
 }
 
-/// The plan's environment backend, as `--backend` names it.
-pub(crate) fn backend(plan: &Plan) -> &'static str {
-    match plan.environment {
-        Environment::Fixture { .. } => "fixture",
-        Environment::Openenv { .. } => "openenv",
-        Environment::Nemo { .. } => "nemo",
-        Environment::Dataset { .. } => "dataset",
-    }
-}
-
 /// The gate for `plan` run by the binary `source` on `target`: the proofs in `proofs` hold for
 /// it, or the plan is no longer than the qualification, or the run is `unqualified` by choice.
 pub(crate) fn require(
@@ -84,7 +74,7 @@ fn check(
     source: &SourceBinding,
     target: &Target<'_>,
 ) -> anyhow::Result<()> {
-    let backend = backend(plan);
+    let backend = plan.environment.backend();
     let proofs = ProofsDir::new(dir);
     let native = verify_native_proof(&proofs.native_proof())
         .map_err(|e| refused(dir, format!("the native proof does not hold: {e}")))?;

@@ -39,7 +39,7 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
     // The trial reads the plan on the shared mount: every path in it must be absolute there.
     plan.make_paths_absolute()
         .context("making the plan's paths absolute")?;
-    let backend = crate::gate::backend(&plan);
+    let backend = plan.environment.backend();
     create_fresh(out)?;
     let rel = |p: &str| format!("{}/{p}", out.display());
     std::fs::write(

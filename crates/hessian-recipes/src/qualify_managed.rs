@@ -98,7 +98,7 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
-    let backend = crate::gate::backend(&plan);
+    let backend = plan.environment.backend();
     let binary = std::env::current_exe().context("locating this binary")?;
     // Checked before anything is written.
     let native_reference = args

@@ -161,7 +161,7 @@ fn resume_command(args: &TrainArgs) -> String {
 /// be the one the plan was prepared with; it is not part of the plan's digest).
 fn managed_plan(args: &ManagedTrainingArgs) -> anyhow::Result<Plan> {
     let mut plan = load_plan(&args.plan, None)?;
-    let name = crate::gate::backend(&plan);
+    let name = plan.environment.backend();
     let python = match &mut plan.environment {
         Environment::Fixture { .. } | Environment::Dataset { .. } => None,
         Environment::Openenv { python, .. } | Environment::Nemo { python, .. } => Some(python),

@@ -250,6 +250,16 @@ fn one() -> usize {
 }
 
 impl Environment {
+    /// The backend's name, as the plan's `backend` and `--backend` spell it.
+    pub fn backend(&self) -> &'static str {
+        match self {
+            Environment::Fixture { .. } => "fixture",
+            Environment::Openenv { .. } => "openenv",
+            Environment::Nemo { .. } => "nemo",
+            Environment::Dataset { .. } => "dataset",
+        }
+    }
+
     /// The files a dataset plan reads (its TRAIN, DEV and HELD-OUT rows and its Python reward
     /// files); none for the other backends.
     pub fn dataset_files_mut(&mut self) -> Vec<&mut PathBuf> {

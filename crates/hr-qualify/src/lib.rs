@@ -25,7 +25,7 @@ pub use error::QualifyError;
 pub use fixture::{FixtureRng, FixtureState};
 pub use native::{NativeOptions, NativeQualification};
 pub use qualify::{Control, QualifyOptions, STEPS as CPU_FIXTURE_STEPS, qualify_cpu, verify_proof};
-pub use soak::{SoakOptions, SoakReport, kill_soak};
+pub use soak::{SoakOptions, SoakQualification, SoakReport, SoakSummary, kill_soak};
 pub use source::{SourceRecord, record_source};
 pub use training::{ManagedOptions, ManagedRecovery, managed_recovery};
 pub use trial::{TrialControls, managed_trial_cpu};

@@ -112,7 +112,7 @@ impl NativeQualification {
     /// The binary's `train` of the plan into `out` with `extra` arguments.
     fn train(&self, out: &Path, extra: &[&str]) -> Result<(), QualifyError> {
         let o = &self.options;
-        eprintln!(
+        tracing::info!(
             "qualify native: train --output {} {}",
             out.display(),
             extra.join(" ")

@@ -4,7 +4,8 @@
 //! itself killed and restarted once in the middle. With `max_restarts` above the number of kills
 //! the trial must still complete; every restart restores the last sealed checkpoint (a save cut
 //! short is never adopted), and the master's restart loses no checkpoint or metric it had
-//! acknowledged. Comparing the run's evidence with a native run is the caller's.
+//! acknowledged. [`SoakQualification`] runs the plan's native uninterrupted reference first and
+//! judges the soak's evidence against it, writing `soak.json`.
 
 use hr_files::IoResultExt;
 use std::path::{Path, PathBuf};
@@ -14,7 +15,10 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 
 use hr_det::Client;
+use hr_files::RunDir;
+use hr_plan::Plan;
 use hr_proof::{AllocationStart, read_allocation_starts};
+use serde::Serialize;
 
 use crate::QualifyError;
 use crate::qualify::{Run, poll, profile_for, start_run, state_of, wait_terminal};
@@ -68,7 +72,7 @@ fn next(state: &mut u64) -> u64 {
 /// The allocation start records of the run folder.
 fn starts(run_dir: &Path) -> Result<Vec<AllocationStart>, QualifyError> {
     Ok(read_allocation_starts(
-        &hr_files::RunDir::new(run_dir).allocations(),
+        &RunDir::new(run_dir).allocations(),
     )?)
 }
 
@@ -110,7 +114,7 @@ fn sigkill(pid: u32, what: &str) -> Result<(), QualifyError> {
 
 /// Steps the run folder's evidence records so far.
 fn steps_done(run_dir: &Path) -> u64 {
-    std::fs::read_to_string(hr_files::RunDir::new(run_dir).evidence())
+    std::fs::read_to_string(RunDir::new(run_dir).evidence())
         .map_or(0, |t| t.lines().count() as u64)
 }
 
@@ -265,4 +269,147 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
         metrics_kept_over_master_restart: kept_metrics,
         seconds: started.elapsed().as_secs_f64(),
     })
+}
+
+/// The kill soak of a plan judged against its native uninterrupted run, checked before any
+/// output exists ([`SoakQualification::new`]) and then run ([`SoakQualification::run`]).
+#[derive(Debug)]
+pub struct SoakQualification {
+    binary: PathBuf,
+    plan_path: PathBuf,
+    plan: Plan,
+    output: PathBuf,
+    kills: u32,
+    seed: u64,
+    timeout: Duration,
+}
+
+/// What `soak.json` records.
+#[derive(Debug, Clone, Serialize)]
+pub struct SoakSummary {
+    /// The plan's name.
+    pub plan: String,
+    /// Its steps.
+    pub steps: u64,
+    /// Worker kills delivered.
+    pub kills: u32,
+    /// Seed of the kill moments.
+    pub seed: u64,
+    /// Master restarts (one).
+    pub master_restarts: u32,
+    /// Allocations the trial had.
+    pub allocations: usize,
+    /// Checkpoints the master kept over its restart.
+    pub checkpoints_kept_over_master_restart: usize,
+    /// Metric reports the master kept over its restart.
+    pub metrics_kept_over_master_restart: usize,
+    /// Wall seconds of the soak.
+    pub seconds: f64,
+    /// Whether the trial's evidence equals the native run's, every step of it.
+    pub evidence_equal: bool,
+    /// The trial's run folder.
+    pub run_dir: PathBuf,
+}
+
+impl SoakQualification {
+    /// The soak of the plan at `plan` by `binary` (its `train` and `managed-training`) into
+    /// `output`: `kills` worker SIGKILLs at moments drawn from `seed`, within `timeout`. A plan
+    /// that does not load or no kills is [`QualifyError::Refused`].
+    pub fn new(
+        binary: PathBuf,
+        plan: &Path,
+        output: &Path,
+        (kills, seed): (u32, u64),
+        timeout: Duration,
+    ) -> Result<Self, QualifyError> {
+        let parsed = Plan::from_file(plan).map_err(|e| QualifyError::Refused(e.to_string()))?;
+        if kills == 0 {
+            return Err(QualifyError::Refused(
+                "--kills must be at least 1".to_owned(),
+            ));
+        }
+        let absolute = |p: &Path| std::path::absolute(p).at("resolve", p);
+        Ok(Self {
+            binary,
+            plan_path: absolute(plan)?,
+            plan: parsed,
+            output: absolute(output)?,
+            kills,
+            seed,
+            timeout,
+        })
+    }
+
+    /// Runs the native reference, then the soak from the checkout `root`, into the output folder
+    /// the caller has made; writes and returns the summary.
+    pub async fn run(self, root: &Path) -> Result<SoakSummary, QualifyError> {
+        let reference = self.output.join("reference");
+        tracing::info!(
+            "qualify soak: the native uninterrupted run -> {}",
+            reference.display()
+        );
+        let native = Command::new(&self.binary)
+            .arg("train")
+            .arg("--plan")
+            .arg(&self.plan_path)
+            .arg("--output")
+            .arg(&reference)
+            .output()
+            .map_err(|e| QualifyError::Failed(format!("running the native reference: {e}")))?;
+        if !native.status.success() {
+            return Err(QualifyError::Failed(format!(
+                "the native reference failed ({}): {}",
+                native.status,
+                String::from_utf8_lossy(&native.stderr)
+            )));
+        }
+        let timeout_seconds = self.timeout.as_secs().to_string();
+        let opts = SoakOptions {
+            output: self.output.clone(),
+            root: root.to_owned(),
+            entrypoint: vec![
+                self.binary.display().to_string(),
+                "managed-training".to_owned(),
+                "--plan".to_owned(),
+                self.plan_path.display().to_string(),
+                "--backend".to_owned(),
+                self.plan.environment.backend().to_owned(),
+                "--max-wall-seconds".to_owned(),
+                timeout_seconds,
+                "--unqualified".to_owned(),
+            ],
+            steps: self.plan.steps,
+            kills: self.kills,
+            seed: self.seed,
+            timeout: self.timeout,
+        };
+        tracing::info!(
+            "qualify soak: {} SIGKILLs of the worker (seed {}) and one master crash",
+            self.kills,
+            self.seed
+        );
+        let report = kill_soak(&opts).await?;
+        let read = |run: &Path| {
+            let path = RunDir::new(run).evidence();
+            std::fs::read_to_string(&path).at("read", &path)
+        };
+        let (theirs, ours) = (read(&report.run_dir)?, read(&reference)?);
+        let summary = SoakSummary {
+            plan: self.plan.name.clone(),
+            steps: self.plan.steps,
+            kills: report.kills,
+            seed: self.seed,
+            master_restarts: 1,
+            allocations: report.allocations,
+            checkpoints_kept_over_master_restart: report.checkpoints_kept_over_master_restart,
+            metrics_kept_over_master_restart: report.metrics_kept_over_master_restart,
+            seconds: report.seconds,
+            evidence_equal: theirs == ours && ours.lines().count() as u64 == self.plan.steps,
+            run_dir: report.run_dir,
+        };
+        let path = self.output.join("soak.json");
+        let bytes = serde_json::to_vec_pretty(&summary).expect("a summary serialises");
+        std::fs::write(&path, bytes).at("write", &path)?;
+        Ok(summary)
+    }
 }
