@@ -13,6 +13,7 @@
 
 mod error;
 mod fixture;
+mod managed;
 mod native;
 mod qualify;
 mod soak;
@@ -23,6 +24,7 @@ mod verify;
 
 pub use error::QualifyError;
 pub use fixture::{FixtureRng, FixtureState};
+pub use managed::{ManagedOutcome, ManagedQualification, ManagedQualificationOptions};
 pub use native::{NativeOptions, NativeQualification};
 pub use qualify::{Control, QualifyOptions, STEPS as CPU_FIXTURE_STEPS, qualify_cpu, verify_proof};
 pub use soak::{SoakOptions, SoakQualification, SoakReport, SoakSummary, kill_soak};

@@ -71,9 +71,7 @@ fn next(state: &mut u64) -> u64 {
 
 /// The allocation start records of the run folder.
 fn starts(run_dir: &Path) -> Result<Vec<AllocationStart>, QualifyError> {
-    Ok(read_allocation_starts(
-        &RunDir::new(run_dir).allocations(),
-    )?)
+    Ok(read_allocation_starts(&RunDir::new(run_dir).allocations())?)
 }
 
 /// A devmaster as its own process (`<binary> devmaster`), so that killing it is a real crash:
@@ -114,8 +112,7 @@ fn sigkill(pid: u32, what: &str) -> Result<(), QualifyError> {
 
 /// Steps the run folder's evidence records so far.
 fn steps_done(run_dir: &Path) -> u64 {
-    std::fs::read_to_string(RunDir::new(run_dir).evidence())
-        .map_or(0, |t| t.lines().count() as u64)
+    std::fs::read_to_string(RunDir::new(run_dir).evidence()).map_or(0, |t| t.lines().count() as u64)
 }
 
 async fn signed_in(url: &str) -> Result<Client, QualifyError> {
