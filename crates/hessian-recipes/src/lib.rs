@@ -8,8 +8,8 @@
 //! picks the tensor backend at the edge (the CPU; CUDA or Vulkan when built with `--features
 //! cuda` or `vulkan`), calls the libraries and maps errors to exit codes (0 ok, 1 failure, 2 bad
 //! input or a refused output folder, 3 an invalid snapshot or a refused restore, 4 out of budget,
-//! 5 stopped by a signal). The qualification drivers (`qualify_*.rs`) and the gate still live
-//! here rather than in `hr-qualify`.
+//! 5 stopped by a signal). The qualifications and the gate are `hr-qualify`'s; `qualify_*.rs`
+//! parse, call and print.
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod backend;
@@ -19,7 +19,6 @@ mod demo;
 mod devmaster;
 mod evaluate;
 mod experiment;
-mod gate;
 mod generate;
 mod keys;
 mod logging;

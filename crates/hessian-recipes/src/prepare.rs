@@ -13,8 +13,8 @@ use hr_qualify::record_source;
 use crate::Refused;
 use crate::backend::DeviceKind;
 use crate::cli::PrepareArgs;
-use crate::gate::Target;
 use crate::output::{create_fresh, plain_relative};
+use hr_qualify::gate::Target;
 
 pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
     let mut plan = Plan::from_file(&args.plan).map_err(|e| Refused(e.to_string()))?;
@@ -27,7 +27,8 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let source = crate::source_binding()?;
-    args.run.admit(&plan, &source, &Target::Kind(args.device))?;
+    args.run
+        .admit(&plan, &source, &Target::Kind(args.device.flag()))?;
     let proofs = args
         .run
         .proofs

@@ -5,7 +5,6 @@ use std::{process::ExitCode, time::Duration};
 use anyhow::Context;
 use hr_qualify::{
     Control, QualifyOptions, TrialControls, managed_trial_cpu, qualify_cpu, record_source,
-    verify_managed_proof, verify_native_proof, verify_proof,
 };
 
 use crate::{cli::QualifyCpuArgs, output};
@@ -93,41 +92,7 @@ pub(crate) fn cpu(args: &QualifyCpuArgs) -> anyhow::Result<ExitCode> {
 
 /// `proof verify`: re-checks a CPU lifecycle, native or managed proof by its schema.
 pub(crate) fn verify(path: &std::path::Path, json: bool) -> anyhow::Result<ExitCode> {
-    let schema = std::fs::read(path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .and_then(|v| v["schema"].as_str().map(str::to_owned))
-        .unwrap_or_default();
-    let checked = match schema.as_str() {
-        hr_proof::NATIVE_PROOF_SCHEMA => verify_native_proof(path).map(|p| {
-            let what = format!(
-                "native: {} steps in each run, stopped after {} and resumed, on {}",
-                p.steps, p.stopped_after, p.device
-            );
-            (what, p.equal, Some(p.device))
-        }),
-        hr_proof::MANAGED_PROOF_SCHEMA => verify_managed_proof(path).map(|p| {
-            let i = &p.interruption;
-            let what = format!(
-                "managed {}: {} steps, {} at step {}, {} restored in {}, on {} under {} \
-                 (Determined {})",
-                p.backend,
-                p.steps,
-                i.kind,
-                i.step,
-                i.uuid_at_restore,
-                i.restored_allocation,
-                p.device,
-                p.master_url,
-                p.master_version
-            );
-            (what, p.equal, Some(p.device))
-        }),
-        _ => verify_proof(path).map(|p| {
-            let what = format!("{} steps per run re-verified", p.resumed.steps.len());
-            (what, p.equal, None)
-        }),
-    };
+    let checked = hr_qualify::verify_any_proof(path).map(|v| (v.what, v.equal, v.device));
     match checked {
         Ok((what, equal, device)) => {
             if json {

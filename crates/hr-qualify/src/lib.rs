@@ -1,18 +1,31 @@
-//! The managed CPU lifecycle of the seed (experiment 54512): a deterministic eight-step fixture
-//! that runs as a Core API trial and publishes a sealed snapshot per step through `hr-snapshot`
-//! ([`managed_trial_cpu`]), and the qualification that runs it uninterrupted and paused after
-//! step 3, checks that the next allocation restored exactly the receipt's checkpoint, and writes
-//! `proof.json` ([`qualify_cpu`], [`verify_proof`]); and the managed half of a training
-//! qualification ([`managed_recovery`]): the `managed-training` trial paused, acknowledged,
-//! activated and restored from exactly the receipt's checkpoint; and the kill soak
-//! ([`kill_soak`]): the same trial's worker SIGKILLed again and again and its master crashed and
-//! restarted, which must still complete.
+//! Qualification, in one home: the proofs that a resumed run equals an uninterrupted one, and
+//! the gate that admits a long run only on them.
 //!
-//! No GPU is requested or touched; no tensors. The master is the local devmaster unless a real
-//! one is given.
+//! - The managed CPU lifecycle of the seed (experiment 54512): a deterministic eight-step fixture
+//!   that runs as a Core API trial and publishes a sealed snapshot per step through
+//!   `hr-snapshot` ([`managed_trial_cpu`]), and its qualification, uninterrupted and paused
+//!   after step 3, whose next allocation must restore exactly the receipt's checkpoint
+//!   ([`qualify_cpu`], [`verify_proof`]).
+//! - The native qualification of a training plan ([`NativeQualification`]): the binary's
+//!   `train` uninterrupted, stopped after step K and resumed in a new process, compared field by
+//!   field at every step.
+//! - The managed qualification ([`ManagedQualification`], through [`managed_recovery`]): the
+//!   `managed-training` trial paused, acknowledged, activated and restored from exactly the
+//!   receipt's checkpoint, compared with the native run.
+//! - The kill soak ([`SoakQualification`], through [`kill_soak`]): the same trial's worker
+//!   SIGKILLed again and again and its master crashed and restarted, which must still complete
+//!   with the native run's evidence.
+//! - Re-checking any proof from its files ([`verify_any_proof`]) and the [`gate`].
+//!
+//! Each qualification is checked before any output exists (`new`, refusing with
+//! [`QualifyError::Refused`]), then run into a folder the caller made. No GPU is requested or
+//! touched and no tensor is computed here: training is the binary's `train` and
+//! `managed-training`, run as processes. The master is the local devmaster unless a real one is
+//! given.
 
 mod error;
 mod fixture;
+pub mod gate;
 mod managed;
 mod native;
 mod qualify;
@@ -31,4 +44,6 @@ pub use soak::{SoakOptions, SoakQualification, SoakReport, SoakSummary, kill_soa
 pub use source::{SourceRecord, record_source};
 pub use training::{ManagedOptions, ManagedRecovery, managed_recovery};
 pub use trial::{TrialControls, managed_trial_cpu};
-pub use verify::{runs_device, verify_managed_proof, verify_native_proof};
+pub use verify::{
+    ProofVerdict, runs_device, verify_any_proof, verify_managed_proof, verify_native_proof,
+};

@@ -248,3 +248,65 @@ pub fn verify_managed_proof(path: &Path) -> Result<ManagedProof, QualifyError> {
     check_checkpoint(&storage.join(&i.uuid_at_restore), &p.source, i.step)?;
     Ok(p)
 }
+
+/// What [`verify_any_proof`] found in a proof that holds.
+#[derive(Debug, Clone)]
+pub struct ProofVerdict {
+    /// What the proof shows, in a line.
+    pub what: String,
+    /// Whether it says the resumed run equals the uninterrupted one.
+    pub equal: bool,
+    /// The device it was made on (native and managed proofs).
+    pub device: Option<Device>,
+}
+
+/// Re-checks a CPU lifecycle, native or managed proof, chosen by its `schema`.
+pub fn verify_any_proof(path: &Path) -> Result<ProofVerdict, QualifyError> {
+    let schema = std::fs::read(path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Value>(&b).ok())
+        .and_then(|v| v["schema"].as_str().map(str::to_owned))
+        .unwrap_or_default();
+    Ok(match schema.as_str() {
+        NATIVE_PROOF_SCHEMA => {
+            let p = verify_native_proof(path)?;
+            ProofVerdict {
+                what: format!(
+                    "native: {} steps in each run, stopped after {} and resumed, on {}",
+                    p.steps, p.stopped_after, p.device
+                ),
+                equal: p.equal,
+                device: Some(p.device),
+            }
+        }
+        MANAGED_PROOF_SCHEMA => {
+            let p = verify_managed_proof(path)?;
+            let i = &p.interruption;
+            ProofVerdict {
+                what: format!(
+                    "managed {}: {} steps, {} at step {}, {} restored in {}, on {} under {} \
+                     (Determined {})",
+                    p.backend,
+                    p.steps,
+                    i.kind,
+                    i.step,
+                    i.uuid_at_restore,
+                    i.restored_allocation,
+                    p.device,
+                    p.master_url,
+                    p.master_version
+                ),
+                equal: p.equal,
+                device: Some(p.device),
+            }
+        }
+        _ => {
+            let p = crate::verify_proof(path)?;
+            ProofVerdict {
+                what: format!("{} steps per run re-verified", p.resumed.steps.len()),
+                equal: p.equal,
+                device: None,
+            }
+        }
+    })
+}

@@ -201,6 +201,32 @@ pub(crate) struct ManagedRunArgs {
     pub(crate) unqualified: bool,
 }
 
+impl ManagedRunArgs {
+    /// Both limits at least 1 and, for `plan` on `target`, proofs that admit it or an explicit
+    /// `--unqualified` (`hr_qualify::gate::require`).
+    pub(crate) fn admit(
+        &self,
+        plan: &hr_plan::Plan,
+        source: &hr_seal::SourceBinding,
+        target: &hr_qualify::gate::Target<'_>,
+    ) -> anyhow::Result<()> {
+        if self.max_wall_seconds == 0 || self.gpu_budget_seconds == 0 {
+            return Err(crate::Refused(
+                "--max-wall-seconds and --gpu-budget-seconds must be at least 1".to_owned(),
+            )
+            .into());
+        }
+        hr_qualify::gate::require(
+            plan,
+            self.proofs.as_deref(),
+            self.unqualified,
+            source,
+            target,
+        )?;
+        Ok(())
+    }
+}
+
 #[derive(Debug, Subcommand)]
 pub(crate) enum ManagedTrialKind {
     /// The deterministic eight-step CPU fixture: one training metric and one sealed checkpoint

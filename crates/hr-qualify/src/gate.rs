@@ -5,30 +5,27 @@
 
 use std::path::Path;
 
+use hr_files::RunDir;
 use hr_plan::Plan;
-use hr_proof::Device;
-use hr_proof::{ProofsDir, QUALIFICATION_STEPS};
-use hr_qualify::{verify_managed_proof, verify_native_proof};
+use hr_proof::{Device, ProofsDir, QUALIFICATION_STEPS};
 use hr_seal::SourceBinding;
 
-use crate::backend::DeviceKind;
-use crate::{Refused, cli::ManagedRunArgs};
+use crate::{QualifyError, verify_managed_proof, verify_native_proof};
 
-fn refused(dir: &Path, why: impl std::fmt::Display) -> anyhow::Error {
-    Refused(format!(
+fn refused(dir: &Path, why: impl std::fmt::Display) -> QualifyError {
+    QualifyError::Refused(format!(
         "--proofs {}: {why}; qualify this binary on a plan of this family (`cargo xtask qualify \
          openenv|nemo`, or `qualify native` and `qualify managed` into DIR/native and \
          DIR/managed), or pass --unqualified",
         dir.display()
     ))
-    .into()
 }
 
 /// Where the main run will run: the device itself inside the trial, only its kind where the run
 /// is prepared (away from the GPU it will get).
-pub(crate) enum Target<'a> {
-    /// `managed prepare --device KIND`.
-    Kind(DeviceKind),
+pub enum Target<'a> {
+    /// `managed prepare --device KIND` (`cpu`, `cuda`, `vulkan`).
+    Kind(&'a str),
     /// `managed-training`, on the device it found.
     Device(&'a Device),
 }
@@ -37,8 +34,8 @@ impl Target<'_> {
     /// Why a proof made on `made_on` does not hold here, if it does not.
     fn refuses(&self, made_on: &Device) -> Option<String> {
         match self {
-            Target::Kind(kind) => (made_on.kind != kind.flag())
-                .then(|| format!("made on {made_on}, not on --device {}", kind.flag())),
+            Target::Kind(kind) => (made_on.kind != *kind)
+                .then(|| format!("made on {made_on}, not on --device {kind}")),
             Target::Device(device) => made_on.mismatch(device),
         }
     }
@@ -46,23 +43,22 @@ impl Target<'_> {
 
 /// The gate for `plan` run by the binary `source` on `target`: the proofs in `proofs` hold for
 /// it, or the plan is no longer than the qualification, or the run is `unqualified` by choice.
-pub(crate) fn require(
+pub fn require(
     plan: &Plan,
     proofs: Option<&Path>,
     unqualified: bool,
     source: &SourceBinding,
     target: &Target<'_>,
-) -> anyhow::Result<()> {
+) -> Result<(), QualifyError> {
     match (proofs, unqualified) {
         (Some(dir), _) => check(dir, plan, source, target),
-        (None, false) if plan.steps > QUALIFICATION_STEPS => Err(Refused(format!(
+        (None, false) if plan.steps > QUALIFICATION_STEPS => Err(QualifyError::Refused(format!(
             "the plan runs {} steps, more than the {QUALIFICATION_STEPS}-step qualification: pass \
              --proofs DIR (DIR/native from `qualify native`, DIR/managed from `qualify managed` \
              of a plan of this family, as `cargo xtask qualify openenv|nemo` writes them) or \
              --unqualified",
             plan.steps
-        ))
-        .into()),
+        ))),
         (None, _) => Ok(()),
     }
 }
@@ -73,7 +69,7 @@ fn check(
     plan: &Plan,
     source: &SourceBinding,
     target: &Target<'_>,
-) -> anyhow::Result<()> {
+) -> Result<(), QualifyError> {
     let backend = plan.environment.backend();
     let proofs = ProofsDir::new(dir);
     let native = verify_native_proof(&proofs.native_proof())
@@ -124,7 +120,7 @@ fn check(
             ));
         }
     }
-    let qualified = Plan::from_file(&hr_files::RunDir::new(&native.reference).plan())
+    let qualified = Plan::from_file(&RunDir::new(&native.reference).plan())
         .map_err(|e| refused(dir, format!("the qualified plan: {e}")))?;
     if qualified.family_sha256() != plan.family_sha256() {
         return Err(refused(
@@ -134,31 +130,6 @@ fn check(
         ));
     }
     Ok(())
-}
-
-impl ManagedRunArgs {
-    /// Both limits at least 1 and, for `plan` on `target`, proofs that admit it or an explicit
-    /// `--unqualified` (`gate::require`).
-    pub(crate) fn admit(
-        &self,
-        plan: &Plan,
-        source: &SourceBinding,
-        target: &Target<'_>,
-    ) -> anyhow::Result<()> {
-        if self.max_wall_seconds == 0 || self.gpu_budget_seconds == 0 {
-            return Err(Refused(
-                "--max-wall-seconds and --gpu-budget-seconds must be at least 1".to_owned(),
-            )
-            .into());
-        }
-        require(
-            plan,
-            self.proofs.as_deref(),
-            self.unqualified,
-            source,
-            target,
-        )
-    }
 }
 
 #[cfg(test)]
@@ -179,9 +150,9 @@ mod tests {
         let h200 = device("cuda", "NVIDIA H200");
         let cpu = device("cpu", "x86_64");
         // Preparing, away from the GPU: the kind alone.
-        assert_eq!(Target::Kind(DeviceKind::Cuda).refuses(&h200), None);
+        assert_eq!(Target::Kind("cuda").refuses(&h200), None);
         assert_eq!(
-            Target::Kind(DeviceKind::Cuda).refuses(&cpu).as_deref(),
+            Target::Kind("cuda").refuses(&cpu).as_deref(),
             Some("made on cpu: x86_64 (burn 0.21.0), not on --device cuda")
         );
         // In the trial: the model too.
