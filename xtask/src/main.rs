@@ -87,12 +87,13 @@ Tasks:
                        [--tasks FILE --dev-tasks FILE --held-out-tasks FILE] [--prepare]
               the backend's four-step plan (tiny test model unless --model; its base in bf16
               with --device cuda unless --dtype says otherwise, else f32) against its real
-              server (installed as for conformance envs), with the release binary: qualify native
-              (stopped after step 2, resumed in a new process) into runs/NAME/native/proof.json,
-              then qualify managed (a trial on a devmaster unless --master, paused once step 1's
-              metric shows, stopped at step 2, activated, restored from the receipt's
-              checkpoint, compared with the native proof's uninterrupted run) into
-              runs/NAME/managed/managed-proof.json; exit 0 only when both are equal. The server
+              server (installed as for conformance envs), with the release binary's
+              `qualify openenv|nemo`: qualify native (stopped after step 2, resumed in a new
+              process) into runs/NAME/native/proof.json, then qualify managed (a trial on a
+              devmaster unless --master, paused once step 1's metric shows, stopped at step 2,
+              activated, restored from the receipt's checkpoint, compared with the native proof's
+              uninterrupted run) into runs/NAME/managed/managed-proof.json; exit 0 only when both
+              are equal. The server
               is the shipped example (echo_env; example_single_tool_call) unless --server names
               another folder (a NeMo Gym resources server; the folder holding an OpenEnv
               environment, whose app --app names) with --tasks rows (JSON lines: reset payloads

@@ -1,7 +1,8 @@
 //! The `hessian-recipes` command line, composed from the library crates: the CPU demo fixture
 //! (`demo`), GRPO training locally (`train`) or in a Determined trial (`managed-training`), both
 //! through `hr-train`'s one lifecycle, the assessment of a finished run (`evaluate`), policy
-//! sampling (`generate`), the qualifications (`qualify native|managed|cpu|soak`, `proof verify`)
+//! sampling (`generate`), the qualifications (`qualify native|managed|openenv|nemo|cpu|soak`,
+//! `proof verify`)
 //! and the gate that admits a long run only on their proofs (`managed prepare`), the local
 //! Determined-compatible master (`devmaster`), the cluster tooling (`cluster
 //! render|check|preflight|cpu-command`) and sealed snapshots (`snapshot verify`, `keygen`). It parses arguments,
@@ -109,6 +110,12 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Qualify {
             kind: cli::QualifyKind::Soak(args),
         } => qualify_soak::run(&args),
+        cli::Command::Qualify {
+            kind: cli::QualifyKind::Openenv(args),
+        } => qualify_managed::backend("openenv", &args),
+        cli::Command::Qualify {
+            kind: cli::QualifyKind::Nemo(args),
+        } => qualify_managed::backend("nemo", &args),
         cli::Command::Proof {
             command: cli::ProofCommand::Verify { proof, json },
         } => qualify::verify(&proof, json),

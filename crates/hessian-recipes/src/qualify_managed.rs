@@ -1,15 +1,67 @@
 //! `hessian-recipes qualify managed`: `hr_qualify::ManagedQualification` with this binary (a
-//! copy of it runs every run); prints the verdict, the interruption and the proof's path.
+//! copy of it runs every run), and `qualify openenv|nemo`: `hr_qualify::BackendQualification`,
+//! the native then the managed half into one proofs folder; both print the verdicts.
 
 use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use hr_qualify::{ManagedQualification, ManagedQualificationOptions};
+use hr_qualify::{
+    BackendQualification, ManagedOutcome, ManagedQualification, ManagedQualificationOptions,
+};
 
 use crate::backend::DeviceKind;
-use crate::cli::QualifyManagedArgs;
+use crate::cli::{QualifyBackendArgs, QualifyManagedArgs};
 use crate::output::create_fresh;
+
+/// `qualify openenv|nemo`.
+pub(crate) fn backend(backend: &str, args: &QualifyBackendArgs) -> anyhow::Result<ExitCode> {
+    let qualification = BackendQualification::new(
+        backend,
+        ManagedQualificationOptions {
+            binary: std::env::current_exe().context("locating this binary")?,
+            commit: env!("HR_GIT_COMMIT").to_owned(),
+            plan: args.plan.clone(),
+            output: args.output.clone(),
+            root: std::env::current_dir().context("current folder")?,
+            native_proof: None,
+            master: args.master.clone(),
+            device: args.device.flag().to_owned(),
+            gpu: args.device == DeviceKind::Cuda,
+            pause_after_step: 1,
+            kill_during_save_at: None,
+            timeout: Duration::from_secs(args.timeout_seconds),
+        },
+        crate::source_binding()?,
+    )?;
+    // The proofs folder may hold the plan it qualifies; its two halves must be fresh.
+    let proofs = hr_proof::ProofsDir::new(&args.output);
+    for half in [proofs.native(), proofs.managed()] {
+        crate::output::ensure_fresh(&half)?;
+    }
+    let runtime = tokio::runtime::Runtime::new()?;
+    let outcome = runtime.block_on(qualification.run())?;
+    let native = &outcome.native;
+    match &native.first_divergence {
+        None => println!(
+            "qualify {backend}: native equal at every step and field ({} steps, stopped after {})",
+            native.steps, native.stopped_after
+        ),
+        Some(d) => println!(
+            "qualify {backend}: native NOT equal: first divergence at step {} in `{}`; the \
+             managed half did not run",
+            d.step, d.field
+        ),
+    }
+    if let Some(managed) = &outcome.managed {
+        print_managed(managed, &args.output.join("managed"))?;
+    }
+    Ok(if outcome.equal() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
 
 pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
     let qualification = ManagedQualification::new(ManagedQualificationOptions {
@@ -29,6 +81,16 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
     create_fresh(&args.output)?;
     let runtime = tokio::runtime::Runtime::new()?;
     let outcome = runtime.block_on(qualification.run())?;
+    print_managed(&outcome, &args.output)?;
+    Ok(if outcome.proof.equal {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// The managed verdict, the interruption and where the proof is (in `output`).
+fn print_managed(outcome: &ManagedOutcome, output: &std::path::Path) -> anyhow::Result<()> {
     let (proof, managed) = (&outcome.proof, &outcome.recovery);
     let i = &managed.interruption;
     println!(
@@ -69,13 +131,9 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
     }
     println!(
         "  proof {}",
-        std::path::absolute(&args.output)?
+        std::path::absolute(output)?
             .join(hr_proof::MANAGED_PROOF_FILE)
             .display()
     );
-    Ok(if proof.equal {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(())
 }

@@ -15,6 +15,8 @@
 //! - The kill soak ([`SoakQualification`], through [`kill_soak`]): the same trial's worker
 //!   SIGKILLed again and again and its master crashed and restarted, which must still complete
 //!   with the native run's evidence.
+//! - A backend's qualification ([`BackendQualification`]): the native half, then the managed
+//!   half against the native proof's run, into the proofs folder the gate reads.
 //! - Re-checking any proof from its files ([`verify_any_proof`]) and the [`gate`].
 //!
 //! Each qualification is checked before any output exists (`new`, refusing with
@@ -23,6 +25,7 @@
 //! `managed-training`, run as processes. The master is the local devmaster unless a real one is
 //! given.
 
+mod backend;
 mod error;
 mod fixture;
 pub mod gate;
@@ -35,6 +38,7 @@ mod training;
 mod trial;
 mod verify;
 
+pub use backend::{BackendOutcome, BackendQualification};
 pub use error::QualifyError;
 pub use fixture::{FixtureRng, FixtureState};
 pub use managed::{ManagedOutcome, ManagedQualification, ManagedQualificationOptions};

@@ -109,6 +109,11 @@ impl NativeQualification {
         Ok(proof)
     }
 
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
     /// The binary's `train` of the plan into `out` with `extra` arguments.
     fn train(&self, out: &Path, extra: &[&str]) -> Result<(), QualifyError> {
         let o = &self.options;

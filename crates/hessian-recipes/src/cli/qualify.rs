@@ -28,6 +28,34 @@ pub(crate) enum QualifyKind {
     /// must keep every checkpoint it had acknowledged, and the evidence must equal the native
     /// run's at every step. Writes OUTPUT/soak.json; exit 0 when all hold.
     Soak(QualifySoakArgs),
+    /// An OpenEnv plan's qualification, as the gate reads it: `qualify native` into
+    /// OUTPUT/native, then (when equal) `qualify managed --native-proof` into OUTPUT/managed, and
+    /// both proofs re-checked. `--proofs OUTPUT` then admits long runs of the plan's family.
+    /// Exit 0 when both are equal.
+    Openenv(QualifyBackendArgs),
+    /// A NeMo Gym plan's qualification, as for `qualify openenv`.
+    Nemo(QualifyBackendArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct QualifyBackendArgs {
+    /// The plan (its environment must be of this backend).
+    #[arg(long)]
+    pub(crate) plan: PathBuf,
+    /// The proofs folder: its native/ and managed/ are written and must not exist yet (the
+    /// folder may hold the plan).
+    #[arg(long)]
+    pub(crate) output: PathBuf,
+    /// A Determined master for the managed half instead of a local devmaster (as for `qualify
+    /// managed`).
+    #[arg(long, env = "DET_MASTER")]
+    pub(crate) master: Option<String>,
+    /// Backend of both halves.
+    #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
+    pub(crate) device: crate::backend::DeviceKind,
+    /// Limit for each wait and the trial's --max-wall-seconds, seconds.
+    #[arg(long, default_value_t = 2400)]
+    pub(crate) timeout_seconds: u64,
 }
 
 #[derive(Debug, Args)]
