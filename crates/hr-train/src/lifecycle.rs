@@ -8,20 +8,24 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
-use hr_core::CoreContext;
+use hr_bridge::OwnedService;
+use hr_core::{CoreContext, SearcherOp, TrialInfo};
+use hr_grpo::{NativeState, TaskSampler, Trainer};
 use hr_plan::Plan;
 use hr_policy::{ChatTokenizer, PolicyRng};
 use hr_proof::{AllocationEnd, AllocationRecord, AllocationStart, RestoreRefused};
 use hr_seal::{KeyPair, SourceBinding, Trust};
-use hr_snapshot::{Binding, Budget, Publisher, RngState, TerminalKind, with_rng_preserved};
+use hr_snapshot::{
+    Binding, Budget, Publisher, Restored, RngState, TerminalKind, with_rng_preserved,
+};
 use serde_json::Value;
 
 use crate::base::BaseModel;
 use crate::config::load_policy;
 use crate::dev_probe::DevProbe;
-use crate::environment::environment;
+use crate::environment::{Factory, environment};
 use crate::evidence::{evidence_line, metrics_row, rollout_record};
-use crate::payload;
+use crate::payload::{self, Progress};
 use crate::start;
 use crate::tensorboard::EventWriter;
 use hr_proof::Control;
@@ -198,7 +202,10 @@ fn last_loss(metrics: &str) -> f64 {
 }
 
 /// Runs the plan in this allocation on `core` (local or a trial's), on backend `B`; `label`
-/// names the device in messages.
+/// names the device in messages. Four phases: [`open`] (the run folder, the verified restore,
+/// the searcher's operation), [`Allocation::start`] (model, environment, trainer, files, the
+/// allocation's record), [`Allocation::train`] (steps until a stop) and [`Allocation::finish`]
+/// (the terminal save in the seed's order).
 pub fn run<B: Backend>(
     opts: RunOptions,
     core: CoreContext,
@@ -206,6 +213,50 @@ pub fn run<B: Backend>(
     label: &str,
 ) -> Result<Outcome, TrainError> {
     let started = Instant::now();
+    match open(opts, core)? {
+        Opening::Done(outcome) => Ok(outcome),
+        Opening::Run(opened) => {
+            let mut allocation = Allocation::<B>::start(*opened, device, label, started)?;
+            let reason = allocation.train()?;
+            allocation.finish(reason)
+        }
+    }
+}
+
+/// What [`open`] found.
+enum Opening {
+    /// Nothing left to do: the searcher has no operation.
+    Done(Outcome),
+    /// An operation to run.
+    Run(Box<Opened>),
+}
+
+/// A run folder opened: its checkpoint restored (or none) and the searcher's operation taken.
+struct Opened {
+    opts: Settings,
+    plan: Plan,
+    layout: RunDir,
+    info: TrialInfo,
+    publisher: Publisher<CoreContext>,
+    restored: Option<Restored>,
+    op: SearcherOp,
+}
+
+/// The run options that matter after opening.
+struct Settings {
+    stop_after_step: Option<u64>,
+    control: Option<Control>,
+    max_wall_seconds: Option<u64>,
+    device_seconds_budget: Option<u64>,
+    kill_during_save: Option<(i32, u64)>,
+    hold_for_preemption: Vec<(i32, u64)>,
+    unqualified: bool,
+    device: hr_proof::Device,
+}
+
+/// The run folder and its plan copy, the publisher, and everything verified before anything
+/// is adopted or started: a refused restore is recorded in `allocations.jsonl`.
+fn open(opts: RunOptions, core: CoreContext) -> Result<Opening, TrainError> {
     let RunOptions {
         plan,
         run_dir,
@@ -217,11 +268,11 @@ pub fn run<B: Backend>(
         max_wall_seconds,
         device_seconds_budget,
         kill_during_save,
-        hold_for_preemption: hold,
+        hold_for_preemption,
         unqualified,
         signing_key,
         trust,
-        device: device_record,
+        device,
     } = opts;
     std::fs::create_dir_all(&run_dir).at("create", &run_dir)?;
     // The run's plan, as `evaluate` reads it later (written once; every checkpoint is bound to
@@ -233,23 +284,21 @@ pub fn run<B: Backend>(
         std::fs::write(&plan_copy, text).at("write", &plan_copy)?;
     }
     let info = core.info().clone();
-    let allocations = layout.allocations();
     let binding = Binding {
         run_id,
         writer: info.allocation_id.clone(),
         source,
         config_sha256: plan.sha256(),
     };
-    let mut publisher = Publisher::new(core, binding, signing_key, trust, run_dir.clone());
+    let mut publisher = Publisher::new(core, binding, signing_key, trust, run_dir);
     if accept_source_change {
         publisher.accept_source_change();
     }
-    // Everything is verified before anything is adopted or started.
     let restored = match publisher.restore() {
         Ok(r) => r,
         Err(e) => {
             append(
-                &allocations,
+                &layout.allocations(),
                 &AllocationRecord::Refused(RestoreRefused {
                     allocation: info.allocation_id.clone(),
                     trial_run_id: info.trial_run_id,
@@ -262,7 +311,7 @@ pub fn run<B: Backend>(
     };
     let Some(op) = publisher.core().searcher_operation()? else {
         let step = restored.as_ref().map_or(0, |r| r.snapshot.manifest.step);
-        return Ok(Outcome::Completed { step });
+        return Ok(Opening::Done(Outcome::Completed { step }));
     };
     if op.length != plan.steps {
         return Err(TrainError::Refused(format!(
@@ -271,91 +320,186 @@ pub fn run<B: Backend>(
             op.length, plan.steps, plan.steps
         )));
     }
-
-    let model = &plan.model.path;
-    let base = BaseModel::of(model)?;
-    let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
-    let policy = load_policy::<Autodiff<B>>(&plan, device)?;
-    let (task_list, mut service, mut env) = environment(&plan, &layout.service_log())?;
-    let (mut trainer, mut sampler, mut progress, budget) = match &restored {
-        Some(r) => start::resume(
-            policy, tokenizer, &plan, task_list, r, &base, control, label,
-        )?,
-        None => start::fresh(
-            policy,
-            tokenizer,
-            &plan,
-            task_list,
-            device,
-            Budget::start(
-                unix_now(),
-                max_wall_seconds.unwrap_or(u64::MAX),
-                device_seconds_budget.unwrap_or(u64::MAX),
-            ),
-        )?,
-    };
-    // On a Determined master, the DEV reward at the steps `evaluate` adopts is reported as
-    // validation metrics (a local run leaves the selection to `evaluate`).
-    let dev = match info.cluster_id {
-        Some(_) => DevProbe::of(&plan)?,
-        None => None,
-    };
-    let (evidence_path, metrics_path) = (layout.evidence(), layout.metrics());
-    replace(&evidence_path, &progress.evidence)?;
-    replace(&metrics_path, &progress.metrics)?;
-    let tensorboard_dir = match &info.cluster_id {
-        // Where Determined's own TensorBoard manager syncs a trial's event files (its
-        // `get_sync_path` under the checkpoint storage), so `det tensorboard` shows them.
-        Some(cluster) => publisher
-            .core()
-            .storage_dir()
-            .join(cluster)
-            .join("tensorboard/experiment")
-            .join(info.experiment_id.to_string())
-            .join("trial")
-            .join(info.trial_id.to_string()),
-        None => layout.tensorboard(),
-    };
-    let (mut tensorboard, had_events) = EventWriter::create(&tensorboard_dir)?;
-    if !had_events {
-        // A fresh folder (a resume into a new one): the restored history first.
-        for line in progress.metrics.lines() {
-            tensorboard.row(&serde_json::from_str(line).unwrap_or_default())?;
-        }
-    }
-    let limited = |v: u64| (v != u64::MAX).then_some(v);
-    append(
-        &allocations,
-        &AllocationRecord::Started(AllocationStart {
-            allocation: info.allocation_id.clone(),
-            trial_run_id: info.trial_run_id,
-            pid: std::process::id(),
-            restored_uuid: restored.as_ref().map(|r| r.uuid.clone()),
-            restored_step: restored.as_ref().map(|r| r.snapshot.manifest.step),
-            deadline_unix_s: limited(budget.deadline_unix_s),
-            deadline_remaining_s: limited(budget.deadline_unix_s)
-                .map(|d| d.saturating_sub(unix_now())),
-            device_seconds_used: budget.gpu_seconds_used,
-            device_seconds_limit: limited(budget.gpu_seconds_limit),
+    Ok(Opening::Run(Box::new(Opened {
+        opts: Settings {
+            stop_after_step,
+            control,
+            max_wall_seconds,
+            device_seconds_budget,
+            kill_during_save,
+            hold_for_preemption,
             unqualified,
-            device: Some(device_record),
-        }),
-    )?;
-    // This allocation's charge, in whole seconds rounded up, is added to what earlier
-    // allocations used.
-    let charged = |started: Instant| {
-        let mut b = budget;
-        b.charge(started.elapsed().as_secs_f64().ceil() as u64);
+            device,
+        },
+        plan,
+        layout,
+        info,
+        publisher,
+        restored,
+        op,
+    })))
+}
+
+/// One allocation's training, started.
+struct Allocation<'d, B: Backend> {
+    plan: Plan,
+    layout: RunDir,
+    info: TrialInfo,
+    publisher: Publisher<CoreContext>,
+    op: SearcherOp,
+    label: &'d str,
+    /// When the allocation started (its device seconds are charged from here).
+    started: Instant,
+    base: BaseModel,
+    trainer: Trainer<Autodiff<B>>,
+    sampler: TaskSampler,
+    progress: Progress,
+    budget: Budget,
+    service: Option<OwnedService>,
+    env: Factory,
+    dev: Option<DevProbe>,
+    tensorboard: EventWriter,
+    stop_at: u64,
+    kill_during_save: Option<(i32, u64)>,
+    hold_for_preemption: Vec<(i32, u64)>,
+}
+
+impl<'d, B: Backend> Allocation<'d, B> {
+    /// Loads the model and the environment, restores or seeds the trainer, rewrites the run's
+    /// evidence and metrics to the restored history, opens TensorBoard's file and records the
+    /// allocation's start.
+    fn start(
+        opened: Opened,
+        device: &B::Device,
+        label: &'d str,
+        started: Instant,
+    ) -> Result<Self, TrainError> {
+        let Opened {
+            opts,
+            plan,
+            layout,
+            info,
+            publisher,
+            restored,
+            op,
+        } = opened;
+        let model = &plan.model.path;
+        let base = BaseModel::of(model)?;
+        let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
+        let policy = load_policy::<Autodiff<B>>(&plan, device)?;
+        let (task_list, service, env) = environment(&plan, &layout.service_log())?;
+        let (trainer, sampler, progress, budget) = match &restored {
+            Some(r) => start::resume(
+                policy,
+                tokenizer,
+                &plan,
+                task_list,
+                r,
+                &base,
+                opts.control,
+                label,
+            )?,
+            None => start::fresh(
+                policy,
+                tokenizer,
+                &plan,
+                task_list,
+                device,
+                Budget::start(
+                    unix_now(),
+                    opts.max_wall_seconds.unwrap_or(u64::MAX),
+                    opts.device_seconds_budget.unwrap_or(u64::MAX),
+                ),
+            )?,
+        };
+        // On a Determined master, the DEV reward at the steps `evaluate` adopts is reported as
+        // validation metrics (a local run leaves the selection to `evaluate`).
+        let dev = match info.cluster_id {
+            Some(_) => DevProbe::of(&plan)?,
+            None => None,
+        };
+        replace(&layout.evidence(), &progress.evidence)?;
+        replace(&layout.metrics(), &progress.metrics)?;
+        let tensorboard_dir = match &info.cluster_id {
+            // Where Determined's own TensorBoard manager syncs a trial's event files (its
+            // `get_sync_path` under the checkpoint storage), so `det tensorboard` shows them.
+            Some(cluster) => publisher
+                .core()
+                .storage_dir()
+                .join(cluster)
+                .join("tensorboard/experiment")
+                .join(info.experiment_id.to_string())
+                .join("trial")
+                .join(info.trial_id.to_string()),
+            None => layout.tensorboard(),
+        };
+        let (mut tensorboard, had_events) = EventWriter::create(&tensorboard_dir)?;
+        if !had_events {
+            // A fresh folder (a resume into a new one): the restored history first.
+            for line in progress.metrics.lines() {
+                tensorboard.row(&serde_json::from_str(line).unwrap_or_default())?;
+            }
+        }
+        let limited = |v: u64| (v != u64::MAX).then_some(v);
+        append(
+            &layout.allocations(),
+            &AllocationRecord::Started(AllocationStart {
+                allocation: info.allocation_id.clone(),
+                trial_run_id: info.trial_run_id,
+                pid: std::process::id(),
+                restored_uuid: restored.as_ref().map(|r| r.uuid.clone()),
+                restored_step: restored.as_ref().map(|r| r.snapshot.manifest.step),
+                deadline_unix_s: limited(budget.deadline_unix_s),
+                deadline_remaining_s: limited(budget.deadline_unix_s)
+                    .map(|d| d.saturating_sub(unix_now())),
+                device_seconds_used: budget.gpu_seconds_used,
+                device_seconds_limit: limited(budget.gpu_seconds_limit),
+                unqualified: opts.unqualified,
+                device: Some(opts.device),
+            }),
+        )?;
+        let stop_at = opts
+            .stop_after_step
+            .map_or(plan.steps, |k| k.min(plan.steps));
+        Ok(Self {
+            plan,
+            layout,
+            info,
+            publisher,
+            op,
+            label,
+            started,
+            base,
+            trainer,
+            sampler,
+            progress,
+            budget,
+            service,
+            env,
+            dev,
+            tensorboard,
+            stop_at,
+            kill_during_save: opts.kill_during_save,
+            hold_for_preemption: opts.hold_for_preemption,
+        })
+    }
+
+    /// The budget with this allocation's charge so far, in whole seconds rounded up, added to
+    /// what earlier allocations used.
+    fn charged(&self) -> Budget {
+        let mut b = self.budget;
+        b.charge(self.started.elapsed().as_secs_f64().ceil() as u64);
         b
-    };
-    let stop_at = stop_after_step.map_or(plan.steps, |k| k.min(plan.steps));
-    let stop_reason = |step: u64, core: &CoreContext| {
-        let b = charged(started);
-        if step >= plan.steps {
+    }
+
+    /// Why the allocation stops after `step`, if it does.
+    fn stop_reason(&self, step: u64) -> Option<Stop> {
+        let b = self.charged();
+        if step >= self.plan.steps {
             Some(Stop::Done)
-        } else if core.should_preempt() {
+        } else if self.publisher.core().should_preempt() {
             Some(Stop::Preempted)
-        } else if step >= stop_at {
+        } else if step >= self.stop_at {
             Some(Stop::Requested)
         } else if unix_now() >= b.deadline_unix_s {
             Some(Stop::Deadline)
@@ -364,46 +508,62 @@ pub fn run<B: Backend>(
         } else {
             None
         }
-    };
+    }
 
-    let mut reason = stop_reason(trainer.step_index(), publisher.core());
-    while reason.is_none() {
+    /// Optimizer steps until a stop: each one's evidence and metrics written and reported, a
+    /// periodic checkpoint when the schedule says so and the run goes on.
+    fn train(&mut self) -> Result<Stop, TrainError> {
+        let mut reason = self.stop_reason(self.trainer.step_index());
+        while reason.is_none() {
+            reason = self.step()?;
+        }
+        Ok(reason.unwrap_or(Stop::Done))
+    }
+
+    /// One optimizer step; returns why the allocation stops after it, if it does.
+    fn step(&mut self) -> Result<Option<Stop>, TrainError> {
         let step_started = Instant::now();
-        let batch = sampler.next_batch(plan.grpo.tasks_per_step);
-        let report = trainer.step(&batch, env.as_mut())?;
+        let plan = &self.plan;
+        let batch = self.sampler.next_batch(plan.grpo.tasks_per_step);
+        let report = self.trainer.step(&batch, self.env.as_mut())?;
         let step = report.step + 1;
-        let state = trainer.capture(&plan.model.peft_base())?;
-        progress.cursor = sampler.cursor();
+        let state = self.trainer.capture(&plan.model.peft_base())?;
+        self.progress.cursor = self.sampler.cursor();
         let row = metrics_row(&report);
-        let line = evidence_line(&report, &state, progress.cursor);
-        append(&metrics_path, &row)?;
-        tensorboard.row(&row)?;
-        append(&evidence_path, &line)?;
-        progress.metrics.push_str(&format!("{row}\n"));
-        progress.evidence.push_str(&format!("{line}\n"));
-        progress.recent.push_back(rollout_record(&report));
-        while progress.recent.len() > plan.checkpoints.raw_rollout_steps {
-            progress.recent.pop_front();
+        let line = evidence_line(&report, &state, self.progress.cursor);
+        append(&self.layout.metrics(), &row)?;
+        self.tensorboard.row(&row)?;
+        append(&self.layout.evidence(), &line)?;
+        self.progress.metrics.push_str(&format!("{row}\n"));
+        self.progress.evidence.push_str(&format!("{line}\n"));
+        self.progress.recent.push_back(rollout_record(&report));
+        while self.progress.recent.len() > plan.checkpoints.raw_rollout_steps {
+            self.progress.recent.pop_front();
         }
         let mut core_metrics = row;
         if let Some(m) = core_metrics.as_object_mut() {
             m.remove("step");
         }
-        publisher.report_metrics(&mut TrainerRng(trainer.rng_mut()), step, core_metrics)?;
-        with_rng_preserved(&mut TrainerRng(trainer.rng_mut()), |_| {
+        let publisher = &mut self.publisher;
+        publisher.report_metrics(&mut TrainerRng(self.trainer.rng_mut()), step, core_metrics)?;
+        with_rng_preserved(&mut TrainerRng(self.trainer.rng_mut()), |_| {
             publisher.core().report_progress(step as f64)
         })?;
-        if let Some(probe) = &dev
-            && let Some(metrics) = probe.metrics(step, &trainer, env.as_mut())?
+        if let Some(probe) = &self.dev
+            && let Some(metrics) = probe.metrics(step, &self.trainer, self.env.as_mut())?
         {
-            with_rng_preserved(&mut TrainerRng(trainer.rng_mut()), |_| {
+            with_rng_preserved(&mut TrainerRng(self.trainer.rng_mut()), |_| {
                 publisher.core().report_validation_metrics(step, metrics)
             })?;
         }
-        if hold.contains(&(info.trial_run_id, step)) {
-            hold_for_preemption(publisher.core(), step);
+        if self
+            .hold_for_preemption
+            .contains(&(self.info.trial_run_id, step))
+        {
+            hold_for_preemption(self.publisher.core(), step);
         }
-        reason = stop_reason(step, publisher.core());
+        let reason = self.stop_reason(step);
+        let plan = &self.plan;
         let summary = format!(
             "reward {:.3}, loss {:.4}, grad_norm {:.3}, {:.1} s{}",
             report.metrics["reward"],
@@ -421,85 +581,107 @@ pub fn run<B: Backend>(
             plan.steps
         );
         if reason.is_none() && step % plan.checkpoints.every == 0 {
-            let b = charged(started);
-            let kill = kill_during_save == Some((info.trial_run_id, step));
-            let published = with_rng_preserved(&mut TrainerRng(trainer.rng_mut()), |_| {
-                publisher.save_periodic(step, |w| {
-                    payload::write(w, &state, &progress, &b, &base)?;
-                    if kill {
-                        kill_self();
-                    }
-                    Ok(())
-                })
-            })?;
-            tracing::info!("{label}: checkpoint step {step} -> {}", published.uuid);
+            self.save_periodic(step, &state)?;
         }
+        Ok(reason)
     }
-    let reason = reason.unwrap_or(Stop::Done);
 
-    // The terminal save: native cleanup, service shutdown, the final manifest published once
-    // (or the selected checkpoint reused), then for a stop the durable receipt and the ack.
-    let step = trainer.step_index();
-    let state = trainer.capture(&plan.model.peft_base())?;
-    let budget_now = charged(started);
-    let kind = match reason {
-        Stop::Preempted | Stop::Requested => TerminalKind::Preemption,
-        Stop::Done | Stop::Deadline | Stop::DeviceBudget => TerminalKind::Final,
-    };
-    let local_files = [evidence_path.clone(), metrics_path.clone()];
-    let published = with_rng_preserved(&mut TrainerRng(trainer.rng_mut()), |_| {
-        let terminal = publisher
-            .terminal(kind, step)?
-            .native_cleanup(|| sync(&local_files))?
-            .stop_services(|| match service.take() {
-                Some(s) => s.shutdown().map_err(|e| e.to_string()),
-                None => Ok(()),
-            })?
-            .publish(|w| payload::write(w, &state, &progress, &budget_now, &base))?;
-        match kind {
-            TerminalKind::Preemption => {
-                let (published, receipt) = terminal.write_receipt()?;
-                publisher.acknowledge_preemption(receipt)?;
-                Ok::<_, TrainError>(published)
-            }
-            TerminalKind::Final => Ok(terminal.finish()?),
-        }
-    })?;
-    if reason == Stop::Done {
-        export_adapter(&run_dir, &plan, trainer.adapters())?;
-        with_rng_preserved(&mut TrainerRng(trainer.rng_mut()), |_| {
-            publisher
-                .core()
-                .complete_operation(op, last_loss(&progress.metrics))
+    /// The periodic checkpoint of `step` (its state captured after the step).
+    fn save_periodic(&mut self, step: u64, state: &NativeState) -> Result<(), TrainError> {
+        let b = self.charged();
+        let kill = self.kill_during_save == Some((self.info.trial_run_id, step));
+        let (publisher, progress, base) = (&mut self.publisher, &self.progress, &self.base);
+        let published = with_rng_preserved(&mut TrainerRng(self.trainer.rng_mut()), |_| {
+            publisher.save_periodic(step, |w| {
+                payload::write(w, state, progress, &b, base)?;
+                if kill {
+                    kill_self();
+                }
+                Ok(())
+            })
         })?;
+        tracing::info!(
+            "{}: checkpoint step {step} -> {}",
+            self.label,
+            published.uuid
+        );
+        Ok(())
     }
-    append(
-        &allocations,
-        &AllocationRecord::Ended(AllocationEnd {
-            allocation: info.allocation_id.clone(),
-            ended: reason.name().to_owned(),
-            step,
-            uuid: published.uuid.clone(),
-            device_seconds_used: budget_now.gpu_seconds_used,
-        }),
-    )?;
-    tracing::info!(
-        "{label}: {} at step {step}, checkpoint {}",
-        reason.name(),
-        published.uuid
-    );
-    Ok(match reason {
-        Stop::Done => Outcome::Completed { step },
-        Stop::Preempted | Stop::Requested => Outcome::Stopped {
-            step,
-            uuid: published.uuid,
-        },
-        Stop::Deadline | Stop::DeviceBudget => Outcome::OutOfBudget {
-            step,
-            uuid: published.uuid,
-            reason: reason.name().to_owned(),
-        },
-    })
+
+    /// The terminal save: native cleanup, service shutdown, the final manifest published once
+    /// (or the selected checkpoint reused), then for a stop the durable receipt and the ack; a
+    /// completed run exports its adapter and completes the searcher's operation. The
+    /// allocation's end is recorded.
+    fn finish(mut self, reason: Stop) -> Result<Outcome, TrainError> {
+        let plan = &self.plan;
+        let step = self.trainer.step_index();
+        let state = self.trainer.capture(&plan.model.peft_base())?;
+        let budget_now = self.charged();
+        let kind = match reason {
+            Stop::Preempted | Stop::Requested => TerminalKind::Preemption,
+            Stop::Done | Stop::Deadline | Stop::DeviceBudget => TerminalKind::Final,
+        };
+        let local_files = [self.layout.evidence(), self.layout.metrics()];
+        let (publisher, progress, base, service) = (
+            &mut self.publisher,
+            &self.progress,
+            &self.base,
+            &mut self.service,
+        );
+        let published = with_rng_preserved(&mut TrainerRng(self.trainer.rng_mut()), |_| {
+            let terminal = publisher
+                .terminal(kind, step)?
+                .native_cleanup(|| sync(&local_files))?
+                .stop_services(|| match service.take() {
+                    Some(s) => s.shutdown().map_err(|e| e.to_string()),
+                    None => Ok(()),
+                })?
+                .publish(|w| payload::write(w, &state, progress, &budget_now, base))?;
+            match kind {
+                TerminalKind::Preemption => {
+                    let (published, receipt) = terminal.write_receipt()?;
+                    publisher.acknowledge_preemption(receipt)?;
+                    Ok::<_, TrainError>(published)
+                }
+                TerminalKind::Final => Ok(terminal.finish()?),
+            }
+        })?;
+        if reason == Stop::Done {
+            export_adapter(self.layout.root(), plan, self.trainer.adapters())?;
+            let (core, op) = (self.publisher.core(), self.op);
+            with_rng_preserved(&mut TrainerRng(self.trainer.rng_mut()), |_| {
+                core.complete_operation(op, last_loss(&self.progress.metrics))
+            })?;
+        }
+        append(
+            &self.layout.allocations(),
+            &AllocationRecord::Ended(AllocationEnd {
+                allocation: self.info.allocation_id.clone(),
+                ended: reason.name().to_owned(),
+                step,
+                uuid: published.uuid.clone(),
+                device_seconds_used: budget_now.gpu_seconds_used,
+            }),
+        )?;
+        tracing::info!(
+            "{}: {} at step {step}, checkpoint {}",
+            self.label,
+            reason.name(),
+            published.uuid
+        );
+        Ok(match reason {
+            Stop::Done => Outcome::Completed { step },
+            Stop::Preempted | Stop::Requested => Outcome::Stopped {
+                step,
+                uuid: published.uuid,
+            },
+            Stop::Deadline | Stop::DeviceBudget => Outcome::OutOfBudget {
+                step,
+                uuid: published.uuid,
+                reason: reason.name().to_owned(),
+            },
+        })
+    }
 }
 
 /// The finished run's adapter outside the snapshots: `<run>/adapter/`, PEFT's two files
