@@ -13,6 +13,7 @@
 // trainers it stands beside do; stdout stays for the binary.
 
 mod adopt;
+mod allocation;
 mod assess;
 mod base;
 mod config;
@@ -27,6 +28,7 @@ mod start;
 mod tensorboard;
 
 pub use adopt::{Adopted, adopt, evaluation};
+pub use allocation::{Outcome, PROGRESS_TARGET};
 pub use assess::{
     Assessment, CheckpointScore, ComparedScore, Comparison, Retention, SELECTION_RULE, assess,
     check_disjoint,
@@ -35,6 +37,6 @@ pub use config::{float_dtype, grpo_config};
 pub use environment::check_dataset;
 pub use error::TrainError;
 pub use evidence::evidence_prefix;
-pub use lifecycle::{Outcome, PROGRESS_TARGET, RunOptions, managed_run_id, run};
+pub use lifecycle::{RunOptions, managed_run_id, run};
 pub use payload::{BUDGET_FILE, import_checkpoint};
 pub use score::EpisodeScore;

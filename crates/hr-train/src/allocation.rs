@@ -1,0 +1,574 @@
+//! One allocation's training once its run folder is open ([`Opened`]): the model, environment
+//! and trainer started (restored or fresh), optimizer steps until a [`Stop`], periodic
+//! checkpoints, and the terminal save in the seed's order, ending in an [`Outcome`].
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use burn::backend::Autodiff;
+use burn::tensor::backend::Backend;
+use hr_bridge::OwnedService;
+use hr_core::{CoreContext, SearcherOp, TrialInfo};
+use hr_files::{IoResultExt, RunDir};
+use hr_grpo::{NativeState, TaskSampler, Trainer};
+use hr_plan::Plan;
+use hr_policy::{ChatTokenizer, PolicyRng};
+use hr_proof::{AllocationEnd, AllocationRecord, AllocationStart, Control};
+use hr_snapshot::{Budget, Publisher, Restored, RngState, TerminalKind, with_rng_preserved};
+use serde_json::Value;
+
+use crate::TrainError;
+use crate::base::BaseModel;
+use crate::config::load_policy;
+use crate::dev_probe::DevProbe;
+use crate::environment::{Factory, environment};
+use crate::evidence::{evidence_line, metrics_row, rollout_record};
+use crate::payload::{self, Progress};
+use crate::start;
+use crate::tensorboard::EventWriter;
+
+/// The `tracing` target of the one event per training step (fields `step`, `steps` and `last`,
+/// true when the run stops after this step; message `step N/M: <summary>`): a binary may render
+/// these as a progress bar instead of lines.
+pub const PROGRESS_TARGET: &str = "hr_train::progress";
+
+/// How an allocation ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// The plan's last step is published and the searcher operation completed.
+    Completed {
+        /// The last step.
+        step: u64,
+    },
+    /// Stopped and resumable: Core asked to stop, or `stop_after_step` was reached. The terminal
+    /// checkpoint is published, the receipt written and the preemption acknowledged.
+    Stopped {
+        /// The step saved.
+        step: u64,
+        /// Its checkpoint UUID.
+        uuid: String,
+    },
+    /// The persistent deadline or the device budget ran out: a final checkpoint is published and
+    /// the run ends before its last step.
+    OutOfBudget {
+        /// The step saved.
+        step: u64,
+        /// Its checkpoint UUID.
+        uuid: String,
+        /// Which limit.
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Stop {
+    Done,
+    Preempted,
+    Requested,
+    Deadline,
+    DeviceBudget,
+}
+
+impl Stop {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Stop::Done => "completed",
+            Stop::Preempted => "preempted",
+            Stop::Requested => "stop-after-step",
+            Stop::Deadline => "deadline",
+            Stop::DeviceBudget => "device-budget",
+        }
+    }
+}
+
+pub(crate) fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+pub(crate) fn append(path: &Path, value: &impl std::fmt::Display) -> Result<(), TrainError> {
+    hr_files::append_line(path, &value.to_string()).map_err(Into::into)
+}
+
+/// A run folder opened: its checkpoint restored (or none) and the searcher's operation taken.
+pub(crate) struct Opened {
+    pub(crate) opts: Settings,
+    pub(crate) plan: Plan,
+    pub(crate) layout: RunDir,
+    pub(crate) info: TrialInfo,
+    pub(crate) publisher: Publisher<CoreContext>,
+    pub(crate) restored: Option<Restored>,
+    pub(crate) op: SearcherOp,
+}
+
+/// The run options that matter after opening.
+pub(crate) struct Settings {
+    pub(crate) stop_after_step: Option<u64>,
+    pub(crate) control: Option<Control>,
+    pub(crate) max_wall_seconds: Option<u64>,
+    pub(crate) device_seconds_budget: Option<u64>,
+    pub(crate) kill_during_save: Option<(i32, u64)>,
+    pub(crate) hold_for_preemption: Vec<(i32, u64)>,
+    pub(crate) unqualified: bool,
+    pub(crate) device: hr_proof::Device,
+}
+
+/// The policy RNG as `hr-snapshot` sees it: the trainer's own generator, not a copy.
+struct TrainerRng<'a>(&'a mut PolicyRng);
+
+impl RngState for TrainerRng<'_> {
+    fn save_state(&self) -> Vec<u8> {
+        serde_json::to_vec(&self.0.state()).expect("RNG state serialises")
+    }
+
+    fn restore_state(&mut self, state: &[u8]) {
+        let state = serde_json::from_slice(state).expect("a state save_state wrote");
+        *self.0 = PolicyRng::from_state(&state).expect("a state save_state wrote");
+    }
+}
+
+/// Replaces a file's content atomically (a derived view, rebuilt from the restored snapshot).
+fn replace(path: &Path, text: &str) -> Result<(), TrainError> {
+    hr_files::write_atomic(path, text.as_bytes()).map_err(Into::into)
+}
+
+fn sync(paths: &[PathBuf]) -> Result<(), String> {
+    for p in paths {
+        std::fs::File::open(p)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| format!("sync {}: {e}", p.display()))?;
+    }
+    Ok(())
+}
+
+/// The fault of `kill_during_save`: the process dies with a save half written, never sealed
+/// or reported.
+fn kill_self() {
+    tracing::warn!("fault injection: SIGKILL during the save");
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &std::process::id().to_string()])
+        .status();
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+/// The longest `hold_for_preemption` waits before training goes on.
+const HOLD_LIMIT: Duration = Duration::from_secs(600);
+
+/// The hold of `hold_for_preemption`: returns when Core asks to stop or after [`HOLD_LIMIT`].
+fn hold_for_preemption(core: &CoreContext, step: u64) {
+    tracing::warn!("fault injection: holding after step {step} until a stop is requested");
+    let held = Instant::now();
+    while !core.should_preempt() && held.elapsed() < HOLD_LIMIT {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The loss of the last metrics row (the searcher's metric).
+fn last_loss(metrics: &str) -> f64 {
+    metrics
+        .lines()
+        .last()
+        .and_then(|l| serde_json::from_str::<Value>(l).ok())
+        .and_then(|v| v["loss"].as_f64())
+        .unwrap_or(f64::NAN)
+}
+
+/// One allocation's training, started.
+pub(crate) struct Allocation<'d, B: Backend> {
+    plan: Plan,
+    layout: RunDir,
+    info: TrialInfo,
+    publisher: Publisher<CoreContext>,
+    op: SearcherOp,
+    label: &'d str,
+    /// When the allocation started (its device seconds are charged from here).
+    started: Instant,
+    base: BaseModel,
+    trainer: Trainer<Autodiff<B>>,
+    sampler: TaskSampler,
+    progress: Progress,
+    budget: Budget,
+    service: Option<OwnedService>,
+    env: Factory,
+    dev: Option<DevProbe>,
+    tensorboard: EventWriter,
+    stop_at: u64,
+    kill_during_save: Option<(i32, u64)>,
+    hold_for_preemption: Vec<(i32, u64)>,
+}
+
+impl<'d, B: Backend> Allocation<'d, B> {
+    /// Loads the model and the environment, restores or seeds the trainer, rewrites the run's
+    /// evidence and metrics to the restored history, opens TensorBoard's file and records the
+    /// allocation's start.
+    pub(crate) fn start(
+        opened: Opened,
+        device: &B::Device,
+        label: &'d str,
+        started: Instant,
+    ) -> Result<Self, TrainError> {
+        let Opened {
+            opts,
+            plan,
+            layout,
+            info,
+            publisher,
+            restored,
+            op,
+        } = opened;
+        let model = &plan.model.path;
+        let base = BaseModel::of(model)?;
+        let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
+        let policy = load_policy::<Autodiff<B>>(&plan, device)?;
+        let (task_list, service, env) = environment(&plan, &layout.service_log())?;
+        let (trainer, sampler, progress, budget) = match &restored {
+            Some(r) => start::resume(
+                policy,
+                tokenizer,
+                &plan,
+                task_list,
+                r,
+                &base,
+                opts.control,
+                label,
+            )?,
+            None => start::fresh(
+                policy,
+                tokenizer,
+                &plan,
+                task_list,
+                device,
+                Budget::start(
+                    unix_now(),
+                    opts.max_wall_seconds.unwrap_or(u64::MAX),
+                    opts.device_seconds_budget.unwrap_or(u64::MAX),
+                ),
+            )?,
+        };
+        // On a Determined master, the DEV reward at the steps `evaluate` adopts is reported as
+        // validation metrics (a local run leaves the selection to `evaluate`).
+        let dev = match info.cluster_id {
+            Some(_) => DevProbe::of(&plan)?,
+            None => None,
+        };
+        replace(&layout.evidence(), &progress.evidence)?;
+        replace(&layout.metrics(), &progress.metrics)?;
+        let tensorboard_dir = match &info.cluster_id {
+            // Where Determined's own TensorBoard manager syncs a trial's event files (its
+            // `get_sync_path` under the checkpoint storage), so `det tensorboard` shows them.
+            Some(cluster) => publisher
+                .core()
+                .storage_dir()
+                .join(cluster)
+                .join("tensorboard/experiment")
+                .join(info.experiment_id.to_string())
+                .join("trial")
+                .join(info.trial_id.to_string()),
+            None => layout.tensorboard(),
+        };
+        let (mut tensorboard, had_events) = EventWriter::create(&tensorboard_dir)?;
+        if !had_events {
+            // A fresh folder (a resume into a new one): the restored history first.
+            for line in progress.metrics.lines() {
+                tensorboard.row(&serde_json::from_str(line).unwrap_or_default())?;
+            }
+        }
+        let limited = |v: u64| (v != u64::MAX).then_some(v);
+        append(
+            &layout.allocations(),
+            &AllocationRecord::Started(AllocationStart {
+                allocation: info.allocation_id.clone(),
+                trial_run_id: info.trial_run_id,
+                pid: std::process::id(),
+                restored_uuid: restored.as_ref().map(|r| r.uuid.clone()),
+                restored_step: restored.as_ref().map(|r| r.snapshot.manifest.step),
+                deadline_unix_s: limited(budget.deadline_unix_s),
+                deadline_remaining_s: limited(budget.deadline_unix_s)
+                    .map(|d| d.saturating_sub(unix_now())),
+                device_seconds_used: budget.gpu_seconds_used,
+                device_seconds_limit: limited(budget.gpu_seconds_limit),
+                unqualified: opts.unqualified,
+                device: Some(opts.device),
+            }),
+        )?;
+        let stop_at = opts
+            .stop_after_step
+            .map_or(plan.steps, |k| k.min(plan.steps));
+        Ok(Self {
+            plan,
+            layout,
+            info,
+            publisher,
+            op,
+            label,
+            started,
+            base,
+            trainer,
+            sampler,
+            progress,
+            budget,
+            service,
+            env,
+            dev,
+            tensorboard,
+            stop_at,
+            kill_during_save: opts.kill_during_save,
+            hold_for_preemption: opts.hold_for_preemption,
+        })
+    }
+
+    /// The budget with this allocation's charge so far, in whole seconds rounded up, added to
+    /// what earlier allocations used.
+    fn charged(&self) -> Budget {
+        let mut b = self.budget;
+        b.charge(self.started.elapsed().as_secs_f64().ceil() as u64);
+        b
+    }
+
+    /// Why the allocation stops after `step`, if it does.
+    fn stop_reason(&self, step: u64) -> Option<Stop> {
+        let b = self.charged();
+        if step >= self.plan.steps {
+            Some(Stop::Done)
+        } else if self.publisher.core().should_preempt() {
+            Some(Stop::Preempted)
+        } else if step >= self.stop_at {
+            Some(Stop::Requested)
+        } else if unix_now() >= b.deadline_unix_s {
+            Some(Stop::Deadline)
+        } else if b.gpu_seconds_used >= b.gpu_seconds_limit {
+            Some(Stop::DeviceBudget)
+        } else {
+            None
+        }
+    }
+
+    /// Optimizer steps until a stop: each one's evidence and metrics written and reported, a
+    /// periodic checkpoint when the schedule says so and the run goes on.
+    pub(crate) fn train(&mut self) -> Result<Stop, TrainError> {
+        let mut reason = self.stop_reason(self.trainer.step_index());
+        while reason.is_none() {
+            reason = self.step()?;
+        }
+        Ok(reason.unwrap_or(Stop::Done))
+    }
+
+    /// One optimizer step; returns why the allocation stops after it, if it does.
+    fn step(&mut self) -> Result<Option<Stop>, TrainError> {
+        let step_started = Instant::now();
+        let plan = &self.plan;
+        let batch = self.sampler.next_batch(plan.grpo.tasks_per_step);
+        let report = self.trainer.step(&batch, self.env.as_mut())?;
+        let step = report.step + 1;
+        let state = self.trainer.capture(&plan.model.peft_base())?;
+        self.progress.cursor = self.sampler.cursor();
+        let row = metrics_row(&report);
+        let line = evidence_line(&report, &state, self.progress.cursor);
+        append(&self.layout.metrics(), &row)?;
+        self.tensorboard.row(&row)?;
+        append(&self.layout.evidence(), &line)?;
+        self.progress.metrics.push_str(&format!("{row}\n"));
+        self.progress.evidence.push_str(&format!("{line}\n"));
+        self.progress.recent.push_back(rollout_record(&report));
+        while self.progress.recent.len() > plan.checkpoints.raw_rollout_steps {
+            self.progress.recent.pop_front();
+        }
+        let mut core_metrics = row;
+        if let Some(m) = core_metrics.as_object_mut() {
+            m.remove("step");
+        }
+        let publisher = &mut self.publisher;
+        publisher.report_metrics(&mut TrainerRng(self.trainer.rng_mut()), step, core_metrics)?;
+        with_rng_preserved(&mut TrainerRng(self.trainer.rng_mut()), |_| {
+            publisher.core().report_progress(step as f64)
+        })?;
+        if let Some(probe) = &self.dev
+            && let Some(metrics) = probe.metrics(step, &self.trainer, self.env.as_mut())?
+        {
+            with_rng_preserved(&mut TrainerRng(self.trainer.rng_mut()), |_| {
+                publisher.core().report_validation_metrics(step, metrics)
+            })?;
+        }
+        if self
+            .hold_for_preemption
+            .contains(&(self.info.trial_run_id, step))
+        {
+            hold_for_preemption(self.publisher.core(), step);
+        }
+        let reason = self.stop_reason(step);
+        let plan = &self.plan;
+        let summary = format!(
+            "reward {:.3}, loss {:.4}, grad_norm {:.3}, {:.1} s{}",
+            report.metrics["reward"],
+            report.metrics["loss"],
+            report.metrics["grad_norm"],
+            step_started.elapsed().as_secs_f64(),
+            reason.map_or(String::new(), |r| format!(" ({})", r.name())),
+        );
+        tracing::info!(
+            target: PROGRESS_TARGET,
+            step,
+            steps = plan.steps,
+            last = reason.is_some(),
+            "step {step}/{}: {summary}",
+            plan.steps
+        );
+        if reason.is_none() && step % plan.checkpoints.every == 0 {
+            self.save_periodic(step, &state)?;
+        }
+        Ok(reason)
+    }
+
+    /// The periodic checkpoint of `step` (its state captured after the step).
+    fn save_periodic(&mut self, step: u64, state: &NativeState) -> Result<(), TrainError> {
+        let b = self.charged();
+        let kill = self.kill_during_save == Some((self.info.trial_run_id, step));
+        let (publisher, progress, base) = (&mut self.publisher, &self.progress, &self.base);
+        let published = with_rng_preserved(&mut TrainerRng(self.trainer.rng_mut()), |_| {
+            publisher.save_periodic(step, |w| {
+                payload::write(w, state, progress, &b, base)?;
+                if kill {
+                    kill_self();
+                }
+                Ok(())
+            })
+        })?;
+        tracing::info!(
+            "{}: checkpoint step {step} -> {}",
+            self.label,
+            published.uuid
+        );
+        Ok(())
+    }
+
+    /// The terminal save: native cleanup, service shutdown, the final manifest published once
+    /// (or the selected checkpoint reused), then for a stop the durable receipt and the ack; a
+    /// completed run exports its adapter and completes the searcher's operation. The
+    /// allocation's end is recorded.
+    pub(crate) fn finish(mut self, reason: Stop) -> Result<Outcome, TrainError> {
+        let plan = &self.plan;
+        let step = self.trainer.step_index();
+        let state = self.trainer.capture(&plan.model.peft_base())?;
+        let budget_now = self.charged();
+        let kind = match reason {
+            Stop::Preempted | Stop::Requested => TerminalKind::Preemption,
+            Stop::Done | Stop::Deadline | Stop::DeviceBudget => TerminalKind::Final,
+        };
+        let local_files = [self.layout.evidence(), self.layout.metrics()];
+        let (publisher, progress, base, service) = (
+            &mut self.publisher,
+            &self.progress,
+            &self.base,
+            &mut self.service,
+        );
+        let published = with_rng_preserved(&mut TrainerRng(self.trainer.rng_mut()), |_| {
+            let terminal = publisher
+                .terminal(kind, step)?
+                .native_cleanup(|| sync(&local_files))?
+                .stop_services(|| match service.take() {
+                    Some(s) => s.shutdown().map_err(|e| e.to_string()),
+                    None => Ok(()),
+                })?
+                .publish(|w| payload::write(w, &state, progress, &budget_now, base))?;
+            match kind {
+                TerminalKind::Preemption => {
+                    let (published, receipt) = terminal.write_receipt()?;
+                    publisher.acknowledge_preemption(receipt)?;
+                    Ok::<_, TrainError>(published)
+                }
+                TerminalKind::Final => Ok(terminal.finish()?),
+            }
+        })?;
+        if reason == Stop::Done {
+            export_adapter(self.layout.root(), plan, self.trainer.adapters())?;
+            let (core, op) = (self.publisher.core(), self.op);
+            with_rng_preserved(&mut TrainerRng(self.trainer.rng_mut()), |_| {
+                core.complete_operation(op, last_loss(&self.progress.metrics))
+            })?;
+        }
+        append(
+            &self.layout.allocations(),
+            &AllocationRecord::Ended(AllocationEnd {
+                allocation: self.info.allocation_id.clone(),
+                ended: reason.name().to_owned(),
+                step,
+                uuid: published.uuid.clone(),
+                device_seconds_used: budget_now.gpu_seconds_used,
+            }),
+        )?;
+        tracing::info!(
+            "{}: {} at step {step}, checkpoint {}",
+            self.label,
+            reason.name(),
+            published.uuid
+        );
+        Ok(match reason {
+            Stop::Done => Outcome::Completed { step },
+            Stop::Preempted | Stop::Requested => Outcome::Stopped {
+                step,
+                uuid: published.uuid,
+            },
+            Stop::Deadline | Stop::DeviceBudget => Outcome::OutOfBudget {
+                step,
+                uuid: published.uuid,
+                reason: reason.name().to_owned(),
+            },
+        })
+    }
+}
+
+/// The finished run's adapter outside the snapshots: `<run>/adapter/`, PEFT's two files
+/// with `base_model_name_or_path` naming the plan's Hub id or model folder (as every
+/// checkpoint's do), so `PeftModel.from_pretrained` and `AutoPeftModel` load it as they load
+/// any adapter.
+fn export_adapter<B: burn::tensor::backend::AutodiffBackend>(
+    run_dir: &Path,
+    plan: &Plan,
+    adapters: &hr_policy::Adapters<B>,
+) -> Result<(), TrainError> {
+    let files = hr_policy::adapter_files(adapters, &plan.model.peft_base())?;
+    let staging = run_dir.join(".adapter.partial");
+    let dir = RunDir::new(run_dir).adapter();
+    let _ = std::fs::remove_dir_all(&staging);
+    std::fs::create_dir_all(&staging).at("create", &staging)?;
+    for (name, bytes) in [
+        (hr_policy::ADAPTER_CONFIG, &files.config),
+        (hr_policy::ADAPTER_WEIGHTS, &files.weights),
+    ] {
+        let path = staging.join(name);
+        std::fs::write(&path, bytes).at("write", &path)?;
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::rename(&staging, &dir)
+        .at("rename", &dir)
+        .map_err(Into::into)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draws(rng: &mut PolicyRng) -> [u64; 3] {
+        [rng.next_u64(), rng.next_u64(), rng.next_u64()]
+    }
+
+    #[test]
+    fn the_real_rng_is_preserved_around_a_call_that_draws_from_it() {
+        let mut reference = PolicyRng::from_seed(9);
+        let mut rng = PolicyRng::from_seed(9);
+        // A Core call that (wrongly) consumes policy randomness does not shift the stream.
+        with_rng_preserved(&mut TrainerRng(&mut rng), |r| {
+            r.0.next_u64();
+            r.0.next_u64();
+        });
+        assert_eq!(draws(&mut rng), draws(&mut reference));
+
+        // Negative control: without the guard the same call shifts every later draw.
+        let mut reference = PolicyRng::from_seed(9);
+        let mut unguarded = PolicyRng::from_seed(9);
+        unguarded.next_u64();
+        unguarded.next_u64();
+        assert_ne!(draws(&mut unguarded), draws(&mut reference));
+    }
+}
