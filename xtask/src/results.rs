@@ -634,7 +634,8 @@ fn render(
     writeln!(
         md,
         "Wall time: hessian-recipes training {:.0} s, TRL training {:.0} s (each including \
-         model load), evaluation {:.0} s.\n",
+         model load), evaluation {:.0} s. These are not a speed comparison: the machine may \
+         have done other work meanwhile; `cargo xtask bench grpo --vs-trl` measures speed.\n",
         record.seconds[0], record.seconds[1], record.seconds[2]
     )?;
     writeln!(
