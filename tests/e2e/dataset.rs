@@ -176,6 +176,15 @@ fn evaluate_draws_dev_rows_from_the_dev_file_and_refuses_a_leak() {
     let mut p = plan("data/train.jsonl");
     p["steps"] = json!(2);
     p["environment"]["dev"] = json!("data/dev.jsonl");
+    // A Python reward: its log is sealed with the evaluation, never left beside it.
+    s.write("rewards.py", REWARDS_PY);
+    p["environment"]["rewards"]
+        .as_array_mut()
+        .expect("rewards")
+        .push(
+            json!({"name": "mine", "rule": "python", "file": "rewards.py",
+            "function": "mentions_answer"}),
+        );
     p["evaluation"] = json!({"checkpoints": [2], "dev": {"count": 1, "seed": 4},
         "held_out": {"tasks": [{"prompt": "What is 8 + 8?", "answer": 16}]},
         "num_generations": 2, "retention_max_new_tokens": 4});
@@ -186,6 +195,8 @@ fn evaluate_draws_dev_rows_from_the_dev_file_and_refuses_a_leak() {
     );
     run_ok(&s, &["evaluate", "--resume", "run", "--output", "eval"]);
     assert!(s.path().join("eval/payload/report.md").is_file());
+    assert!(read(&s, "eval/payload/service.log").contains("scored 1"));
+    run_ok(&s, &["snapshot", "verify", "eval"]);
     // A DEV row that is also a TRAIN row: the splits leak, and evaluate says so.
     s.write(
         "data/dev.jsonl",

@@ -73,6 +73,9 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
     result
 }
 
+/// The services' log while they run (then sealed as `payload/service.log`).
+const SERVICE_LOG: &str = "service.log";
+
 struct Job {
     plan: Plan,
     adopted: Vec<Adopted>,
@@ -87,7 +90,7 @@ impl OnBackend for Job {
     type Output = ExitCode;
 
     fn run<B: Backend>(self, device: B::Device, _name: &str) -> anyhow::Result<ExitCode> {
-        let log = self.output.join("service.log");
+        let log = self.output.join(SERVICE_LOG);
         let assessment =
             hr_train::assess::<B>(&self.plan, self.adopted, &self.compare, &device, &log)
                 .map_err(exit_error)?;
@@ -327,6 +330,13 @@ fn write(
             "report"
         };
         writer.add_bytes(&format!("payload/{file}"), role, bytes)?;
+    }
+    // What the environment's services (a Python reward, a server) logged: sealed with the rest,
+    // so the folder holds nothing the manifest does not list.
+    let log = out.join(SERVICE_LOG);
+    if log.is_file() {
+        writer.add_file(&format!("payload/{SERVICE_LOG}"), "log", &log)?;
+        std::fs::remove_file(&log).with_context(|| format!("removing {}", log.display()))?;
     }
     writer.seal(key)?.commit()?;
     Ok(())
