@@ -25,14 +25,11 @@ fn measure(name: &str, dir: &Path, completion: usize, steps: usize) -> anyhow::R
     let adapters = Adapters::init(policy.config(), lora, &mut PolicyRng::from_seed(1), &device);
     let config = GrpoConfig {
         rollout: RolloutConfig {
-            grpo: hr_plan::Grpo {
-                num_generations: 4,
-                max_completion_length: completion,
-                max_turn_tokens: completion,
-                max_turns: 1,
-                ..hr_plan::Grpo::default()
-            },
-            max_concurrent_episodes: 0,
+            num_generations: 4,
+            max_completion_length: completion,
+            max_turn_tokens: completion,
+            max_turns: 1,
+            ..RolloutConfig::default()
         },
         advantage: AdvantageConfig::default(),
         loss: LossConfig {
@@ -49,6 +46,7 @@ fn measure(name: &str, dir: &Path, completion: usize, steps: usize) -> anyhow::R
         },
         max_grad_norm: Some(1.0),
         gradient_accumulation_steps: 1,
+        mask_truncated_completions: false,
     };
     let mut trainer = Trainer::new(policy, tokenizer, adapters, PolicyRng::from_seed(2), config)?;
     let tasks = fixture_tasks(FixtureKind::Digits, 2, 3);

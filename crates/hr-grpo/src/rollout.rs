@@ -6,7 +6,7 @@ use burn::tensor::backend::Backend;
 use hr_env::{Environment, Task};
 use hr_policy::{Adapters, ChatTokenizer, Message, Policy, PolicyRng, SamplingConfig};
 
-use crate::GrpoError;
+use crate::{GrpoError, PromptFormat};
 
 /// Makes one environment per episode (episodes of a step run side by side).
 pub trait EnvironmentFactory {
@@ -45,15 +45,62 @@ pub struct Episode {
     pub truncated: bool,
 }
 
-/// How episodes are sampled: the plan's GRPO settings (of which rollouts read G, temperature,
-/// top-p, the completion, turn and turn-token limits, the system prompt and the prompt format;
-/// their meaning is documented on [`hr_plan::Grpo`]) and the service's session limit.
+/// How episodes are sampled and rendered: the rollout half of a plan's `grpo` section (whose
+/// fields document each one, and which `hr-plan` validates), and a service's session limit.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RolloutConfig {
-    /// The plan's GRPO settings.
-    pub grpo: hr_plan::Grpo,
+    /// G: episodes per task.
+    pub num_generations: usize,
+    /// Sampling temperature.
+    pub temperature: f64,
+    /// Keep only the K likeliest tokens (0: off).
+    pub top_k: usize,
+    /// Nucleus mass (1: off).
+    pub top_p: f64,
+    /// Drop tokens less likely than this times the likeliest (0: off).
+    pub min_p: f64,
+    /// transformers' repetition penalty (1: off).
+    pub repetition_penalty: f64,
+    /// Policy tokens per episode, over all its turns.
+    pub max_completion_length: usize,
+    /// Policy tokens per turn.
+    pub max_turn_tokens: usize,
+    /// Turns per episode.
+    pub max_turns: usize,
+    /// A system message before each task (unless the task's conversation brings one).
+    pub system_prompt: Option<String>,
+    /// How a task's text becomes the prompt.
+    pub prompt_format: PromptFormat,
     /// Most episodes open at once (a service's session limit); 0 means all of a step's.
     pub max_concurrent_episodes: usize,
+}
+
+impl RolloutConfig {
+    /// The rollout settings of a plan's (validated) `grpo` section, with a service's session
+    /// limit (0: none).
+    pub fn of(grpo: &hr_plan::Grpo, max_concurrent_episodes: usize) -> Self {
+        Self {
+            num_generations: grpo.num_generations,
+            temperature: grpo.temperature,
+            top_k: grpo.top_k,
+            top_p: grpo.top_p,
+            min_p: grpo.min_p,
+            repetition_penalty: grpo.repetition_penalty,
+            max_completion_length: grpo.max_completion_length,
+            max_turn_tokens: grpo.max_turn_tokens,
+            max_turns: grpo.max_turns,
+            system_prompt: grpo.system_prompt.clone(),
+            prompt_format: grpo.prompt_format,
+            max_concurrent_episodes,
+        }
+    }
+}
+
+impl Default for RolloutConfig {
+    /// A plan's defaults.
+    fn default() -> Self {
+        Self::of(&hr_plan::Grpo::default(), 0)
+    }
 }
 
 fn env_err(e: &hr_env::EnvError) -> GrpoError {
@@ -76,13 +123,13 @@ pub fn rollouts<B: Backend>(
     config: &RolloutConfig,
     rng: &mut PolicyRng,
 ) -> Result<Vec<Episode>, GrpoError> {
-    let seeds: Vec<u64> = (0..tasks.len() * config.grpo.num_generations)
+    let seeds: Vec<u64> = (0..tasks.len() * config.num_generations)
         .map(|_| rng.next_u64())
         .collect();
     let jobs: Vec<(&Task, u64)> = seeds
         .iter()
         .enumerate()
-        .map(|(i, seed)| (&tasks[i / config.grpo.num_generations], *seed))
+        .map(|(i, seed)| (&tasks[i / config.num_generations], *seed))
         .collect();
     // Services with few sessions (OpenEnv's echo env allows one) run episodes in waves.
     let wave = if config.max_concurrent_episodes == 0 {
@@ -144,13 +191,13 @@ fn run_episodes<B: Backend>(
             _ => vec![Message::new("user", &text)],
         };
         let mut messages = Vec::new();
-        if let Some(system) = &config.grpo.system_prompt
+        if let Some(system) = &config.system_prompt
             && opening.first().is_none_or(|m| m.role != "system")
         {
             messages.push(Message::new("system", system));
         }
         messages.extend(opening);
-        let prompt = if config.grpo.prompt_format.is_chat() {
+        let prompt = if config.prompt_format.is_chat() {
             tokenizer.encode_chat(&messages)
         } else {
             tokenizer.encode(&text)
@@ -170,11 +217,10 @@ fn run_episodes<B: Backend>(
     }
     let mut stop_tokens = policy.config().eos_token_ids.clone();
     stop_tokens.extend(tokenizer.stop_token_ids());
-    for _turn in 0..config.grpo.max_turns {
+    for _turn in 0..config.max_turns {
         let active: Vec<usize> = (0..episodes.len())
             .filter(|&i| {
-                !episodes[i].done
-                    && episodes[i].completion.len() < config.grpo.max_completion_length
+                !episodes[i].done && episodes[i].completion.len() < config.max_completion_length
             })
             .collect();
         if active.is_empty() {
@@ -182,16 +228,16 @@ fn run_episodes<B: Backend>(
         }
         let budget = active
             .iter()
-            .map(|&i| config.grpo.max_completion_length - episodes[i].completion.len())
+            .map(|&i| config.max_completion_length - episodes[i].completion.len())
             .min()
             .unwrap_or(1)
-            .min(config.grpo.max_turn_tokens);
+            .min(config.max_turn_tokens);
         let sampling = SamplingConfig {
-            temperature: config.grpo.temperature,
-            top_k: config.grpo.top_k,
-            top_p: config.grpo.top_p,
-            min_p: config.grpo.min_p,
-            repetition_penalty: config.grpo.repetition_penalty,
+            temperature: config.temperature,
+            top_k: config.top_k,
+            top_p: config.top_p,
+            min_p: config.min_p,
+            repetition_penalty: config.repetition_penalty,
             max_new_tokens: budget.max(1),
             stop_tokens: stop_tokens.clone(),
         };
@@ -240,7 +286,6 @@ fn run_episodes<B: Backend>(
                     )
                     .map_err(|e| tok_err(&e))?;
                 let room = config
-                    .grpo
                     .max_completion_length
                     .saturating_sub(episode.completion.len());
                 let kept = reply_tokens.len().min(room);

@@ -60,6 +60,8 @@ pub struct GrpoConfig {
     /// Micro-batches per optimiser step: the step's episodes are scored and back-propagated in
     /// this many parts whose gradients are summed (memory for time; the update is the same).
     pub gradient_accumulation_steps: usize,
+    /// TRL's `mask_truncated_completions`: an episode cut by a token limit counts for nothing.
+    pub mask_truncated_completions: bool,
 }
 
 /// What a step did: its rollouts, their advantages and TRL-named metrics.
@@ -90,7 +92,9 @@ pub struct Trainer<B: AutodiffBackend> {
 }
 
 impl<B: AutodiffBackend> Trainer<B> {
-    /// A trainer at step 0.
+    /// A trainer at step 0. The settings come from a plan `hr-plan` has validated (G ≥ 2, a
+    /// positive temperature, μ ≥ 1, plain prompts single-turn); only the loss's ranges are
+    /// checked again here.
     pub fn new(
         policy: Policy<B>,
         tokenizer: ChatTokenizer,
@@ -99,35 +103,6 @@ impl<B: AutodiffBackend> Trainer<B> {
         config: GrpoConfig,
     ) -> Result<Self, GrpoError> {
         config.loss.validate()?;
-        if config.rollout.grpo.num_generations < 2 {
-            return Err(GrpoError::Config {
-                field: "num_generations",
-                message: format!(
-                    "must be at least 2, got {}",
-                    config.rollout.grpo.num_generations
-                ),
-            });
-        }
-        let r = &config.rollout.grpo;
-        if !r.prompt_format.is_chat() && (r.max_turns > 1 || r.system_prompt.is_some()) {
-            return Err(GrpoError::Config {
-                field: "prompt_format",
-                message: "prompts without the chat template are single-turn with no system prompt"
-                    .to_owned(),
-            });
-        }
-        if config.num_iterations == 0 {
-            return Err(GrpoError::Config {
-                field: "num_iterations",
-                message: "must be at least 1".to_owned(),
-            });
-        }
-        if config.rollout.grpo.temperature.is_nan() || config.rollout.grpo.temperature <= 0.0 {
-            return Err(GrpoError::Config {
-                field: "temperature",
-                message: "must be > 0 for GRPO sampling".to_owned(),
-            });
-        }
         let a = &config.adamw;
         let optimizer = AdamWConfig::new()
             .with_beta_1(a.beta1 as f32)
@@ -178,7 +153,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         seed: u64,
     ) -> Result<Vec<Episode>, GrpoError> {
         let mut rollout = self.config.rollout.clone();
-        rollout.grpo.num_generations = num_generations;
+        rollout.num_generations = num_generations;
         rollouts(
             &self.policy.valid(),
             Some(&self.adapters.valid()),
@@ -197,7 +172,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         envs: &mut dyn EnvironmentFactory,
     ) -> Result<StepReport, GrpoError> {
         let started = Instant::now();
-        let g = self.config.rollout.grpo.num_generations;
+        let g = self.config.rollout.num_generations;
         let lr = self.config.schedule.at(self.step);
         let inference = self.policy.valid();
         let frozen_adapters = self.adapters.valid();
@@ -354,14 +329,14 @@ impl<B: AutodiffBackend> Trainer<B> {
         timing: &mut Timing,
     ) -> Result<(f64, f64, BTreeMap<String, f64>), GrpoError> {
         let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
-        let temperature = self.config.rollout.grpo.temperature;
+        let temperature = self.config.rollout.temperature;
         let k = self
             .config
             .gradient_accumulation_steps
             .clamp(1, episodes.len().max(1));
         let size = episodes.len().div_ceil(k);
         // TRL's mask_truncated_completions: an episode cut by a token limit counts for nothing.
-        let mask_truncated = self.config.rollout.grpo.mask_truncated_completions;
+        let mask_truncated = self.config.mask_truncated_completions;
         let loss_mask = |e: &Episode| -> Vec<bool> {
             if mask_truncated && e.truncated {
                 vec![false; e.policy_mask.len()]

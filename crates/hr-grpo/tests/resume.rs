@@ -15,14 +15,11 @@ type B = Autodiff<Flex>;
 fn config() -> GrpoConfig {
     GrpoConfig {
         rollout: RolloutConfig {
-            grpo: hr_plan::Grpo {
-                num_generations: 4,
-                max_completion_length: 8,
-                max_turn_tokens: 8,
-                max_turns: 1,
-                ..hr_plan::Grpo::default()
-            },
-            max_concurrent_episodes: 0,
+            num_generations: 4,
+            max_completion_length: 8,
+            max_turn_tokens: 8,
+            max_turns: 1,
+            ..RolloutConfig::default()
         },
         advantage: AdvantageConfig::default(),
         loss: LossConfig {
@@ -39,6 +36,7 @@ fn config() -> GrpoConfig {
         },
         max_grad_norm: Some(1.0),
         gradient_accumulation_steps: 1,
+        mask_truncated_completions: false,
     }
 }
 

@@ -220,7 +220,7 @@ pub fn assess<B: Backend>(
         })
         .collect::<Result<Vec<_>, TrainError>>()?;
     let mut rollout = grpo_config(plan).rollout;
-    rollout.grpo.num_generations = eval.num_generations;
+    rollout.num_generations = eval.num_generations;
     let mut episodes = |adapters: Option<&Adapters<B>>, tasks: &[Task]| {
         // The same seed for every policy: their episodes differ only by the policy.
         let mut rng = PolicyRng::from_seed(eval.seed);

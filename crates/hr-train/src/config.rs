@@ -37,13 +37,13 @@ pub fn grpo_config(plan: &Plan) -> GrpoConfig {
     let g = &plan.grpo;
     let o = &plan.optimizer;
     GrpoConfig {
-        rollout: RolloutConfig {
-            grpo: g.clone(),
-            max_concurrent_episodes: match &plan.environment {
+        rollout: RolloutConfig::of(
+            g,
+            match &plan.environment {
                 Environment::Openenv { max_sessions, .. } => *max_sessions,
                 _ => 0,
             },
-        },
+        ),
         advantage: AdvantageConfig {
             scale_rewards: g.scale_rewards,
             leave_one_out: g.leave_one_out,
@@ -71,5 +71,6 @@ pub fn grpo_config(plan: &Plan) -> GrpoConfig {
         },
         max_grad_norm: o.max_grad_norm,
         gradient_accumulation_steps: g.gradient_accumulation_steps,
+        mask_truncated_completions: g.mask_truncated_completions,
     }
 }
