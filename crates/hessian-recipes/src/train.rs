@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use burn::tensor::backend::Backend;
 use hr_core::CoreContext;
 use hr_plan::{Environment, Plan};
-use hr_train::{Outcome, RunOptions, TrainError, import_checkpoint};
+use hr_train::{AllocationOptions, Outcome, RunOptions, TrainError, import_checkpoint};
 use serde_json::json;
 
 use crate::backend::{OnBackend, dispatch};
@@ -91,16 +91,18 @@ fn start(
         run_dir: out.to_owned(),
         source,
         accept_source_change: args.allow_source_change,
-        stop_after_step: args.stop_after_step,
-        control: args.control,
-        max_wall_seconds: args.max_wall_seconds,
-        device_seconds_budget: None,
-        kill_during_save: None,
-        hold_for_preemption: Vec::new(),
-        unqualified: false,
         signing_key,
         trust,
-        device,
+        allocation: AllocationOptions {
+            stop_after_step: args.stop_after_step,
+            control: args.control,
+            max_wall_seconds: args.max_wall_seconds,
+            device_seconds_budget: None,
+            kill_during_save: None,
+            hold_for_preemption: Vec::new(),
+            unqualified: false,
+            device,
+        },
     };
     dispatch(
         args.device,
@@ -209,16 +211,18 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         run_dir,
         source,
         accept_source_change: false,
-        stop_after_step: None,
-        control: None,
-        max_wall_seconds: Some(args.run.max_wall_seconds),
-        device_seconds_budget: Some(args.run.gpu_budget_seconds),
-        kill_during_save: fault_at("HR_FAULT_KILL_AT")?,
-        hold_for_preemption: faults_at("HR_FAULT_HOLD_AT")?,
-        unqualified: args.run.unqualified,
         signing_key: args.signing.load()?,
         trust: args.trust.load()?,
-        device,
+        allocation: AllocationOptions {
+            stop_after_step: None,
+            control: None,
+            max_wall_seconds: Some(args.run.max_wall_seconds),
+            device_seconds_budget: Some(args.run.gpu_budget_seconds),
+            kill_during_save: fault_at("HR_FAULT_KILL_AT")?,
+            hold_for_preemption: faults_at("HR_FAULT_HOLD_AT")?,
+            unqualified: args.run.unqualified,
+            device,
+        },
     };
     dispatch(
         args.device,

@@ -93,7 +93,7 @@ pub(crate) fn append(path: &Path, value: &impl std::fmt::Display) -> Result<(), 
 
 /// A run folder opened: its checkpoint restored (or none) and the searcher's operation taken.
 pub(crate) struct Opened {
-    pub(crate) opts: Settings,
+    pub(crate) opts: AllocationOptions,
     pub(crate) plan: Plan,
     pub(crate) layout: RunDir,
     pub(crate) info: TrialInfo,
@@ -102,16 +102,29 @@ pub(crate) struct Opened {
     pub(crate) op: SearcherOp,
 }
 
-/// The run options that matter after opening.
-pub(crate) struct Settings {
-    pub(crate) stop_after_step: Option<u64>,
-    pub(crate) control: Option<Control>,
-    pub(crate) max_wall_seconds: Option<u64>,
-    pub(crate) device_seconds_budget: Option<u64>,
-    pub(crate) kill_during_save: Option<(i32, u64)>,
-    pub(crate) hold_for_preemption: Vec<(i32, u64)>,
-    pub(crate) unqualified: bool,
-    pub(crate) device: hr_proof::Device,
+/// What one allocation may do: when it stops, its limits, the faults a test injects, and the
+/// device it records.
+#[derive(Debug, Clone)]
+pub struct AllocationOptions {
+    /// Stop (a resumable stop, with a terminal save and receipt) after this step.
+    pub stop_after_step: Option<u64>,
+    /// A deliberate resume bug, for negative controls.
+    pub control: Option<Control>,
+    /// Wall-clock limit from the run's first start (fixed then, never renewed).
+    pub max_wall_seconds: Option<u64>,
+    /// Device-seconds the run may use over all its allocations.
+    pub device_seconds_budget: Option<u64>,
+    /// Fault injection for recovery tests: SIGKILL this process in the middle of the periodic
+    /// save of `(trial_run_id, step)`, after the payload and before the seal.
+    pub kill_during_save: Option<(i32, u64)>,
+    /// Fault injection for pause tests: after the metrics of each `(trial_run_id, step)` listed
+    /// are reported, wait (at most ten minutes, `HOLD_LIMIT`) until Core asks this allocation to stop, so a
+    /// pause requested on seeing that metric lands at that step however fast steps are.
+    pub hold_for_preemption: Vec<(i32, u64)>,
+    /// Runs without qualification proofs by explicit choice; recorded with every allocation.
+    pub unqualified: bool,
+    /// The device this allocation runs on, recorded in its allocation line (proofs name it).
+    pub device: hr_proof::Device,
 }
 
 /// The policy RNG as `hr-snapshot` sees it: the trainer's own generator, not a copy.

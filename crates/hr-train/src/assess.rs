@@ -175,7 +175,7 @@ fn per_language(eval: &hr_eval::Evaluation) -> BTreeMap<String, (usize, usize)> 
     by_lang
 }
 
-/// Runs the assessment of `adopted` (from [`adopt`]) and of the `compared` adapters on `device`;
+/// Runs the assessment of `adopted` (from [`crate::adopt`]) and of the `compared` adapters on `device`;
 /// the plan's environment service, if any, is started for it and stopped after, its log in `log`.
 pub fn assess<B: Backend>(
     plan: &Plan,

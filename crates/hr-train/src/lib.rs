@@ -28,7 +28,7 @@ mod start;
 mod tensorboard;
 
 pub use adopt::{Adopted, adopt, evaluation};
-pub use allocation::{Outcome, PROGRESS_TARGET};
+pub use allocation::{AllocationOptions, Outcome, PROGRESS_TARGET};
 pub use assess::{
     Assessment, CheckpointScore, ComparedScore, Comparison, Retention, SELECTION_RULE, assess,
     check_disjoint,

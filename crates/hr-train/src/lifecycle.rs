@@ -9,12 +9,12 @@ use burn::tensor::backend::Backend;
 use hr_core::CoreContext;
 use hr_files::{IoResultExt, RunDir};
 use hr_plan::Plan;
-use hr_proof::{AllocationRecord, Control, RestoreRefused};
+use hr_proof::{AllocationRecord, RestoreRefused};
 use hr_seal::{KeyPair, SourceBinding, Trust};
 use hr_snapshot::{Binding, Publisher};
 
 use crate::TrainError;
-use crate::allocation::{Allocation, Opened, Outcome, Settings, append};
+use crate::allocation::{Allocation, AllocationOptions, Opened, Outcome, append};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -31,29 +31,12 @@ pub struct RunOptions {
     pub source: SourceBinding,
     /// Restore checkpoints written by another build (no longer promised bit-identical).
     pub accept_source_change: bool,
-    /// Stop (a resumable stop, with a terminal save and receipt) after this step.
-    pub stop_after_step: Option<u64>,
-    /// A deliberate resume bug, for negative controls.
-    pub control: Option<Control>,
-    /// Wall-clock limit from the run's first start (fixed then, never renewed).
-    pub max_wall_seconds: Option<u64>,
-    /// Device-seconds the run may use over all its allocations.
-    pub device_seconds_budget: Option<u64>,
-    /// Fault injection for recovery tests: SIGKILL this process in the middle of the periodic
-    /// save of `(trial_run_id, step)`, after the payload and before the seal.
-    pub kill_during_save: Option<(i32, u64)>,
-    /// Fault injection for pause tests: after the metrics of each `(trial_run_id, step)` listed
-    /// are reported, wait (at most [`HOLD_LIMIT`]) until Core asks this allocation to stop, so a
-    /// pause requested on seeing that metric lands at that step however fast steps are.
-    pub hold_for_preemption: Vec<(i32, u64)>,
-    /// Runs without qualification proofs by explicit choice; recorded with every allocation.
-    pub unqualified: bool,
     /// Signs every seal with this key; digest-only seals without one.
     pub signing_key: Option<KeyPair>,
     /// Which seals a restore accepts (with keys: only seals signed by one of them).
     pub trust: Trust,
-    /// The device this allocation runs on, recorded in its allocation line (proofs name it).
-    pub device: hr_proof::Device,
+    /// What this allocation may do: its stop, limits, faults, and device.
+    pub allocation: AllocationOptions,
 }
 
 /// The run id a Determined trial's run seals into every checkpoint.
@@ -62,9 +45,9 @@ pub fn managed_run_id(plan_name: &str, experiment: i32, trial: i32) -> String {
 }
 
 /// Runs the plan in this allocation on `core` (local or a trial's), on backend `B`; `label`
-/// names the device in messages. Four phases: [`open`] (the run folder, the verified restore,
-/// the searcher's operation), [`Allocation::start`] (model, environment, trainer, files, the
-/// allocation's record), [`Allocation::train`] (steps until a stop) and [`Allocation::finish`]
+/// names the device in messages. Four phases: `open` (the run folder, the verified restore,
+/// the searcher's operation), `Allocation::start` (model, environment, trainer, files, the
+/// allocation's record), `Allocation::train` (steps until a stop) and `Allocation::finish`
 /// (the terminal save in the seed's order).
 pub fn run<B: Backend>(
     opts: RunOptions,
@@ -100,16 +83,9 @@ fn open(opts: RunOptions, core: CoreContext) -> Result<Opening, TrainError> {
         run_id,
         source,
         accept_source_change,
-        stop_after_step,
-        control,
-        max_wall_seconds,
-        device_seconds_budget,
-        kill_during_save,
-        hold_for_preemption,
-        unqualified,
         signing_key,
         trust,
-        device,
+        allocation,
     } = opts;
     std::fs::create_dir_all(&run_dir).at("create", &run_dir)?;
     // The run's plan, as `evaluate` reads it later (written once; every checkpoint is bound to
@@ -158,16 +134,7 @@ fn open(opts: RunOptions, core: CoreContext) -> Result<Opening, TrainError> {
         )));
     }
     Ok(Opening::Run(Box::new(Opened {
-        opts: Settings {
-            stop_after_step,
-            control,
-            max_wall_seconds,
-            device_seconds_budget,
-            kill_during_save,
-            hold_for_preemption,
-            unqualified,
-            device,
-        },
+        opts: allocation,
         plan,
         layout,
         info,
