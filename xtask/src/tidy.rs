@@ -10,7 +10,13 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result, bail};
 
 /// Crates allowed to depend on burn: the tensor crates and the binary that picks the backend.
-const TENSOR_CRATES: &[&str] = &["hr-policy", "hr-grpo", "hr-train", "hessian-recipes"];
+const TENSOR_CRATES: &[&str] = &[
+    "hr-policy",
+    "hr-grpo",
+    "hr-train",
+    "hr-assess",
+    "hessian-recipes",
+];
 
 /// Crates that never reach an async runtime, an HTTP client or server: the layer-0 crates (pure
 /// and synchronous) and the tensor libraries with the environment vocabulary they train through.

@@ -1,25 +1,20 @@
-//! `hessian-recipes evaluate`: the assessment of a finished run (`hr_train::adopt` and
-//! `hr_train::assess`) written as a sealed folder: `payload/report.json`, `payload/report.md`
-//! and SVG plots (the run's training plots, DEV reward by checkpoint, HELD-OUT base vs
-//! selected, MGSM retention by language), with any `--compare` adapters beside them.
+//! `hessian-recipes evaluate`: the assessment of a finished run (`hr_assess::adopt`,
+//! `hr_assess::assess`) written and sealed by `hr_assess::write_evaluation`; this file resolves
+//! `--resume`, checks the flags, picks the backend and prints the summary.
 
-use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
 use burn::tensor::backend::Backend;
+use hr_assess::{Adopted, SERVICE_LOG, write_evaluation};
 use hr_plan::Plan;
-use hr_plot::bars_svg;
-use hr_seal::{RunIdentity, SnapshotWriter, sha256_hex};
-use hr_train::{Adopted, Assessment};
 use serde_json::{Value, json};
 
 use crate::Refused;
 use crate::backend::{OnBackend, dispatch};
 use crate::cli::EvaluateArgs;
 use crate::output::{create_fresh, ensure_fresh};
-use crate::report::training_plots;
 use crate::train::exit_error;
 
 pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
@@ -48,7 +43,7 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
     // Every checkpoint is verified before anything is written.
     let key = args.signing.load()?;
     let trust = args.trust.load()?;
-    let adopted = hr_train::adopt(&resume, &plan, &trust).map_err(exit_error)?;
+    let adopted = hr_assess::adopt(&resume, &plan, &trust).map_err(exit_error)?;
     let rows: Vec<Value> = std::fs::read_to_string(hr_files::RunDir::new(&resume).metrics())
         .context("reading the run's metrics.jsonl")?
         .lines()
@@ -73,14 +68,11 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
     result
 }
 
-/// The services' log while they run (then sealed as `payload/service.log`).
-const SERVICE_LOG: &str = "service.log";
-
 struct Job {
     plan: Plan,
     adopted: Vec<Adopted>,
     rows: Vec<Value>,
-    compare: Vec<hr_train::Comparison>,
+    compare: Vec<hr_assess::Comparison>,
     output: PathBuf,
     key: Option<hr_seal::KeyPair>,
     json: bool,
@@ -92,14 +84,14 @@ impl OnBackend for Job {
     fn run<B: Backend>(self, device: B::Device, _name: &str) -> anyhow::Result<ExitCode> {
         let log = self.output.join(SERVICE_LOG);
         let assessment =
-            hr_train::assess::<B>(&self.plan, self.adopted, &self.compare, &device, &log)
+            hr_assess::assess::<B>(&self.plan, self.adopted, &self.compare, &device, &log)
                 .map_err(exit_error)?;
-        write(
+        write_evaluation(
             &self.output,
             &self.plan,
             &self.rows,
             &assessment,
-            self.key.as_ref(),
+            (self.key.as_ref(), crate::source_binding()?),
         )?;
         let a = &assessment;
         let report = self.output.join("payload/report.md");
@@ -136,208 +128,4 @@ impl OnBackend for Job {
         }
         Ok(ExitCode::SUCCESS)
     }
-}
-
-fn markdown(plan: &Plan, a: &Assessment, plots: &[(&str, &str, String)]) -> String {
-    let training: String = plots
-        .iter()
-        .map(|(file, title, _)| format!("![{title}]({file})\n\n"))
-        .collect();
-    let mut md = format!(
-        "# Evaluation of `{}`\n\n{training}\
-         ## DEV selection\n\nRule: {}.\n\n| step | checkpoint | DEV mean reward | DEV solved |\n|---|---|---|---|\n",
-        plan.name, a.selection_rule
-    );
-    for c in &a.checkpoints {
-        let mark = if c.checkpoint.step == a.selected_step {
-            " (selected)"
-        } else {
-            ""
-        };
-        let _ = writeln!(
-            md,
-            "| {}{mark} | {} | {:.3} | {:.3} |",
-            c.checkpoint.step, c.checkpoint.uuid, c.dev.mean_reward, c.dev.solved
-        );
-    }
-    let _ = write!(
-        md,
-        "\n![DEV reward by checkpoint](dev.svg)\n\n## HELD-OUT agent assessment\n\n\
-         | policy | episodes | mean reward | solved |\n|---|---|---|---|\n\
-         | base | {} | {:.3} | {:.3} |\n| step {} | {} | {:.3} | {:.3} |\n",
-        a.held_out_base.episodes,
-        a.held_out_base.mean_reward,
-        a.held_out_base.solved,
-        a.selected_step,
-        a.held_out_selected.episodes,
-        a.held_out_selected.mean_reward,
-        a.held_out_selected.solved,
-    );
-    for c in &a.held_out_compared {
-        let _ = writeln!(
-            md,
-            "| {} (compared) | {} | {:.3} | {:.3} |",
-            c.name, c.held_out.episodes, c.held_out.mean_reward, c.held_out.solved
-        );
-    }
-    let names: Vec<&str> = a
-        .held_out_compared
-        .iter()
-        .map(|c| c.name.as_str())
-        .collect();
-    let _ = write!(
-        md,
-        "\n![HELD-OUT](held_out.svg)\n\n## MGSM retention (greedy)\n\n\
-         | language | items | base | selected | drop |{}\n|---|---|---|---|---|{}\n",
-        names.iter().map(|n| format!(" {n} |")).collect::<String>(),
-        "---|".repeat(names.len())
-    );
-    for r in &a.retention {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {:.3} | {:.3} | {:+.3} |{}",
-            r.lang,
-            r.items,
-            r.base,
-            r.selected,
-            r.drop,
-            names
-                .iter()
-                .map(|n| format!(" {:.3} |", r.compared.get(*n).copied().unwrap_or_default()))
-                .collect::<String>()
-        );
-    }
-    if !a.held_out_compared.is_empty() {
-        let _ = write!(
-            md,
-            "\nCompared adapters (SHA-256 of `adapter_model.safetensors`): {}. They run the same \
-             HELD-OUT episodes (same seeds) and MGSM items on the same base model and take no \
-             part in the DEV selection.\n",
-            a.held_out_compared
-                .iter()
-                .map(|c| format!("{} `{}`", c.name, c.adapter_sha256))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    let _ = write!(
-        md,
-        "\n![MGSM retention](retention.svg)\n\nTasks: {}. DEV selects, HELD-OUT only assesses; \
-         the sets share no question.\n",
-        a.task_counts
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
-    md
-}
-
-fn write(
-    out: &std::path::Path,
-    plan: &Plan,
-    rows: &[Value],
-    a: &Assessment,
-    key: Option<&hr_seal::KeyPair>,
-) -> anyhow::Result<()> {
-    let selected = format!("step {}", a.selected_step);
-    let mut policies = vec!["base", selected.as_str()];
-    policies.extend(a.held_out_compared.iter().map(|c| c.name.as_str()));
-    let mut held_out = vec![a.held_out_base.mean_reward, a.held_out_selected.mean_reward];
-    held_out.extend(a.held_out_compared.iter().map(|c| c.held_out.mean_reward));
-    let plots = training_plots(rows)?;
-    let mut files: Vec<(&str, Vec<u8>)> = vec![
-        ("report.json", serde_json::to_vec_pretty(a)?),
-        ("report.md", markdown(plan, a, &plots).into_bytes()),
-        (
-            "dev.svg",
-            bars_svg(
-                "DEV mean reward by checkpoint",
-                &["DEV"],
-                &a.checkpoints
-                    .iter()
-                    .map(|c| {
-                        (
-                            format!("step {}", c.checkpoint.step),
-                            vec![c.dev.mean_reward],
-                        )
-                    })
-                    .collect::<Vec<_>>(),
-            )?
-            .into_bytes(),
-        ),
-        (
-            "held_out.svg",
-            bars_svg(
-                "HELD-OUT mean reward",
-                &policies,
-                &[("held-out".to_owned(), held_out)],
-            )?
-            .into_bytes(),
-        ),
-        (
-            "retention.svg",
-            bars_svg(
-                "MGSM accuracy by language",
-                &policies,
-                &a.retention
-                    .iter()
-                    .map(|r| {
-                        let mut bars = vec![r.base, r.selected];
-                        bars.extend(
-                            a.held_out_compared
-                                .iter()
-                                .map(|c| r.compared.get(&c.name).copied().unwrap_or_default()),
-                        );
-                        (r.lang.clone(), bars)
-                    })
-                    .collect::<Vec<_>>(),
-            )?
-            .into_bytes(),
-        ),
-    ];
-    files.extend(
-        plots
-            .iter()
-            .map(|(file, _, svg)| (*file, svg.clone().into_bytes())),
-    );
-    // The output depends on the run's plan and exactly these checkpoints.
-    let config = json!({
-        "command": "evaluate",
-        "plan_sha256": plan.sha256(),
-        "checkpoints": a.checkpoints.iter().map(|c| &c.checkpoint).collect::<Vec<_>>(),
-        "compared": a.held_out_compared.iter()
-            .map(|c| json!({"name": c.name, "adapter_sha256": c.adapter_sha256}))
-            .collect::<Vec<_>>(),
-    });
-    let mut writer = SnapshotWriter::in_place(
-        out,
-        RunIdentity {
-            run_id: format!("evaluate:{}", plan.name),
-            writer: "local".to_owned(),
-        },
-        a.selected_step,
-        crate::source_binding()?,
-        sha256_hex(config.to_string().as_bytes()),
-    );
-    writer
-        .tool("hessian-recipes", env!("CARGO_PKG_VERSION"))
-        .tool("hr-eval", hr_eval::VERSION);
-    for (file, bytes) in &files {
-        let role = if file.ends_with(".svg") {
-            "plot"
-        } else {
-            "report"
-        };
-        writer.add_bytes(&format!("payload/{file}"), role, bytes)?;
-    }
-    // What the environment's services (a Python reward, a server) logged: sealed with the rest,
-    // so the folder holds nothing the manifest does not list.
-    let log = out.join(SERVICE_LOG);
-    if log.is_file() {
-        writer.add_file(&format!("payload/{SERVICE_LOG}"), "log", &log)?;
-        std::fs::remove_file(&log).with_context(|| format!("removing {}", log.display()))?;
-    }
-    writer.seal(key)?.commit()?;
-    Ok(())
 }

@@ -31,7 +31,6 @@ mod qualify;
 mod qualify_managed;
 mod qualify_native;
 mod qualify_soak;
-mod report;
 mod snapshot;
 mod train;
 

@@ -16,8 +16,8 @@ use serde_json::json;
 use crate::backend::{OnBackend, dispatch};
 use crate::cli::{ManagedTrainingArgs, PlanBackend, TrainArgs};
 use crate::output::{Invalid, create_fresh};
-use crate::report::write_report;
 use crate::{Refused, source_binding};
+use hr_assess::write_report;
 use hr_qualify::gate::Target;
 
 /// Exit status of a run that stopped because its deadline or device budget ran out.

@@ -13,13 +13,13 @@ use crate::TrainError;
 /// The digests of a model folder.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct BaseModel {
+pub struct BaseModel {
     /// sha256 of `config.json`.
-    pub(crate) config_sha256: String,
+    pub config_sha256: String,
     /// sha256 of `tokenizer.json`.
-    pub(crate) tokenizer_sha256: String,
+    pub tokenizer_sha256: String,
     /// sha256 of each weight file, by file name.
-    pub(crate) weights_sha256: BTreeMap<String, String>,
+    pub weights_sha256: BTreeMap<String, String>,
 }
 
 fn hash(path: &Path) -> Result<String, TrainError> {
@@ -30,7 +30,7 @@ fn hash(path: &Path) -> Result<String, TrainError> {
 
 impl BaseModel {
     /// Digests the model folder `dir`.
-    pub(crate) fn of(dir: &Path) -> Result<Self, TrainError> {
+    pub fn of(dir: &Path) -> Result<Self, TrainError> {
         let mut weights: Vec<PathBuf> = std::fs::read_dir(dir)
             .at("list", dir)?
             .filter_map(|e| e.ok().map(|e| e.path()))
@@ -54,7 +54,7 @@ impl BaseModel {
 
     /// Names what differs between the sealed digests (`self`) and the model now loaded, if
     /// anything.
-    pub(crate) fn difference(&self, now: &Self) -> Option<String> {
+    pub fn difference(&self, now: &Self) -> Option<String> {
         if self.config_sha256 != now.config_sha256 {
             return Some("its config.json differs".to_owned());
         }

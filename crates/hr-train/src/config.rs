@@ -19,10 +19,7 @@ pub fn float_dtype(dtype: Dtype) -> FloatDType {
 
 /// The plan's model on `device`, its base weights in `model.dtype`; a device that cannot hold
 /// that dtype is refused naming the field.
-pub(crate) fn load_policy<B: Backend>(
-    plan: &Plan,
-    device: &B::Device,
-) -> Result<Policy<B>, TrainError> {
+pub fn load_policy<B: Backend>(plan: &Plan, device: &B::Device) -> Result<Policy<B>, TrainError> {
     let dtype = float_dtype(plan.model.dtype);
     Policy::load_as(&plan.model.path, dtype, device).map_err(|e| match e {
         PolicyError::Dtype { .. } => TrainError::Refused(format!(

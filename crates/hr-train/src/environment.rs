@@ -16,7 +16,7 @@ use hr_plan::{Environment as PlanEnvironment, Plan, TaskSet};
 use crate::TrainError;
 
 /// One environment per episode.
-pub(crate) type Factory = Box<dyn EnvironmentFactory>;
+pub type Factory = Box<dyn EnvironmentFactory>;
 
 pub(crate) fn numbered(payloads: &[serde_json::Value]) -> Vec<Task> {
     payloads
@@ -61,7 +61,7 @@ pub fn check_dataset(plan: &Plan) -> Result<(), TrainError> {
 }
 
 /// The tasks, the started service (if the backend has one) and the episode factory.
-pub(crate) fn environment(
+pub fn environment(
     plan: &Plan,
     log: &Path,
 ) -> Result<(Vec<Task>, Option<OwnedService>, Factory), TrainError> {
@@ -122,7 +122,7 @@ pub(crate) fn environment(
 
 /// The tasks of an evaluation task set (`evaluation.dev` or `evaluation.held_out`) for `split`:
 /// listed ones numbered, drawn ones from the fixture family or the dataset's split file.
-pub(crate) fn task_set(plan: &Plan, set: &TaskSet, split: Split) -> Result<Vec<Task>, TrainError> {
+pub fn task_set(plan: &Plan, set: &TaskSet, split: Split) -> Result<Vec<Task>, TrainError> {
     Ok(match (set, &plan.environment) {
         (TaskSet::Listed { tasks }, _) => numbered(tasks)
             .into_iter()

@@ -8,13 +8,12 @@
 //!
 //! It runs on a [`hr_core::CoreContext`]: in local mode for `hessian-recipes train`, with a
 //! trial's context for `hessian-recipes managed-training`; there is no second loop. It is generic
-//! over the Burn backend; choosing one, parsing flags and drawing plots belong to the binary.
+//! over the Burn backend; choosing one and parsing flags belong to the binary, assessing a finished
+//! run and drawing its reports to `hr-assess`.
 // A run reports its progress (one line per step, checkpoints, the stop) on stderr, as the
 // trainers it stands beside do; stdout stays for the binary.
 
-mod adopt;
 mod allocation;
-mod assess;
 mod base;
 mod config;
 mod dev_probe;
@@ -27,16 +26,12 @@ mod score;
 mod start;
 mod tensorboard;
 
-pub use adopt::{Adopted, adopt, evaluation};
 pub use allocation::{AllocationOptions, Outcome, PROGRESS_TARGET};
-pub use assess::{
-    Assessment, CheckpointScore, ComparedScore, Comparison, Retention, SELECTION_RULE, assess,
-    check_disjoint,
-};
-pub use config::{float_dtype, grpo_config};
-pub use environment::check_dataset;
+pub use base::BaseModel;
+pub use config::{float_dtype, grpo_config, load_policy};
+pub use environment::{Factory, check_dataset, environment, task_set};
 pub use error::TrainError;
 pub use evidence::evidence_prefix;
 pub use lifecycle::{RunOptions, managed_run_id, run};
-pub use payload::{BUDGET_FILE, import_checkpoint};
-pub use score::EpisodeScore;
+pub use payload::{BASE_MODEL_FILE, BUDGET_FILE, NATIVE_DIR, import_checkpoint};
+pub use score::{EpisodeScore, episode_score};

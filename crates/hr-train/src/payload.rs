@@ -15,7 +15,8 @@ use serde_json::Value;
 use crate::base::BaseModel;
 use crate::{TrainError, evidence::evidence_prefix};
 
-pub(crate) const NATIVE_DIR: &str = "payload/native";
+/// The trainer's native state in a checkpoint (the PEFT adapter files among it).
+pub const NATIVE_DIR: &str = "payload/native";
 const CURSOR_FILE: &str = "payload/data_cursor.json";
 const EVIDENCE_PAYLOAD: &str = "payload/evidence.jsonl";
 const METRICS_PAYLOAD: &str = "payload/metrics.jsonl";
@@ -23,7 +24,7 @@ const ROLLOUTS_PAYLOAD: &str = "payload/rollouts.json";
 /// The sealed budget (deadline, device-seconds limit and use) in a snapshot.
 pub const BUDGET_FILE: &str = "payload/budget.json";
 /// The base model's digests.
-pub(crate) const BASE_MODEL_FILE: &str = "payload/base_model.json";
+pub const BASE_MODEL_FILE: &str = "payload/base_model.json";
 /// The manifest's name for the evidence stream.
 const EVIDENCE_STREAM: &str = "evidence";
 

@@ -15,7 +15,8 @@ pub struct EpisodeScore {
     pub solved: f64,
 }
 
-pub(crate) fn episode_score(episodes: &[Episode]) -> EpisodeScore {
+/// How `episodes` scored.
+pub fn episode_score(episodes: &[Episode]) -> EpisodeScore {
     let n = episodes.len().max(1) as f64;
     EpisodeScore {
         episodes: episodes.len(),

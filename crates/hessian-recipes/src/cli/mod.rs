@@ -355,7 +355,7 @@ pub(crate) struct EvaluateArgs {
     /// HELD-OUT episodes (same seeds) and MGSM items as the base and the selected checkpoint and
     /// takes no part in the DEV selection. Repeatable.
     #[arg(long, value_name = "NAME=DIR", value_parser = parse_comparison)]
-    pub(crate) compare: Vec<hr_train::Comparison>,
+    pub(crate) compare: Vec<hr_assess::Comparison>,
     /// Backend of the policy.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub(crate) device: crate::backend::DeviceKind,
@@ -365,7 +365,7 @@ pub(crate) struct EvaluateArgs {
     pub(crate) trust: crate::keys::TrustArgs,
 }
 
-fn parse_comparison(text: &str) -> Result<hr_train::Comparison, String> {
+fn parse_comparison(text: &str) -> Result<hr_assess::Comparison, String> {
     let (name, dir) = text
         .split_once('=')
         .ok_or("give NAME=DIR, e.g. trl=out/trl-adapter")?;
@@ -391,7 +391,7 @@ fn parse_comparison(text: &str) -> Result<hr_train::Comparison, String> {
             hr_policy::ADAPTER_CONFIG
         ));
     }
-    Ok(hr_train::Comparison {
+    Ok(hr_assess::Comparison {
         name: name.to_owned(),
         dir,
     })

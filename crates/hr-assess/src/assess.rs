@@ -19,11 +19,12 @@ use hr_plan::Plan;
 use hr_policy::{Adapters, ChatTokenizer, Message, Policy, PolicyRng, SamplingConfig};
 use serde::Serialize;
 
+use hr_train::{
+    EpisodeScore, NATIVE_DIR, TrainError, environment, episode_score, grpo_config, load_policy,
+    task_set,
+};
+
 use crate::adopt::{Adopted, evaluation};
-use crate::config::load_policy;
-use crate::environment::{environment, task_set};
-use crate::score::{EpisodeScore, episode_score};
-use crate::{TrainError, grpo_config};
 
 /// The rule [`assess`] selects by, for reports.
 pub const SELECTION_RULE: &str = "highest mean DEV episode reward; on a tie, the earlier step";
@@ -175,7 +176,7 @@ fn per_language(eval: &hr_eval::Evaluation) -> BTreeMap<String, (usize, usize)> 
     by_lang
 }
 
-/// Runs the assessment of `adopted` (from [`crate::adopt`]) and of the `compared` adapters on `device`;
+/// Runs the assessment of `adopted` (from [`crate::adopt()`]) and of the `compared` adapters on `device`;
 /// the plan's environment service, if any, is started for it and stopped after, its log in `log`.
 pub fn assess<B: Backend>(
     plan: &Plan,
@@ -241,7 +242,7 @@ pub fn assess<B: Backend>(
         let native = |file: &str| {
             checkpoint
                 .verified
-                .read_file(&format!("{}/{file}", crate::payload::NATIVE_DIR))
+                .read_file(&format!("{}/{file}", NATIVE_DIR))
                 .map_err(|e| TrainError::Checkpoint {
                     step: checkpoint.step,
                     reason: e.to_string(),

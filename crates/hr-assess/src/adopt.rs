@@ -10,7 +10,7 @@ use hr_plan::{Evaluation, Plan};
 use hr_seal::{Expectations, Trust, verify};
 use serde::Serialize;
 
-use crate::TrainError;
+use hr_train::{BASE_MODEL_FILE, BaseModel, NATIVE_DIR, TrainError};
 
 /// A verified checkpoint of the run.
 #[derive(Debug, Clone, Serialize)]
@@ -66,7 +66,7 @@ fn listed(run_dir: &Path, plan: &Plan) -> Result<(Vec<Listed>, Option<String>), 
             run_dir.display()
         )));
     };
-    let run_id = crate::managed_run_id(&plan.name, experiment, trial);
+    let run_id = hr_train::managed_run_id(&plan.name, experiment, trial);
     let entries = std::fs::read_dir(storage).at("list", storage)?;
     let mut list = Vec::new();
     for entry in entries.flatten() {
@@ -96,7 +96,7 @@ fn listed(run_dir: &Path, plan: &Plan) -> Result<(Vec<Listed>, Option<String>), 
 pub fn adopt(run_dir: &Path, plan: &Plan, trust: &Trust) -> Result<Vec<Adopted>, TrainError> {
     let eval = evaluation(plan)?;
     let (listed, mut run_id) = listed(run_dir, plan)?;
-    let base = crate::base::BaseModel::of(&plan.model.path)?;
+    let base = BaseModel::of(&plan.model.path)?;
     let local = run_id.is_none();
     let mut adopted = Vec::new();
     for &step in &eval.checkpoints {
@@ -126,13 +126,13 @@ pub fn adopt(run_dir: &Path, plan: &Plan, trust: &Trust) -> Result<Vec<Adopted>,
         };
         let verified = verify(dir, &expect).map_err(|e| refuse(e.to_string()))?;
         for file in [hr_policy::ADAPTER_CONFIG, hr_policy::ADAPTER_WEIGHTS] {
-            let sealed = format!("{}/{file}", crate::payload::NATIVE_DIR);
+            let sealed = format!("{}/{file}", NATIVE_DIR);
             if !verified.manifest.files.iter().any(|f| f.path == sealed) {
                 return Err(refuse(format!("its manifest seals no {file}")));
             }
         }
-        let sealed: crate::base::BaseModel = verified
-            .read_file(crate::payload::BASE_MODEL_FILE)
+        let sealed: BaseModel = verified
+            .read_file(BASE_MODEL_FILE)
             .ok()
             .and_then(|b| serde_json::from_slice(&b).ok())
             .ok_or_else(|| refuse("its payload has no readable base_model.json".to_owned()))?;

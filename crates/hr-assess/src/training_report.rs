@@ -4,11 +4,14 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use hr_files::IoResultExt;
 use hr_plot::{Curve, PlotError, line_svg};
 use serde_json::Value;
 
+use crate::ReportError;
+
 /// `(step, value)` of `key` in metrics rows that have it.
-pub(crate) fn series(rows: &[Value], key: &str) -> Vec<(f64, f64)> {
+fn series(rows: &[Value], key: &str) -> Vec<(f64, f64)> {
     rows.iter()
         .filter_map(|r| Some((r["step"].as_f64()?, r[key].as_f64()?)))
         .collect()
@@ -22,7 +25,7 @@ fn curve(rows: &[Value], key: &str, name: &str) -> Curve {
 /// The training plots of metrics rows: `(file name, title, svg)` for reward (mean with a ±std
 /// band), KL to the reference, entropy and completion length; a metric the run did not log
 /// (KL when `grpo.beta` is 0) gets no plot.
-pub(crate) fn training_plots(
+pub fn training_plots(
     rows: &[Value],
 ) -> Result<Vec<(&'static str, &'static str, String)>, PlotError> {
     let logged = |key: &str| rows.iter().any(|r| r[key].as_f64().is_some());
@@ -89,13 +92,14 @@ pub(crate) fn training_plots(
 }
 
 /// Writes `report.md` and the training plots into `out` for the metrics rows of this run.
-pub(crate) fn write_report(out: &Path, name: &str, rows: &[Value]) -> anyhow::Result<()> {
+pub fn write_report(out: &Path, name: &str, rows: &[Value]) -> Result<(), ReportError> {
     let mut md = format!("# Training report: {name}\n\n");
     if rows.is_empty() {
         md.push_str("No step ran in this invocation.\n");
     } else {
         for (file, title, svg) in training_plots(rows)? {
-            std::fs::write(out.join(file), svg)?;
+            let path = out.join(file);
+            std::fs::write(&path, svg).at("write", &path)?;
             let _ = writeln!(md, "![{title}]({file})\n");
         }
         let cols = [
@@ -122,7 +126,8 @@ pub(crate) fn write_report(out: &Path, name: &str, rows: &[Value]) -> anyhow::Re
             let _ = writeln!(md, "| {} | {} |", r["step"], cells.join(" | "));
         }
     }
-    std::fs::write(hr_files::RunDir::new(out).report(), md)?;
+    let path = hr_files::RunDir::new(out).report();
+    std::fs::write(&path, md).at("write", &path)?;
     Ok(())
 }
 

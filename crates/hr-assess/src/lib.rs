@@ -1,0 +1,25 @@
+//! The assessment of a finished run, in one place: [`adopt`] verifies the checkpoints the plan's
+//! `evaluation` section lists (seal, plan digest, step, run identity, base model); [`assess`]
+//! scores each on DEV, selects one, and assesses it, the base model and any compared adapters
+//! (e.g. TRL's) on the same HELD-OUT episodes and MGSM items; [`write_evaluation`] writes and
+//! seals the report with its plots. The training report of a run ([`write_report`], its plots
+//! [`training_plots`]) lives here too, since the evaluation shows it.
+//!
+//! Generic over the Burn backend, as the policy it samples; the binary picks the backend. It
+//! trains nothing: the environment, the plan's trainer settings and the checkpoint payload's
+//! layout are `hr-train`'s.
+
+mod adopt;
+mod assess;
+mod error;
+mod report;
+mod training_report;
+
+pub use adopt::{Adopted, adopt, evaluation};
+pub use assess::{
+    Assessment, CheckpointScore, ComparedScore, Comparison, Retention, SELECTION_RULE, assess,
+    check_disjoint,
+};
+pub use error::ReportError;
+pub use report::{SERVICE_LOG, write_evaluation};
+pub use training_report::{training_plots, write_report};

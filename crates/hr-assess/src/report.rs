@@ -1,0 +1,228 @@
+//! The evaluation's sealed folder: `payload/report.json` (the [`Assessment`]), `payload/report.md`
+//! and SVG plots (the run's training plots, DEV reward by checkpoint, HELD-OUT base vs selected,
+//! MGSM retention by language), with any compared adapters beside them, and the services' log;
+//! sealed as one snapshot bound to the plan's digest and exactly the adopted checkpoints.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use hr_files::IoResultExt;
+use hr_plan::Plan;
+use hr_plot::bars_svg;
+use hr_seal::{KeyPair, RunIdentity, SnapshotWriter, SourceBinding, sha256_hex};
+use serde_json::{Value, json};
+
+use crate::{Assessment, ReportError, training_plots};
+
+/// The services' log while they run in the output folder (then sealed as
+/// `payload/service.log`).
+pub const SERVICE_LOG: &str = "service.log";
+
+fn markdown(plan: &Plan, a: &Assessment, plots: &[(&str, &str, String)]) -> String {
+    let training: String = plots
+        .iter()
+        .map(|(file, title, _)| format!("![{title}]({file})\n\n"))
+        .collect();
+    let mut md = format!(
+        "# Evaluation of `{}`\n\n{training}\
+         ## DEV selection\n\nRule: {}.\n\n| step | checkpoint | DEV mean reward | DEV solved |\n|---|---|---|---|\n",
+        plan.name, a.selection_rule
+    );
+    for c in &a.checkpoints {
+        let mark = if c.checkpoint.step == a.selected_step {
+            " (selected)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            md,
+            "| {}{mark} | {} | {:.3} | {:.3} |",
+            c.checkpoint.step, c.checkpoint.uuid, c.dev.mean_reward, c.dev.solved
+        );
+    }
+    let _ = write!(
+        md,
+        "\n![DEV reward by checkpoint](dev.svg)\n\n## HELD-OUT agent assessment\n\n\
+         | policy | episodes | mean reward | solved |\n|---|---|---|---|\n\
+         | base | {} | {:.3} | {:.3} |\n| step {} | {} | {:.3} | {:.3} |\n",
+        a.held_out_base.episodes,
+        a.held_out_base.mean_reward,
+        a.held_out_base.solved,
+        a.selected_step,
+        a.held_out_selected.episodes,
+        a.held_out_selected.mean_reward,
+        a.held_out_selected.solved,
+    );
+    for c in &a.held_out_compared {
+        let _ = writeln!(
+            md,
+            "| {} (compared) | {} | {:.3} | {:.3} |",
+            c.name, c.held_out.episodes, c.held_out.mean_reward, c.held_out.solved
+        );
+    }
+    let names: Vec<&str> = a
+        .held_out_compared
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    let _ = write!(
+        md,
+        "\n![HELD-OUT](held_out.svg)\n\n## MGSM retention (greedy)\n\n\
+         | language | items | base | selected | drop |{}\n|---|---|---|---|---|{}\n",
+        names.iter().map(|n| format!(" {n} |")).collect::<String>(),
+        "---|".repeat(names.len())
+    );
+    for r in &a.retention {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {:.3} | {:.3} | {:+.3} |{}",
+            r.lang,
+            r.items,
+            r.base,
+            r.selected,
+            r.drop,
+            names
+                .iter()
+                .map(|n| format!(" {:.3} |", r.compared.get(*n).copied().unwrap_or_default()))
+                .collect::<String>()
+        );
+    }
+    if !a.held_out_compared.is_empty() {
+        let _ = write!(
+            md,
+            "\nCompared adapters (SHA-256 of `adapter_model.safetensors`): {}. They run the same \
+             HELD-OUT episodes (same seeds) and MGSM items on the same base model and take no \
+             part in the DEV selection.\n",
+            a.held_out_compared
+                .iter()
+                .map(|c| format!("{} `{}`", c.name, c.adapter_sha256))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let _ = write!(
+        md,
+        "\n![MGSM retention](retention.svg)\n\nTasks: {}. DEV selects, HELD-OUT only assesses; \
+         the sets share no question.\n",
+        a.task_counts
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    md
+}
+
+/// Writes and seals the evaluation of `plan` (the run's metrics `rows`, the assessment `a`)
+/// into `out`, by the binary `source`, signed with `key` when given.
+pub fn write_evaluation(
+    out: &Path,
+    plan: &Plan,
+    rows: &[Value],
+    a: &Assessment,
+    (key, source): (Option<&KeyPair>, SourceBinding),
+) -> Result<(), ReportError> {
+    let selected = format!("step {}", a.selected_step);
+    let mut policies = vec!["base", selected.as_str()];
+    policies.extend(a.held_out_compared.iter().map(|c| c.name.as_str()));
+    let mut held_out = vec![a.held_out_base.mean_reward, a.held_out_selected.mean_reward];
+    held_out.extend(a.held_out_compared.iter().map(|c| c.held_out.mean_reward));
+    let plots = training_plots(rows)?;
+    let mut files: Vec<(&str, Vec<u8>)> = vec![
+        (
+            "report.json",
+            serde_json::to_vec_pretty(a).expect("an assessment serialises"),
+        ),
+        ("report.md", markdown(plan, a, &plots).into_bytes()),
+        (
+            "dev.svg",
+            bars_svg(
+                "DEV mean reward by checkpoint",
+                &["DEV"],
+                &a.checkpoints
+                    .iter()
+                    .map(|c| {
+                        (
+                            format!("step {}", c.checkpoint.step),
+                            vec![c.dev.mean_reward],
+                        )
+                    })
+                    .collect::<Vec<_>>(),
+            )?
+            .into_bytes(),
+        ),
+        (
+            "held_out.svg",
+            bars_svg(
+                "HELD-OUT mean reward",
+                &policies,
+                &[("held-out".to_owned(), held_out)],
+            )?
+            .into_bytes(),
+        ),
+        (
+            "retention.svg",
+            bars_svg(
+                "MGSM accuracy by language",
+                &policies,
+                &a.retention
+                    .iter()
+                    .map(|r| {
+                        let mut bars = vec![r.base, r.selected];
+                        bars.extend(
+                            a.held_out_compared
+                                .iter()
+                                .map(|c| r.compared.get(&c.name).copied().unwrap_or_default()),
+                        );
+                        (r.lang.clone(), bars)
+                    })
+                    .collect::<Vec<_>>(),
+            )?
+            .into_bytes(),
+        ),
+    ];
+    files.extend(
+        plots
+            .iter()
+            .map(|(file, _, svg)| (*file, svg.clone().into_bytes())),
+    );
+    // The output depends on the run's plan and exactly these checkpoints.
+    let config = json!({
+        "command": "evaluate",
+        "plan_sha256": plan.sha256(),
+        "checkpoints": a.checkpoints.iter().map(|c| &c.checkpoint).collect::<Vec<_>>(),
+        "compared": a.held_out_compared.iter()
+            .map(|c| json!({"name": c.name, "adapter_sha256": c.adapter_sha256}))
+            .collect::<Vec<_>>(),
+    });
+    let mut writer = SnapshotWriter::in_place(
+        out,
+        RunIdentity {
+            run_id: format!("evaluate:{}", plan.name),
+            writer: "local".to_owned(),
+        },
+        a.selected_step,
+        source,
+        sha256_hex(config.to_string().as_bytes()),
+    );
+    writer
+        .tool("hessian-recipes", env!("CARGO_PKG_VERSION"))
+        .tool("hr-eval", hr_eval::VERSION);
+    for (file, bytes) in &files {
+        let role = if file.ends_with(".svg") {
+            "plot"
+        } else {
+            "report"
+        };
+        writer.add_bytes(&format!("payload/{file}"), role, bytes)?;
+    }
+    // What the environment's services (a Python reward, a server) logged: sealed with the rest,
+    // so the folder holds nothing the manifest does not list.
+    let log = out.join(SERVICE_LOG);
+    if log.is_file() {
+        writer.add_file(&format!("payload/{SERVICE_LOG}"), "log", &log)?;
+        std::fs::remove_file(&log).at("remove", &log)?;
+    }
+    writer.seal(key)?.commit()?;
+    Ok(())
+}
