@@ -17,7 +17,8 @@
 //!   with the native run's evidence.
 //! - A backend's qualification ([`BackendQualification`]): the native half, then the managed
 //!   half against the native proof's run, into the proofs folder the gate reads.
-//! - Re-checking any proof from its files ([`verify_any_proof`]) and the [`gate`].
+//! - Re-checking any proof from its files ([`verify_any_proof`]), the [`gate`], and a
+//!   source-bound experiment the gate admitted ([`prepare_experiment`], `managed prepare`).
 //!
 //! Each qualification is checked before any output exists (`new`, refusing with
 //! [`QualifyError::Refused`]), then run into a folder the caller made. No GPU is requested or
@@ -31,6 +32,7 @@ mod fixture;
 pub mod gate;
 mod managed;
 mod native;
+mod prepare;
 mod qualify;
 mod soak;
 mod source;
@@ -43,6 +45,7 @@ pub use error::QualifyError;
 pub use fixture::{FixtureRng, FixtureState};
 pub use managed::{ManagedOutcome, ManagedQualification, ManagedQualificationOptions};
 pub use native::{NativeOptions, NativeQualification};
+pub use prepare::{PrepareOptions, Prepared, prepare_experiment};
 pub use qualify::{Control, QualifyOptions, STEPS as CPU_FIXTURE_STEPS, qualify_cpu, verify_proof};
 pub use soak::{SoakOptions, SoakQualification, SoakReport, SoakSummary, kill_soak};
 pub use source::{SourceRecord, record_source};
