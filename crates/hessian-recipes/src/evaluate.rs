@@ -28,7 +28,12 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
             .into());
         }
     }
-    let resume = crate::experiment::resolve(&args.resume, args.master.as_deref())?;
+    let resume = hr_assess::resolve_run_folder(&args.resume, args.master.as_deref()).map_err(
+        |e| match e {
+            hr_assess::RunFolderError::Refused(m) => Refused(m).into(),
+            e => anyhow::Error::from(e),
+        },
+    )?;
     let plan_path = hr_files::RunDir::new(&resume).plan();
     if !plan_path.is_file() {
         return Err(Refused(format!(

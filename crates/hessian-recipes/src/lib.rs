@@ -19,7 +19,6 @@ mod cluster;
 mod demo;
 mod devmaster;
 mod evaluate;
-mod experiment;
 mod generate;
 mod keys;
 mod logging;

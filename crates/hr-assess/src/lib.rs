@@ -1,4 +1,5 @@
-//! The assessment of a finished run, in one place: [`adopt`] verifies the checkpoints the plan's
+//! The assessment of a finished run, in one place: [`resolve_run_folder`] finds the run an
+//! experiment id names through the master; [`adopt`] verifies the checkpoints the plan's
 //! `evaluation` section lists (seal, plan digest, step, run identity, base model); [`assess`]
 //! scores each on DEV, selects one, and assesses it, the base model and any compared adapters
 //! (e.g. TRL's) on the same HELD-OUT episodes and MGSM items; [`write_evaluation`] writes and
@@ -13,6 +14,7 @@ mod adopt;
 mod assess;
 mod error;
 mod report;
+mod run_folder;
 mod training_report;
 
 pub use adopt::{Adopted, adopt, evaluation};
@@ -22,4 +24,5 @@ pub use assess::{
 };
 pub use error::ReportError;
 pub use report::{SERVICE_LOG, write_evaluation};
+pub use run_folder::{RunFolderError, resolve_run_folder};
 pub use training_report::{training_plots, write_report};
