@@ -18,7 +18,8 @@
 //! - A backend's qualification ([`BackendQualification`]): the native half, then the managed
 //!   half against the native proof's run, into the proofs folder the gate reads.
 //! - Re-checking any proof from its files ([`verify_any_proof`]), the [`gate`], and a
-//!   source-bound experiment the gate admitted ([`prepare_experiment`], `managed prepare`).
+//!   source-bound experiment the gate admitted ([`prepare_experiment`], `managed prepare`), and
+//!   the [`preflight`] of a submission (the master and this machine).
 //!
 //! Each qualification is checked before any output exists (`new`, refusing with
 //! [`QualifyError::Refused`]), then run into a folder the caller made. No GPU is requested or
@@ -32,6 +33,7 @@ mod fixture;
 pub mod gate;
 mod managed;
 mod native;
+pub mod preflight;
 mod prepare;
 mod qualify;
 mod soak;

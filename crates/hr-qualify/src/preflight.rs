@@ -1,0 +1,464 @@
+//! `hessian-recipes cluster preflight`: before a submission, whether the master and this machine
+//! have what the run needs. The master: its version (0.35.x), sign-in (as `det`), the profile's
+//! workspace, project and resource pool (and what the pool offers: the seed's pool inspection).
+//! This machine: the shared mount and, for the config to submit, its binary (built with `cuda`
+//! when the config runs `--device cuda`), plan, service venv and proofs. The binary prints the
+//! [`Checklist`] as lines or JSON.
+
+use std::path::{Path, PathBuf};
+
+use hr_config::ClusterProfile;
+use serde_json::Value;
+
+use hr_files::IoResultExt;
+
+use crate::QualifyError;
+
+/// How one check came out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    /// It holds.
+    Ok,
+    /// It does not.
+    Fail,
+    /// Not checked: nothing names it, or a check it needs failed.
+    Skip,
+}
+
+impl Status {
+    /// `ok`, `fail` or `skip`.
+    pub fn word(self) -> &'static str {
+        match self {
+            Self::Ok => "ok",
+            Self::Fail => "fail",
+            Self::Skip => "skip",
+        }
+    }
+}
+
+/// One check.
+#[derive(Debug)]
+pub struct Check {
+    /// What was checked (`master`, `workspace`, `binary`, ...).
+    pub name: &'static str,
+    /// How it came out.
+    pub status: Status,
+    /// What was found, or what to fix.
+    pub detail: String,
+}
+
+/// The checks, in the order they ran.
+#[derive(Debug, Default)]
+pub struct Checklist(pub Vec<Check>);
+
+/// What a preflight asks of the master beyond the profile.
+#[derive(Debug, Clone)]
+pub struct PreflightTarget {
+    /// The master's URL.
+    pub master: String,
+    /// The workspace, if not the profile's.
+    pub workspace: Option<String>,
+    /// The project id, if not the profile's.
+    pub project_id: Option<i32>,
+    /// The resource pool, if not the profile's.
+    pub pool: Option<String>,
+}
+
+impl Checklist {
+    /// Adds a check; returns whether it passed.
+    fn add(&mut self, name: &'static str, status: Status, detail: impl Into<String>) -> bool {
+        self.0.push(Check {
+            name,
+            status,
+            detail: detail.into(),
+        });
+        status == Status::Ok
+    }
+
+    /// Adds a check that passed (`Ok`) or failed; returns whether it passed.
+    fn result(&mut self, name: &'static str, result: Result<String, String>) -> bool {
+        match result {
+            Ok(detail) => self.add(name, Status::Ok, detail),
+            Err(detail) => self.add(name, Status::Fail, detail),
+        }
+    }
+}
+
+/// The master's checks (against `target`) and this machine's (for `profile` and the `config` to
+/// submit, if any).
+pub async fn preflight(
+    target: &PreflightTarget,
+    profile: &ClusterProfile,
+    config: Option<&Value>,
+) -> Checklist {
+    let mut list = Checklist::default();
+    master_checks(target, profile, config, &mut list).await;
+    local_checks(profile, config, &mut list);
+    list
+}
+
+/// The config to submit, checked as `cluster check` does; refused when it is not valid.
+pub fn read_config(path: &Path) -> Result<Value, QualifyError> {
+    let (_, findings) = hr_config::check_file(path, None)
+        .map_err(|e| QualifyError::Refused(format!("--config {}: {e}", path.display())))?;
+    if let Some(first) = findings.first() {
+        return Err(QualifyError::Refused(format!(
+            "--config {}: {} problem(s), first: {first}; run `hessian-recipes cluster check {}`",
+            path.display(),
+            findings.len(),
+            path.display()
+        )));
+    }
+    let text = std::fs::read_to_string(path).at("read", path)?;
+    Ok(hr_config::parse_yaml(&text, &path.display().to_string())?)
+}
+
+async fn master_checks(
+    args: &PreflightTarget,
+    profile: &ClusterProfile,
+    config: Option<&Value>,
+    list: &mut Checklist,
+) {
+    let mut client = match hr_det::Client::new(&args.master) {
+        Ok(c) => c,
+        Err(e) => {
+            list.add("master", Status::Fail, e.to_string());
+            return;
+        }
+    };
+    let reached = list.result(
+        "master",
+        client
+            .info()
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|info| master_line(&info, client.master())),
+    );
+    let signed_in = reached
+        && list.result(
+            "sign-in",
+            match client.sign_in_from_env().await {
+                Ok(()) => client
+                    .me()
+                    .await
+                    .map(|u| format!("as {}", u.username))
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(format!(
+                    "{e}; set DET_USER_TOKEN, run `det user login`, or set DET_USER and DET_PASS"
+                )),
+            },
+        );
+    let names = [
+        (
+            "workspace",
+            args.workspace.is_some() || profile.workspace.is_some(),
+        ),
+        (
+            "project",
+            args.project_id.is_some() || profile.project_id.is_some(),
+        ),
+        (
+            "pool",
+            args.pool.is_some() || profile.resource_pool.is_some(),
+        ),
+    ];
+    if !signed_in {
+        for (name, _) in names {
+            list.add(name, Status::Skip, "needs the master and a sign-in");
+        }
+        return;
+    }
+    let workspace_name = args.workspace.clone().or_else(|| profile.workspace.clone());
+    let mut workspace_id = None;
+    match &workspace_name {
+        None => {
+            list.add(
+                "workspace",
+                Status::Skip,
+                "the profile names none (--workspace NAME)",
+            );
+        }
+        Some(name) => {
+            let found = client.workspaces_named(name).await;
+            workspace_id = found.as_ref().ok().and_then(|w| w.first()).map(|w| w.id);
+            list.result(
+                "workspace",
+                match found {
+                    Ok(w) if w.first().is_some_and(|w| !w.archived) => {
+                        Ok(format!("{name} (id {})", w[0].id))
+                    }
+                    Ok(w) if !w.is_empty() => Err(format!("{name} is archived")),
+                    Ok(_) => Err(format!(
+                        "no workspace named {name} on this master (or not visible to you): ask \
+                         its admin, or give --workspace NAME"
+                    )),
+                    Err(e) => Err(e.to_string()),
+                },
+            );
+        }
+    }
+    match args
+        .project_id
+        .or(profile.project_id.and_then(|p| i32::try_from(p).ok()))
+    {
+        None => {
+            list.add(
+                "project",
+                Status::Skip,
+                "the profile names none (--project-id ID)",
+            );
+        }
+        Some(id) => {
+            let expected_name = args
+                .project_id
+                .is_none()
+                .then_some(profile.project.as_deref())
+                .flatten();
+            list.result(
+                "project",
+                match client.project(id).await {
+                    Ok(p) if p.archived => Err(format!("project {id} ({}) is archived", p.name)),
+                    Ok(p) if expected_name.is_some_and(|n| n != p.name) => Err(format!(
+                        "project {id} is {:?}, not {:?}: check the project id",
+                        p.name,
+                        expected_name.unwrap_or_default()
+                    )),
+                    Ok(p) if workspace_id.is_some_and(|w| w != p.workspace_id) => Err(format!(
+                        "project {id} ({}) is in workspace {}, not {} (id {})",
+                        p.name,
+                        p.workspace_id,
+                        workspace_name.as_deref().unwrap_or_default(),
+                        workspace_id.unwrap_or_default()
+                    )),
+                    Ok(p) => Ok(format!("{id} {} (workspace {})", p.name, p.workspace_id)),
+                    Err(hr_det::DetError::NotFound(_)) => Err(format!(
+                        "no project {id} on this master (or not visible to you): check the \
+                         project id, or give --project-id ID"
+                    )),
+                    Err(e) => Err(format!("project {id}: {e}")),
+                },
+            );
+        }
+    }
+    match args.pool.clone().or_else(|| profile.resource_pool.clone()) {
+        None => {
+            list.add("pool", Status::Skip, "the profile names none (--pool NAME)");
+        }
+        Some(name) => {
+            let slots_wanted = config
+                .and_then(|c| c.pointer("/resources/slots_per_trial"))
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            list.result(
+                "pool",
+                match client.resource_pools().await {
+                    Ok(pools) => match pools.iter().find(|p| p.name == name) {
+                        Some(p) => {
+                            let offer = format!(
+                                "{name}: {} {} slot(s) on {} agent(s), {} in use; zero-slot \
+                                 capacity {} ({} running)",
+                                p.slots_available,
+                                p.slot_type.trim_start_matches("TYPE_"),
+                                p.num_agents,
+                                p.slots_used,
+                                p.aux_container_capacity,
+                                p.aux_containers_running
+                            );
+                            if i64::from(p.slots_available) < slots_wanted {
+                                Err(format!(
+                                    "{offer}; the config asks for {slots_wanted} slot(s) per trial"
+                                ))
+                            } else {
+                                Ok(offer)
+                            }
+                        }
+                        None => Err(format!(
+                            "no resource pool {name}; the master has: {}",
+                            pools
+                                .iter()
+                                .map(|p| p.name.as_str())
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )),
+                    },
+                    Err(e) => Err(e.to_string()),
+                },
+            );
+        }
+    }
+}
+
+/// The master check's line: its version must be 0.35.x, the API this client speaks.
+fn master_line(info: &hr_det::wire::MasterInfo, url: &str) -> Result<String, String> {
+    let line = format!(
+        "Determined {} at {url} (cluster {:?})",
+        info.version, info.cluster_name
+    );
+    if info.version.starts_with("0.35.") {
+        Ok(line)
+    } else {
+        Err(format!("{line}: hessian-recipes speaks Determined 0.35.x"))
+    }
+}
+
+/// The shared mount, and what the config to submit names on this machine.
+fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Checklist) {
+    let mounts: Vec<String> = match config {
+        Some(c) => c
+            .get("bind_mounts")
+            .and_then(Value::as_array)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|b| b.get("host_path").and_then(Value::as_str))
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
+        None => profile
+            .shared_mount
+            .iter()
+            .map(|m| m.host_path.clone())
+            .collect(),
+    };
+    if mounts.is_empty() {
+        list.add("shared mount", Status::Skip, "none named");
+    }
+    for mount in mounts {
+        let ok = Path::new(&mount).is_dir();
+        list.result(
+            "shared mount",
+            if ok {
+                Ok(mount)
+            } else {
+                Err(format!(
+                    "{mount} is not a folder here: run from a node that mounts it"
+                ))
+            },
+        );
+    }
+    let Some(entrypoint) = config.map(entrypoint) else {
+        let binary = PathBuf::from(profile.binary());
+        list.result("binary", binary_check(&binary, false));
+        for name in ["plan", "service venv", "proofs"] {
+            list.add(name, Status::Skip, "no --config to read it from");
+        }
+        return;
+    };
+    let flag = |name: &str| {
+        entrypoint
+            .iter()
+            .position(|a| a == name)
+            .and_then(|i| entrypoint.get(i + 1))
+            .cloned()
+    };
+    let cuda = flag("--device").as_deref() == Some("cuda");
+    match entrypoint.first() {
+        Some(binary) => list.result("binary", binary_check(Path::new(binary), cuda)),
+        None => list.result("binary", Err("the config has no entrypoint".to_owned())),
+    };
+    match flag("--plan") {
+        Some(plan) => list.result(
+            "plan",
+            hr_plan::Plan::from_file(Path::new(&plan))
+                .map(|p| format!("{plan} ({}, {} steps)", p.name, p.steps))
+                .map_err(|e| e.to_string()),
+        ),
+        None => list.add("plan", Status::Skip, "the entrypoint names no --plan"),
+    };
+    match flag("--service-python") {
+        Some(python) if Path::new(&python).is_file() => {
+            list.add("service venv", Status::Ok, python)
+        }
+        Some(python) => list.add(
+            "service venv",
+            Status::Fail,
+            format!("{python} is missing: create the service venv the config names"),
+        ),
+        None => list.add("service venv", Status::Skip, "the entrypoint names none"),
+    };
+    match flag("--proofs") {
+        Some(dir) => {
+            let proofs = hr_proof::ProofsDir::new(&dir);
+            let missing: Vec<String> = [proofs.native_proof(), proofs.managed_proof()]
+                .into_iter()
+                .filter(|p| !p.is_file())
+                .map(|p| p.display().to_string())
+                .collect();
+            list.result(
+                "proofs",
+                if missing.is_empty() {
+                    Ok(dir)
+                } else {
+                    Err(format!(
+                        "missing {}: run the qualification first (`cargo xtask qualify`)",
+                        missing.join(", ")
+                    ))
+                },
+            )
+        }
+        None => list.add(
+            "proofs",
+            Status::Skip,
+            "the entrypoint names none (a qualification run)",
+        ),
+    };
+}
+
+fn entrypoint(config: &Value) -> Vec<String> {
+    match config.get("entrypoint") {
+        Some(Value::Array(items)) => items
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect(),
+        Some(Value::String(s)) => shlex::split(s).unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// The binary exists, runs, and (when `cuda`) was built with the CUDA backend.
+fn binary_check(binary: &Path, cuda: bool) -> Result<String, String> {
+    if !binary.is_file() {
+        return Err(format!(
+            "{} is missing: build it with `cargo build --release --features cuda -p \
+             hessian-recipes`",
+            binary.display()
+        ));
+    }
+    let out = std::process::Command::new(binary)
+        .arg("--version")
+        .output()
+        .map_err(|e| format!("{}: cannot run it: {e}", binary.display()))?;
+    let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if cuda && !version.contains("cuda") {
+        return Err(format!(
+            "{} has no CUDA backend ({version}) but the config runs --device cuda: rebuild with \
+             --features cuda",
+            binary.display()
+        ));
+    }
+    Ok(format!("{} ({version})", binary.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_0_35_master_passes() {
+        let info = |version: &str| hr_det::wire::MasterInfo {
+            version: version.to_owned(),
+            cluster_id: "c".to_owned(),
+            master_id: "c".to_owned(),
+            cluster_name: "jaif".to_owned(),
+        };
+        assert!(master_line(&info("0.35.0"), "https://m:8443").is_ok());
+        for other in ["0.36.0", "0.34.9", "0.3.5"] {
+            let err = master_line(&info(other), "https://m:8443").expect_err(other);
+            assert!(
+                err.contains(&format!("Determined {other} at https://m:8443")),
+                "{err}"
+            );
+            assert!(err.ends_with("speaks Determined 0.35.x"), "{err}");
+        }
+    }
+}
