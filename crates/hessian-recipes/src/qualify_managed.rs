@@ -25,12 +25,12 @@ pub(crate) fn backend(backend: &str, args: &QualifyBackendArgs) -> anyhow::Resul
             output: args.output.clone(),
             root: std::env::current_dir().context("current folder")?,
             native_proof: None,
-            master: args.master.clone(),
-            device: args.device.flag().to_owned(),
-            gpu: args.device == DeviceKind::Cuda,
+            master: args.trial.master.clone(),
+            device: args.trial.device.flag().to_owned(),
+            gpu: args.trial.device == DeviceKind::Cuda,
             pause_after_step: 1,
             kill_during_save_at: None,
-            timeout: Duration::from_secs(args.timeout_seconds),
+            timeout: Duration::from_secs(args.trial.timeout_seconds),
         },
         crate::source_binding()?,
     )?;
@@ -71,12 +71,12 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
         output: args.output.clone(),
         root: std::env::current_dir().context("current folder")?,
         native_proof: args.native_proof.clone(),
-        master: args.master.clone(),
-        device: args.device.flag().to_owned(),
-        gpu: args.device == DeviceKind::Cuda,
+        master: args.trial.master.clone(),
+        device: args.trial.device.flag().to_owned(),
+        gpu: args.trial.device == DeviceKind::Cuda,
         pause_after_step: args.pause_after_step,
         kill_during_save_at: args.kill_during_save_at,
-        timeout: Duration::from_secs(args.timeout_seconds),
+        timeout: Duration::from_secs(args.trial.timeout_seconds),
     })?;
     create_fresh(&args.output)?;
     let runtime = tokio::runtime::Runtime::new()?;

@@ -46,11 +46,20 @@ pub(crate) struct QualifyBackendArgs {
     /// folder may hold the plan).
     #[arg(long)]
     pub(crate) output: PathBuf,
-    /// A Determined master for the managed half instead of a local devmaster (as for `qualify
-    /// managed`).
+    #[command(flatten)]
+    pub(crate) trial: TrialArgs,
+}
+
+/// Where and how a qualification's managed trial runs.
+#[derive(Debug, Args)]
+pub(crate) struct TrialArgs {
+    /// A Determined master to use instead of a local devmaster (http(s)://HOST:PORT, or HOST:PORT
+    /// for http, as `det` reads `DET_MASTER`). Sign-in: `DET_USER_TOKEN`, else the token
+    /// `det user login` cached, else `DET_USER`/`DET_PASS`. TLS as `det`: the web roots plus
+    /// DET_MASTER_CERT_FILE (a PEM bundle, or `noverify`), checked against DET_MASTER_CERT_NAME.
     #[arg(long, env = "DET_MASTER")]
     pub(crate) master: Option<String>,
-    /// Backend of both halves.
+    /// Backend of the native run and of the trial's `managed-training`.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub(crate) device: crate::backend::DeviceKind,
     /// Limit for each wait and the trial's --max-wall-seconds, seconds.
@@ -85,12 +94,8 @@ pub(crate) struct QualifyManagedArgs {
     /// Fresh output folder (source/, reference/, managed/, managed-proof.json).
     #[arg(long)]
     pub(crate) output: PathBuf,
-    /// A Determined master to use instead of a local devmaster (http(s)://HOST:PORT, or HOST:PORT
-    /// for http, as `det` reads `DET_MASTER`). Sign-in: `DET_USER_TOKEN`, else the token
-    /// `det user login` cached, else `DET_USER`/`DET_PASS`. TLS as `det`: the web roots plus
-    /// DET_MASTER_CERT_FILE (a PEM bundle, or `noverify`), checked against DET_MASTER_CERT_NAME.
-    #[arg(long, env = "DET_MASTER")]
-    pub(crate) master: Option<String>,
+    #[command(flatten)]
+    pub(crate) trial: TrialArgs,
     /// Pause once the training metric of this step is visible. As the seed's recovery point,
     /// the pause lands while the next step runs and the worker saves and stops there (default:
     /// sent after step 1, stopped at step 2); the first allocation holds after that next step
@@ -104,17 +109,11 @@ pub(crate) struct QualifyManagedArgs {
     /// zero-GPU shell: the trial gets the GPU). Without it a native reference run comes first.
     #[arg(long, value_name = "FILE")]
     pub(crate) native_proof: Option<PathBuf>,
-    /// Limit for each wait and the trial's --max-wall-seconds, seconds.
-    #[arg(long, default_value_t = 2400)]
-    pub(crate) timeout_seconds: u64,
     /// Instead of pausing, SIGKILL the worker in the middle of the save of this step (a plan
     /// that saves every step); with `max_restarts: 1` the restart must restore the step before
     /// it (the last sealed checkpoint) and still equal the native run.
     #[arg(long)]
     pub(crate) kill_during_save_at: Option<u64>,
-    /// Backend of the native run and of the trial's `managed-training`.
-    #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
-    pub(crate) device: crate::backend::DeviceKind,
 }
 
 #[derive(Debug, Args)]
