@@ -3,8 +3,7 @@
 //! compares with the native proof's uninterrupted run instead of running one; both proofs are
 //! then re-checked from their files. `DIR` is the `--proofs DIR` of the long run.
 
-use std::path::PathBuf;
-
+use hr_files::IoResultExt;
 use hr_proof::{NativeProof, ProofsDir};
 
 use crate::{
@@ -79,8 +78,8 @@ impl BackendQualification {
 
     /// Runs the native half, then (when equal) the managed half, and re-checks both proofs.
     pub async fn run(self) -> Result<BackendOutcome, QualifyError> {
-        std::fs::create_dir_all(self.proofs.native())
-            .map_err(|e| QualifyError::Failed(format!("creating the native folder: {e}")))?;
+        let native_dir = self.proofs.native();
+        std::fs::create_dir_all(&native_dir).at("create", &native_dir)?;
         let native = self.native.run()?;
         if !native.equal {
             return Ok(BackendOutcome {
@@ -88,10 +87,9 @@ impl BackendQualification {
                 managed: None,
             });
         }
-        let managed_dir: PathBuf = self.managed.output.clone();
+        let managed_dir = self.managed.output.clone();
         let managed = ManagedQualification::new(self.managed)?;
-        std::fs::create_dir_all(&managed_dir)
-            .map_err(|e| QualifyError::Failed(format!("creating the managed folder: {e}")))?;
+        std::fs::create_dir_all(&managed_dir).at("create", &managed_dir)?;
         let managed = managed.run().await?;
         // Both must hold when re-checked from the files alone.
         verify_native_proof(&self.proofs.native_proof())?;

@@ -9,10 +9,11 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
-use hr_files::{IoResultExt, RunDir};
+use hr_files::IoResultExt;
 use hr_plan::{Environment, Plan};
-use hr_proof::{CoreIdentity, EvidenceLine, MANAGED_PROOF_SCHEMA, ManagedProof, first_divergence};
+use hr_proof::{CoreIdentity, MANAGED_PROOF_SCHEMA, ManagedProof, first_divergence};
 
+use crate::native::{evidence, run_train};
 use crate::{
     ManagedOptions, ManagedRecovery, QualifyError, managed_recovery, record_source, runs_device,
     verify_native_proof,
@@ -122,19 +123,7 @@ impl ManagedQualification {
             None => {
                 let reference = output.join("reference");
                 tracing::info!("qualify managed: native reference run");
-                let status = Command::new(&copy)
-                    .args(["train", "--plan"])
-                    .arg(&plan_path)
-                    .arg("--output")
-                    .arg(&reference)
-                    .args(["--device", &o.device])
-                    .status()
-                    .map_err(|e| QualifyError::Failed(format!("running train: {e}")))?;
-                if !status.success() {
-                    return Err(QualifyError::Failed(format!(
-                        "the native reference run failed ({status})"
-                    )));
-                }
+                run_train(&copy, &plan_path, &reference, &["--device", &o.device])?;
                 reference
             }
         };
@@ -210,10 +199,6 @@ impl ManagedQualification {
             evidence_steps: (ours.len(), theirs.len()),
         })
     }
-}
-
-fn evidence(run: &Path) -> Result<Vec<EvidenceLine>, QualifyError> {
-    Ok(hr_proof::read_evidence(&RunDir::new(run).evidence())?)
 }
 
 /// The environment server's package and version, read from the service's own Python.

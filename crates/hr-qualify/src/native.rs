@@ -117,31 +117,43 @@ impl NativeQualification {
     /// The binary's `train` of the plan into `out` with `extra` arguments.
     fn train(&self, out: &Path, extra: &[&str]) -> Result<(), QualifyError> {
         let o = &self.options;
-        tracing::info!(
-            "qualify native: train --output {} {}",
-            out.display(),
-            extra.join(" ")
-        );
-        let status = Command::new(&o.binary)
-            .arg("train")
-            .arg("--plan")
-            .arg(&o.plan)
-            .arg("--output")
-            .arg(out)
-            .args(["--device", &o.device])
-            .args(extra)
-            .status()
-            .map_err(|e| QualifyError::Failed(format!("running train: {e}")))?;
-        if !status.success() {
-            return Err(QualifyError::Failed(format!(
-                "train --output {} failed ({status})",
-                out.display()
-            )));
-        }
-        Ok(())
+        run_train(
+            &o.binary,
+            &o.plan,
+            out,
+            &[&["--device", &o.device], extra].concat(),
+        )
     }
 }
 
-fn evidence(run: &Path) -> Result<Vec<EvidenceLine>, QualifyError> {
+/// `binary train --plan PLAN --output OUT ARGS...`, its output on this process's; an exit
+/// other than 0 is a failure naming the run folder.
+pub(crate) fn run_train(
+    binary: &Path,
+    plan: &Path,
+    out: &Path,
+    args: &[&str],
+) -> Result<(), QualifyError> {
+    tracing::info!("train --output {} {}", out.display(), args.join(" "));
+    let status = Command::new(binary)
+        .arg("train")
+        .arg("--plan")
+        .arg(plan)
+        .arg("--output")
+        .arg(out)
+        .args(args)
+        .status()
+        .map_err(|e| QualifyError::Failed(format!("running train: {e}")))?;
+    if !status.success() {
+        return Err(QualifyError::Failed(format!(
+            "train --output {} failed ({status})",
+            out.display()
+        )));
+    }
+    Ok(())
+}
+
+/// The evidence lines of the run folder `run`.
+pub(crate) fn evidence(run: &Path) -> Result<Vec<EvidenceLine>, QualifyError> {
     Ok(hr_proof::read_evidence(&RunDir::new(run).evidence())?)
 }
