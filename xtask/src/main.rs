@@ -24,6 +24,7 @@ mod fetch_model;
 mod python;
 mod qualify_backend;
 mod results;
+mod review_list;
 mod tidy;
 mod vulkan;
 

@@ -3,7 +3,8 @@
 //! folder name is its package name; only the tensor crates depend on burn, and neither the layer-0
 //! crates nor the tensor libraries reach tokio, reqwest or axum (checked with `cargo tree -i`, the
 //! layering invariants of ARCHITECTURE.md); inside each crate, xtask included, the top-level
-//! modules depend on each other one way (`cycles.rs`).
+//! modules depend on each other one way (`cycles.rs`); the binary holds only the files on its
+//! review list (`review_list.rs`).
 
 use std::path::{Path, PathBuf};
 
@@ -78,6 +79,8 @@ pub(crate) fn run(root: &Path) -> Result<()> {
             ));
         }
     }
+    let binary = rust_files(&root.join(crate::review_list::BINARY_SRC))?;
+    crate::review_list::check(root, &binary, &mut problems)?;
     for dir in &crates {
         let name = dir_name(dir);
         if !TENSOR_CRATES.contains(&name.as_str()) && depends_on(&name, "burn")? {
@@ -103,7 +106,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         );
     }
     eprintln!(
-        "tidy: {} crates, docs, test attributes and layering ok",
+        "tidy: {} crates, docs, test attributes, layering and the binary's review list ok",
         crates.len()
     );
     Ok(())

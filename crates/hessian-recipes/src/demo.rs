@@ -1,5 +1,5 @@
-//! `hessian-recipes demo`: the authored evaluation fixture with the scripted policy; the output
-//! folder is sealed like every snapshot (`payload/` + `MANIFEST.json` + `SEAL.dsse.json`).
+//! `hessian-recipes demo`: runs the authored suites with the scripted policy, shows progress,
+//! has `hr_eval::seal_demo` seal the output folder and prints the scores.
 
 use std::{
     io::{IsTerminal, Write},
@@ -8,9 +8,7 @@ use std::{
 };
 
 use anyhow::Context;
-use hr_eval::{FixturePolicy, ReportMeta, builtin_suites, evaluate, render_reports};
-use hr_seal::{RunIdentity, SnapshotWriter, sha256_hex};
-use serde_json::json;
+use hr_eval::{FixturePolicy, ReportMeta, builtin_suites, evaluate, seal_demo};
 
 use crate::{cli::DemoArgs, output};
 
@@ -43,42 +41,15 @@ pub(crate) fn run(args: &DemoArgs) -> anyhow::Result<ExitCode> {
         ],
         elapsed_ms: u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX),
     };
-    // The config this output depends on: the command, the policy and the suite data.
-    let config = json!({
-        "command": "demo",
-        "policy": eval.policy,
-        "suites": suites.iter().map(|s| json!({"name": s.name, "sha256": s.sha256})).collect::<Vec<_>>(),
-    });
-    let name = args
-        .output
-        .file_name()
-        .map_or_else(|| "demo".into(), |n| n.to_string_lossy().into_owned());
-    let run = RunIdentity {
-        run_id: format!("demo:{name}"),
-        writer: "local".to_owned(),
-    };
     output::create_fresh(&args.output)?;
-    let mut writer = SnapshotWriter::in_place(
+    let digest = seal_demo(
         &args.output,
-        run,
-        0,
+        &eval,
+        &suites,
+        &meta,
         crate::source_binding()?,
-        sha256_hex(config.to_string().as_bytes()),
-    );
-    writer
-        .tool("hessian-recipes", env!("CARGO_PKG_VERSION"))
-        .tool("hr-eval", hr_eval::VERSION);
-    for (file, bytes) in render_reports(&eval, &meta) {
-        let role = if file == "results.jsonl" {
-            "results"
-        } else {
-            "report"
-        };
-        writer.add_bytes(&format!("payload/{file}"), role, &bytes)?;
-    }
-    let sealed = writer.seal(key.as_ref())?;
-    let digest = sealed.manifest_sha256.clone();
-    sealed.commit()?;
+        key.as_ref(),
+    )?;
     for s in &eval.suites {
         println!(
             "{:<12} {:>3}/{:<3} {:>6.1}%",

@@ -9,8 +9,9 @@
 //! picks the tensor backend at the edge (the CPU; CUDA or Vulkan when built with `--features
 //! cuda` or `vulkan`), calls the libraries and maps errors to exit codes (0 ok, 1 failure, 2 bad
 //! input or a refused output folder, 3 an invalid snapshot or a refused restore, 4 out of budget,
-//! 5 stopped by a signal). The qualifications and the gate are `hr-qualify`'s; `qualify_*.rs`
-//! parse, call and print.
+//! 5 stopped by a signal). It holds no domain logic: the qualifications and the gate are
+//! `hr-qualify`'s, evaluation `hr-assess`'s, the demo's seal `hr-eval`'s; each command's file
+//! parses, calls and prints (the review list `cargo xtask tidy` enforces).
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod backend;

@@ -1,12 +1,13 @@
 //! Evaluation: the authored task suites (arithmetic word problems, tool-call formatting, an
 //! MGSM-format multilingual math set), the scoring rules that judge a policy's answers, the
 //! [`Policy`] interface with the deterministic [`FixturePolicy`] of the CPU demo, and the reports
-//! (`results.jsonl`, `report.json`, `report.md`).
+//! (`results.jsonl`, `report.json`, `report.md`), and the demo's sealed output ([`seal_demo`]).
 //!
 //! This crate knows nothing about models, tensors, Determined or the network: a policy is anything
 //! that turns a prompt into text. Checkpoint evaluation plugs a real policy in behind the same
 //! trait; the scoring and reports stay the same.
 
+mod demo;
 mod error;
 mod policy;
 mod report;
@@ -14,6 +15,7 @@ mod run;
 mod score;
 mod suite;
 
+pub use demo::seal_demo;
 pub use error::Error;
 pub use policy::{FixturePolicy, Policy};
 pub use report::{ReportMeta, render_reports};

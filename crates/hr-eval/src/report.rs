@@ -1,6 +1,6 @@
 //! The report files: `results.jsonl` (one line per task), `report.json` (per-suite scores,
-//! counts, timings, versions) and `report.md` (the same for people). Rendering only: where the
-//! bytes go (a sealed snapshot, for the demo) is the caller's choice.
+//! counts, timings, versions) and `report.md` (the same for people). Rendering only: the demo
+//! seals the bytes (`demo.rs`), checkpoint evaluation adds plots and seals its own folder.
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
