@@ -58,12 +58,7 @@ pub(crate) fn identify(kind: DeviceKind) -> anyhow::Result<Device> {
 
 /// The record of a device of `kind` named `name`, built with this binary's tensor libraries.
 fn device(kind: DeviceKind, name: String, detail: Option<String>) -> Device {
-    Device {
-        kind: kind.flag().to_owned(),
-        name,
-        detail,
-        libraries: LIBRARIES.to_owned(),
-    }
+    Device::new(kind.flag(), name, LIBRARIES).with_detail(detail)
 }
 
 /// The refusal of `--device FLAG` by a binary built without that backend.

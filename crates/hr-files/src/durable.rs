@@ -1,6 +1,7 @@
 //! Durable file writes, spelled once: a JSON-lines append that survives a crash mid-line (the
 //! torn tail is cut before the next line, and readers take only complete lines), an atomic
-//! replace (temporary file, fsync, rename, folder fsync), and a folder fsync.
+//! replace (temporary file, fsync, rename, folder fsync), an atomic create that never replaces,
+//! and a folder fsync.
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
@@ -68,6 +69,27 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     }
 }
 
+/// Writes `bytes` to `path` as a new file, atomically and durably, refusing to replace anything
+/// there (`AlreadyExists`): `<path>.tmp` written and fsynced, hard-linked to `path` (which fails
+/// if `path` exists, with no window between check and write), the temporary name removed, then
+/// the folder fsynced. A crash leaves no file at `path` or the whole one.
+pub fn write_new(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = path.with_file_name(tmp_name);
+    let mut file = File::create(&tmp).at("create", &tmp)?;
+    file.write_all(bytes)
+        .and_then(|()| file.sync_all())
+        .at("write", &tmp)?;
+    let linked = std::fs::hard_link(&tmp, path).at("create", path);
+    std::fs::remove_file(&tmp).at("remove", &tmp)?;
+    linked?;
+    match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => fsync_dir(dir),
+        _ => fsync_dir(Path::new(".")),
+    }
+}
+
 /// Fsyncs a folder, so a rename or a new entry in it survives a crash.
 pub fn fsync_dir(dir: &Path) -> Result<(), IoError> {
     File::open(dir).and_then(|d| d.sync_all()).at("fsync", dir)
@@ -100,6 +122,11 @@ mod tests {
         write_atomic(&dir.join("b.json"), b"two").unwrap();
         assert_eq!(std::fs::read(dir.join("b.json")).unwrap(), b"two");
         assert!(!dir.join("b.json.tmp").exists());
+        write_new(&dir.join("c.json"), b"first").unwrap();
+        let again = write_new(&dir.join("c.json"), b"second").unwrap_err();
+        assert_eq!(again.source.kind(), std::io::ErrorKind::AlreadyExists);
+        assert_eq!(std::fs::read(dir.join("c.json")).unwrap(), b"first");
+        assert!(!dir.join("c.json.tmp").exists());
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -3,7 +3,7 @@
 //! [`IoResultExt::at`] to attach both to a `std::io::Result` (each crate's error wraps it,
 //! `#[from] IoError`, instead of repeating the variant and its helper); the durable writes every
 //! crate uses ([`append_line`] for JSON lines that survive a crash mid-line, [`write_atomic`],
-//! [`fsync_dir`]); and [`RunDir`], the layout of a training run's folder, spelled once.
+//! [`write_new`], [`fsync_dir`]); and [`RunDir`], the layout of a training run's folder, spelled once.
 //!
 //! Not here: file formats (plans, evidence lines, manifests); those belong to the crates that
 //! own them.
@@ -13,7 +13,7 @@ mod run_dir;
 
 use std::path::PathBuf;
 
-pub use durable::{append_line, complete_lines, cut_torn_tail, fsync_dir, write_atomic};
+pub use durable::{append_line, complete_lines, cut_torn_tail, fsync_dir, write_atomic, write_new};
 pub use run_dir::{RunDir, local_core};
 
 /// A filesystem operation failed.

@@ -145,20 +145,20 @@ fn le_bytes(values: &[f32]) -> Vec<u8> {
     values.iter().flat_map(|v| v.to_le_bytes()).collect()
 }
 
-/// Writes through a temporary file and a rename; refuses to replace an existing file.
+/// Writes a new file atomically and durably (`hr_files::write_new`); refuses to replace an
+/// existing one.
 fn write_new(path: &Path, bytes: &[u8]) -> Result<(), PolicyError> {
-    if path.exists() {
-        return Err(PolicyError::io(
-            path,
+    hr_files::write_new(path, bytes).map_err(|e| {
+        let source = if e.source.kind() == std::io::ErrorKind::AlreadyExists {
             std::io::Error::new(
                 std::io::ErrorKind::AlreadyExists,
                 "refusing to overwrite an existing adapter file",
-            ),
-        ));
-    }
-    let tmp = path.with_extension("partial");
-    std::fs::write(&tmp, bytes).map_err(|e| PolicyError::io(&tmp, e))?;
-    std::fs::rename(&tmp, path).map_err(|e| PolicyError::io(path, e))
+            )
+        } else {
+            e.source
+        };
+        PolicyError::io(e.path, source)
+    })
 }
 
 /// Parses and checks the text of an `adapter_config.json`; `path` only names it in errors.

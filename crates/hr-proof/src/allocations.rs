@@ -91,13 +91,7 @@ pub fn read_allocations(path: &Path) -> Result<Vec<AllocationRecord>, ProofError
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(source) => {
-            return Err(ProofError::Io {
-                op: "read",
-                path: path.to_owned(),
-                source,
-            });
-        }
+        Err(source) => return Err(hr_files::IoError::new("read", path, source).into()),
     };
     hr_files::complete_lines(&text)
         .enumerate()

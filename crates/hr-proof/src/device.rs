@@ -21,6 +21,26 @@ pub struct Device {
 }
 
 impl Device {
+    /// A device of `kind` named `name`, run through the tensor `libraries`, with no detail.
+    pub fn new(
+        kind: impl Into<String>,
+        name: impl Into<String>,
+        libraries: impl Into<String>,
+    ) -> Self {
+        Device {
+            kind: kind.into(),
+            name: name.into(),
+            detail: None,
+            libraries: libraries.into(),
+        }
+    }
+
+    /// The same device with `detail` recorded.
+    #[must_use]
+    pub fn with_detail(self, detail: Option<String>) -> Self {
+        Device { detail, ..self }
+    }
+
     /// Why a run on `other` is not covered by a proof made on `self`, if it is not: another
     /// kind, or another model of that kind. Libraries and details are recorded, not compared:
     /// the proof's binary digest already binds the libraries.
@@ -45,12 +65,7 @@ mod tests {
     use super::*;
 
     fn device(kind: &str, name: &str) -> Device {
-        Device {
-            kind: kind.into(),
-            name: name.into(),
-            detail: None,
-            libraries: "burn 0.21.0".into(),
-        }
+        Device::new(kind, name, "burn 0.21.0")
     }
 
     #[test]

@@ -26,6 +26,7 @@ pub use managed::{MANAGED_PROOF_SCHEMA, ManagedProof};
 pub use native::{Divergence, NATIVE_FIELDS, NATIVE_PROOF_SCHEMA, NativeProof, first_divergence};
 pub use run_folder::{CursorRecord, EvidenceLine, parse_evidence, read_evidence};
 
+use hr_files::IoResultExt;
 use hr_seal::SourceBinding;
 use serde::{Deserialize, Serialize};
 
@@ -173,15 +174,8 @@ pub fn compare(reference: &[StepEvidence], resumed: &[StepEvidence]) -> Comparis
 #[derive(Debug, thiserror::Error)]
 pub enum ProofError {
     /// A file operation failed.
-    #[error("{op} {path}: {source}")]
-    Io {
-        /// What.
-        op: &'static str,
-        /// Where.
-        path: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Io(#[from] hr_files::IoError),
     /// The proof does not parse or has another schema.
     #[error("{path}: not a {PROOF_SCHEMA} proof: {message}")]
     Format {
@@ -202,27 +196,14 @@ pub enum ProofError {
     },
 }
 
-/// Writes `value` as pretty JSON to a new file and syncs it; an existing file is never replaced.
+/// Writes `value` as pretty JSON to a new file, atomically and durably; an existing file is never
+/// replaced.
 pub(crate) fn write_create_only(path: &Path, value: &impl Serialize) -> Result<(), ProofError> {
-    use std::io::Write;
-    let io = |op| {
-        move |source| ProofError::Io {
-            op,
-            path: path.to_owned(),
-            source,
-        }
-    };
     let bytes = serde_json::to_vec_pretty(value).map_err(|e| ProofError::Format {
         path: path.to_owned(),
         message: e.to_string(),
     })?;
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
-        .map_err(io("create"))?;
-    f.write_all(&bytes).map_err(io("write"))?;
-    f.sync_all().map_err(io("fsync"))
+    Ok(hr_files::write_new(path, &bytes)?)
 }
 
 impl Proof {
@@ -233,11 +214,7 @@ impl Proof {
 
     /// Reads a proof.
     pub fn read(path: &Path) -> Result<Self, ProofError> {
-        let bytes = std::fs::read(path).map_err(|source| ProofError::Io {
-            op: "read",
-            path: path.to_owned(),
-            source,
-        })?;
+        let bytes = std::fs::read(path).at("read", path)?;
         let proof: Proof = serde_json::from_slice(&bytes).map_err(|e| ProofError::Format {
             path: path.to_owned(),
             message: e.to_string(),

@@ -5,6 +5,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use hr_files::IoResultExt;
+
 use crate::ProofError;
 
 /// Where the task sampler stands after a step.
@@ -112,11 +114,7 @@ pub fn parse_evidence(text: &str, path: &Path) -> Result<Vec<EvidenceLine>, Proo
 
 /// Reads and parses the evidence stream at `path` ([`parse_evidence`]).
 pub fn read_evidence(path: &Path) -> Result<Vec<EvidenceLine>, ProofError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ProofError::Io {
-        op: "read",
-        path: path.to_owned(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(path).at("read", path)?;
     parse_evidence(&text, path)
 }
 

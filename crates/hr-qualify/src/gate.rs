@@ -137,12 +137,7 @@ mod tests {
     use super::*;
 
     fn device(kind: &str, name: &str) -> Device {
-        Device {
-            kind: kind.into(),
-            name: name.into(),
-            detail: None,
-            libraries: "burn 0.21.0".into(),
-        }
+        Device::new(kind, name, "burn 0.21.0")
     }
 
     #[test]
