@@ -29,6 +29,7 @@ pub(crate) const REVIEW_LIST: &[&str] = &[
     "generate.rs",
     "preflight.rs",
     "prepare.rs",
+    "probe.rs",
     "qualify.rs",
     "qualify_managed.rs",
     "qualify_native.rs",

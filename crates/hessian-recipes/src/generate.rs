@@ -69,8 +69,10 @@ impl OnBackend for Job {
                 }
             })
             .collect::<Result<Vec<_>, _>>()?;
-        sampling.stop_tokens = policy.config().eos_token_ids.clone();
-        sampling.stop_tokens.extend(tokenizer.stop_token_ids());
+        if !args.ignore_eos {
+            sampling.stop_tokens = policy.config().eos_token_ids.clone();
+            sampling.stop_tokens.extend(tokenizer.stop_token_ids());
+        }
         let mut rng = PolicyRng::from_seed(args.seed);
         let started = Instant::now();
         let out = policy.generate(adapters.as_ref(), &prompts, &sampling, &mut rng, true)?;

@@ -1,7 +1,7 @@
 //! The `hessian-recipes` command line, composed from the library crates: the CPU demo fixture
 //! (`demo`), GRPO training locally (`train`) or in a Determined trial (`managed-training`), both
 //! through `hr-train`'s one lifecycle, the assessment of a finished run (`evaluate`), policy
-//! sampling (`generate`), the qualifications (`qualify native|managed|openenv|nemo|cpu|soak`,
+//! sampling (`generate`), the device's GEMM rate (`probe gemm`), the qualifications (`qualify native|managed|openenv|nemo|cpu|soak`,
 //! `proof verify`)
 //! and the gate that admits a long run only on their proofs (`managed prepare`), the local
 //! Determined-compatible master (`devmaster`), the cluster tooling (`cluster
@@ -27,6 +27,7 @@ mod model_folder;
 mod output;
 mod preflight;
 mod prepare;
+mod probe;
 mod qualify;
 mod qualify_managed;
 mod qualify_native;
@@ -86,6 +87,9 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Devmaster(args) => devmaster::run(&args),
         cli::Command::Cluster { command } => cluster::run(command),
         cli::Command::Generate(args) => generate::run(args),
+        cli::Command::Probe {
+            command: cli::ProbeCommand::Gemm(args),
+        } => probe::gemm(&args),
         cli::Command::Evaluate(args) => evaluate::run(&args),
         cli::Command::Keygen { output } => keys::keygen(&output),
         cli::Command::Train(args) => train::run(&args),

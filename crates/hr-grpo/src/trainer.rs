@@ -75,8 +75,10 @@ pub struct StepReport {
     pub advantages: Vec<f64>,
     /// `reward`, `reward_std`, `frac_reward_zero_std`, `kl`, `clip_ratio/*`, `entropy`,
     /// `completions/*`, `learning_rate`, `grad_norm`, `loss`, `num_tokens`, `tokens_per_second`,
-    /// and the wall-clock split of the step (`timing/*`, seconds; like `tokens_per_second` they
-    /// are the only values that differ between identical runs).
+    /// the step's matrix arithmetic (`flops/forward`, `flops/backward`, and `flops/rollout`, the
+    /// forward's part spent sampling), and the wall-clock split
+    /// of the step (`timing/*`, seconds; like `tokens_per_second` they are the only values that
+    /// differ between identical runs).
     pub metrics: BTreeMap<String, f64>,
 }
 
@@ -172,6 +174,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         envs: &mut dyn EnvironmentFactory,
     ) -> Result<StepReport, GrpoError> {
         let started = Instant::now();
+        let flops = self.policy.flops();
         let g = self.config.rollout.num_generations;
         let lr = self.config.schedule.at(self.step);
         let inference = self.policy.valid();
@@ -187,6 +190,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             &mut self.rng,
         )?;
         timing.rollout = started.elapsed().as_secs_f64();
+        let rollout_flops = self.policy.flops().since(&flops).forward;
         let rewards: Vec<f64> = episodes.iter().map(|e| e.reward).collect();
         let adv = advantages(&rewards, g, &self.config.advantage)?;
         let (loss_mean, grad_norm, mut metrics) =
@@ -276,6 +280,11 @@ impl<B: AutodiffBackend> Trainer<B> {
             policy_tokens.iter().sum::<usize>() as f64,
         );
         timing.record(elapsed, &mut metrics);
+        // The step's matrix arithmetic, counted from the model's shapes (hr-policy's flops.rs).
+        let work = self.policy.flops().since(&flops);
+        metrics.insert("flops/forward".to_owned(), work.forward as f64);
+        metrics.insert("flops/backward".to_owned(), work.backward as f64);
+        metrics.insert("flops/rollout".to_owned(), rollout_flops as f64);
         Ok(StepReport {
             step,
             episodes,
@@ -356,6 +365,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             reference: Option<Tensor<B, 2>>,
             old: Option<Tensor<B, 2>>,
         }
+        let (inference, frozen) = (self.policy.valid(), self.adapters.valid());
         let mut micros = Vec::new();
         for start in (0..episodes.len()).step_by(size.max(1)) {
             let rows = start..(start + size).min(episodes.len());
@@ -372,19 +382,17 @@ impl<B: AutodiffBackend> Trainer<B> {
                 })
                 .collect();
             // The reference (β > 0) and, when μ > 1, the old policy are scored once, before any update.
+            // Both on the inference view: no graph is built for what is never back-propagated.
             let reference = (self.config.loss.beta > 0.0)
-                .then(|| self.policy.score(None, &prompts, &completions, temperature))
+                .then(|| inference.score(None, &prompts, &completions, temperature))
                 .transpose()
                 .map_err(policy_err)?
-                .map(Tensor::detach);
+                .map(Tensor::from_inner);
             let old = (self.config.num_iterations > 1)
-                .then(|| {
-                    self.policy
-                        .score(Some(&self.adapters), &prompts, &completions, temperature)
-                })
+                .then(|| inference.score(Some(&frozen), &prompts, &completions, temperature))
                 .transpose()
                 .map_err(policy_err)?
-                .map(Tensor::detach);
+                .map(Tensor::from_inner);
             micros.push(Micro {
                 rows,
                 prompts,

@@ -5,7 +5,9 @@
 //! `model.safetensors` (single or sharded, read tensor by tensor) and `tokenizer.json`; adds LoRA adapters that alone train, saved and loaded
 //! as PEFT files; samples completions with a KV cache, temperature and top-p from an explicit,
 //! serialisable RNG, returning token ids and log-probs; and scores given completions under the
-//! policy or the reference (the same base with no adapters: no second copy of the weights).
+//! policy or the reference (the same base with no adapters: no second copy of the weights);
+//! each policy counts the matrix arithmetic it did ([`FlopCount`]), and [`gemm_rate`] measures
+//! the device's f32 matrix-product rate to hold it against.
 //!
 //! It is not the trainer (GRPO, optimiser, checkpoints live in `hr-grpo`) and it does not choose
 //! the backend: the binary does.
@@ -13,10 +15,12 @@
 mod chat;
 mod config;
 mod error;
+mod flops;
 mod lora;
 mod model;
 mod peft;
 mod policy;
+mod probe;
 mod rng;
 mod sampling;
 mod tokenizer;
@@ -25,6 +29,7 @@ mod weights;
 pub use chat::{ChatTemplate, IM_END, IM_START, Message};
 pub use config::{Family, ModelConfig, RopeScaling};
 pub use error::PolicyError;
+pub use flops::FlopCount;
 pub use lora::{Adapters, LayerAdapters, LoraConfig, LoraPair, Target};
 pub use model::{Attention, BaseModel, Block, KvCache, Mlp};
 pub use peft::{
@@ -33,6 +38,7 @@ pub use peft::{
     read_f32_safetensors, save_adapters,
 };
 pub use policy::{Generation, Policy, host_f32};
+pub use probe::{GemmRate, gemm_rate};
 pub use rng::{PolicyRng, RngState};
 pub use sampling::SamplingConfig;
 pub use tokenizer::ChatTokenizer;

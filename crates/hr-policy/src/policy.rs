@@ -1,15 +1,17 @@
 //! A loaded model: forward passes, KV-cached sampling and the scoring pass the trainer uses.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use burn::module::AutodiffModule;
 use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend, DTypeUsage};
 use burn::tensor::{FloatDType, Int, Tensor, TensorData};
 
+use crate::flops::{self, FlopCounter};
 use crate::model::{BaseModel, KvCache, Layout, hidden_states, lm_logits};
 use crate::sampling::sample;
-use crate::{Adapters, ModelConfig, PolicyError, PolicyRng, SamplingConfig};
+use crate::{Adapters, FlopCount, ModelConfig, PolicyError, PolicyRng, SamplingConfig};
 
 /// Logit elements (rows × completion positions × vocabulary) the scoring pass materialises at
 /// once (8 Mi floats = 32 MiB): whole batches of small models, a few rows of large vocabularies.
@@ -23,6 +25,8 @@ pub struct Policy<B: Backend> {
     device: B::Device,
     /// Logit elements the scoring pass materialises at once.
     score_chunk: usize,
+    /// The matrix arithmetic done so far, shared with the inference view ([`Policy::valid`]).
+    flops: Arc<FlopCounter>,
 }
 
 /// Completions sampled for a batch of prompts.
@@ -74,6 +78,7 @@ impl<B: Backend> Policy<B> {
             base,
             device: device.clone(),
             score_chunk: SCORE_CHUNK_ELEMENTS,
+            flops: FlopCounter::shared(),
         })
     }
 
@@ -99,6 +104,48 @@ impl<B: Backend> Policy<B> {
     /// The device the weights live on.
     pub fn device(&self) -> &B::Device {
         &self.device
+    }
+
+    /// The matrix arithmetic this policy and its inference view have done since loading
+    /// (`flops.rs` says what counts): a step's share is the difference of two readings.
+    pub fn flops(&self) -> FlopCount {
+        self.flops.get()
+    }
+
+    /// Runs the decoder ([`hidden_states`]) and counts its work; a pass through adapters on an
+    /// autodiff backend counts its backward too.
+    fn decoder(
+        &self,
+        adapters: Option<&Adapters<B>>,
+        tokens: Tensor<B, 2, Int>,
+        layout: &Layout,
+        cache: Option<&mut KvCache<B>>,
+    ) -> Tensor<B, 3> {
+        let [batch, new] = tokens.dims();
+        let past = cache.as_ref().map_or(0, |c| c.len());
+        let backward = self.backpropagated(adapters);
+        self.flops.add(flops::decoder(
+            &self.config,
+            adapters.map(Adapters::config),
+            batch,
+            new,
+            past,
+            backward,
+        ));
+        hidden_states(&self.config, &self.base, adapters, tokens, layout, cache)
+    }
+
+    /// The LM head on `hidden` `[rows, t, d]`, counted, with its backward when `backward`.
+    fn head(&self, hidden: Tensor<B, 3>, backward: bool) -> Tensor<B, 3> {
+        let [rows, t, _] = hidden.dims();
+        self.flops
+            .add(flops::lm_head(&self.config, rows * t, backward));
+        lm_logits(&self.base, hidden)
+    }
+
+    /// Whether a pass through `adapters` builds a graph the trainer back-propagates.
+    fn backpropagated(&self, adapters: Option<&Adapters<B>>) -> bool {
+        adapters.is_some() && B::ad_enabled(&self.device)
     }
 
     fn check_tokens(&self, rows: &[Vec<u32>], what: &str) -> Result<(), PolicyError> {
@@ -143,10 +190,8 @@ impl<B: Backend> Policy<B> {
             pad_left: rows.iter().map(|r| width - r.len()).collect(),
         };
         let tokens = self.token_tensor(rows, width, &layout.pad_left);
-        Ok(lm_logits(
-            &self.base,
-            hidden_states(&self.config, &self.base, adapters, tokens, &layout, None),
-        ))
+        let hidden = self.decoder(adapters, tokens, &layout, None);
+        Ok(self.head(hidden, self.backpropagated(adapters)))
     }
 
     /// Samples one completion per prompt. With `use_cache` each step feeds only the new tokens
@@ -179,7 +224,7 @@ impl<B: Backend> Policy<B> {
         let mut hidden = self.prefill(adapters, prompts, &layout, cache.as_mut());
         for step in 0..sampling.max_new_tokens {
             let [_, t, d] = hidden.dims();
-            let last = lm_logits(&self.base, hidden.slice([0..batch, t - 1..t, 0..d]));
+            let last = self.head(hidden.slice([0..batch, t - 1..t, 0..d]), false);
             let logits = host_f32(last)?;
             let vocab = self.config.vocab_size;
             let mut next = Vec::with_capacity(batch);
@@ -210,14 +255,7 @@ impl<B: Backend> Policy<B> {
             } else {
                 self.token_tensor(&rows, width + step + 1, &layout.pad_left)
             };
-            hidden = hidden_states(
-                &self.config,
-                &self.base,
-                adapters,
-                feed,
-                &layout,
-                cache.as_mut(),
-            );
+            hidden = self.decoder(adapters, feed, &layout, cache.as_mut());
         }
         Ok(out)
     }
@@ -239,7 +277,7 @@ impl<B: Backend> Policy<B> {
             (cache, _) => {
                 let width = prompts.iter().map(Vec::len).max().unwrap_or(0);
                 let tokens = self.token_tensor(prompts, width, &layout.pad_left);
-                hidden_states(&self.config, &self.base, adapters, tokens, layout, cache)
+                self.decoder(adapters, tokens, layout, cache)
             }
         }
     }
@@ -263,9 +301,7 @@ impl<B: Backend> Policy<B> {
         };
         let tokens = self.token_tensor(&rows, width, &distinct_layout.pad_left);
         let mut distinct_cache = KvCache::new(self.config.num_layers);
-        let hidden = hidden_states(
-            &self.config,
-            &self.base,
+        let hidden = self.decoder(
             adapters,
             tokens,
             &distinct_layout,
@@ -356,6 +392,7 @@ impl<B: Backend> Policy<B> {
                 c,
                 temperature,
                 want_entropy,
+                self.backpropagated(adapters),
             );
             logps.push(logp);
             entropies.extend(entropy);
@@ -372,9 +409,10 @@ impl<B: Backend> Policy<B> {
         c: usize,
         temperature: f64,
         want_entropy: bool,
+        backward: bool,
     ) -> (Tensor<B, 2>, Option<Tensor<B, 2>>) {
         let batch = completions.len();
-        let logits = lm_logits(&self.base, hidden);
+        let logits = self.head(hidden, backward);
         let logp = log_softmax(logits.div_scalar(temperature), 2);
         let mut targets = Vec::with_capacity(batch * c);
         let mut keep = Vec::with_capacity(batch * c);
@@ -418,8 +456,11 @@ impl<B: Backend> Policy<B> {
                 .map(|(a, b)| a.iter().chain(b).copied().collect())
                 .collect();
             let tokens = self.token_tensor(&rows, p + c, &layout.pad_left);
-            return hidden_states(&self.config, &self.base, adapters, tokens, layout, None)
-                .slice([0..batch, p - 1..p - 1 + c, 0..d]);
+            return self.decoder(adapters, tokens, layout, None).slice([
+                0..batch,
+                p - 1..p - 1 + c,
+                0..d,
+            ]);
         };
         // Each distinct prompt runs once (with gradients through the adapters); its keys and
         // values are shared by every completion of it, which then run on their own: the prompt's
@@ -436,14 +477,7 @@ impl<B: Backend> Policy<B> {
             .map(|x| x[..x.len().min(c - 1)].to_vec())
             .collect();
         let tokens = self.token_tensor(&heads, c - 1, &vec![0; batch]);
-        let rest = hidden_states(
-            &self.config,
-            &self.base,
-            adapters,
-            tokens,
-            layout,
-            Some(&mut cache),
-        );
+        let rest = self.decoder(adapters, tokens, layout, Some(&mut cache));
         Tensor::cat(vec![last, rest], 1)
     }
 }
@@ -456,6 +490,7 @@ impl<B: AutodiffBackend> Policy<B> {
             base: self.base.valid(),
             device: self.device.clone(),
             score_chunk: self.score_chunk,
+            flops: Arc::clone(&self.flops),
         }
     }
 }

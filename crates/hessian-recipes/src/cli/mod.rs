@@ -81,6 +81,15 @@ pub(crate) enum Command {
     /// (tokenizer_config.json; ChatML when it has none) unless --raw; generation stops at the
     /// template's end-of-turn token or the model's EOS.
     Generate(GenerateArgs),
+    /// Measure this device's f32 matrix-product rate (GEMM)
+    ///
+    /// Times square f32 products with the kernels training uses (one warm-up, then the best of
+    /// --repeats): the yardstick a training step's FLOP rate is held against (`flops/*` in
+    /// metrics.jsonl; `cargo xtask bench grpo` prints the fraction).
+    Probe {
+        #[command(subcommand)]
+        command: ProbeCommand,
+    },
     /// Run the evaluation fixture on the CPU with a scripted policy
     ///
     /// No GPU, model, provider key or Python needed. The output folder becomes a sealed
@@ -149,6 +158,28 @@ pub(crate) enum Command {
         #[command(subcommand)]
         kind: ManagedTrialKind,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ProbeCommand {
+    /// `[N, N] × [N, N]` f32 products: prints the best time and the rate in GFLOP/s
+    Gemm(GemmArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct GemmArgs {
+    /// The matrices' side N (the product does 2·N³ operations).
+    #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u32).range(1..=32768))]
+    pub(crate) size: u32,
+    /// Timed products after the warm-up; the fastest counts.
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=1000))]
+    pub(crate) repeats: u32,
+    /// Backend.
+    #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
+    pub(crate) device: crate::backend::DeviceKind,
+    /// Print one JSON object: size, seconds, flops_per_second, device.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -437,6 +468,10 @@ pub(crate) struct GenerateArgs {
     /// Seed of the sampling RNG (the same seed gives the same tokens, bit for bit, on CPU).
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
+    /// Generate exactly --max-new-tokens per prompt, going on past end-of-turn and EOS tokens
+    /// (as transformers' `min_new_tokens` does; for measuring generation speed).
+    #[arg(long)]
+    pub(crate) ignore_eos: bool,
     /// Backend.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub(crate) device: crate::backend::DeviceKind,

@@ -179,7 +179,29 @@ fn only_adapters_receive_gradients() -> anyhow::Result<()> {
         &mut PolicyRng::from_seed(3),
         policy.device(),
     );
+    let before = policy.flops();
     let logp = policy.score(Some(&adapters), &[vec![3, 4, 5]], &[vec![6, 7, 8]], 1.0)?;
+    // A pass through adapters on an autodiff backend counts its backward; the reference's and
+    // the inference view's passes count none, and the view shares the count.
+    let scored = policy.flops().since(&before);
+    assert!(
+        scored.forward > 0 && scored.backward > scored.forward / 2,
+        "{scored:?}"
+    );
+    let before = policy.flops();
+    policy.score(None, &[vec![3, 4, 5]], &[vec![6, 7, 8]], 1.0)?;
+    policy.valid().score(
+        Some(&adapters.valid()),
+        &[vec![3, 4, 5]],
+        &[vec![6, 7, 8]],
+        1.0,
+    )?;
+    let untrained = policy.flops().since(&before);
+    assert_eq!(untrained.backward, 0);
+    assert!(
+        untrained.forward > 2 * scored.forward * 9 / 10,
+        "{untrained:?} {scored:?}"
+    );
     let grads = logp.sum().backward();
     let b_grad = adapters.layers[0].slots[2]
         .as_ref()

@@ -1,9 +1,10 @@
-//! hr-policy against tiny random models written in the real HF formats.
+//! hr-policy against tiny random models written in the real HF formats, and its GEMM probe.
 
 mod adapters;
 mod dtype;
 mod generation;
 mod logits;
+mod probe;
 mod reference;
 mod weights;
 
