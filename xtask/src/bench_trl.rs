@@ -3,7 +3,10 @@
 //! the same settings (4 prompts × G = 8 per step, 32 new tokens, temperature 1, LoRA r8 α16 on
 //! q,k,v,o, β = 0, μ = 1, learning rate 1e-5). Prints median seconds per step, completion
 //! tokens/s (completion tokens up to and including EOS ÷ step wall time, warm-up steps left out),
-//! where a step's time goes, peak RSS and the ratios, and writes the table to `docs/bench/`.
+//! where a step's time goes, peak RSS and the ratios, and how far each phase of our step is from
+//! this machine's f32 GEMM rate (the step's counted FLOPs over its time, against a matmul probe
+//! through our kernels and through torch, in the same invocation); writes the table to
+//! `docs/bench/`.
 //!
 //! TRL runs from `scripts/trl_grpo_cpu.py` in a cached venv with pinned packages. The tiny model
 //! is the script's random Qwen2 (hidden 64, 2 layers, vocab 512) with plain prompts; SmolLM2 is
@@ -153,6 +156,8 @@ struct Step {
     forward: f64,
     backward: f64,
     optimizer: f64,
+    /// Ours only (`flops/*`): the rollout's, the loss forward's and the backward's products.
+    flops: [f64; 3],
 }
 
 #[derive(Default)]
@@ -247,12 +252,17 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
         trl.steps.extend(steps);
         trl.prompt_tokens.push(prompt);
     }
+    eprintln!(
+        "bench: the f32 GEMM probes ({GEMM_SIZE}², {} threads)",
+        o.threads
+    );
+    let peaks = gemm_peaks(binary, python, o.threads)?;
     let versions = std::fs::read_to_string(work.join("trl-0.jsonl"))
         .ok()
         .and_then(|t| serde_json::from_str::<Value>(t.lines().last()?).ok())
         .map(|v| v["versions"].clone())
         .unwrap_or(Value::Null);
-    let table = render(&o, &commit, &ours, &trl, &versions)?;
+    let table = render(&o, &commit, &ours, &trl, &versions, &peaks)?;
     println!("{table}");
     let doc = root
         .join("docs/bench")
@@ -291,6 +301,13 @@ fn plan_for(o: &Options, model: &Path) -> Value {
 
 /// Runs `cmd` under the venv's Python to learn its peak RSS (KiB).
 pub(crate) fn peak_rss(python: &Path, cmd: &Command, file: &Path) -> Result<u64> {
+    run(under_rss_probe(python, cmd, file))?;
+    read_peak_rss(file)
+}
+
+/// `cmd` wrapped to write its peak RSS and its children's (KiB) to `file` when it ends; the
+/// caller may redirect the wrapper's output, which is `cmd`'s.
+pub(crate) fn under_rss_probe(python: &Path, cmd: &Command, file: &Path) -> Command {
     let mut wrapped = Command::new(python);
     wrapped
         .args(["-c", PEAK_RSS])
@@ -302,7 +319,11 @@ pub(crate) fn peak_rss(python: &Path, cmd: &Command, file: &Path) -> Result<u64>
             wrapped.env(k, v);
         }
     }
-    run(wrapped)?;
+    wrapped
+}
+
+/// The peak RSS (KiB) a wrapper of [`under_rss_probe`] wrote.
+pub(crate) fn read_peak_rss(file: &Path) -> Result<u64> {
     let text = std::fs::read_to_string(file)?;
     text.trim()
         .parse()
@@ -322,6 +343,7 @@ fn our_steps(out: &Path, warmup: usize) -> Result<(Vec<Step>, f64)> {
     for line in text.lines().skip(warmup) {
         let row: Value = serde_json::from_str(line)?;
         prompt = (num(&row, "num_tokens")? - num(&row, "completion_tokens")?) / 32.0;
+        let rollout = num(&row, "flops/rollout")?;
         steps.push(Step {
             secs: num(&row, "timing/step_s")?,
             tokens: num(&row, "completion_tokens")?,
@@ -329,6 +351,11 @@ fn our_steps(out: &Path, warmup: usize) -> Result<(Vec<Step>, f64)> {
             forward: num(&row, "timing/forward_s")?,
             backward: num(&row, "timing/backward_s")?,
             optimizer: num(&row, "timing/optimizer_s")?,
+            flops: [
+                rollout,
+                num(&row, "flops/forward")? - rollout,
+                num(&row, "flops/backward")?,
+            ],
         });
     }
     Ok((steps, prompt))
@@ -350,6 +377,7 @@ fn trl_steps(results: &Path, warmup: usize) -> Result<(Vec<Step>, f64)> {
             forward: num(s, "fwd_s")?,
             backward: num(s, "bwd_s")?,
             optimizer: num(s, "opt_s")? + num(s, "clip_s")?,
+            flops: [f64::NAN; 3],
         });
     }
     // `median_prompt_tokens` counts a whole step's 32 prompts.
@@ -387,7 +415,14 @@ pub(crate) fn command_output(program: &str, args: &[&str]) -> String {
         .unwrap_or_default()
 }
 
-fn render(o: &Options, commit: &str, ours: &Side, trl: &Side, versions: &Value) -> Result<String> {
+fn render(
+    o: &Options,
+    commit: &str,
+    ours: &Side,
+    trl: &Side,
+    versions: &Value,
+    peaks: &GemmPeaks,
+) -> Result<String> {
     use std::fmt::Write;
     let cpu = cpu_name();
     let mut md = String::new();
@@ -459,7 +494,91 @@ fn render(o: &Options, commit: &str, ours: &Side, trl: &Side, versions: &Value) 
         ours.prompt_tokens.first().copied().unwrap_or(f64::NAN),
         trl.prompt_tokens.first().copied().unwrap_or(f64::NAN)
     )?;
+    render_limit(&mut md, ours, peaks)?;
     Ok(md)
+}
+
+/// The side of the f32 GEMM probes and how many products each times.
+const GEMM_SIZE: usize = 1024;
+/// Times `[n, n] × [n, n]` with torch in the HF venv, as `hessian-recipes probe gemm` does.
+const TORCH_GEMM: &str = "import json, sys, time, torch\n\
+n, threads = int(sys.argv[1]), int(sys.argv[2])\n\
+torch.set_num_threads(threads)\n\
+a, b = torch.rand(n, n), torch.rand(n, n)\n\
+a @ b\n\
+best = float('inf')\n\
+for _ in range(5): t = time.perf_counter(); a @ b; best = min(best, time.perf_counter() - t)\n\
+print(json.dumps({'flops_per_second': 2 * n ** 3 / best}))\n";
+
+/// This machine's f32 GEMM rate through our kernels (`hessian-recipes probe gemm`) and torch's.
+struct GemmPeaks {
+    ours: f64,
+    torch: f64,
+}
+
+fn gemm_peaks(binary: &Path, python: &Path, threads: usize) -> Result<GemmPeaks> {
+    let rate = |mut cmd: Command, what: &str| -> Result<f64> {
+        let out = cmd.output().with_context(|| format!("running {what}"))?;
+        if !out.status.success() {
+            bail!("{what} failed: {}", String::from_utf8_lossy(&out.stderr));
+        }
+        let line: Value = serde_json::from_slice(&out.stdout)
+            .with_context(|| format!("{what} printed no JSON line"))?;
+        num(&line, "flops_per_second")
+    };
+    let mut ours = Command::new(binary);
+    ours.args(["probe", "gemm", "--json", "--size", &GEMM_SIZE.to_string()])
+        .env("RAYON_NUM_THREADS", threads.to_string());
+    let mut torch = Command::new(python);
+    torch
+        .args(["-c", TORCH_GEMM])
+        .args([GEMM_SIZE.to_string(), threads.to_string()]);
+    Ok(GemmPeaks {
+        ours: rate(ours, "hessian-recipes probe gemm")?,
+        torch: rate(torch, "torch's GEMM probe")?,
+    })
+}
+
+/// A step's distance from the machine's limit: each phase's counted products over its time,
+/// against the GEMM probes.
+fn render_limit(md: &mut String, ours: &Side, peaks: &GemmPeaks) -> Result<()> {
+    use std::fmt::Write;
+    let gf = |flops: f64| flops / 1e9;
+    writeln!(
+        md,
+        "\n## The limit\n\nf32 GEMM `[{GEMM_SIZE}, {GEMM_SIZE}] × [{GEMM_SIZE}, {GEMM_SIZE}]`          on this machine, best of 5: **{:.1} GFLOP/s** through our kernels (`hessian-recipes probe          gemm`, Burn Flex's gemm), {:.1} GFLOP/s through torch. Our step's matrix products,          counted from the model's shapes (`flops/*` in `metrics.jsonl`; element-wise work left          out), over each phase's time (medians):\n",
+        gf(peaks.ours),
+        gf(peaks.torch)
+    )?;
+    writeln!(
+        md,
+        "| phase | GFLOP | seconds | GFLOP/s | of our GEMM peak |"
+    )?;
+    writeln!(md, "|---|---|---|---|---|")?;
+    for (i, name) in ["rollout (sampling)", "loss forward", "backward"]
+        .into_iter()
+        .enumerate()
+    {
+        let flops = ours.median(|s| s.flops[i]);
+        let time = ours.median(|s| [s.generate, s.forward, s.backward][i]);
+        writeln!(
+            md,
+            "| {name} | {:.1} | {time:.3} | {:.1} | {:.0}% |",
+            gf(flops),
+            gf(flops / time),
+            100.0 * flops / time / peaks.ours
+        )?;
+    }
+    let flops = ours.median(|s| s.flops.iter().sum());
+    let time = ours.median(|s| s.secs);
+    writeln!(
+        md,
+        "| **step** | {:.1} | {time:.3} | {:.1} | **{:.0}%** |",
+        gf(flops),
+        gf(flops / time),
+        100.0 * flops / time / peaks.ours
+    )?;
+    Ok(())
 }
 
 /// `TRL 1.16.0 (torch ..., transformers ..., peft ...)` from a TRL result line's `versions`.

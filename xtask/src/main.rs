@@ -11,6 +11,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench_core;
+mod bench_generate;
 mod bench_load;
 mod bench_trl;
 mod cache;
@@ -120,7 +121,13 @@ Tasks:
   bench grpo --vs-trl [--model tiny|smollm2] [--steps N] [--warmup N] [--rounds N] [--threads N]
               our `train` and TRL's GRPOTrainer + PEFT (pinned, in a cached venv) on the same
               weights and prompts, alternating: median s/step, completion tokens/s, the step's
-              split, peak RSS and the ratios; writes docs/bench/grpo-vs-trl-MODEL.md
+              split, peak RSS and the ratios, and each phase's counted GFLOP/s against this
+              machine's f32 GEMM rate; writes docs/bench/grpo-vs-trl-MODEL.md
+  bench generate [--model tiny|smollm2] [--prompts N] [--new-tokens N] [--threads N]
+              our batched sampling (`generate --ignore-eos`) against transformers'
+              model.generate on the same model folder and chat prompts (defaults 32 prompts,
+              128 new tokens each, 2 threads): new tokens/s and peak RSS; writes
+              docs/bench/generate-MODEL.md
   results smollm2|smollm2-own-data [--steps N] [--learning-rate X] [--threads N] | --render WORK
               does GRPO learn on a real model? SmolLM2-135M-Instruct with LoRA (defaults 48
               steps, lr 2e-4, 2 threads), our `train` and TRL's GRPOTrainer + PEFT one after the
@@ -463,6 +470,7 @@ fn bench(root: &Path, args: &[String]) -> Result<()> {
             run(cmd)
         }
         Some("core") => bench_core::run_task(root, &args[1..]),
+        Some("generate") => bench_generate::run_task(root, &args[1..]),
         Some("load") => bench_load::run_task(root, &args[1..]),
         Some("grpo") if args[1..].iter().any(|a| a == "--vs-trl") => {
             let rest: Vec<String> = args[1..]
@@ -482,7 +490,7 @@ fn bench(root: &Path, args: &[String]) -> Result<()> {
         }
         other => {
             bail!(
-                "unknown benchmark {other:?}: available: seal, policy, grpo, core, load\n\n{HELP}"
+                "unknown benchmark {other:?}: available: seal, policy, grpo, generate, core, load\n\n{HELP}"
             )
         }
     }
