@@ -73,8 +73,9 @@ pub struct BaseModel<B: Backend> {
     pub blocks: Vec<Block<B>>,
     /// Final RMSNorm weight.
     pub norm: Param<Tensor<B, 1>>,
-    /// LM head `[hidden, vocab]` (for tied embeddings, a transposed copy of the embedding).
-    pub lm_head: Param<Tensor<B, 2>>,
+    /// LM head `[vocab, hidden]` as HF stores it; `None` when the embeddings are tied (the
+    /// head is then `embed`).
+    pub lm_head: Option<Param<Tensor<B, 2>>>,
 }
 
 /// Keys and values of the positions seen so far, per block, before the GQA repeat.
@@ -186,7 +187,13 @@ pub(crate) fn hidden_states<B: Backend>(
 
 /// Projects hidden states `[batch, t, hidden]` to vocabulary logits `[batch, t, vocab]`.
 pub(crate) fn lm_logits<B: Backend>(base: &BaseModel<B>, hidden: Tensor<B, 3>) -> Tensor<B, 3> {
-    dense(hidden, base.lm_head.val(), None)
+    let head = base.lm_head.as_ref().unwrap_or(&base.embed).val();
+    let [batch, t, d] = hidden.dims();
+    let vocab = head.dims()[0];
+    hidden
+        .reshape([batch * t, d])
+        .matmul(f32_of(head).transpose())
+        .reshape([batch, t, vocab])
 }
 
 /// `x·W + b` for `x` `[batch, t, in]` and `W` `[in, out]`, as one `[batch·t, in] × [in, out]`

@@ -377,16 +377,6 @@ pub(crate) fn load_base<B: Backend>(
     let embed_data = l
         .file
         .take("model.embed_tokens.weight", &[config.vocab_size, h])?;
-    // A tied head gets its own `[hidden, vocab]` copy: multiplying by a transposed view of the
-    // embedding costs a full copy of it at every step on the CPU backend.
-    let tied_head = config.tie_word_embeddings.then(|| {
-        frozen(
-            transpose(&embed_data, config.vocab_size, h),
-            [h, config.vocab_size],
-            dtype,
-            device,
-        )
-    });
     let embed = frozen(embed_data, [config.vocab_size, h], dtype, device);
     let mut blocks = Vec::with_capacity(config.num_layers);
     for i in 0..config.num_layers {
@@ -414,11 +404,16 @@ pub(crate) fn load_base<B: Backend>(
         });
     }
     let norm = l.vector("model.norm.weight", h)?;
-    let lm_head = match tied_head {
-        Some(head) => head,
-        None => l.linear("lm_head.weight", h, config.vocab_size)?,
-    };
     let tied = config.tie_word_embeddings;
+    // Kept as HF stores it, `[vocab, hidden]`: the head multiplies by its transposed view, which
+    // the CPU backend's GEMM reads in place (and which is faster there than `[hidden, vocab]`
+    // for a decode step's few rows); a tied head is the embedding itself, no copy.
+    let lm_head = (!tied)
+        .then(|| {
+            let data = l.file.take("lm_head.weight", &[config.vocab_size, h])?;
+            Ok::<_, PolicyError>(frozen(data, [config.vocab_size, h], dtype, device))
+        })
+        .transpose()?;
     // Some tied checkpoints still carry `lm_head.weight` (HF ignores it), and old ones carry
     // RoPE's `inv_freq` buffers.
     l.file.finish(|name| {
