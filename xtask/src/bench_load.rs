@@ -1,8 +1,8 @@
 //! `cargo xtask bench load`: peak memory while the policy loads a 0.5B model. `transformers`
 //! writes a random model of Qwen2-0.5B's shape (bf16, tied embeddings) once into the cache, as
 //! one file and as 300 MB shards; the release binary loads each and generates one token under a
-//! peak-RSS probe. The table gives peak RSS against the size of the loaded f32 weights (the
-//! tied head's `[hidden, vocab]` copy included); writes `docs/bench/load.md`.
+//! peak-RSS probe. The table gives peak RSS against the size of the loaded f32 weights (a tied
+//! head is the embedding itself, no copy); writes `docs/bench/load.md`.
 
 use std::{path::Path, process::Command};
 
@@ -60,8 +60,8 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
         std::fs::write(&count, &out.stdout)?;
     }
     let parameters: u64 = std::fs::read_to_string(&count)?.trim().parse()?;
-    // Every parameter in f32, plus the tied head's transposed copy.
-    let loaded = (parameters + 151_936 * 896) * 4;
+    // Every parameter in f32 (the tied head is the embedding).
+    let loaded = parameters * 4;
     let gib = |bytes: u64| bytes as f64 / (1u64 << 30) as f64;
     let mut rows = Vec::new();
     for (label, dir) in [("one file", &single), ("300 MB shards", &sharded)] {
@@ -105,7 +105,7 @@ Measured at commit {commit} with `cargo xtask bench load` (release binary, CPU b
 project's 2-core machine). A random model of Qwen2-0.5B's shape ({parameters} parameters, bf16, \
 tied embeddings) written by `transformers`, loaded by `hessian-recipes generate --raw --prompt hi \
 --max-new-tokens 1` (load, one forward pass, one token) under a peak-RSS probe. Loaded weights: \
-every parameter in f32 plus the tied head's `[hidden, vocab]` copy.\n\n\
+every parameter in f32 (the tied head is the embedding itself).\n\n\
 | checkpoint | safetensors on disk | loaded f32 weights | peak RSS | peak / loaded | wall |\n\
 |---|---|---|---|---|---|\n{}\n",
         rows.join("\n")
