@@ -11,8 +11,10 @@ use std::process::{Command, Stdio};
 use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
-use crate::bench_trl::{TrlSetup, cpu_name, measured_commit, read_peak_rss, under_rss_probe};
-use crate::{fetch_model, run, timestamped};
+use crate::bench_trl::{
+    Model, TrlSetup, cpu_name, measured_commit, positive, read_peak_rss, under_rss_probe,
+};
+use crate::{run, timestamped};
 
 /// The questions of the batch (cycled to `--prompts`): the bench's arithmetic prompt shape.
 const QUESTIONS: &[&str] = &[
@@ -23,7 +25,7 @@ const QUESTIONS: &[&str] = &[
 ];
 
 struct Options {
-    model: &'static str,
+    model: Model,
     prompts: usize,
     new_tokens: usize,
     threads: usize,
@@ -31,33 +33,18 @@ struct Options {
 
 fn parse(args: &[String]) -> Result<Options> {
     let mut o = Options {
-        model: "smollm2",
+        model: Model::Smollm2,
         prompts: 32,
         new_tokens: 128,
         threads: 2,
     };
     let mut it = args.iter();
     while let Some(flag) = it.next() {
-        let mut value = || -> Result<usize> {
-            let v = it
-                .next()
-                .with_context(|| format!("{flag} needs a number"))?;
-            v.parse()
-                .ok()
-                .filter(|n| *n > 0)
-                .with_context(|| format!("{flag} {v:?}: give a positive whole number"))
-        };
         match flag.as_str() {
-            "--model" => {
-                o.model = match it.next().map(String::as_str) {
-                    Some("tiny") => "tiny",
-                    Some("smollm2") => "smollm2",
-                    other => bail!("--model {other:?}: use tiny or smollm2"),
-                }
-            }
-            "--prompts" => o.prompts = value()?,
-            "--new-tokens" => o.new_tokens = value()?,
-            "--threads" => o.threads = value()?,
+            "--model" => o.model = Model::parse(it.next())?,
+            "--prompts" => o.prompts = positive(flag, it.next())?,
+            "--new-tokens" => o.new_tokens = positive(flag, it.next())?,
+            "--threads" => o.threads = positive(flag, it.next())?,
             other => bail!(
                 "bench generate: unknown argument {other:?}: use --model tiny|smollm2, \
                  --prompts N, --new-tokens N, --threads N"
@@ -78,14 +65,11 @@ struct Side {
 pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
     let o = parse(args)?;
     let commit = measured_commit();
-    let setup = TrlSetup::prepare(root, o.model)?;
-    let model = match o.model {
-        "tiny" => setup.models.join("tiny"),
-        _ => fetch_model::smollm2()?,
-    };
+    let setup = TrlSetup::prepare(root, o.model.name())?;
+    let model = o.model.folder(&setup.models)?;
     let work = root
         .join("target/bench-generate")
-        .join(timestamped(o.model));
+        .join(timestamped(o.model.name()));
     std::fs::create_dir_all(&work)?;
     let prompts: Vec<&str> = QUESTIONS.iter().copied().cycle().take(o.prompts).collect();
     let prompts_file = work.join("prompts.json");
@@ -146,7 +130,7 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
     println!("{table}");
     let doc = root
         .join("docs/bench")
-        .join(format!("generate-{}.md", o.model));
+        .join(format!("generate-{}.md", o.model.name()));
     std::fs::write(&doc, &table)?;
     eprintln!(
         "bench: wrote {} (runs in {})",
@@ -217,14 +201,14 @@ fn render(
     writeln!(
         md,
         "# Batched sampling: hessian-recipes and transformers, {} model\n",
-        o.model
+        o.model.name()
     )?;
     writeln!(
         md,
         "Measured {} at commit {commit} with `cargo xtask bench generate --model {} --prompts {} \
          --new-tokens {} --threads {}` on {} ({} cores); torch {}, transformers {}.\n",
         crate::bench_trl::command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
-        o.model,
+        o.model.name(),
         o.prompts,
         o.new_tokens,
         o.threads,
@@ -273,7 +257,7 @@ mod tests {
         let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let o = parse(&args(&["--model", "tiny", "--new-tokens", "16"])).expect("parses");
         assert_eq!(
-            (o.model, o.prompts, o.new_tokens, o.threads),
+            (o.model.name(), o.prompts, o.new_tokens, o.threads),
             ("tiny", 32, 16, 2)
         );
         let e = parse(&args(&["--prompts", "0"])).err().expect("refused");

@@ -46,19 +46,46 @@ rc = subprocess.run(sys.argv[2:]).returncode\n\
 open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))\n\
 sys.exit(rc)\n";
 
+/// The model a side-by-side bench runs: the TRL script's tiny random model or SmolLM2.
 #[derive(Clone, Copy, PartialEq)]
-enum Model {
+pub(crate) enum Model {
     Tiny,
     Smollm2,
 }
 
 impl Model {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Model::Tiny => "tiny",
             Model::Smollm2 => "smollm2",
         }
     }
+
+    /// `--model`'s value.
+    pub(crate) fn parse(value: Option<&String>) -> Result<Self> {
+        match value.map(String::as_str) {
+            Some("tiny") => Ok(Model::Tiny),
+            Some("smollm2") => Ok(Model::Smollm2),
+            other => bail!("--model {other:?}: use tiny or smollm2"),
+        }
+    }
+
+    /// The model's folder: the TRL script's tiny model in `models`, or SmolLM2 as fetched.
+    pub(crate) fn folder(self, models: &Path) -> Result<PathBuf> {
+        match self {
+            Model::Tiny => Ok(models.join("tiny")),
+            Model::Smollm2 => fetch_model::smollm2(),
+        }
+    }
+}
+
+/// A flag's positive whole-number value.
+pub(crate) fn positive(flag: &str, value: Option<&String>) -> Result<usize> {
+    let v = value.with_context(|| format!("{flag} needs a positive whole number"))?;
+    v.parse()
+        .ok()
+        .filter(|n| *n > 0)
+        .with_context(|| format!("{flag} {v:?}: give a positive whole number"))
 }
 
 struct Options {
@@ -74,25 +101,12 @@ fn parse(args: &[String]) -> Result<Options> {
     let (mut steps, mut warmup, mut rounds, mut threads) = (None, None, None, 2);
     let mut it = args.iter();
     while let Some(flag) = it.next() {
-        let mut value = |what: &str| -> Result<usize> {
-            let v = it.next().with_context(|| format!("{flag} needs {what}"))?;
-            v.parse()
-                .ok()
-                .filter(|n| *n > 0)
-                .with_context(|| format!("{flag} {v:?}: give a positive whole number"))
-        };
         match flag.as_str() {
-            "--model" => {
-                model = match it.next().map(String::as_str) {
-                    Some("tiny") => Model::Tiny,
-                    Some("smollm2") => Model::Smollm2,
-                    other => bail!("--model {other:?}: use tiny or smollm2"),
-                }
-            }
-            "--steps" => steps = Some(value("a step count")?),
-            "--warmup" => warmup = Some(value("a step count")?),
-            "--rounds" => rounds = Some(value("a count")?),
-            "--threads" => threads = value("a thread count")?,
+            "--model" => model = Model::parse(it.next())?,
+            "--steps" => steps = Some(positive(flag, it.next())?),
+            "--warmup" => warmup = Some(positive(flag, it.next())?),
+            "--rounds" => rounds = Some(positive(flag, it.next())?),
+            "--threads" => threads = positive(flag, it.next())?,
             other => bail!(
                 "bench grpo --vs-trl: unknown argument {other:?}: use --model tiny|smollm2, \
                  --steps N, --warmup N, --rounds N, --threads N"
@@ -196,10 +210,7 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
         &trl_setup.script,
         &trl_setup.models,
     );
-    let model_dir = match o.model {
-        Model::Tiny => models.join("tiny"),
-        Model::Smollm2 => fetch_model::smollm2()?,
-    };
+    let model_dir = o.model.folder(models)?;
     let work = root
         .join("target/bench-vs-trl")
         .join(timestamped(o.model.name()));

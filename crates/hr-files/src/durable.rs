@@ -5,7 +5,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::{IoError, IoResultExt};
 
@@ -55,18 +55,9 @@ fn complete_len(bytes: &[u8]) -> usize {
 /// Replaces `path` with `bytes` atomically and durably: `<path>.tmp` written and fsynced, renamed
 /// over `path`, then the folder fsynced. A crash leaves the old file or the new one, never a mix.
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
-    let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
-    tmp_name.push(".tmp");
-    let tmp = path.with_file_name(tmp_name);
-    let mut file = File::create(&tmp).at("create", &tmp)?;
-    file.write_all(bytes)
-        .and_then(|()| file.sync_all())
-        .at("write", &tmp)?;
+    let tmp = synced_beside(path, bytes)?;
     std::fs::rename(&tmp, path).at("rename", path)?;
-    match path.parent() {
-        Some(dir) if !dir.as_os_str().is_empty() => fsync_dir(dir),
-        _ => fsync_dir(Path::new(".")),
-    }
+    fsync_parent(path)
 }
 
 /// Writes `bytes` to `path` as a new file, atomically and durably, refusing to replace anything
@@ -74,6 +65,15 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
 /// if `path` exists, with no window between check and write), the temporary name removed, then
 /// the folder fsynced. A crash leaves no file at `path` or the whole one.
 pub fn write_new(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
+    let tmp = synced_beside(path, bytes)?;
+    let linked = std::fs::hard_link(&tmp, path).at("create", path);
+    std::fs::remove_file(&tmp).at("remove", &tmp)?;
+    linked?;
+    fsync_parent(path)
+}
+
+/// `bytes` written and fsynced to `<path>.tmp`, whose path is returned.
+fn synced_beside(path: &Path, bytes: &[u8]) -> Result<PathBuf, IoError> {
     let mut tmp_name = path.file_name().unwrap_or_default().to_owned();
     tmp_name.push(".tmp");
     let tmp = path.with_file_name(tmp_name);
@@ -81,9 +81,11 @@ pub fn write_new(path: &Path, bytes: &[u8]) -> Result<(), IoError> {
     file.write_all(bytes)
         .and_then(|()| file.sync_all())
         .at("write", &tmp)?;
-    let linked = std::fs::hard_link(&tmp, path).at("create", path);
-    std::fs::remove_file(&tmp).at("remove", &tmp)?;
-    linked?;
+    Ok(tmp)
+}
+
+/// Fsyncs the folder holding `path` (the working folder for a bare name).
+fn fsync_parent(path: &Path) -> Result<(), IoError> {
     match path.parent() {
         Some(dir) if !dir.as_os_str().is_empty() => fsync_dir(dir),
         _ => fsync_dir(Path::new(".")),
