@@ -557,7 +557,11 @@ fn render_limit(md: &mut String, ours: &Side, peaks: &GemmPeaks) -> Result<()> {
     let gf = |flops: f64| flops / 1e9;
     writeln!(
         md,
-        "\n## The limit\n\nf32 GEMM `[{GEMM_SIZE}, {GEMM_SIZE}] × [{GEMM_SIZE}, {GEMM_SIZE}]`          on this machine, best of 5: **{:.1} GFLOP/s** through our kernels (`hessian-recipes probe          gemm`, Burn Flex's gemm), {:.1} GFLOP/s through torch. Our step's matrix products,          counted from the model's shapes (`flops/*` in `metrics.jsonl`; element-wise work left          out), over each phase's time (medians):\n",
+        "\n## The limit\n\nf32 GEMM `[{GEMM_SIZE}, {GEMM_SIZE}] × [{GEMM_SIZE}, {GEMM_SIZE}]` on this \
+         machine, best of 5: **{:.1} GFLOP/s** through our kernels (`hessian-recipes probe gemm`, \
+         Burn Flex's gemm), {:.1} GFLOP/s through torch. Our step's matrix products, counted \
+         from the model's shapes (`flops/*` in `metrics.jsonl`; element-wise work left out), \
+         over each phase's time (medians):\n",
         gf(peaks.ours),
         gf(peaks.torch)
     )?;

@@ -50,10 +50,34 @@ const LIBRARIES: &str = env!("HR_TENSOR_LIBRARIES");
 /// it cannot run here.
 pub(crate) fn identify(kind: DeviceKind) -> anyhow::Result<Device> {
     match kind {
-        DeviceKind::Cpu => Ok(device(kind, std::env::consts::ARCH.to_owned(), None)),
+        DeviceKind::Cpu => Ok(device(kind, cpu_name(), None)),
         DeviceKind::Cuda => cuda::identify(),
         DeviceKind::Vulkan => vulkan::identify(),
     }
+}
+
+/// The CPU as the GEMM kernels see it: the architecture and, on x86-64, the widest vector
+/// class they dispatch to at run time (AVX-512 or AVX2), whose sums round differently, so a proof
+/// made with one class does not cover the other.
+fn cpu_name() -> String {
+    let arch = std::env::consts::ARCH;
+    #[cfg(target_arch = "x86_64")]
+    {
+        let v4 = std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512cd")
+            && std::arch::is_x86_feature_detected!("avx512dq")
+            && std::arch::is_x86_feature_detected!("avx512vl");
+        let v3 = std::arch::is_x86_feature_detected!("avx2")
+            && std::arch::is_x86_feature_detected!("fma");
+        if v4 {
+            return format!("{arch} AVX-512");
+        }
+        if v3 {
+            return format!("{arch} AVX2");
+        }
+    }
+    arch.to_owned()
 }
 
 /// The record of a device of `kind` named `name`, built with this binary's tensor libraries.

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 pub struct Device {
     /// The `--device` value: `cpu`, `cuda` or `vulkan`.
     pub kind: String,
-    /// The processor's architecture for `cpu` (`x86_64`), the GPU's name for `cuda`
+    /// The processor's architecture and GEMM vector class for `cpu` (`x86_64 AVX-512`), the GPU's name for `cuda`
     /// (`NVIDIA H200`), the adapter's for `vulkan` (`llvmpipe (LLVM 15.0.6, 256 bits)`).
     pub name: String,
     /// What else decides the kernels, when there is anything (`compute capability 9.0`, the
