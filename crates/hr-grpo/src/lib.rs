@@ -22,7 +22,7 @@ mod trainer;
 pub use advantage::{AdvantageConfig, advantages};
 pub use data::{DataCursor, TaskSampler};
 pub use error::GrpoError;
-pub use loss::{LossConfig, LossOutput, grpo_loss};
+pub use loss::{LossConfig, LossOutput, Whole, grpo_loss};
 pub use rollout::{EnvironmentFactory, Episode, RolloutConfig, rollouts};
 pub use schedule::LrSchedule;
 // The plan's vocabulary, defined once in `hr-plan`.

@@ -94,11 +94,22 @@ fn host<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f64> {
         .unwrap_or_default()
 }
 
+/// The denominators of a loss over rows that are part of a larger batch, so that the parts'
+/// losses sum to the whole's: each defaults to the rows' own.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Whole {
+    /// `dapo`: the active tokens of the whole accumulated batch (all micro-batches).
+    pub batch_active_tokens: Option<f64>,
+    /// `grpo`, `bnpo`, `dr_grpo`: the rows and active tokens of the micro-batch these rows are a
+    /// chunk of (the trainer back-propagates a micro-batch in chunks to bound its memory).
+    pub micro_batch: Option<(usize, f64)>,
+}
+
 /// The GRPO loss of `logp` (`[n, t]`, log-probs of the sampled tokens under the policy being
 /// trained). `old_logp` defaults to `logp` detached (μ = 1); `ref_logp` is needed when β > 0.
 /// `mask` marks the completion tokens that count (environment tokens and padding are 0).
-/// `active_tokens_in_batch` is the `dapo` denominator: the active tokens of the whole accumulated
-/// batch (defaults to this batch's).
+/// `whole` names the denominators when these rows are part of a larger batch (defaults: these
+/// rows' own).
 pub fn grpo_loss<B: Backend>(
     logp: Tensor<B, 2>,
     old_logp: Option<Tensor<B, 2>>,
@@ -106,7 +117,7 @@ pub fn grpo_loss<B: Backend>(
     advantages: &[f64],
     mask: &[Vec<bool>],
     config: &LossConfig,
-    active_tokens_in_batch: Option<f64>,
+    whole: Whole,
 ) -> Result<LossOutput<B>, GrpoError> {
     config.validate()?;
     let [n, t] = logp.dims();
@@ -156,18 +167,22 @@ pub fn grpo_loss<B: Backend>(
         per_token = per_token + kl.mul_scalar(config.beta);
     }
     let masked = per_token * mask_t.clone();
+    let (micro_rows, micro_active) = whole.micro_batch.unwrap_or((n, active));
     let loss = match config.loss_type {
         LossType::Grpo => {
             let per_seq = masked.sum_dim(1) / mask_t.sum_dim(1).clamp_min(1.0);
-            per_seq.mean().reshape([1])
+            match whole.micro_batch {
+                None => per_seq.mean().reshape([1]),
+                Some(_) => per_seq.sum().div_scalar(micro_rows as f64).reshape([1]),
+            }
         }
-        LossType::Bnpo => masked.sum().div_scalar(active.max(1.0)),
+        LossType::Bnpo => masked.sum().div_scalar(micro_active.max(1.0)),
         LossType::DrGrpo => masked
             .sum()
-            .div_scalar((n * config.max_completion_length) as f64),
+            .div_scalar((micro_rows * config.max_completion_length) as f64),
         LossType::Dapo => masked
             .sum()
-            .div_scalar(active_tokens_in_batch.unwrap_or(active).max(1.0)),
+            .div_scalar(whole.batch_active_tokens.unwrap_or(active).max(1.0)),
     };
     let (mut low, mut high) = (0.0, 0.0);
     let ratios = host(ratio.detach());

@@ -3,6 +3,7 @@
 //! with AdamW, global gradient-norm clipping and the scheduled learning rate, and TRL's metrics.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::time::Instant;
 
 use burn::module::AutodiffModule;
@@ -14,7 +15,9 @@ use hr_env::Task;
 use hr_policy::{Adapters, ChatTokenizer, LoraPair, Policy, PolicyRng, Target};
 
 use crate::rollout::{EnvironmentFactory, Episode, RolloutConfig, rollouts};
-use crate::{AdvantageConfig, GrpoError, LossConfig, LossType, LrSchedule, advantages, grpo_loss};
+use crate::{
+    AdvantageConfig, GrpoError, LossConfig, LossType, LrSchedule, Whole, advantages, grpo_loss,
+};
 
 /// AdamW's constants (set explicitly: Burn's defaults differ from torch's).
 #[derive(Debug, Clone, PartialEq)]
@@ -91,6 +94,8 @@ pub struct Trainer<B: AutodiffBackend> {
     pub(crate) rng: PolicyRng,
     pub(crate) step: u64,
     config: GrpoConfig,
+    /// Bytes of activations one back-propagated chunk may keep ([`ACTIVATION_BUDGET`]).
+    activation_budget: usize,
 }
 
 impl<B: AutodiffBackend> Trainer<B> {
@@ -120,7 +125,17 @@ impl<B: AutodiffBackend> Trainer<B> {
             rng,
             step: 0,
             config,
+            activation_budget: ACTIVATION_BUDGET,
         })
+    }
+
+    /// Sets the bytes of activations one back-propagated chunk of a micro-batch may keep (at
+    /// least one group of `num_generations` rows runs at once). Smaller budgets lower peak memory
+    /// for smaller products; the update is the same up to float summation order. Default 512 MiB.
+    #[must_use]
+    pub fn with_activation_budget(mut self, bytes: usize) -> Self {
+        self.activation_budget = bytes;
+        self
     }
 
     /// The adapters being trained.
@@ -358,7 +373,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             .map(|e| loss_mask(e).iter().filter(|m| **m).count())
             .sum();
         struct Micro<B: AutodiffBackend> {
-            rows: std::ops::Range<usize>,
+            rows: Range<usize>,
             prompts: Vec<Vec<u32>>,
             completions: Vec<Vec<u32>>,
             mask: Vec<Vec<bool>>,
@@ -410,57 +425,75 @@ impl<B: AutodiffBackend> Trainer<B> {
         for iteration in 0..self.config.num_iterations {
             let mut accumulator = GradientsAccumulator::new();
             for m in &micros {
-                let (logp, ent) = self
-                    .policy
-                    .score_with_entropy(
-                        Some(&self.adapters),
-                        &m.prompts,
-                        &m.completions,
-                        temperature,
-                    )
-                    .map_err(policy_err)?;
-                let out = grpo_loss(
-                    logp,
-                    m.old.clone(),
-                    m.reference.clone(),
-                    &adv[m.rows.clone()],
-                    &m.mask,
-                    &self.config.loss,
-                    Some(active as f64),
-                )?;
-                // `dapo` already divides by the whole batch's tokens; the others are per
-                // micro-batch means, averaged over the micro-batches.
-                let loss = match self.config.loss.loss_type {
-                    LossType::Dapo => out.loss,
-                    _ => out.loss.div_scalar(micros.len() as f64),
+                let micro_active = m.mask.iter().flatten().filter(|x| **x).count() as f64;
+                let whole = Whole {
+                    batch_active_tokens: Some(active as f64),
+                    micro_batch: Some((m.rows.len(), micro_active)),
                 };
-                loss_sum += scalar(loss.clone());
-                if iteration == 0 {
-                    let share = m.mask.iter().flatten().filter(|x| **x).count() as f64
-                        / active.max(1) as f64;
-                    low += out.clip_ratio_low * share;
-                    high += out.clip_ratio_high * share;
-                    region += out.clip_ratio_region * share;
-                    if let Some(v) = out.kl {
-                        kl = Some(kl.unwrap_or(0.0) + v * share);
-                    }
-                    let ent = host_f64(ent);
-                    let width = m.mask.first().map_or(1, Vec::len);
-                    for (i, row) in m.mask.iter().enumerate() {
-                        for (j, on) in row.iter().enumerate() {
-                            if *on {
-                                entropy += ent[i * width + j];
-                                counted += 1.0;
+                for rows in self.backward_chunks(m.rows.len(), &m.prompts, &m.completions) {
+                    let completions = &m.completions[rows.clone()];
+                    let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
+                    let part = |t: &Tensor<B, 2>| {
+                        t.clone()
+                            .narrow(0, rows.start, rows.len())
+                            .narrow(1, 0, width)
+                    };
+                    let mask: Vec<Vec<bool>> = m.mask[rows.clone()]
+                        .iter()
+                        .map(|row| row[..width].to_vec())
+                        .collect();
+                    let (logp, ent) = self
+                        .policy
+                        .score_with_entropy(
+                            Some(&self.adapters),
+                            &m.prompts[rows.clone()],
+                            completions,
+                            temperature,
+                        )
+                        .map_err(policy_err)?;
+                    let start = m.rows.start + rows.start;
+                    let out = grpo_loss(
+                        logp,
+                        m.old.as_ref().map(part),
+                        m.reference.as_ref().map(part),
+                        &adv[start..start + rows.len()],
+                        &mask,
+                        &self.config.loss,
+                        whole,
+                    )?;
+                    // `dapo` already divides by the whole batch's tokens; the others are per
+                    // micro-batch means, averaged over the micro-batches.
+                    let loss = match self.config.loss.loss_type {
+                        LossType::Dapo => out.loss,
+                        _ => out.loss.div_scalar(micros.len() as f64),
+                    };
+                    loss_sum += scalar(loss.clone());
+                    if iteration == 0 {
+                        let share = mask.iter().flatten().filter(|x| **x).count() as f64
+                            / active.max(1) as f64;
+                        low += out.clip_ratio_low * share;
+                        high += out.clip_ratio_high * share;
+                        region += out.clip_ratio_region * share;
+                        if let Some(v) = out.kl {
+                            kl = Some(kl.unwrap_or(0.0) + v * share);
+                        }
+                        let ent = host_f64(ent);
+                        for (i, row) in mask.iter().enumerate() {
+                            for (j, on) in row.iter().enumerate() {
+                                if *on {
+                                    entropy += ent[i * width + j];
+                                    counted += 1.0;
+                                }
                             }
                         }
                     }
+                    let clock = Instant::now();
+                    accumulator.accumulate(
+                        &self.adapters,
+                        GradientsParams::from_grads(loss.backward(), &self.adapters),
+                    );
+                    timing.backward += clock.elapsed().as_secs_f64();
                 }
-                let clock = Instant::now();
-                accumulator.accumulate(
-                    &self.adapters,
-                    GradientsParams::from_grads(loss.backward(), &self.adapters),
-                );
-                timing.backward += clock.elapsed().as_secs_f64();
             }
             let clock = Instant::now();
             let mut grads = accumulator.grads();
@@ -480,6 +513,39 @@ impl<B: AutodiffBackend> Trainer<B> {
             grad_norm,
             metrics,
         ))
+    }
+}
+
+/// The activations one back-propagated chunk of a micro-batch may keep for its backward pass by
+/// default (estimated from the model's shapes, [`Trainer::backward_chunks`]).
+const ACTIVATION_BUDGET: usize = 512 << 20;
+
+impl<B: AutodiffBackend> Trainer<B> {
+    /// The row ranges of a micro-batch of `rows` episodes that are scored and back-propagated
+    /// one after the other, their gradients summed (the loss's denominators stay the
+    /// micro-batch's, [`Whole`], so the update is the micro-batch's): whole groups of
+    /// `num_generations` rows, so each prompt is still run once, as many as keep the estimated
+    /// activations within the trainer's budget (at least one group). The estimate per row and
+    /// layer: 12 hidden-wide and 6 intermediate-wide values and 4 attention scores per head and
+    /// column, for every completion position, in f32 (it overestimates SmolLM2's by about a
+    /// quarter).
+    fn backward_chunks(
+        &self,
+        rows: usize,
+        prompts: &[Vec<u32>],
+        completions: &[Vec<u32>],
+    ) -> Vec<Range<usize>> {
+        let c = self.policy.config();
+        let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let columns = prompts.iter().map(Vec::len).max().unwrap_or(0) + width;
+        let per_position = 12 * c.hidden_size + 6 * c.intermediate_size + 4 * c.num_heads * columns;
+        let per_row = (width * c.num_layers * per_position * 4).max(1);
+        let g = self.config.rollout.num_generations.max(1);
+        let chunk = ((self.activation_budget / per_row) / g * g).max(g);
+        (0..rows)
+            .step_by(chunk)
+            .map(|start| start..(start + chunk).min(rows))
+            .collect()
     }
 }
 

@@ -2,7 +2,7 @@
 
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{Tensor, TensorData};
-use hr_grpo::{AdvantageConfig, LossConfig, LossType, ScaleRewards, advantages, grpo_loss};
+use hr_grpo::{AdvantageConfig, LossConfig, LossType, ScaleRewards, Whole, advantages, grpo_loss};
 
 type B = Autodiff<Flex>;
 
@@ -146,7 +146,10 @@ fn each_aggregation_matches_its_formula() -> anyhow::Result<()> {
             &adv,
             &mask,
             &loss_config(loss_type),
-            dapo_tokens,
+            Whole {
+                batch_active_tokens: dapo_tokens,
+                micro_batch: None,
+            },
         )?;
         close(&[host(out.loss)], &[want]);
         assert_eq!((out.clip_ratio_region, out.kl), (0.0, None));
@@ -160,7 +163,7 @@ fn each_aggregation_matches_its_formula() -> anyhow::Result<()> {
         &adv,
         &mask,
         &loss_config(LossType::Grpo),
-        None,
+        Whole::default(),
     )?;
     let grads = out.loss.backward();
     let g = x
@@ -193,7 +196,7 @@ fn clipping_caps_the_ratio_where_the_advantage_says_and_is_counted() -> anyhow::
         &[1.0, -1.0, -1.0, 1.0],
         &mask,
         &loss_config(LossType::Bnpo),
-        None,
+        Whole::default(),
     )?;
     assert_eq!(
         (
@@ -231,7 +234,7 @@ fn the_k3_kl_term_is_weighted_by_beta() -> anyhow::Result<()> {
         &[0.0],
         &[vec![true, true]],
         &cfg,
-        None,
+        Whole::default(),
     )?;
     close(&[host(out.loss), out.kl.expect("kl")], &[0.1 * kl, kl]);
     let err = grpo_loss(
@@ -241,7 +244,7 @@ fn the_k3_kl_term_is_weighted_by_beta() -> anyhow::Result<()> {
         &[0.0],
         &[vec![true]],
         &cfg,
-        None,
+        Whole::default(),
     )
     .expect_err("no reference");
     assert!(err.to_string().contains("`beta`"), "{err}");
@@ -254,11 +257,63 @@ fn the_k3_kl_term_is_weighted_by_beta() -> anyhow::Result<()> {
             &[0.0],
             &[vec![true]],
             &bad,
-            None
+            Whole::default()
         )
         .expect_err("β < 0")
         .to_string()
         .contains("`beta`")
     );
+    Ok(())
+}
+
+#[test]
+fn chunks_of_a_micro_batch_sum_to_its_loss_for_every_aggregation() -> anyhow::Result<()> {
+    let mask = vec![
+        vec![true, true, false],
+        vec![true, false, false],
+        vec![true, true, true],
+    ];
+    let adv = [1.0, -0.5, 0.25];
+    let values = [-1.0, -2.0, -3.0, -0.5, -0.7, -0.9, -0.2, -0.4, -0.6];
+    for loss_type in [
+        LossType::Grpo,
+        LossType::Bnpo,
+        LossType::DrGrpo,
+        LossType::Dapo,
+    ] {
+        let cfg = loss_config(loss_type);
+        let whole = grpo_loss(
+            tensor(&values, 3),
+            None,
+            None,
+            &adv,
+            &mask,
+            &cfg,
+            Whole::default(),
+        )?;
+        let part = Whole {
+            batch_active_tokens: Some(6.0),
+            micro_batch: Some((3, 6.0)),
+        };
+        let first = grpo_loss(
+            tensor(&values[..3], 1),
+            None,
+            None,
+            &adv[..1],
+            &mask[..1],
+            &cfg,
+            part,
+        )?;
+        let rest = grpo_loss(
+            tensor(&values[3..], 2),
+            None,
+            None,
+            &adv[1..],
+            &mask[1..],
+            &cfg,
+            part,
+        )?;
+        close(&[host(first.loss) + host(rest.loss)], &[host(whole.loss)]);
+    }
     Ok(())
 }

@@ -211,33 +211,47 @@ fn the_tiny_model_learns_the_digits_task() -> anyhow::Result<()> {
 }
 
 #[test]
-fn gradient_accumulation_gives_the_same_update_and_entropy_is_logged() -> anyhow::Result<()> {
+fn gradient_accumulation_and_chunked_backward_give_the_same_update_and_entropy_is_logged()
+-> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let tasks = fixture_tasks(FixtureKind::Digits, 2, 3);
     let mut adapters = Vec::new();
-    for k in [1, 3] {
+    let mut losses = Vec::new();
+    // Three micro-batches; one, back-propagated a group at a time (a budget of one byte); one.
+    for (k, budget) in [(1, None), (3, None), (1, Some(1))] {
         let mut cfg = config(1);
         cfg.gradient_accumulation_steps = k;
-        let mut t = trainer(&dir.path().join(format!("m{k}")), cfg)?;
+        let name = format!("m{k}-{budget:?}");
+        let mut t = trainer(&dir.path().join(&name), cfg)?;
+        if let Some(bytes) = budget {
+            t = t.with_activation_budget(bytes);
+        }
         let report = t.step(&tasks, &mut fixture)?;
+        losses.push(report.metrics["loss"]);
         let entropy = report.metrics["entropy"];
         assert!(
             entropy > 0.0 && entropy < (hr_tests::tiny_model::VOCAB as f64).ln() + 1e-6,
             "entropy {entropy}"
         );
-        let out = dir.path().join(format!("a{k}"));
+        let out = dir.path().join(format!("a-{name}"));
         save_adapters(t.adapters(), "tiny", &out)?;
         let bytes = std::fs::read(out.join("adapter_model.safetensors"))?;
         adapters.push(hr_policy::read_f32_safetensors(&out, &bytes)?);
     }
     let mut worst = 0.0f32;
-    for (name, (_, a)) in &adapters[0] {
-        for (x, y) in a.iter().zip(&adapters[1][name].1) {
-            worst = worst.max((x - y).abs());
+    for other in &adapters[1..] {
+        for (name, (_, a)) in &adapters[0] {
+            for (x, y) in a.iter().zip(&other[name].1) {
+                worst = worst.max((x - y).abs());
+            }
         }
     }
-    // Same update up to float summation order.
+    // Same update up to float summation order, and the same loss.
     assert!(worst < 1e-5, "largest difference {worst}");
+    assert!(
+        losses.iter().all(|l| (l - losses[0]).abs() < 1e-6),
+        "{losses:?}"
+    );
     Ok(())
 }
 
