@@ -12,7 +12,7 @@ use anyhow::{Context, Result, bail};
 use serde_json::Value;
 
 use crate::bench_trl::{
-    Model, TrlSetup, cpu_name, measured_commit, positive, read_peak_rss, under_rss_probe,
+    Model, TrlSetup, cpu_name, measured_commit, positive, publish, read_peak_rss, under_rss_probe,
 };
 use crate::{run, timestamped};
 
@@ -127,17 +127,12 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
         peak_rss_kib: rss,
     };
     let table = render(&o, &commit, &ours, &theirs, &line["versions"])?;
-    println!("{table}");
-    let doc = root
-        .join("docs/bench")
-        .join(format!("generate-{}.md", o.model.name()));
-    std::fs::write(&doc, &table)?;
-    eprintln!(
-        "bench: wrote {} (runs in {})",
-        doc.display(),
-        work.display()
-    );
-    Ok(())
+    publish(
+        root,
+        &format!("generate-{}.md", o.model.name()),
+        &table,
+        &work,
+    )
 }
 
 /// Runs `cmd` with its stdout in `out` (and stderr in `log`), returning its peak RSS (KiB),

@@ -274,11 +274,19 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
         .map(|v| v["versions"].clone())
         .unwrap_or(Value::Null);
     let table = render(&o, &commit, &ours, &trl, &versions, &peaks)?;
+    publish(
+        root,
+        &format!("grpo-vs-trl-{}.md", o.model.name()),
+        &table,
+        &work,
+    )
+}
+
+/// Prints a bench's table and writes it to `docs/bench/NAME`, naming the folder of its runs.
+pub(crate) fn publish(root: &Path, name: &str, table: &str, work: &Path) -> Result<()> {
     println!("{table}");
-    let doc = root
-        .join("docs/bench")
-        .join(format!("grpo-vs-trl-{}.md", o.model.name()));
-    std::fs::write(&doc, &table)?;
+    let doc = root.join("docs/bench").join(name);
+    std::fs::write(&doc, table)?;
     eprintln!(
         "bench: wrote {} (runs in {})",
         doc.display(),

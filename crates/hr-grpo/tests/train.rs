@@ -217,11 +217,20 @@ fn gradient_accumulation_and_chunked_backward_give_the_same_update_and_entropy_i
     let tasks = fixture_tasks(FixtureKind::Digits, 2, 3);
     let mut adapters = Vec::new();
     let mut losses = Vec::new();
-    // Three micro-batches; one, back-propagated a group at a time (a budget of one byte); one.
-    for (k, budget) in [(1, None), (3, None), (1, Some(1))] {
+    // One micro-batch; three; one back-propagated a group at a time (a budget of one byte); and
+    // the same two ways with a reference (β > 0), two iterations (μ = 2) and the `grpo`
+    // aggregation, whose old and reference log-probs the chunks take their rows of.
+    let runs = [(1, None, false), (3, None, false), (1, Some(1), false)];
+    let tricky = [(1, None, true), (1, Some(1), true)];
+    for (k, budget, tricky) in runs.into_iter().chain(tricky) {
         let mut cfg = config(1);
         cfg.gradient_accumulation_steps = k;
-        let name = format!("m{k}-{budget:?}");
+        if tricky {
+            cfg.loss.beta = 0.04;
+            cfg.loss.loss_type = hr_grpo::LossType::Grpo;
+            cfg.num_iterations = 2;
+        }
+        let name = format!("m{k}-{budget:?}-{tricky}");
         let mut t = trainer(&dir.path().join(&name), cfg)?;
         if let Some(bytes) = budget {
             t = t.with_activation_budget(bytes);
@@ -238,19 +247,24 @@ fn gradient_accumulation_and_chunked_backward_give_the_same_update_and_entropy_i
         let bytes = std::fs::read(out.join("adapter_model.safetensors"))?;
         adapters.push(hr_policy::read_f32_safetensors(&out, &bytes)?);
     }
-    let mut worst = 0.0f32;
-    for other in &adapters[1..] {
-        for (name, (_, a)) in &adapters[0] {
-            for (x, y) in a.iter().zip(&other[name].1) {
+    let worst = |a: &hr_policy::HostTensors, b: &hr_policy::HostTensors| {
+        let mut worst = 0.0f32;
+        for (name, (_, x)) in a {
+            for (x, y) in x.iter().zip(&b[name].1) {
                 worst = worst.max((x - y).abs());
             }
         }
-    }
+        worst
+    };
     // Same update up to float summation order, and the same loss.
-    assert!(worst < 1e-5, "largest difference {worst}");
+    for (first, other) in [(0, 1), (0, 2), (3, 4)] {
+        let w = worst(&adapters[first], &adapters[other]);
+        assert!(w < 1e-5, "runs {first} and {other}: largest difference {w}");
+        assert!((losses[first] - losses[other]).abs() < 1e-6, "{losses:?}");
+    }
     assert!(
-        losses.iter().all(|l| (l - losses[0]).abs() < 1e-6),
-        "{losses:?}"
+        worst(&adapters[0], &adapters[3]) > 1e-6,
+        "β, μ and the aggregation matter"
     );
     Ok(())
 }
