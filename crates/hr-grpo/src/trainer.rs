@@ -131,7 +131,7 @@ impl<B: AutodiffBackend> Trainer<B> {
 
     /// Sets the bytes of activations one back-propagated chunk of a micro-batch may keep (at
     /// least one group of `num_generations` rows runs at once). Smaller budgets lower peak memory
-    /// for smaller products; the update is the same up to float summation order. Default 512 MiB.
+    /// for smaller products; the update is the same up to float summation order. Default 1.25 GiB.
     #[must_use]
     pub fn with_activation_budget(mut self, bytes: usize) -> Self {
         self.activation_budget = bytes;
@@ -518,7 +518,7 @@ impl<B: AutodiffBackend> Trainer<B> {
 
 /// The activations one back-propagated chunk of a micro-batch may keep for its backward pass by
 /// default (estimated from the model's shapes, [`Trainer::backward_chunks`]).
-const ACTIVATION_BUDGET: usize = 512 << 20;
+const ACTIVATION_BUDGET: usize = 1280 << 20;
 
 impl<B: AutodiffBackend> Trainer<B> {
     /// The row ranges of a micro-batch of `rows` episodes that are scored and back-propagated
