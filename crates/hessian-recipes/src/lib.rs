@@ -1,11 +1,11 @@
 //! The `hessian-recipes` command line, composed from the library crates: the CPU demo fixture
 //! (`demo`), GRPO training locally (`train`) or in a Determined trial (`managed-training`), both
 //! through `hr-train`'s one lifecycle, the assessment of a finished run (`evaluate`), policy
-//! sampling (`generate`), the device's GEMM rate (`probe gemm`), the qualifications (`qualify native|managed|openenv|nemo|cpu|soak`,
-//! `proof verify`)
-//! and the gate that admits a long run only on their proofs (`managed prepare`), the local
-//! Determined-compatible master (`devmaster`), the cluster tooling (`cluster
-//! render|check|preflight|cpu-command`) and sealed snapshots (`snapshot verify`, `keygen`). It parses arguments,
+//! sampling (`generate`), the device's GEMM rate (`probe gemm`), the qualifications (`qualify
+//! native|managed|openenv|nemo|cpu|soak`, `proof verify`) and the gate that admits a long run
+//! only on their proofs (`managed prepare`), the local Determined-compatible master
+//! (`devmaster`), the cluster tooling (`cluster render|check|preflight|cpu-command`) and sealed
+//! snapshots (`snapshot verify`, `keygen`). It parses arguments,
 //! picks the tensor backend at the edge (the CPU; CUDA or Vulkan when built with `--features
 //! cuda` or `vulkan`), calls the libraries and maps errors to exit codes (0 ok, 1 failure, 2 bad
 //! input or a refused output folder, 3 an invalid snapshot or a refused restore, 4 out of budget,

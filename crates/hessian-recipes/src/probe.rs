@@ -9,28 +9,18 @@ use crate::backend::{OnBackend, dispatch};
 use crate::cli::GemmArgs;
 
 pub(crate) fn gemm(args: &GemmArgs) -> anyhow::Result<ExitCode> {
-    dispatch(
-        args.device,
-        Job {
-            size: args.size as usize,
-            repeats: args.repeats as usize,
-            json: args.json,
-        },
-    )
+    dispatch(args.device, Job(args))
 }
 
-struct Job {
-    size: usize,
-    repeats: usize,
-    json: bool,
-}
+struct Job<'a>(&'a GemmArgs);
 
-impl OnBackend for Job {
+impl OnBackend for Job<'_> {
     type Output = ExitCode;
 
     fn run<B: Backend>(self, device: B::Device, name: &str) -> anyhow::Result<ExitCode> {
-        let rate = hr_policy::gemm_rate::<B>(&device, self.size, self.repeats)?;
-        if self.json {
+        let args = self.0;
+        let rate = hr_policy::gemm_rate::<B>(&device, args.size as usize, args.repeats as usize)?;
+        if args.json {
             let line = serde_json::json!({
                 "size": rate.size,
                 "seconds": rate.seconds,
@@ -43,7 +33,7 @@ impl OnBackend for Job {
                 "{name}: [{n}, {n}] × [{n}, {n}] f32 in {:.4} s: {:.1} GFLOP/s (best of {})",
                 rate.seconds,
                 rate.flops_per_second / 1e9,
-                self.repeats,
+                args.repeats,
                 n = rate.size
             );
         }

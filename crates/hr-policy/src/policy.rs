@@ -135,9 +135,11 @@ impl<B: Backend> Policy<B> {
         hidden_states(&self.config, &self.base, adapters, tokens, layout, cache)
     }
 
-    /// The LM head on `hidden` `[rows, t, d]`, counted, with its backward when `backward`.
-    fn head(&self, hidden: Tensor<B, 3>, backward: bool) -> Tensor<B, 3> {
+    /// The LM head on `hidden` `[rows, t, d]` (states computed through `adapters`), counted as
+    /// [`Policy::decoder`] counts.
+    fn head(&self, hidden: Tensor<B, 3>, adapters: Option<&Adapters<B>>) -> Tensor<B, 3> {
         let [rows, t, _] = hidden.dims();
+        let backward = self.backpropagated(adapters);
         self.flops
             .add(flops::lm_head(&self.config, rows * t, backward));
         lm_logits(&self.base, hidden)
@@ -191,7 +193,7 @@ impl<B: Backend> Policy<B> {
         };
         let tokens = self.token_tensor(rows, width, &layout.pad_left);
         let hidden = self.decoder(adapters, tokens, &layout, None);
-        Ok(self.head(hidden, self.backpropagated(adapters)))
+        Ok(self.head(hidden, adapters))
     }
 
     /// Samples one completion per prompt. With `use_cache` each step feeds only the new tokens
@@ -224,7 +226,7 @@ impl<B: Backend> Policy<B> {
         let mut hidden = self.prefill(adapters, prompts, &layout, cache.as_mut());
         for step in 0..sampling.max_new_tokens {
             let [_, t, d] = hidden.dims();
-            let last = self.head(hidden.slice([0..batch, t - 1..t, 0..d]), false);
+            let last = self.head(hidden.slice([0..batch, t - 1..t, 0..d]), adapters);
             let logits = host_f32(last)?;
             let vocab = self.config.vocab_size;
             let mut next = Vec::with_capacity(batch);
@@ -392,7 +394,7 @@ impl<B: Backend> Policy<B> {
                 c,
                 temperature,
                 want_entropy,
-                self.backpropagated(adapters),
+                adapters,
             );
             logps.push(logp);
             entropies.extend(entropy);
@@ -401,7 +403,8 @@ impl<B: Backend> Policy<B> {
         Ok((Tensor::cat(logps, 0), entropy))
     }
 
-    /// The scoring pass's vocabulary-wide part for some rows: `hidden` `[rows, c, d]`.
+    /// The scoring pass's vocabulary-wide part for some rows: `hidden` `[rows, c, d]`, computed
+    /// through `adapters`.
     fn score_rows(
         &self,
         hidden: Tensor<B, 3>,
@@ -409,10 +412,10 @@ impl<B: Backend> Policy<B> {
         c: usize,
         temperature: f64,
         want_entropy: bool,
-        backward: bool,
+        adapters: Option<&Adapters<B>>,
     ) -> (Tensor<B, 2>, Option<Tensor<B, 2>>) {
         let batch = completions.len();
-        let logits = self.head(hidden, backward);
+        let logits = self.head(hidden, adapters);
         let logp = log_softmax(logits.div_scalar(temperature), 2);
         let mut targets = Vec::with_capacity(batch * c);
         let mut keep = Vec::with_capacity(batch * c);
