@@ -148,14 +148,14 @@ pub(crate) fn hidden_states<B: Backend>(
     let device = tokens.device();
     let new = tokens.dims()[1];
     let past = cache.as_ref().map_or(0, |c| c.len());
-    let (cos, sin) = rope_tables::<B>(config, layout, past, new, &device);
+    let rope = Rope::new(config, layout, past, new, &device);
     // One mask per distinct window (full attention is `None`), built once for all blocks.
     let mut masks: Vec<(Option<usize>, Tensor<B, 4>)> = Vec::new();
     for window in &config.sliding_windows {
         if !masks.iter().any(|(w, _)| w == window) {
             masks.push((
                 *window,
-                attention_mask::<B>(layout, past, new, *window, &device),
+                attention_mask::<B>(config, layout, past, new, *window, &device),
             ));
         }
     }
@@ -169,7 +169,7 @@ pub(crate) fn hidden_states<B: Backend>(
             .iter()
             .find_map(|(w, m)| (*w == window).then_some(m))
             .expect("a mask for every block's window");
-        let attn = attention(config, &block.attn, lora, h, &cos, &sin, mask, layer_cache);
+        let attn = attention(config, &block.attn, lora, h, &rope, mask, layer_cache);
         x = x + attn;
         let h = rms_norm(x.clone(), block.post_norm.val(), config.rms_norm_eps);
         let gate = project(h.clone(), &block.mlp.gate, None, lora, Target::GateProj);
@@ -260,8 +260,7 @@ fn attention<B: Backend>(
     attn: &Attention<B>,
     lora: Option<(&Adapters<B>, usize)>,
     h: Tensor<B, 3>,
-    cos: &Tensor<B, 4>,
-    sin: &Tensor<B, 4>,
+    rope: &Rope<B>,
     mask: &Tensor<B, 4>,
     cache: Option<&mut Option<(Tensor<B, 4>, Tensor<B, 4>)>>,
 ) -> Tensor<B, 3> {
@@ -288,8 +287,8 @@ fn attention<B: Backend>(
     };
     let q = head_norm(q.reshape([batch, new, heads, hd]), attn.q_norm.as_ref());
     let k = head_norm(k.reshape([batch, new, kv_heads, hd]), attn.k_norm.as_ref());
-    let q = rope(q.swap_dims(1, 2), cos, sin);
-    let mut k = rope(k.swap_dims(1, 2), cos, sin);
+    let q = rope.q.apply(q).swap_dims(1, 2);
+    let mut k = rope.k.apply(k).swap_dims(1, 2);
     let mut v = v.reshape([batch, new, kv_heads, hd]).swap_dims(1, 2);
     if let Some(slot) = cache {
         if let Some((pk, pv)) = slot.take() {
@@ -302,15 +301,10 @@ fn attention<B: Backend>(
     // query heads sharing a key/value head are stacked along the rows of one product.
     let groups = config.kv_groups();
     let q = q.reshape([batch, kv_heads, groups * new, hd]);
-    let mask = if groups > 1 {
-        mask.clone().repeat_dim(2, groups)
-    } else {
-        mask.clone()
-    };
     let scores = q
         .matmul(k.swap_dims(2, 3))
         .mul_scalar(1.0 / (hd as f64).sqrt())
-        + mask;
+        + mask.clone();
     let out = softmax(scores, 3)
         .matmul(v)
         .reshape([batch, heads, new, hd])
@@ -319,50 +313,94 @@ fn attention<B: Backend>(
     project(out, &attn.o, attn.o_bias.as_ref(), lora, Target::OProj)
 }
 
-/// HF's rotate-half RoPE: `x·cos + rotate_half(x)·sin` with `rotate_half([x1, x2]) = [−x2, x1]`.
-fn rope<B: Backend>(x: Tensor<B, 4>, cos: &Tensor<B, 4>, sin: &Tensor<B, 4>) -> Tensor<B, 4> {
-    let [b, h, t, d] = x.dims();
-    let x1 = x.clone().slice([0..b, 0..h, 0..t, 0..d / 2]);
-    let x2 = x.clone().slice([0..b, 0..h, 0..t, d / 2..d]);
-    let rotated = Tensor::cat(vec![x2.neg(), x1], 3);
-    x * cos.clone() + rotated * sin.clone()
+/// HF's rotate-half RoPE, `x·cos + rotate_half(x)·sin` with `rotate_half([x1, x2]) = [−x2, x1]`,
+/// for the columns of one call. The tables are laid out like the heads they rotate
+/// (`[batch, new, heads, head_dim]`, one copy per head) and the sign is folded into `sin`, so
+/// every product is between two contiguous tensors of one shape: a broadcast or a strided
+/// operand would send Flex down its element-by-element path.
+pub(crate) struct Rope<B: Backend> {
+    /// Tables for the query heads.
+    q: RopeTables<B>,
+    /// Tables for the key heads (the query tables when there are as many).
+    k: RopeTables<B>,
 }
 
-/// Cos and sin tables `[batch, 1, new, head_dim]` for columns `past..past+new`, computed in f64
-/// on the host from each row's positions.
-fn rope_tables<B: Backend>(
-    config: &ModelConfig,
-    layout: &Layout,
-    past: usize,
-    new: usize,
-    device: &B::Device,
-) -> (Tensor<B, 4>, Tensor<B, 4>) {
-    let hd = config.head_dim;
-    let batch = layout.pad_left.len();
-    let inv_freq = config.rope_inv_freq();
-    let mut cos = Vec::with_capacity(batch * new * hd);
-    let mut sin = Vec::with_capacity(batch * new * hd);
-    for row in 0..batch {
-        for col in past..past + new {
-            let pos = layout.position(row, col) as f64;
-            for i in 0..hd {
-                let angle = pos * inv_freq[i % (hd / 2)];
-                cos.push(angle.cos() as f32);
-                sin.push(angle.sin() as f32);
+/// `cos` and `[−sin, sin]` (the sign of `rotate_half` folded in) for `heads` heads.
+#[derive(Clone)]
+struct RopeTables<B: Backend> {
+    cos: Tensor<B, 4>,
+    sin: Tensor<B, 4>,
+}
+
+impl<B: Backend> Rope<B> {
+    /// The tables of columns `past..past+new`, computed in f64 on the host from each row's
+    /// positions.
+    fn new(
+        config: &ModelConfig,
+        layout: &Layout,
+        past: usize,
+        new: usize,
+        device: &B::Device,
+    ) -> Self {
+        let hd = config.head_dim;
+        let half = hd / 2;
+        let inv_freq = config.rope_inv_freq();
+        let (mut cos, mut sin) = (Vec::new(), Vec::new());
+        for row in 0..layout.pad_left.len() {
+            for col in past..past + new {
+                let pos = layout.position(row, col) as f64;
+                for i in 0..hd {
+                    let angle = pos * inv_freq[i % half];
+                    cos.push(angle.cos() as f32);
+                    let s = angle.sin() as f32;
+                    sin.push(if i < half { -s } else { s });
+                }
             }
         }
+        let tables = |heads: usize| {
+            let repeat = |per_column: &[f32]| -> Tensor<B, 4> {
+                let mut data = Vec::with_capacity(per_column.len() * heads);
+                for column in per_column.chunks(hd) {
+                    for _ in 0..heads {
+                        data.extend_from_slice(column);
+                    }
+                }
+                let shape = [layout.pad_left.len(), new, heads, hd];
+                Tensor::from_data(TensorData::new(data, shape), device)
+            };
+            RopeTables {
+                cos: repeat(&cos),
+                sin: repeat(&sin),
+            }
+        };
+        let q = tables(config.num_heads);
+        let k = if config.num_kv_heads == config.num_heads {
+            q.clone()
+        } else {
+            tables(config.num_kv_heads)
+        };
+        Self { q, k }
     }
-    let shape = [batch, 1, new, hd];
-    (
-        Tensor::from_data(TensorData::new(cos, shape), device),
-        Tensor::from_data(TensorData::new(sin, shape), device),
-    )
 }
 
-/// Additive mask `[batch, 1, new, past+new]`: a query sees keys at or before its column that are
-/// not padding and, with a sliding `window`, fewer than `window` columns back (padding sits
-/// before every real token, so column distance is position distance).
+impl<B: Backend> RopeTables<B> {
+    /// Rotates `x` `[batch, new, heads, head_dim]` (the tables' shape).
+    fn apply(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
+        let [b, t, h, d] = x.dims();
+        let x1 = x.clone().slice([0..b, 0..t, 0..h, 0..d / 2]);
+        let x2 = x.clone().slice([0..b, 0..t, 0..h, d / 2..d]);
+        let swapped = Tensor::cat(vec![x2, x1], 3);
+        x * self.cos.clone() + swapped * self.sin.clone()
+    }
+}
+
+/// Additive mask `[batch, kv_heads, groups·new, past+new]`, laid out like the grouped attention
+/// scores it is added to (one copy per head, so the sum is between two contiguous tensors of one
+/// shape): a query sees keys at or before its column that are not padding and, with a sliding
+/// `window`, fewer than `window` columns back (padding sits before every real token, so column
+/// distance is position distance).
 fn attention_mask<B: Backend>(
+    config: &ModelConfig,
     layout: &Layout,
     past: usize,
     new: usize,
@@ -370,14 +408,20 @@ fn attention_mask<B: Backend>(
     device: &B::Device,
 ) -> Tensor<B, 4> {
     const MASKED: f32 = -1e9;
-    let batch = layout.pad_left.len();
+    let (batch, heads) = (layout.pad_left.len(), config.num_heads);
     let total = past + new;
-    let mut data = Vec::with_capacity(batch * new * total);
+    let mut data = Vec::with_capacity(batch * heads * new * total);
+    let mut row = Vec::with_capacity(new * total);
     for &pad in &layout.pad_left {
+        row.clear();
         for q in past..total {
             let seen = |k: usize| k <= q && k >= pad && window.is_none_or(|w| q - k < w);
-            data.extend((0..total).map(|k| if seen(k) { 0.0 } else { MASKED }));
+            row.extend((0..total).map(|k| if seen(k) { 0.0 } else { MASKED }));
+        }
+        for _ in 0..heads {
+            data.extend_from_slice(&row);
         }
     }
-    Tensor::from_data(TensorData::new(data, [batch, 1, new, total]), device)
+    let shape = [batch, config.num_kv_heads, config.kv_groups() * new, total];
+    Tensor::from_data(TensorData::new(data, shape), device)
 }
