@@ -321,7 +321,7 @@ struct Loader<'a, B: Backend> {
 }
 
 impl<B: Backend> Loader<'_, B> {
-    /// An HF linear weight `[out, in]`, stored `[in, out]`.
+    /// An HF linear weight, kept as HF stores it: `[out, in]`.
     fn linear(
         &mut self,
         name: &str,
@@ -329,12 +329,7 @@ impl<B: Backend> Loader<'_, B> {
         d_out: usize,
     ) -> Result<Param<Tensor<B, 2>>, PolicyError> {
         let data = self.file.take(name, &[d_out, d_in])?;
-        Ok(frozen(
-            transpose(&data, d_out, d_in),
-            [d_in, d_out],
-            self.dtype,
-            self.device,
-        ))
+        Ok(frozen(data, [d_out, d_in], self.dtype, self.device))
     }
 
     /// A norm weight or a bias, in f32.
@@ -405,9 +400,8 @@ pub(crate) fn load_base<B: Backend>(
     }
     let norm = l.vector("model.norm.weight", h)?;
     let tied = config.tie_word_embeddings;
-    // Kept as HF stores it, `[vocab, hidden]`: the head multiplies by its transposed view, which
-    // the CPU backend's GEMM reads in place (and which is faster there than `[hidden, vocab]`
-    // for a decode step's few rows); a tied head is the embedding itself, no copy.
+    // Kept as HF stores it, `[vocab, hidden]`, like every linear weight; a tied head is the
+    // embedding itself, no copy.
     let lm_head = (!tied)
         .then(|| {
             let data = l.file.take("lm_head.weight", &[config.vocab_size, h])?;
