@@ -12,6 +12,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// loss forward takes twice as long).
 const PURGE_DELAY: &str = "MIMALLOC_PURGE_DELAY";
 
+/// Stack size of the pool's threads: what Linux gives a main thread by default.
+const MAIN_STACK: usize = 8 << 20;
+
 fn main() -> std::process::ExitCode {
     // mimalloc reads its options from the environment before `main` runs, so the setting takes
     // effect by running this same program again with it (same process id, arguments and
@@ -26,5 +29,18 @@ fn main() -> std::process::ExitCode {
         }
         let _exec_failed = again.args(args).env(PURGE_DELAY, "-1").exec();
     }
-    hessian_recipes::main()
+    // The work runs on a thread of the rayon pool that the CPU backend's matrix products split
+    // across (`RAYON_NUM_THREADS` threads, default one per core). From a pool thread, a split
+    // product runs one half itself and takes the other back if no idle thread has started it;
+    // from the main thread it would sleep until a pool thread had woken and finished both: with
+    // thousands of products per GRPO step, a third of a decode step went to those waits. Where
+    // no pool can be made, the work runs here as before. Pool threads get the main thread's
+    // usual stack.
+    match rayon::ThreadPoolBuilder::new()
+        .stack_size(MAIN_STACK)
+        .build()
+    {
+        Ok(pool) => pool.install(hessian_recipes::main),
+        Err(_) => hessian_recipes::main(),
+    }
 }
