@@ -188,7 +188,14 @@ pub(crate) fn hidden_states<B: Backend>(
 /// Projects hidden states `[batch, t, hidden]` to vocabulary logits `[batch, t, vocab]`.
 pub(crate) fn lm_logits<B: Backend>(base: &BaseModel<B>, hidden: Tensor<B, 3>) -> Tensor<B, 3> {
     let head = base.lm_head.as_ref().unwrap_or(&base.embed).val();
-    linear(hidden, head, None)
+    let [batch, t, d] = hidden.dims();
+    let vocab = head.dims()[0];
+    // Always `x·Wᵀ`: `(W·xᵀ)ᵀ` would leave `[vocab, rows]` to be transposed back, a strided copy
+    // of every logit that costs more than the product saves.
+    hidden
+        .reshape([batch * t, d])
+        .matmul(f32_of(head).transpose())
+        .reshape([batch, t, vocab])
 }
 
 /// Rows up to which [`linear`] multiplies the weight by the transposed input: measured on Flex
@@ -296,14 +303,18 @@ fn attention<B: Backend>(
         Target::KProj,
     );
     let v = project(h, &attn.v, attn.v_bias.as_ref(), lora, Target::VProj);
-    let head_norm = |x: Tensor<B, 4>, norm: Option<&Param<Tensor<B, 1>>>| match norm {
-        Some(w) => rms_norm(x, w.val(), config.rms_norm_eps),
+    // Qwen3's per-head RMSNorm, then RoPE, on `[batch, new, heads·head_dim]`: the heads are split
+    // for attention only after them, so their backward gets its gradient contiguous (the split's
+    // reshape copies it out of the head swap's strided view) instead of walking that view.
+    let head_norm = |x: Tensor<B, 3>, n: usize, norm: Option<&Param<Tensor<B, 1>>>| match norm {
+        Some(w) => rms_norm(x.reshape([batch, new, n, hd]), w.val(), config.rms_norm_eps)
+            .reshape([batch, new, n * hd]),
         None => x,
     };
-    let q = head_norm(q.reshape([batch, new, heads, hd]), attn.q_norm.as_ref());
-    let k = head_norm(k.reshape([batch, new, kv_heads, hd]), attn.k_norm.as_ref());
-    let q = rope.q.apply(q).swap_dims(1, 2);
-    let mut k = rope.k.apply(k).swap_dims(1, 2);
+    let q = rope.q.apply(head_norm(q, heads, attn.q_norm.as_ref()));
+    let k = rope.k.apply(head_norm(k, kv_heads, attn.k_norm.as_ref()));
+    let q = q.reshape([batch, new, heads, hd]).swap_dims(1, 2);
+    let mut k = k.reshape([batch, new, kv_heads, hd]).swap_dims(1, 2);
     let mut v = v.reshape([batch, new, kv_heads, hd]).swap_dims(1, 2);
     if let Some(slot) = cache {
         if let Some((pk, pv)) = slot.take() {
@@ -328,11 +339,11 @@ fn attention<B: Backend>(
     project(out, &attn.o, attn.o_bias.as_ref(), lora, Target::OProj)
 }
 
-/// HF's rotate-half RoPE, `x·cos + rotate_half(x)·sin` with `rotate_half([x1, x2]) = [−x2, x1]`,
-/// for the columns of one call. The tables are laid out like the heads they rotate
-/// (`[batch, new, heads, head_dim]`, one copy per head) and the sign is folded into `sin`, so
-/// every product is between two contiguous tensors of one shape: a broadcast or a strided
-/// operand would send Flex down its element-by-element path.
+/// HF's rotate-half RoPE, `x·cos + rotate_half(x)·sin` with `rotate_half([x1, x2]) = [−x2, x1]`
+/// within each head, for the columns of one call. The tables are laid out like the projections
+/// they rotate (`[batch, new, heads·head_dim]`, one copy per head) and the sign is folded into
+/// `sin`, so every product is between two contiguous tensors of one shape: a broadcast or a
+/// strided operand would send Flex down its element-by-element path.
 pub(crate) struct Rope<B: Backend> {
     /// Tables for the query heads.
     q: RopeTables<B>,
@@ -343,8 +354,9 @@ pub(crate) struct Rope<B: Backend> {
 /// `cos` and `[−sin, sin]` (the sign of `rotate_half` folded in) for `heads` heads.
 #[derive(Clone)]
 struct RopeTables<B: Backend> {
-    cos: Tensor<B, 4>,
-    sin: Tensor<B, 4>,
+    cos: Tensor<B, 3>,
+    sin: Tensor<B, 3>,
+    head_dim: usize,
 }
 
 impl<B: Backend> Rope<B> {
@@ -373,19 +385,20 @@ impl<B: Backend> Rope<B> {
             }
         }
         let tables = |heads: usize| {
-            let repeat = |per_column: &[f32]| -> Tensor<B, 4> {
+            let repeat = |per_column: &[f32]| -> Tensor<B, 3> {
                 let mut data = Vec::with_capacity(per_column.len() * heads);
                 for column in per_column.chunks(hd) {
                     for _ in 0..heads {
                         data.extend_from_slice(column);
                     }
                 }
-                let shape = [layout.pad_left.len(), new, heads, hd];
+                let shape = [layout.pad_left.len(), new, heads * hd];
                 Tensor::from_data(TensorData::new(data, shape), device)
             };
             RopeTables {
                 cos: repeat(&cos),
                 sin: repeat(&sin),
+                head_dim: hd,
             }
         };
         let q = tables(config.num_heads);
@@ -399,12 +412,14 @@ impl<B: Backend> Rope<B> {
 }
 
 impl<B: Backend> RopeTables<B> {
-    /// Rotates `x` `[batch, new, heads, head_dim]` (the tables' shape).
-    fn apply(&self, x: Tensor<B, 4>) -> Tensor<B, 4> {
-        let [b, t, h, d] = x.dims();
-        let x1 = x.clone().slice([0..b, 0..t, 0..h, 0..d / 2]);
-        let x2 = x.clone().slice([0..b, 0..t, 0..h, d / 2..d]);
-        let swapped = Tensor::cat(vec![x2, x1], 3);
+    /// Rotates `x` `[batch, new, heads·head_dim]` (the tables' shape).
+    fn apply(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        let [b, t, width] = x.dims();
+        let (h, d) = (width / self.head_dim, self.head_dim);
+        let heads = x.clone().reshape([b, t, h, d]);
+        let x1 = heads.clone().slice([0..b, 0..t, 0..h, 0..d / 2]);
+        let x2 = heads.slice([0..b, 0..t, 0..h, d / 2..d]);
+        let swapped = Tensor::cat(vec![x2, x1], 3).reshape([b, t, width]);
         x * self.cos.clone() + swapped * self.sin.clone()
     }
 }
