@@ -416,7 +416,13 @@ impl<B: Backend> Policy<B> {
     ) -> (Tensor<B, 2>, Option<Tensor<B, 2>>) {
         let batch = completions.len();
         let logits = self.head(hidden, adapters);
-        let logp = log_softmax(logits.div_scalar(temperature), 2);
+        // Dividing by 1 changes no value: at temperature 1 the pass (and its backward) is skipped.
+        let logits = if temperature == 1.0 {
+            logits
+        } else {
+            logits.div_scalar(temperature)
+        };
+        let logp = log_softmax(logits, 2);
         let mut targets = Vec::with_capacity(batch * c);
         let mut keep = Vec::with_capacity(batch * c);
         for completion in completions {
