@@ -35,6 +35,18 @@ impl DeviceKind {
 /// The CPU backend.
 pub(crate) type Cpu = burn::backend::Flex;
 
+/// How many lanes generation decodes in on `kind` (`Policy::with_decode_lanes`): two on the CPU,
+/// where Flex runs element-wise work on one thread and a decode step's small products leave a
+/// core idle (a SmolLM2 rollout 4.6 -> 4.1 s on 2 cores); one on a GPU, whose kernels fill it.
+/// A constant, not the core count: a row's last bits depend on it, and a run resumed on another
+/// machine must sample the same.
+pub(crate) fn decode_lanes(kind: DeviceKind) -> usize {
+    match kind {
+        DeviceKind::Cpu => 2,
+        DeviceKind::Cuda | DeviceKind::Vulkan => 1,
+    }
+}
+
 /// A job that can run on any backend.
 pub(crate) trait OnBackend {
     /// What the job returns.

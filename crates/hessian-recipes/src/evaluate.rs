@@ -64,6 +64,7 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
         output: args.output.clone(),
         key,
         json: args.json,
+        decode_lanes: crate::backend::decode_lanes(args.device),
     };
     let result = dispatch(args.device, job);
     if result.is_err() {
@@ -81,6 +82,7 @@ struct Job {
     output: PathBuf,
     key: Option<hr_seal::KeyPair>,
     json: bool,
+    decode_lanes: usize,
 }
 
 impl OnBackend for Job {
@@ -88,9 +90,15 @@ impl OnBackend for Job {
 
     fn run<B: Backend>(self, device: B::Device, _name: &str) -> anyhow::Result<ExitCode> {
         let log = self.output.join(SERVICE_LOG);
-        let assessment =
-            hr_assess::assess::<B>(&self.plan, self.adopted, &self.compare, &device, &log)
-                .map_err(exit_error)?;
+        let assessment = hr_assess::assess::<B>(
+            &self.plan,
+            self.adopted,
+            &self.compare,
+            &device,
+            self.decode_lanes,
+            &log,
+        )
+        .map_err(exit_error)?;
         write_evaluation(
             &self.output,
             &self.plan,

@@ -46,7 +46,8 @@ impl OnBackend for Job {
                 PolicyError::Dtype { .. } => Refused(format!("--dtype {}: {e}", args.dtype)).into(),
                 e => anyhow::Error::from(e),
             })
-            .with_context(|| format!("loading the model in {}", args.model.display()))?;
+            .with_context(|| format!("loading the model in {}", args.model.display()))?
+            .with_decode_lanes(crate::backend::decode_lanes(args.device));
         let adapters = args
             .adapter
             .as_ref()

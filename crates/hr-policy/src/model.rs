@@ -128,6 +128,11 @@ pub(crate) struct Layout {
 }
 
 impl Layout {
+    /// The columns `rows` laid out this way occupy (each row's padding and tokens).
+    pub(crate) fn width(&self, rows: &[Vec<u32>]) -> usize {
+        rows.first().map_or(0, |row| self.pad_left[0] + row.len())
+    }
+
     /// Rotary position of column `col` in row `row` (pads get position 0).
     fn position(&self, row: usize, col: usize) -> usize {
         col.saturating_sub(self.pad_left[row])

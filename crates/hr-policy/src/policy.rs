@@ -1,5 +1,6 @@
 //! A loaded model: forward passes, KV-cached sampling and the scoring pass the trainer uses.
 
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -7,6 +8,7 @@ use burn::module::AutodiffModule;
 use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend, DTypeUsage};
 use burn::tensor::{FloatDType, Int, Tensor, TensorData};
+use rayon::prelude::*;
 
 use crate::flops::{self, FlopCounter};
 use crate::model::{BaseModel, KvCache, Layout, hidden_states, lm_logits};
@@ -25,6 +27,8 @@ pub struct Policy<B: Backend> {
     device: B::Device,
     /// Logit elements the scoring pass materialises at once.
     score_chunk: usize,
+    /// How many groups of rows generation decodes side by side.
+    decode_lanes: usize,
     /// The matrix arithmetic done so far, shared with the inference view ([`Policy::valid`]).
     flops: Arc<FlopCounter>,
 }
@@ -78,6 +82,7 @@ impl<B: Backend> Policy<B> {
             base,
             device: device.clone(),
             score_chunk: SCORE_CHUNK_ELEMENTS,
+            decode_lanes: 1,
             flops: FlopCounter::shared(),
         })
     }
@@ -88,6 +93,19 @@ impl<B: Backend> Policy<B> {
     #[must_use]
     pub fn with_score_chunk_elements(mut self, elements: usize) -> Self {
         self.score_chunk = elements;
+        self
+    }
+
+    /// Sets how many lanes [`Policy::generate`] splits its rows into (at least 1, the default).
+    /// Each lane runs the decoder on its own rows, all lanes at once on rayon's pool; the tokens
+    /// are still drawn row by row in order. Worth it on a CPU backend whose element-wise work
+    /// runs on one thread (Flex): each lane keeps a core busy. A row's log-probabilities may
+    /// differ in their last bits with the number of lanes (kernels pick their blocking by the
+    /// rows in a product), so a run must keep its number: it is the caller's fixed choice, never
+    /// the machine's core count.
+    #[must_use]
+    pub fn with_decode_lanes(mut self, lanes: usize) -> Self {
+        self.decode_lanes = lanes.max(1);
         self
     }
 
@@ -212,23 +230,30 @@ impl<B: Backend> Policy<B> {
             return Err(PolicyError::Request(format!("prompt {i} is empty")));
         }
         let batch = prompts.len();
-        let width = prompts.iter().map(Vec::len).max().unwrap_or(0);
-        let layout = Layout {
-            pad_left: prompts.iter().map(|p| width - p.len()).collect(),
-        };
         let mut out = Generation {
             tokens: vec![Vec::new(); batch],
             logprobs: vec![Vec::new(); batch],
             stopped: vec![false; batch],
         };
-        let mut cache = use_cache.then(|| KvCache::new(self.config.num_layers));
         let mut rows: Vec<Vec<u32>> = prompts.to_vec();
-        let mut hidden = self.prefill(adapters, prompts, &layout, cache.as_mut());
+        // Every lane pads to the widest prompt of the whole batch, so each row sees the columns it
+        // would see in one lane (the reductions over them then add in the same order).
+        let width = prompts.iter().map(Vec::len).max().unwrap_or(0);
+        let lanes = self.decode_lanes.min(batch);
+        let mut lanes: Vec<Lane<B>> = (0..lanes)
+            .into_par_iter()
+            .map(|i| {
+                let rows = i * batch / lanes..(i + 1) * batch / lanes;
+                Lane::prefilled(self, adapters, prompts, rows, width, use_cache)
+            })
+            .collect();
+        let vocab = self.config.vocab_size;
         for step in 0..sampling.max_new_tokens {
-            let [_, t, d] = hidden.dims();
-            let last = self.head(hidden.slice([0..batch, t - 1..t, 0..d]), adapters);
-            let logits = host_f32(last)?;
-            let vocab = self.config.vocab_size;
+            let logits = lanes
+                .par_iter()
+                .map(|lane| lane.last_logits(self, adapters))
+                .collect::<Result<Vec<_>, _>>()?
+                .concat();
             let mut next = Vec::with_capacity(batch);
             for row in 0..batch {
                 let token = if out.stopped[row] {
@@ -251,13 +276,19 @@ impl<B: Backend> Policy<B> {
             if out.stopped.iter().all(|s| *s) || step + 1 == sampling.max_new_tokens {
                 break;
             }
-            let feed = if use_cache {
-                let data: Vec<i64> = next.iter().map(|t| i64::from(*t)).collect();
-                Tensor::from_data(TensorData::new(data, [batch, 1]), &self.device)
-            } else {
-                self.token_tensor(&rows, width + step + 1, &layout.pad_left)
-            };
-            hidden = self.decoder(adapters, feed, &layout, cache.as_mut());
+            lanes.par_iter_mut().for_each(|lane| {
+                let feed = if use_cache {
+                    let data: Vec<i64> = next[lane.rows.clone()]
+                        .iter()
+                        .map(|t| i64::from(*t))
+                        .collect();
+                    Tensor::from_data(TensorData::new(data, [lane.rows.len(), 1]), &self.device)
+                } else {
+                    let rows = &rows[lane.rows.clone()];
+                    self.token_tensor(rows, lane.width + step + 1, &lane.layout.pad_left)
+                };
+                lane.hidden = self.decoder(adapters, feed, &lane.layout, lane.cache.as_mut());
+            });
         }
         Ok(out)
     }
@@ -277,8 +308,7 @@ impl<B: Backend> Policy<B> {
                 self.prefill_distinct(adapters, prompts, layout, &distinct, &source, cache)
             }
             (cache, _) => {
-                let width = prompts.iter().map(Vec::len).max().unwrap_or(0);
-                let tokens = self.token_tensor(prompts, width, &layout.pad_left);
+                let tokens = self.token_tensor(prompts, layout.width(prompts), &layout.pad_left);
                 self.decoder(adapters, tokens, layout, cache)
             }
         }
@@ -295,8 +325,7 @@ impl<B: Backend> Policy<B> {
         source: &[i64],
         cache: &mut KvCache<B>,
     ) -> Tensor<B, 3> {
-        // The longest prompt is among the distinct ones, so every row keeps its columns.
-        let width = prompts.iter().map(Vec::len).max().unwrap_or(0);
+        let width = layout.width(prompts);
         let rows: Vec<Vec<u32>> = distinct.iter().map(|&i| prompts[i].clone()).collect();
         let distinct_layout = Layout {
             pad_left: distinct.iter().map(|&i| layout.pad_left[i]).collect(),
@@ -499,12 +528,61 @@ impl<B: AutodiffBackend> Policy<B> {
             base: self.base.valid(),
             device: self.device.clone(),
             score_chunk: self.score_chunk,
+            decode_lanes: self.decode_lanes,
             flops: Arc::clone(&self.flops),
         }
     }
 }
 
 /// When some prompts repeat (GRPO samples each one G times): the index of each distinct prompt's
+
+/// Some of a generation's rows (`rows`), left-padded to the batch's `width`, with their own KV
+/// cache and the hidden states of their latest columns.
+struct Lane<B: Backend> {
+    rows: Range<usize>,
+    layout: Layout,
+    width: usize,
+    cache: Option<KvCache<B>>,
+    hidden: Tensor<B, 3>,
+}
+
+impl<B: Backend> Lane<B> {
+    /// The lane of `rows` with its prompts run.
+    fn prefilled(
+        policy: &Policy<B>,
+        adapters: Option<&Adapters<B>>,
+        prompts: &[Vec<u32>],
+        rows: Range<usize>,
+        width: usize,
+        use_cache: bool,
+    ) -> Self {
+        let prompts = &prompts[rows.clone()];
+        let layout = Layout {
+            pad_left: prompts.iter().map(|p| width - p.len()).collect(),
+        };
+        let mut cache = use_cache.then(|| KvCache::new(policy.config.num_layers));
+        let hidden = policy.prefill(adapters, prompts, &layout, cache.as_mut());
+        Lane {
+            rows,
+            layout,
+            width,
+            cache,
+            hidden,
+        }
+    }
+
+    /// The logits `[rows, vocab]` of each row's next token, on the host.
+    fn last_logits(
+        &self,
+        policy: &Policy<B>,
+        adapters: Option<&Adapters<B>>,
+    ) -> Result<Vec<f32>, PolicyError> {
+        let [rows, t, d] = self.hidden.dims();
+        let last = self.hidden.clone().slice([0..rows, t - 1..t, 0..d]);
+        host_f32(policy.head(last, adapters))
+    }
+}
+
 /// first row, and for every row the position of its prompt among them.
 fn distinct_rows(prompts: &[Vec<u32>]) -> Option<(Vec<usize>, Vec<i64>)> {
     let mut distinct: Vec<usize> = Vec::new();

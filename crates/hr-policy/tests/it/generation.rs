@@ -97,6 +97,59 @@ fn the_rng_alone_decides_the_samples_and_its_state_resumes_the_stream() -> anyho
 }
 
 #[test]
+fn decoding_in_lanes_samples_alike_and_repeats_exactly() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (_, policy) = tiny(
+        dir.path(),
+        &TinySpec {
+            model_type: "qwen3",
+            ..TinySpec::default()
+        },
+    )?;
+    // Mixed lengths and repeats, so each lane prefills its own distinct prompts.
+    let (a, b, c) = (
+        vec![1, 40, 41, 42, 7],
+        vec![5, 6],
+        vec![100, 101, 102, 103, 104, 105],
+    );
+    let batch = vec![a.clone(), b.clone(), a.clone(), c, b, a];
+    for cfg in [sampling(1.0, 1.0), sampling(0.7, 0.9), sampling(0.0, 1.0)] {
+        for use_cache in [true, false] {
+            let run = |lanes: usize| {
+                policy.clone().with_decode_lanes(lanes).generate(
+                    None,
+                    &batch,
+                    &cfg,
+                    &mut PolicyRng::from_seed(11),
+                    use_cache,
+                )
+            };
+            let one = run(1)?;
+            assert!(one.tokens.iter().all(|t| !t.is_empty()));
+            // Even and uneven splits, one row per lane, and more lanes than rows: the same
+            // tokens, log-probabilities equal up to the kernels' rounding, and bit for bit the
+            // same output whenever the number of lanes is the same.
+            for lanes in [2, 4, 6, 9] {
+                let split = run(lanes)?;
+                let what = format!("{lanes} lanes, cache {use_cache}, {cfg:?}");
+                assert_eq!(split.tokens, one.tokens, "{what}");
+                assert_eq!(split.stopped, one.stopped, "{what}");
+                for (x, y) in split
+                    .logprobs
+                    .iter()
+                    .flatten()
+                    .zip(one.logprobs.iter().flatten())
+                {
+                    assert!((x - y).abs() < 1e-5, "{what}: {x} vs {y}");
+                }
+                assert_eq!(run(lanes)?, split, "{what}");
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
 fn greedy_takes_the_argmax_and_top_p_limits_the_choices() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let (_, policy) = tiny(dir.path(), &TinySpec::default())?;
