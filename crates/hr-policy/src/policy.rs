@@ -534,8 +534,6 @@ impl<B: AutodiffBackend> Policy<B> {
     }
 }
 
-/// When some prompts repeat (GRPO samples each one G times): the index of each distinct prompt's
-
 /// Some of a generation's rows (`rows`), left-padded to the batch's `width`, with their own KV
 /// cache and the hidden states of their latest columns.
 struct Lane<B: Backend> {
@@ -583,6 +581,7 @@ impl<B: Backend> Lane<B> {
     }
 }
 
+/// When some prompts repeat (GRPO samples each one G times): the index of each distinct prompt's
 /// first row, and for every row the position of its prompt among them.
 fn distinct_rows(prompts: &[Vec<u32>]) -> Option<(Vec<usize>, Vec<i64>)> {
     let mut distinct: Vec<usize> = Vec::new();
