@@ -285,7 +285,7 @@ impl<B: Backend> Policy<B> {
                     Tensor::from_data(TensorData::new(data, [lane.rows.len(), 1]), &self.device)
                 } else {
                     let rows = &rows[lane.rows.clone()];
-                    self.token_tensor(rows, lane.width + step + 1, &lane.layout.pad_left)
+                    self.token_tensor(rows, width + step + 1, &lane.layout.pad_left)
                 };
                 lane.hidden = self.decoder(adapters, feed, &lane.layout, lane.cache.as_mut());
             });
@@ -539,7 +539,6 @@ impl<B: AutodiffBackend> Policy<B> {
 struct Lane<B: Backend> {
     rows: Range<usize>,
     layout: Layout,
-    width: usize,
     cache: Option<KvCache<B>>,
     hidden: Tensor<B, 3>,
 }
@@ -563,7 +562,6 @@ impl<B: Backend> Lane<B> {
         Lane {
             rows,
             layout,
-            width,
             cache,
             hidden,
         }
