@@ -442,15 +442,21 @@ impl<B: AutodiffBackend> Trainer<B> {
                         .iter()
                         .map(|row| row[..width].to_vec())
                         .collect();
-                    let (logp, ent) = self
-                        .policy
-                        .score_with_entropy(
-                            Some(&self.adapters),
-                            &m.prompts[rows.clone()],
-                            completions,
-                            temperature,
-                        )
-                        .map_err(policy_err)?;
+                    // Entropy is reported for the first iteration only: later ones skip its pass
+                    // over the vocabulary.
+                    let (prompts, adapters) = (&m.prompts[rows.clone()], Some(&self.adapters));
+                    let (logp, ent) = if iteration == 0 {
+                        let (logp, ent) = self
+                            .policy
+                            .score_with_entropy(adapters, prompts, completions, temperature)
+                            .map_err(policy_err)?;
+                        (logp, Some(ent))
+                    } else {
+                        let logp = self
+                            .policy
+                            .score(adapters, prompts, completions, temperature);
+                        (logp.map_err(policy_err)?, None)
+                    };
                     let start = m.rows.start + rows.start;
                     let out = grpo_loss(
                         logp,
@@ -468,7 +474,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                         _ => out.loss.div_scalar(micros.len() as f64),
                     };
                     loss_sum += scalar(loss.clone());
-                    if iteration == 0 {
+                    if let Some(ent) = ent {
                         let share = mask.iter().flatten().filter(|x| **x).count() as f64
                             / active.max(1) as f64;
                         low += out.clip_ratio_low * share;

@@ -252,19 +252,15 @@ impl<B: Backend> Policy<B> {
             let logits = lanes
                 .par_iter()
                 .map(|lane| lane.last_logits(self, adapters))
-                .collect::<Result<Vec<_>, _>>()?
-                .concat();
+                .collect::<Result<Vec<_>, _>>()?;
+            // The lanes hold consecutive rows, so this walks the rows in order.
+            let rows_logits = logits.iter().flat_map(|lane| lane.chunks(vocab));
             let mut next = Vec::with_capacity(batch);
-            for row in 0..batch {
+            for (row, logits) in rows_logits.enumerate() {
                 let token = if out.stopped[row] {
                     PAD
                 } else {
-                    let (token, logp) = sample(
-                        &logits[row * vocab..(row + 1) * vocab],
-                        &rows[row],
-                        sampling,
-                        rng,
-                    );
+                    let (token, logp) = sample(logits, &rows[row], sampling, rng);
                     out.tokens[row].push(token);
                     out.logprobs[row].push(logp);
                     out.stopped[row] = sampling.stop_tokens.contains(&token);
