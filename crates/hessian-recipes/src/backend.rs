@@ -35,12 +35,13 @@ impl DeviceKind {
 /// The CPU backend.
 pub(crate) type Cpu = burn::backend::Flex;
 
-/// How many lanes generation decodes in on `kind` (`Policy::with_decode_lanes`): two on the CPU,
-/// where Flex runs element-wise work on one thread and a decode step's small products leave a
-/// core idle (a SmolLM2 rollout 4.6 -> 4.1 s on 2 cores); one on a GPU, whose kernels fill it.
+/// How many lanes generation decodes in, and training back-propagates in, on `kind`
+/// (`Policy::with_lanes`): two on the CPU, where Flex runs element-wise work on one thread and
+/// a decode step's small products leave a core idle (on 2 cores, a SmolLM2 rollout 4.6 -> 4.1 s
+/// and its loss forward and backward 6.6-7.0 -> 5.3 s); one on a GPU, whose kernels fill it.
 /// A constant, not the core count: a row's last bits depend on it, and a run resumed on another
 /// machine must sample the same.
-pub(crate) fn decode_lanes(kind: DeviceKind) -> usize {
+pub(crate) fn lanes(kind: DeviceKind) -> usize {
     match kind {
         DeviceKind::Cpu => 2,
         DeviceKind::Cuda | DeviceKind::Vulkan => 1,

@@ -102,7 +102,7 @@ fn start(
             hold_for_preemption: Vec::new(),
             unqualified: false,
             device,
-            decode_lanes: crate::backend::decode_lanes(args.device),
+            lanes: crate::backend::lanes(args.device),
         },
     };
     dispatch(
@@ -223,7 +223,7 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
             hold_for_preemption: faults_at("HR_FAULT_HOLD_AT")?,
             unqualified: args.run.unqualified,
             device,
-            decode_lanes: crate::backend::decode_lanes(args.device),
+            lanes: crate::backend::lanes(args.device),
         },
     };
     dispatch(

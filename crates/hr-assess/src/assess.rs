@@ -177,14 +177,14 @@ fn per_language(eval: &hr_eval::Evaluation) -> BTreeMap<String, (usize, usize)> 
 }
 
 /// Runs the assessment of `adopted` (from [`crate::adopt()`]) and of the `compared` adapters on
-/// `device`, sampling in `decode_lanes` lanes (as training on that device kind does); the plan's
+/// `device`, sampling in `lanes` lanes (as training on that device kind does); the plan's
 /// environment service, if any, is started for it and stopped after, its log in `log`.
 pub fn assess<B: Backend>(
     plan: &Plan,
     adopted: Vec<Adopted>,
     compared: &[Comparison],
     device: &B::Device,
-    decode_lanes: usize,
+    lanes: usize,
     log: &Path,
 ) -> Result<Assessment, TrainError> {
     let eval = evaluation(plan)?;
@@ -194,7 +194,7 @@ pub fn assess<B: Backend>(
     check_disjoint(&[("train", &train), ("dev", &dev), ("held_out", &held_out)])?;
     let model = &plan.model.path;
     let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
-    let policy = load_policy::<B>(plan, device, decode_lanes)?;
+    let policy = load_policy::<B>(plan, device, lanes)?;
     // Loaded before any episode runs: a folder that does not fit the model fails at once.
     let others = compared
         .iter()

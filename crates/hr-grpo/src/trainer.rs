@@ -94,7 +94,8 @@ pub struct Trainer<B: AutodiffBackend> {
     pub(crate) rng: PolicyRng,
     pub(crate) step: u64,
     config: GrpoConfig,
-    /// Bytes of activations one back-propagated chunk may keep ([`ACTIVATION_BUDGET`]).
+    /// Bytes of activations the back-propagated chunks running at once may keep, shared
+    /// between the policy's lanes ([`ACTIVATION_BUDGET`]).
     activation_budget: usize,
 }
 
@@ -129,8 +130,9 @@ impl<B: AutodiffBackend> Trainer<B> {
         })
     }
 
-    /// Sets the bytes of activations one back-propagated chunk of a micro-batch may keep (at
-    /// least one group of `num_generations` rows runs at once). Smaller budgets lower peak memory
+    /// Sets the bytes of activations the back-propagated chunks of a micro-batch running at once
+    /// may keep, shared between the policy's lanes (at least one group of `num_generations` rows
+    /// per chunk). Smaller budgets lower peak memory
     /// for smaller products; the update is the same up to float summation order. Default 1.25 GiB.
     #[must_use]
     pub fn with_activation_budget(mut self, bytes: usize) -> Self {
@@ -372,14 +374,6 @@ impl<B: AutodiffBackend> Trainer<B> {
             .iter()
             .map(|e| loss_mask(e).iter().filter(|m| **m).count())
             .sum();
-        struct Micro<B: AutodiffBackend> {
-            rows: Range<usize>,
-            prompts: Vec<Vec<u32>>,
-            completions: Vec<Vec<u32>>,
-            mask: Vec<Vec<bool>>,
-            reference: Option<Tensor<B, 2>>,
-            old: Option<Tensor<B, 2>>,
-        }
         let (inference, frozen) = (self.policy.valid(), self.adapters.valid());
         let mut micros = Vec::new();
         for start in (0..episodes.len()).step_by(size.max(1)) {
@@ -388,7 +382,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             let prompts: Vec<Vec<u32>> = chunk.iter().map(|e| e.prompt.clone()).collect();
             let completions: Vec<Vec<u32>> = chunk.iter().map(|e| e.completion.clone()).collect();
             let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
-            let mask = chunk
+            let mask: Vec<Vec<bool>> = chunk
                 .iter()
                 .map(|e| {
                     let mut m = loss_mask(e);
@@ -396,6 +390,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                     m
                 })
                 .collect();
+            let micro_active = mask.iter().flatten().filter(|x| **x).count() as f64;
             // The reference (β > 0) and, when μ > 1, the old policy are scored once, before any update.
             // Both on the inference view: no graph is built for what is never back-propagated.
             let reference = (self.config.loss.beta > 0.0)
@@ -409,7 +404,11 @@ impl<B: AutodiffBackend> Trainer<B> {
                 .map_err(policy_err)?
                 .map(Tensor::from_inner);
             micros.push(Micro {
-                rows,
+                advantages: adv[rows.clone()].to_vec(),
+                whole: Whole {
+                    batch_active_tokens: Some(active as f64),
+                    micro_batch: Some((rows.len(), micro_active)),
+                },
                 prompts,
                 completions,
                 mask,
@@ -422,84 +421,55 @@ impl<B: AutodiffBackend> Trainer<B> {
         let (mut low, mut high, mut region, mut entropy, mut counted) =
             (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
         let mut kl: Option<f64> = None;
+        let lanes = self.policy.lanes();
         for iteration in 0..self.config.num_iterations {
             let mut accumulator = GradientsAccumulator::new();
-            for m in &micros {
-                let micro_active = m.mask.iter().flatten().filter(|x| **x).count() as f64;
-                let whole = Whole {
-                    batch_active_tokens: Some(active as f64),
-                    micro_batch: Some((m.rows.len(), micro_active)),
-                };
-                for rows in self.backward_chunks(m.rows.len(), &m.prompts, &m.completions) {
-                    let completions = &m.completions[rows.clone()];
-                    let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
-                    let part = |t: &Tensor<B, 2>| {
-                        t.clone()
-                            .narrow(0, rows.start, rows.len())
-                            .narrow(1, 0, width)
-                    };
-                    let mask: Vec<Vec<bool>> = m.mask[rows.clone()]
-                        .iter()
-                        .map(|row| row[..width].to_vec())
-                        .collect();
-                    // Entropy is reported for the first iteration only: later ones skip its pass
-                    // over the vocabulary.
-                    let (prompts, adapters) = (&m.prompts[rows.clone()], Some(&self.adapters));
-                    let (logp, ent) = if iteration == 0 {
-                        let (logp, ent) = self
-                            .policy
-                            .score_with_entropy(adapters, prompts, completions, temperature)
-                            .map_err(policy_err)?;
-                        (logp, Some(ent))
+            // Every chunk of every micro-batch, in order; `lanes` of them run side by side, each
+            // on its own copy of the adapters (its own autodiff graph), and their results are
+            // folded in this order, so the sums do not depend on which lane finished first.
+            let chunks: Vec<(&Micro<B>, Range<usize>)> = micros
+                .iter()
+                .flat_map(|m| {
+                    self.backward_chunks(&m.prompts, &m.completions, lanes)
+                        .into_iter()
+                        .map(move |rows| (m, rows))
+                })
+                .collect();
+            for group in chunks.chunks(lanes) {
+                let run = |(m, rows): &(&Micro<B>, Range<usize>)| {
+                    let adapters = if lanes > 1 {
+                        self.adapters.fresh_leaves()
                     } else {
-                        let logp = self
-                            .policy
-                            .score(adapters, prompts, completions, temperature);
-                        (logp.map_err(policy_err)?, None)
+                        self.adapters.clone()
                     };
-                    let start = m.rows.start + rows.start;
-                    let out = grpo_loss(
-                        logp,
-                        m.old.as_ref().map(part),
-                        m.reference.as_ref().map(part),
-                        &adv[start..start + rows.len()],
-                        &mask,
-                        &self.config.loss,
-                        whole,
-                    )?;
-                    // `dapo` already divides by the whole batch's tokens; the others are per
-                    // micro-batch means, averaged over the micro-batches.
-                    let loss = match self.config.loss.loss_type {
-                        LossType::Dapo => out.loss,
-                        _ => out.loss.div_scalar(micros.len() as f64),
-                    };
-                    loss_sum += scalar(loss.clone());
-                    if let Some(ent) = ent {
-                        let share = mask.iter().flatten().filter(|x| **x).count() as f64
-                            / active.max(1) as f64;
-                        low += out.clip_ratio_low * share;
-                        high += out.clip_ratio_high * share;
-                        region += out.clip_ratio_region * share;
-                        if let Some(v) = out.kl {
-                            kl = Some(kl.unwrap_or(0.0) + v * share);
+                    self.chunk(m, rows.clone(), &adapters, iteration, active, micros.len())
+                };
+                let outs: Vec<Result<ChunkOut, GrpoError>> = if lanes > 1 {
+                    use rayon::prelude::*;
+                    group.par_iter().map(run).collect()
+                } else {
+                    group.iter().map(run).collect()
+                };
+                let mut slowest = 0.0f64;
+                for out in outs {
+                    let out = out?;
+                    loss_sum += out.loss;
+                    if let Some(stats) = out.stats {
+                        low += stats.low;
+                        high += stats.high;
+                        region += stats.region;
+                        if let Some(v) = stats.kl {
+                            kl = Some(kl.unwrap_or(0.0) + v);
                         }
-                        let ent = host_f64(ent);
-                        for (i, row) in mask.iter().enumerate() {
-                            for (j, on) in row.iter().enumerate() {
-                                if *on {
-                                    entropy += ent[i * width + j];
-                                    counted += 1.0;
-                                }
-                            }
+                        for e in stats.entropy {
+                            entropy += e;
+                            counted += 1.0;
                         }
                     }
-                    let clock = Instant::now();
-                    accumulator.accumulate(
-                        &self.adapters,
-                        GradientsParams::from_grads(loss.backward(), &self.adapters),
-                    );
-                    timing.backward += clock.elapsed().as_secs_f64();
+                    slowest = slowest.max(out.backward_s);
+                    accumulator.accumulate(&self.adapters, out.grads);
                 }
+                timing.backward += slowest;
             }
             let clock = Instant::now();
             let mut grads = accumulator.grads();
@@ -522,24 +492,153 @@ impl<B: AutodiffBackend> Trainer<B> {
     }
 }
 
+/// One micro-batch of a step: its rows' advantages and tokens, the loss's mask and
+/// denominators, and the log-probs of the reference and old policies where the loss needs them.
+struct Micro<B: AutodiffBackend> {
+    /// Its rows' advantages.
+    advantages: Vec<f64>,
+    /// The denominators of its loss.
+    whole: Whole,
+    prompts: Vec<Vec<u32>>,
+    completions: Vec<Vec<u32>>,
+    mask: Vec<Vec<bool>>,
+    reference: Option<Tensor<B, 2>>,
+    old: Option<Tensor<B, 2>>,
+}
+
+/// What scoring and back-propagating one chunk of a micro-batch gave.
+struct ChunkOut {
+    /// The chunk's share of the loss.
+    loss: f64,
+    /// The loss statistics, weighted by the chunk's share of the active tokens (first
+    /// iteration only).
+    stats: Option<ChunkStats>,
+    /// The adapters' gradients.
+    grads: GradientsParams,
+    /// Seconds its backward pass took.
+    backward_s: f64,
+}
+
+/// A chunk's loss statistics, each weighted by its share of the step's active tokens, and the
+/// entropy of each of its active positions in row order.
+struct ChunkStats {
+    low: f64,
+    high: f64,
+    region: f64,
+    kl: Option<f64>,
+    entropy: Vec<f64>,
+}
+
+impl<B: AutodiffBackend> Trainer<B> {
+    /// Scores rows `rows` of micro-batch `m` with `adapters` (the trainer's, or a fresh copy of
+    /// them for a lane of its own), computes their loss (a share of the mean over `micros`
+    /// micro-batches) and back-propagates it; the statistics are weighted by the rows' share of
+    /// the step's `active` tokens.
+    fn chunk(
+        &self,
+        m: &Micro<B>,
+        rows: Range<usize>,
+        adapters: &Adapters<B>,
+        iteration: usize,
+        active: usize,
+        micros: usize,
+    ) -> Result<ChunkOut, GrpoError> {
+        let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
+        let temperature = self.config.rollout.temperature;
+        let completions = &m.completions[rows.clone()];
+        let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let part = |t: &Tensor<B, 2>| {
+            t.clone()
+                .narrow(0, rows.start, rows.len())
+                .narrow(1, 0, width)
+        };
+        let mask: Vec<Vec<bool>> = m.mask[rows.clone()]
+            .iter()
+            .map(|row| row[..width].to_vec())
+            .collect();
+        // Entropy is reported for the first iteration only: later ones skip its pass over the
+        // vocabulary.
+        let prompts = &m.prompts[rows.clone()];
+        let (logp, ent) = if iteration == 0 {
+            let (logp, ent) = self
+                .policy
+                .score_with_entropy(Some(adapters), prompts, completions, temperature)
+                .map_err(policy_err)?;
+            (logp, Some(ent))
+        } else {
+            let logp = self
+                .policy
+                .score(Some(adapters), prompts, completions, temperature);
+            (logp.map_err(policy_err)?, None)
+        };
+        let out = grpo_loss(
+            logp,
+            m.old.as_ref().map(part),
+            m.reference.as_ref().map(part),
+            &m.advantages[rows.clone()],
+            &mask,
+            &self.config.loss,
+            m.whole,
+        )?;
+        // `dapo` already divides by the whole batch's tokens; the others are per micro-batch
+        // means, averaged over the micro-batches.
+        let loss = match self.config.loss.loss_type {
+            LossType::Dapo => out.loss,
+            _ => out.loss.div_scalar(micros as f64),
+        };
+        let loss_value = scalar(loss.clone());
+        let stats = ent.map(|ent| {
+            let share = mask.iter().flatten().filter(|x| **x).count() as f64 / active.max(1) as f64;
+            let ent = host_f64(ent);
+            let entropy = mask
+                .iter()
+                .enumerate()
+                .flat_map(|(i, row)| {
+                    row.iter()
+                        .enumerate()
+                        .filter(|(_, on)| **on)
+                        .map(move |(j, _)| i * width + j)
+                })
+                .map(|k| ent[k])
+                .collect();
+            ChunkStats {
+                low: out.clip_ratio_low * share,
+                high: out.clip_ratio_high * share,
+                region: out.clip_ratio_region * share,
+                kl: out.kl.map(|v| v * share),
+                entropy,
+            }
+        });
+        let clock = Instant::now();
+        let grads = GradientsParams::from_grads(loss.backward(), adapters);
+        Ok(ChunkOut {
+            loss: loss_value,
+            stats,
+            grads,
+            backward_s: clock.elapsed().as_secs_f64(),
+        })
+    }
+}
+
 /// The activations one back-propagated chunk of a micro-batch may keep for its backward pass by
 /// default (estimated from the model's shapes, [`Trainer::backward_chunks`]).
 const ACTIVATION_BUDGET: usize = 1280 << 20;
 
 impl<B: AutodiffBackend> Trainer<B> {
-    /// The row ranges of a micro-batch of `rows` episodes that are scored and back-propagated
-    /// one after the other, their gradients summed (the loss's denominators stay the
-    /// micro-batch's, [`Whole`], so the update is the micro-batch's): whole groups of
-    /// `num_generations` rows, so each prompt is still run once, as many as keep the estimated
-    /// activations within the trainer's budget (at least one group). The estimate per row and
+    /// The row ranges of a micro-batch (`prompts` and `completions`, one per episode) that are scored and back-propagated
+    /// one after the other, or `lanes` at a time, their gradients summed (the loss's
+    /// denominators stay the micro-batch's, [`Whole`], so the update is the micro-batch's):
+    /// whole groups of `num_generations` rows, so each prompt is still run once, as many as keep
+    /// the estimated activations within the trainer's budget shared by `lanes` chunks (at least
+    /// one group). The estimate per row and
     /// layer: 12 hidden-wide and 6 intermediate-wide values and 4 attention scores per head and
     /// column, for every completion position, in f32 (it overestimates SmolLM2's by about a
     /// quarter).
     fn backward_chunks(
         &self,
-        rows: usize,
         prompts: &[Vec<u32>],
         completions: &[Vec<u32>],
+        lanes: usize,
     ) -> Vec<Range<usize>> {
         let c = self.policy.config();
         let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
@@ -547,7 +646,8 @@ impl<B: AutodiffBackend> Trainer<B> {
         let per_position = 12 * c.hidden_size + 6 * c.intermediate_size + 4 * c.num_heads * columns;
         let per_row = (width * c.num_layers * per_position * 4).max(1);
         let g = self.config.rollout.num_generations.max(1);
-        let chunk = ((self.activation_budget / per_row) / g * g).max(g);
+        let chunk = ((self.activation_budget / lanes.max(1) / per_row) / g * g).max(g);
+        let rows = prompts.len();
         (0..rows)
             .step_by(chunk)
             .map(|start| start..(start + chunk).min(rows))

@@ -48,9 +48,18 @@ fn config(max_turns: usize) -> GrpoConfig {
 }
 
 fn trainer(dir: &std::path::Path, config: GrpoConfig) -> anyhow::Result<Trainer<B>> {
+    trainer_in_lanes(dir, config, 1)
+}
+
+/// A trainer whose policy decodes, and whose chunks are back-propagated, in `lanes` lanes.
+fn trainer_in_lanes(
+    dir: &std::path::Path,
+    config: GrpoConfig,
+    lanes: usize,
+) -> anyhow::Result<Trainer<B>> {
     write_tiny_model(dir, &TinySpec::default());
     let device = Default::default();
-    let policy = Policy::<B>::load(dir, &device)?;
+    let policy = Policy::<B>::load(dir, &device)?.with_lanes(lanes);
     let tokenizer = ChatTokenizer::from_file(&dir.join("tokenizer.json"))?;
     let lora = LoraConfig::new(4, 8.0, Target::ALL.to_vec())?;
     let adapters = Adapters::init(
@@ -77,8 +86,11 @@ fn the_same_seeds_give_the_same_steps_and_adapters() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let tasks = fixture_tasks(FixtureKind::Arithmetic, 2, 1);
     let mut runs = Vec::new();
-    for run in 0..2 {
-        let mut t = trainer(&dir.path().join(format!("model{run}")), config(1))?;
+    // Twice in one lane, then twice in two (chunks back-propagated side by side).
+    for (run, lanes) in [(0, 1), (1, 1), (2, 2), (3, 2)] {
+        let model = dir.path().join(format!("model{run}"));
+        // A group per chunk, so that two lanes have two chunks to run side by side.
+        let mut t = trainer_in_lanes(&model, config(1), lanes)?.with_activation_budget(1);
         let mut rewards = Vec::new();
         for _ in 0..3 {
             let report = t.step(&tasks, &mut fixture)?;
@@ -95,6 +107,7 @@ fn the_same_seeds_give_the_same_steps_and_adapters() -> anyhow::Result<()> {
         ));
     }
     assert_eq!(runs[0], runs[1]);
+    assert_eq!(runs[2], runs[3]);
     Ok(())
 }
 
@@ -217,12 +230,22 @@ fn gradient_accumulation_and_chunked_backward_give_the_same_update_and_entropy_i
     let tasks = fixture_tasks(FixtureKind::Digits, 2, 3);
     let mut adapters = Vec::new();
     let mut losses = Vec::new();
-    // One micro-batch; three; one back-propagated a group at a time (a budget of one byte); and
-    // the same two ways with a reference (β > 0), two iterations (μ = 2) and the `grpo`
-    // aggregation, whose old and reference log-probs the chunks take their rows of.
-    let runs = [(1, None, false), (3, None, false), (1, Some(1), false)];
-    let tricky = [(1, None, true), (1, Some(1), true)];
-    for (k, budget, tricky) in runs.into_iter().chain(tricky) {
+    // One micro-batch; three; one back-propagated a group at a time (a budget of one byte), in
+    // one lane and in two side by side; and the first, third and fourth with a reference
+    // (β > 0), two iterations (μ = 2) and the `grpo` aggregation, whose old and reference
+    // log-probs the chunks take their rows of.
+    let runs = [
+        (1, None, false, 1),
+        (3, None, false, 1),
+        (1, Some(1), false, 1),
+        (1, Some(1), false, 2),
+    ];
+    let tricky = [
+        (1, None, true, 1),
+        (1, Some(1), true, 1),
+        (1, Some(1), true, 2),
+    ];
+    for (k, budget, tricky, lanes) in runs.into_iter().chain(tricky) {
         let mut cfg = config(1);
         cfg.gradient_accumulation_steps = k;
         if tricky {
@@ -230,8 +253,8 @@ fn gradient_accumulation_and_chunked_backward_give_the_same_update_and_entropy_i
             cfg.loss.loss_type = hr_grpo::LossType::Grpo;
             cfg.num_iterations = 2;
         }
-        let name = format!("m{k}-{budget:?}-{tricky}");
-        let mut t = trainer(&dir.path().join(&name), cfg)?;
+        let name = format!("m{k}-{budget:?}-{tricky}-{lanes}");
+        let mut t = trainer_in_lanes(&dir.path().join(&name), cfg, lanes)?;
         if let Some(bytes) = budget {
             t = t.with_activation_budget(bytes);
         }
@@ -257,13 +280,13 @@ fn gradient_accumulation_and_chunked_backward_give_the_same_update_and_entropy_i
         worst
     };
     // Same update up to float summation order, and the same loss.
-    for (first, other) in [(0, 1), (0, 2), (3, 4)] {
+    for (first, other) in [(0, 1), (0, 2), (0, 3), (4, 5), (4, 6)] {
         let w = worst(&adapters[first], &adapters[other]);
         assert!(w < 1e-5, "runs {first} and {other}: largest difference {w}");
         assert!((losses[first] - losses[other]).abs() < 1e-6, "{losses:?}");
     }
     assert!(
-        worst(&adapters[0], &adapters[3]) > 1e-6,
+        worst(&adapters[0], &adapters[4]) > 1e-6,
         "β, μ and the aggregation matter"
     );
     Ok(())

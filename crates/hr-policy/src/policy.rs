@@ -28,7 +28,7 @@ pub struct Policy<B: Backend> {
     /// Logit elements the scoring pass materialises at once.
     score_chunk: usize,
     /// How many groups of rows generation decodes side by side.
-    decode_lanes: usize,
+    lanes: usize,
     /// The matrix arithmetic done so far, shared with the inference view ([`Policy::valid`]).
     flops: Arc<FlopCounter>,
 }
@@ -82,7 +82,7 @@ impl<B: Backend> Policy<B> {
             base,
             device: device.clone(),
             score_chunk: SCORE_CHUNK_ELEMENTS,
-            decode_lanes: 1,
+            lanes: 1,
             flops: FlopCounter::shared(),
         })
     }
@@ -96,17 +96,23 @@ impl<B: Backend> Policy<B> {
         self
     }
 
-    /// Sets how many lanes [`Policy::generate`] splits its rows into (at least 1, the default).
-    /// Each lane runs the decoder on its own rows, all lanes at once on rayon's pool; the tokens
-    /// are still drawn row by row in order. Worth it on a CPU backend whose element-wise work
-    /// runs on one thread (Flex): each lane keeps a core busy. A row's log-probabilities may
+    /// Sets how many lanes work runs in side by side on rayon's pool (at least 1, the default):
+    /// [`Policy::generate`] splits its rows into this many groups, each decoded with its own KV
+    /// cache, the tokens still drawn row by row in order; a GRPO trainer back-propagates this
+    /// many chunks at once (`hr_grpo::Trainer`). Worth it on a CPU backend whose element-wise
+    /// work runs on one thread (Flex): each lane keeps a core busy. A row's log-probabilities may
     /// differ in their last bits with the number of lanes (kernels pick their blocking by the
     /// rows in a product), so a run must keep its number: it is the caller's fixed choice, never
     /// the machine's core count.
     #[must_use]
-    pub fn with_decode_lanes(mut self, lanes: usize) -> Self {
-        self.decode_lanes = lanes.max(1);
+    pub fn with_lanes(mut self, lanes: usize) -> Self {
+        self.lanes = lanes.max(1);
         self
+    }
+
+    /// The lanes set by [`Policy::with_lanes`].
+    pub fn lanes(&self) -> usize {
+        self.lanes
     }
 
     /// The model's shape.
@@ -239,7 +245,7 @@ impl<B: Backend> Policy<B> {
         // Every lane pads to the widest prompt of the whole batch, so each row sees the columns it
         // would see in one lane (the reductions over them then add in the same order).
         let width = prompts.iter().map(Vec::len).max().unwrap_or(0);
-        let lanes = self.decode_lanes.min(batch);
+        let lanes = self.lanes.min(batch);
         let mut lanes: Vec<Lane<B>> = (0..lanes)
             .into_par_iter()
             .map(|i| {
@@ -524,7 +530,7 @@ impl<B: AutodiffBackend> Policy<B> {
             base: self.base.valid(),
             device: self.device.clone(),
             score_chunk: self.score_chunk,
-            decode_lanes: self.decode_lanes,
+            lanes: self.lanes,
             flops: Arc::clone(&self.flops),
         }
     }

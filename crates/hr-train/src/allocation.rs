@@ -125,9 +125,9 @@ pub struct AllocationOptions {
     pub unqualified: bool,
     /// The device this allocation runs on, recorded in its allocation line (proofs name it).
     pub device: hr_proof::Device,
-    /// How many lanes sampling decodes in (`Policy::with_decode_lanes`); a fixed choice per
-    /// device kind, since the samples' last bits depend on it.
-    pub decode_lanes: usize,
+    /// How many lanes sampling and back-propagation run in (`Policy::with_lanes`); a fixed
+    /// choice per device kind, since the results' last bits depend on it.
+    pub lanes: usize,
 }
 
 /// The policy RNG as `hr-snapshot` sees it: the trainer's own generator, not a copy.
@@ -236,7 +236,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
         let model = &plan.model.path;
         let base = BaseModel::of(model)?;
         let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
-        let policy = load_policy::<Autodiff<B>>(&plan, device, opts.decode_lanes)?;
+        let policy = load_policy::<Autodiff<B>>(&plan, device, opts.lanes)?;
         let (task_list, service, env) = environment(&plan, &layout.service_log())?;
         let (trainer, sampler, progress, budget) = match &restored {
             Some(r) => start::resume(

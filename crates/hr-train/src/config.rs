@@ -17,18 +17,18 @@ pub fn float_dtype(dtype: Dtype) -> FloatDType {
     }
 }
 
-/// The plan's model on `device`, its base weights in `model.dtype`, sampling in `decode_lanes`
-/// lanes (`Policy::with_decode_lanes`: training and `evaluate` pass the same number for a
-/// device kind, so they sample alike); a device that cannot hold that dtype is refused naming
+/// The plan's model on `device`, its base weights in `model.dtype`, working in `lanes` lanes
+/// (`Policy::with_lanes`: training and `evaluate` pass the same number for a device kind, so
+/// they sample alike); a device that cannot hold that dtype is refused naming
 /// the field.
 pub fn load_policy<B: Backend>(
     plan: &Plan,
     device: &B::Device,
-    decode_lanes: usize,
+    lanes: usize,
 ) -> Result<Policy<B>, TrainError> {
     let dtype = float_dtype(plan.model.dtype);
     Policy::load_as(&plan.model.path, dtype, device)
-        .map(|policy| policy.with_decode_lanes(decode_lanes))
+        .map(|policy| policy.with_lanes(lanes))
         .map_err(|e| match e {
             PolicyError::Dtype { .. } => TrainError::Refused(format!(
                 "model.dtype: {e}; change model.dtype or the device"

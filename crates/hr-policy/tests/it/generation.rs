@@ -116,7 +116,7 @@ fn decoding_in_lanes_samples_alike_and_repeats_exactly() -> anyhow::Result<()> {
     for cfg in [sampling(1.0, 1.0), sampling(0.7, 0.9), sampling(0.0, 1.0)] {
         for use_cache in [true, false] {
             let run = |lanes: usize| {
-                policy.clone().with_decode_lanes(lanes).generate(
+                policy.clone().with_lanes(lanes).generate(
                     None,
                     &batch,
                     &cfg,
