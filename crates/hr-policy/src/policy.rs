@@ -12,7 +12,7 @@ use rayon::prelude::*;
 
 use crate::flops::{self, FlopCounter};
 use crate::model::{BaseModel, KvCache, Layout, hidden_states, lm_logits};
-use crate::sampling::sample;
+use crate::sampling::prepare;
 use crate::{Adapters, FlopCount, ModelConfig, PolicyError, PolicyRng, SamplingConfig};
 
 /// Logit elements (rows × completion positions × vocabulary) the scoring pass materialises at
@@ -259,18 +259,28 @@ impl<B: Backend> Policy<B> {
                 .par_iter()
                 .map(|lane| lane.last_logits(self, adapters))
                 .collect::<Result<Vec<_>, _>>()?;
-            // The lanes hold consecutive rows, so this walks the rows in order.
-            let rows_logits = logits.iter().flat_map(|lane| lane.chunks(vocab));
+            // The lanes hold consecutive rows, so this walks the rows in order. Each row's
+            // distribution is prepared on rayon's pool (a few passes over the vocabulary); the
+            // draws then take the RNG's numbers row by row.
+            let rows_logits: Vec<&[f32]> = logits.iter().flat_map(|l| l.chunks(vocab)).collect();
+            let draws: Vec<_> = rows_logits
+                .into_par_iter()
+                .enumerate()
+                .map(|(row, logits)| {
+                    (!out.stopped[row]).then(|| prepare(logits, &rows[row], sampling))
+                })
+                .collect();
             let mut next = Vec::with_capacity(batch);
-            for (row, logits) in rows_logits.enumerate() {
-                let token = if out.stopped[row] {
-                    PAD
-                } else {
-                    let (token, logp) = sample(logits, &rows[row], sampling, rng);
-                    out.tokens[row].push(token);
-                    out.logprobs[row].push(logp);
-                    out.stopped[row] = sampling.stop_tokens.contains(&token);
-                    token
+            for (row, draw) in draws.into_iter().enumerate() {
+                let token = match draw {
+                    None => PAD,
+                    Some(draw) => {
+                        let (token, logp) = draw.pick(rng);
+                        out.tokens[row].push(token);
+                        out.logprobs[row].push(logp);
+                        out.stopped[row] = sampling.stop_tokens.contains(&token);
+                        token
+                    }
                 };
                 next.push(token);
                 rows[row].push(token);

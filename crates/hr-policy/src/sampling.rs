@@ -74,12 +74,31 @@ pub(crate) fn log_softmax(logits: &[f32], temperature: f64) -> Vec<f64> {
 /// Picks a token from `logits` (of a row holding `seen` so far) and returns it with its
 /// log-probability under `softmax(logits / temperature)` (before the repetition penalty and the
 /// top-k, top-p and min-p cuts: what scoring recomputes).
+#[cfg(test)]
 pub(crate) fn sample(
     logits: &[f32],
     seen: &[u32],
     config: &SamplingConfig,
     rng: &mut PolicyRng,
 ) -> (u32, f64) {
+    prepare(logits, seen, config).pick(rng)
+}
+
+/// A row's distribution ready for its draw: all of [`sample`]'s work that needs no random
+/// number, so rows can prepare side by side and still draw from one RNG in row order.
+pub(crate) enum Draw {
+    /// Greedy decoding: the token is known.
+    Greedy { token: usize, logp: f64 },
+    /// The kept tokens (`order`) and their probabilities, and the uncut log-probabilities.
+    Random {
+        logp: Vec<f64>,
+        order: Vec<usize>,
+        probs: Vec<f64>,
+    },
+}
+
+/// Everything of a draw from `logits` (of a row holding `seen` so far) but the random number.
+pub(crate) fn prepare(logits: &[f32], seen: &[u32], config: &SamplingConfig) -> Draw {
     let logp = log_softmax(logits, config.temperature);
     let penalised;
     let choice: &[f64] = if config.repetition_penalty == 1.0 {
@@ -91,62 +110,78 @@ pub(crate) fn sample(
         );
         &penalised
     };
-    let token = if config.temperature == 0.0 {
-        argmax(choice)
-    } else {
-        let logp = choice;
-        let mut order: Vec<usize> = (0..logp.len()).collect();
-        let cuts = config.top_k > 0 || config.top_p < 1.0 || config.min_p > 0.0;
-        if cuts {
-            // Descending probability, ties by token id: a total, deterministic order.
-            order.sort_by(|&a, &b| logp[b].total_cmp(&logp[a]).then(a.cmp(&b)));
-        }
-        let probs: Vec<f64> = order.iter().map(|&i| logp[i].exp()).collect();
-        let mut keep = probs.len();
-        if config.top_k > 0 {
-            keep = keep.min(config.top_k);
-        }
-        if config.top_p < 1.0 {
-            // The nucleus of what top-k kept, renormalised (as transformers' TopPLogitsWarper
-            // sees the distribution after TopKLogitsWarper); without top-k, the whole
-            // distribution's mass counts as 1, as it always has.
-            let kept: f64 = if keep < probs.len() {
-                probs[..keep].iter().sum()
-            } else {
-                1.0
-            };
-            let mut mass = 0.0;
-            for (n, p) in probs[..keep].iter().enumerate() {
-                mass += p / kept;
-                if mass >= config.top_p {
-                    keep = n + 1;
-                    break;
-                }
-            }
-        }
-        if config.min_p > 0.0 {
-            // transformers' MinPLogitsWarper: below min_p times the likeliest token is dropped.
-            let floor = config.min_p * probs[0];
-            keep = probs[..keep]
-                .iter()
-                .take_while(|p| **p >= floor)
-                .count()
-                .max(1);
-        }
-        let total: f64 = probs[..keep].iter().sum();
-        let u = rng.next_f64() * total;
-        let mut acc = 0.0;
-        let mut chosen = order[keep - 1];
+    if config.temperature == 0.0 {
+        let token = argmax(choice);
+        return Draw::Greedy {
+            token,
+            logp: logp[token],
+        };
+    }
+    let mut order: Vec<usize> = (0..choice.len()).collect();
+    let cuts = config.top_k > 0 || config.top_p < 1.0 || config.min_p > 0.0;
+    if cuts {
+        // Descending probability, ties by token id: a total, deterministic order.
+        order.sort_by(|&a, &b| choice[b].total_cmp(&choice[a]).then(a.cmp(&b)));
+    }
+    let mut probs: Vec<f64> = order.iter().map(|&i| choice[i].exp()).collect();
+    let mut keep = probs.len();
+    if config.top_k > 0 {
+        keep = keep.min(config.top_k);
+    }
+    if config.top_p < 1.0 {
+        // The nucleus of what top-k kept, renormalised (as transformers' TopPLogitsWarper sees
+        // the distribution after TopKLogitsWarper); without top-k, the whole distribution's mass
+        // counts as 1, as it always has.
+        let kept: f64 = if keep < probs.len() {
+            probs[..keep].iter().sum()
+        } else {
+            1.0
+        };
+        let mut mass = 0.0;
         for (n, p) in probs[..keep].iter().enumerate() {
-            acc += p;
-            if u < acc {
-                chosen = order[n];
+            mass += p / kept;
+            if mass >= config.top_p {
+                keep = n + 1;
                 break;
             }
         }
-        chosen
-    };
-    (token as u32, logp[token])
+    }
+    if config.min_p > 0.0 {
+        // transformers' MinPLogitsWarper: below min_p times the likeliest token is dropped.
+        let floor = config.min_p * probs[0];
+        keep = probs[..keep]
+            .iter()
+            .take_while(|p| **p >= floor)
+            .count()
+            .max(1);
+    }
+    order.truncate(keep);
+    probs.truncate(keep);
+    Draw::Random { logp, order, probs }
+}
+
+impl Draw {
+    /// Draws the token (one number from `rng` unless greedy) by the inverse CDF over the kept
+    /// tokens, and returns it with its uncut log-probability.
+    pub(crate) fn pick(self, rng: &mut PolicyRng) -> (u32, f64) {
+        match self {
+            Draw::Greedy { token, logp } => (token as u32, logp),
+            Draw::Random { logp, order, probs } => {
+                let total: f64 = probs.iter().sum();
+                let u = rng.next_f64() * total;
+                let mut acc = 0.0;
+                let mut chosen = order[order.len() - 1];
+                for (n, p) in probs.iter().enumerate() {
+                    acc += p;
+                    if u < acc {
+                        chosen = order[n];
+                        break;
+                    }
+                }
+                (chosen as u32, logp[chosen])
+            }
+        }
+    }
 }
 
 /// transformers' `RepetitionPenaltyLogitsProcessor`: the logit of each token in `seen` divided by
