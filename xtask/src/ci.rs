@@ -34,9 +34,41 @@ impl Phases {
     }
 }
 
+/// Below this much free space where `target/` lives, CI says so before it starts: a cold run
+/// writes about 3.5 GB of build output there (CI builds without incremental caches, `.ci/run`) and
+/// about 3.5 GB of Python environments under the cache folder, and a full disk otherwise shows
+/// only as a linker's bus error half an hour in.
+const LOW_DISK_KIB: u64 = 8 << 20;
+
+/// The free space (KiB) of the disk that holds `path`, from POSIX `df -Pk`; `None` if it cannot
+/// be read.
+fn free_kib(path: &Path) -> Option<u64> {
+    let out = std::process::Command::new("df")
+        .arg("-Pk")
+        .arg(path)
+        .output()
+        .ok()?;
+    let text = String::from_utf8(out.stdout).ok()?;
+    text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()
+}
+
 pub(crate) fn run_ci(root: &Path) -> Result<()> {
     let started = Instant::now();
     let mut phases = Phases { last: started };
+    let target = crate::conformance::target_dir(root);
+    let probe = if target.exists() {
+        target.as_path()
+    } else {
+        root
+    };
+    if let Some(free) = free_kib(probe).filter(|free| *free < LOW_DISK_KIB) {
+        eprintln!(
+            "ci: warning: {:.1} GiB free on the disk that holds {}; a cold run needs about 7 GiB \
+             (build output and the Python environments), and a full disk fails the build",
+            free as f64 / (1u64 << 20) as f64,
+            target.display()
+        );
+    }
     let mut fmt = cargo();
     fmt.args(["fmt", "--all", "--", "--check"]);
     crate::run(fmt)?;
