@@ -13,6 +13,7 @@ use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use hr_env::Task;
 use hr_policy::{Adapters, ChatTokenizer, LoraPair, Policy, PolicyRng, Target};
+use rayon::prelude::*;
 
 use crate::rollout::{EnvironmentFactory, Episode, RolloutConfig, rollouts};
 use crate::{
@@ -445,7 +446,6 @@ impl<B: AutodiffBackend> Trainer<B> {
                     self.chunk(m, rows.clone(), &adapters, iteration, active, micros.len())
                 };
                 let outs: Vec<Result<ChunkOut, GrpoError>> = if lanes > 1 {
-                    use rayon::prelude::*;
                     group.par_iter().map(run).collect()
                 } else {
                     group.iter().map(run).collect()

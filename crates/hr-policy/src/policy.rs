@@ -27,7 +27,7 @@ pub struct Policy<B: Backend> {
     device: B::Device,
     /// Logit elements the scoring pass materialises at once.
     score_chunk: usize,
-    /// How many groups of rows generation decodes side by side.
+    /// How many lanes work runs in side by side ([`Policy::with_lanes`]).
     lanes: usize,
     /// The matrix arithmetic done so far, shared with the inference view ([`Policy::valid`]).
     flops: Arc<FlopCounter>,

@@ -71,21 +71,11 @@ pub(crate) fn log_softmax(logits: &[f32], temperature: f64) -> Vec<f64> {
     scaled.into_iter().map(|x| x - log_sum).collect()
 }
 
-/// Picks a token from `logits` (of a row holding `seen` so far) and returns it with its
-/// log-probability under `softmax(logits / temperature)` (before the repetition penalty and the
-/// top-k, top-p and min-p cuts: what scoring recomputes).
-#[cfg(test)]
-pub(crate) fn sample(
-    logits: &[f32],
-    seen: &[u32],
-    config: &SamplingConfig,
-    rng: &mut PolicyRng,
-) -> (u32, f64) {
-    prepare(logits, seen, config).pick(rng)
-}
-
-/// A row's distribution ready for its draw: all of [`sample`]'s work that needs no random
-/// number, so rows can prepare side by side and still draw from one RNG in row order.
+/// A row's distribution ready for its draw ([`prepare`], then [`Draw::pick`]): all the work of
+/// sampling that needs no random number, so rows can prepare side by side and still draw from
+/// one RNG in row order. The token drawn comes with its log-probability under
+/// `softmax(logits / temperature)` (before the repetition penalty and the top-k, top-p and min-p
+/// cuts: what scoring recomputes).
 pub(crate) enum Draw {
     /// Greedy decoding: the token is known.
     Greedy { token: usize, logp: f64 },
@@ -215,6 +205,16 @@ mod tests {
     use std::collections::BTreeSet;
 
     use super::*;
+
+    /// One draw, as generation makes it.
+    fn sample(
+        logits: &[f32],
+        seen: &[u32],
+        config: &SamplingConfig,
+        rng: &mut PolicyRng,
+    ) -> (u32, f64) {
+        prepare(logits, seen, config).pick(rng)
+    }
 
     /// Probabilities 0.5, 0.3, 0.15, 0.05 at temperature 1.
     fn logits() -> Vec<f32> {
