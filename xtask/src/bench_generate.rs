@@ -231,7 +231,7 @@ fn render(
             side.tokens,
             side.seconds,
             side.tokens / side.seconds,
-            side.peak_rss_kib as f64 / 1024.0 / 1024.0
+            crate::gib(side.peak_rss_kib)
         )?;
     }
     writeln!(

@@ -494,7 +494,7 @@ fn render(
             side.median(|s| s.forward),
             side.median(|s| s.backward),
             side.median(|s| s.optimizer),
-            side.peak_rss_kib as f64 / 1024.0 / 1024.0,
+            crate::gib(side.peak_rss_kib),
         )?;
     }
     writeln!(

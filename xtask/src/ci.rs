@@ -65,7 +65,7 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         eprintln!(
             "ci: warning: {:.1} GiB free on the disk that holds {}; a cold run needs about 7 GiB \
              (build output and the Python environments), and a full disk fails the build",
-            free as f64 / (1u64 << 20) as f64,
+            crate::gib(free),
             target.display()
         );
     }

@@ -297,6 +297,11 @@ impl Binary<'_> {
     }
 }
 
+/// KiB (what `getrusage` and `df -k` report) in GiB.
+fn gib(kib: u64) -> f64 {
+    kib as f64 / f64::from(1u32 << 20)
+}
+
 /// `PREFIX-<unix seconds>`, a default output folder name.
 fn timestamped(prefix: &str) -> String {
     let secs = std::time::SystemTime::now()
