@@ -1,5 +1,5 @@
 //! What Determined 0.35 hands a trial process, as types: the `DET_*` environment variable names
-//! ([`env`]) and the info files in `/run/determined/info` ([`ClusterInfoFile`],
+//! ([`mod@env`]) and the info files in `/run/determined/info` ([`ClusterInfoFile`],
 //! [`TrialInfoFile`], and the rendezvous and resources files the Python client also reads). The
 //! devmaster writes them for its trials; `hr-core` reads them in a trial.
 

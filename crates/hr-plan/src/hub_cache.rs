@@ -21,7 +21,8 @@ pub(crate) fn hub_cache_dir() -> Option<PathBuf> {
         .or_else(|| var("HOME").map(|h| h.join(".cache").join("huggingface").join("hub")))
 }
 
-/// The snapshot folder of model `id` in the cache [`hub_cache_dir`] names, or why there is none.
+/// The snapshot folder of model `id` in the Hugging Face cache (`HF_HUB_CACHE`, else `HF_HOME/hub`,
+/// else `XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`), or why there is none.
 pub fn find_cached(id: &str) -> Result<PathBuf, String> {
     let cache = hub_cache_dir()
         .ok_or_else(|| "no Hugging Face cache folder: set HF_HOME or HF_HUB_CACHE".to_owned())?;
