@@ -19,8 +19,7 @@ pub fn float_dtype(dtype: Dtype) -> FloatDType {
 
 /// The plan's model on `device`, its base weights in `model.dtype`, working in `lanes` lanes
 /// (`Policy::with_lanes`: training and `evaluate` pass the same number for a device kind, so
-/// they sample alike); a device that cannot hold that dtype is refused naming
-/// the field.
+/// they sample alike); a device that cannot hold that dtype is refused naming the field.
 pub fn load_policy<B: Backend>(
     plan: &Plan,
     device: &B::Device,

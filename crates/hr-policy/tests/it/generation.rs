@@ -61,20 +61,20 @@ fn cached_and_uncached_generation_agree() -> anyhow::Result<()> {
                 policy.generate(None, &prompts(), &cfg, &mut PolicyRng::from_seed(5), true)?;
             let uncached =
                 policy.generate(None, &prompts(), &cfg, &mut PolicyRng::from_seed(5), false)?;
-            assert_eq!(cached.tokens, uncached.tokens, "{cfg:?}");
-            assert_eq!(cached.stopped, uncached.stopped);
-            for (a, b) in cached
-                .logprobs
-                .iter()
-                .flatten()
-                .zip(uncached.logprobs.iter().flatten())
-            {
-                assert!((a - b).abs() < 1e-5, "{a} vs {b}");
-            }
+            assert_alike(&cached, &uncached, &format!("{cfg:?}"));
             assert!(cached.tokens.iter().all(|t| !t.is_empty() && t.len() <= 12));
         }
     }
     Ok(())
+}
+
+/// The same tokens and stops, and log-probabilities equal up to the kernels' rounding.
+fn assert_alike(a: &hr_policy::Generation, b: &hr_policy::Generation, what: &str) {
+    assert_eq!(a.tokens, b.tokens, "{what}");
+    assert_eq!(a.stopped, b.stopped, "{what}");
+    for (x, y) in a.logprobs.iter().flatten().zip(b.logprobs.iter().flatten()) {
+        assert!((x - y).abs() < 1e-5, "{what}: {x} vs {y}");
+    }
 }
 
 #[test]
@@ -132,16 +132,7 @@ fn decoding_in_lanes_samples_alike_and_repeats_exactly() -> anyhow::Result<()> {
             for lanes in [2, 4, 6, 9] {
                 let split = run(lanes)?;
                 let what = format!("{lanes} lanes, cache {use_cache}, {cfg:?}");
-                assert_eq!(split.tokens, one.tokens, "{what}");
-                assert_eq!(split.stopped, one.stopped, "{what}");
-                for (x, y) in split
-                    .logprobs
-                    .iter()
-                    .flatten()
-                    .zip(one.logprobs.iter().flatten())
-                {
-                    assert!((x - y).abs() < 1e-5, "{what}: {x} vs {y}");
-                }
+                assert_alike(&split, &one, &what);
                 assert_eq!(run(lanes)?, split, "{what}");
             }
         }
