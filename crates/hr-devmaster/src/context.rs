@@ -65,6 +65,7 @@ pub(crate) fn stage(state_dir: &Path, files: &[File]) -> Result<PathBuf, ApiErro
         };
         checked.push((relative, content, f.mode));
     }
+    refuse_conflicts(&checked)?;
     let root = state_dir.join(CONTEXT_DIR);
     let staged = root.join(format!(".incoming-{}", crate::info::random_hex(8)));
     write_tree(&staged, &checked).map_err(|e| {
@@ -72,6 +73,41 @@ pub(crate) fn stage(state_dir: &Path, files: &[File]) -> Result<PathBuf, ApiErro
         ApiError::Internal(format!("cannot keep the model definition: {e}"))
     })?;
     Ok(staged)
+}
+
+/// Refuses entries that cannot all be written (so a bad request is a 400, not a failed write):
+/// a path that names the folder itself, one listed twice, or one under a path listed as a file.
+fn refuse_conflicts(files: &[(&Path, Option<Vec<u8>>, i32)]) -> Result<(), ApiError> {
+    let normal = |p: &Path| -> PathBuf {
+        p.components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .collect()
+    };
+    let mut seen = std::collections::BTreeMap::new();
+    for (i, (path, content, _)) in files.iter().enumerate() {
+        let name = normal(path);
+        let refuse = |why: &str| {
+            ApiError::InvalidArgument(format!("modelDefinition[{i}].path ({path:?}): {why}"))
+        };
+        if name.as_os_str().is_empty() {
+            return Err(refuse("names the folder itself"));
+        }
+        if seen.insert(name, content.is_some()).is_some() {
+            return Err(refuse("is listed twice"));
+        }
+    }
+    for name in seen.keys() {
+        if let Some(file) = name
+            .ancestors()
+            .skip(1)
+            .find(|a| seen.get(*a) == Some(&true))
+        {
+            return Err(ApiError::InvalidArgument(format!(
+                "modelDefinition: {name:?} lies under {file:?}, which is listed as a file"
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn write_tree(dir: &Path, files: &[(&Path, Option<Vec<u8>>, i32)]) -> std::io::Result<()> {

@@ -135,7 +135,8 @@ pub(crate) fn unretained(state: &MasterState, id: i32, config: &Value) -> Vec<St
 }
 
 /// Runs the collection for experiment `id` whose trials see checkpoints under `storage`: the
-/// state is updated (the caller persists it) and the folders to delete are returned.
+/// state is updated (the caller persists it) and the folders to delete are returned, each one
+/// child of `storage` named by a parsed UUID ([`CheckpointRec::folder_in`]).
 pub(crate) fn collect(
     state: &mut MasterState,
     id: i32,
@@ -150,9 +151,7 @@ pub(crate) fn collect(
         .filter(|c| doomed.contains(&c.checkpoint.uuid))
     {
         c.checkpoint.state = CheckpointState::Deleted;
-        if let Some(base) = storage {
-            folders.push(base.join(&c.checkpoint.uuid));
-        }
+        folders.extend(storage.and_then(|base| c.folder_in(base)));
     }
     folders
 }

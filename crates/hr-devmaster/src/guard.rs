@@ -1,11 +1,13 @@
 //! What every request passes before a handler sees it, and what every answer passes after:
 //! the master fails closed once its state could not be persisted (every request, including the
 //! one whose change was lost, gets 503), a `Host` other than this loopback master is refused (a
-//! DNS-rebinding page cannot reach it), and a body declared as anything but JSON is refused (a
+//! DNS-rebinding page cannot reach it), a body declared as anything but JSON is refused (a
 //! browser's form or `text/plain` post cannot create an experiment; `det` itself sends its JSON
-//! bodies undeclared).
+//! bodies undeclared), a body is read only for a signed-in caller (or a login), whole within
+//! [`BODY_READ_TIMEOUT`] and up to its route's size, so a trickled or unauthenticated huge
+//! body holds neither a connection nor memory. Every refusal is Determined's error envelope.
 
-use std::sync::Arc;
+use std::{sync::Arc, time::Duration};
 
 use axum::{
     extract::{Request, State},
@@ -17,8 +19,60 @@ use serde_json::json;
 
 use crate::master::Master;
 
+/// How long a request's whole body may take to arrive once its head has.
+pub(crate) const BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The largest body of a route other than experiment creation (axum's default limit).
+const DEFAULT_BODY_BYTES: usize = 2 << 20;
+
+/// A refusal in Determined's envelope, its gRPC code chosen as grpc-gateway maps `status` back.
 fn refuse(status: StatusCode, message: &str) -> Response {
-    (status, axum::Json(json!({"error": {"error": message}}))).into_response()
+    let (code, reason) = match status {
+        StatusCode::UNAUTHORIZED => (16, "Unauthenticated"),
+        StatusCode::REQUEST_TIMEOUT => (4, "DeadlineExceeded"),
+        StatusCode::PAYLOAD_TOO_LARGE => (8, "ResourceExhausted"),
+        StatusCode::SERVICE_UNAVAILABLE => (14, "Unavailable"),
+        _ => (3, "InvalidArgument"),
+    };
+    (
+        status,
+        axum::Json(json!({"error": {"code": code, "reason": reason, "error": message}})),
+    )
+        .into_response()
+}
+
+/// The body length a request declares (`Content-Length`).
+fn declared_length(req: &Request) -> Option<u64> {
+    req.headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Whether a request declares a body (a non-zero length, or a chunked one).
+fn declares_body(req: &Request) -> bool {
+    declared_length(req).is_some_and(|n| n > 0)
+        || req.headers().contains_key(header::TRANSFER_ENCODING)
+}
+
+/// The largest body `req`'s route takes: a model definition rides in experiment creation.
+fn body_limit(req: &Request) -> usize {
+    if req.method() == axum::http::Method::POST && req.uri().path() == "/api/v1/experiments" {
+        crate::context::MAX_REQUEST_BYTES
+    } else {
+        DEFAULT_BODY_BYTES
+    }
+}
+
+/// Whether `req` carries the token of a live session (the handler still checks what it may do).
+fn signed_in(master: &Master, req: &Request) -> bool {
+    let headers = req.headers();
+    let token = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .or_else(|| headers.get("x-user-token").and_then(|v| v.to_str().ok()));
+    token.is_some_and(|t| master.state().session(t).is_some())
 }
 
 fn stopped(master: &Master) -> Option<Response> {
@@ -80,6 +134,43 @@ pub(crate) async fn guard(State(master): State<Arc<Master>>, req: Request, next:
             "a request body is JSON: send it as Content-Type: application/json (or undeclared)",
         );
     }
+    let req = if declares_body(&req) {
+        // Only a login is read from a caller without a session.
+        if req.uri().path() != "/api/v1/auth/login" && !signed_in(&master, &req) {
+            return refuse(
+                StatusCode::UNAUTHORIZED,
+                "invalid or expired credentials (a body is read only from a signed-in caller)",
+            );
+        }
+        let limit = body_limit(&req);
+        if declared_length(&req).is_some_and(|n| n > limit as u64) {
+            return refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("the request body is larger than {limit} bytes"),
+            );
+        }
+        let (parts, body) = req.into_parts();
+        match tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, limit)).await {
+            Err(_) => {
+                return refuse(
+                    StatusCode::REQUEST_TIMEOUT,
+                    &format!(
+                        "the request body did not arrive within {} s",
+                        BODY_READ_TIMEOUT.as_secs()
+                    ),
+                );
+            }
+            Ok(Err(_)) => {
+                return refuse(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    &format!("the request body is larger than {limit} bytes, or was cut off"),
+                );
+            }
+            Ok(Ok(bytes)) => Request::from_parts(parts, axum::body::Body::from(bytes)),
+        }
+    } else {
+        req
+    };
     let response = next.run(req).await;
     // The change this request made may not have reached the disk: do not report success.
     stopped(&master).unwrap_or(response)

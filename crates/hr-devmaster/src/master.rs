@@ -47,6 +47,8 @@ pub(crate) struct Alloc {
     pub(crate) preempt: watch::Sender<bool>,
     pub(crate) ready: bool,
     pub(crate) acked: bool,
+    /// The master asked it to stop (pause, kill, cancel): its exit is no failure of the trial.
+    pub(crate) stopped: bool,
     pub(crate) pid: Option<u32>,
 }
 
@@ -62,6 +64,11 @@ pub(crate) struct Master {
     pub(crate) allocs: Mutex<HashMap<i32, Alloc>>,
     /// Running command processes: id -> pid (process group leader).
     pub(crate) command_pids: Mutex<HashMap<String, u32>>,
+    /// Held through one experiment action (pause, activate, kill, cancel), so concurrent clicks
+    /// apply one after another: each reads the state the previous one left.
+    pub(crate) transitions: Mutex<()>,
+    /// Held while a failed login waits out its delay, so failures are answered one at a time.
+    pub(crate) failed_logins: tokio::sync::Mutex<()>,
     /// Why the master stopped serving (its state could not be persisted), once it has.
     failed: OnceLock<String>,
     persister: Persister,
@@ -85,6 +92,8 @@ impl Master {
             state: Mutex::new(state),
             allocs: Mutex::new(HashMap::new()),
             command_pids: Mutex::new(HashMap::new()),
+            transitions: Mutex::new(()),
+            failed_logins: tokio::sync::Mutex::new(()),
             failed: OnceLock::new(),
             persister,
         }

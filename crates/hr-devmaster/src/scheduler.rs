@@ -330,6 +330,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
             preempt,
             ready: false,
             acked: false,
+            stopped: false,
             pid: child.id(),
         },
     );
@@ -349,13 +350,20 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
         // The allocation leaves and its trial's fate is decided under one hold of the state
         // lock, so no activate sees the trial without an allocation before that is decided.
         let mut state = master.state();
-        let acked = {
+        let ended = {
             let mut allocs = master.allocs();
             match allocs.get(&trial_id) {
-                Some(a) if a.run_id == run_id => allocs.remove(&trial_id).is_some_and(|a| a.acked),
+                Some(a) if a.run_id == run_id => allocs.remove(&trial_id),
                 _ => return,
             }
         };
+        let Some(ended) = ended else { return };
+        // Whatever the allocation left running (a helper, a reward server) goes with it before its
+        // exit is recorded; its token already acts for nothing (`api::caller`).
+        if let Some(pid) = ended.pid {
+            kill_group(pid);
+        }
+        let (acked, stopped) = (ended.acked, ended.stopped);
         let Some(trial) = state.trials.get(&trial_id).cloned() else {
             return;
         };
@@ -382,6 +390,9 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
                 (trial.state, trial.restarts, exp.state == State::Active)
             }
             _ if success => (State::Completed, trial.restarts, false),
+            // The master stopped it (a pause): no failure and no restart, whatever its exit. It
+            // runs again if an activate came first (its own allocation skipped this trial).
+            _ if stopped => (trial.state, trial.restarts, exp.state == State::Active),
             State::Paused => (State::Paused, trial.restarts + 1, false),
             _ if restarted < exp.max_restarts => (State::Active, trial.restarts + 1, true),
             _ => (State::Error, trial.restarts + 1, false),
@@ -471,10 +482,11 @@ pub(crate) fn touch_allocation(
 /// otherwise. `force` kills at once.
 pub(crate) fn stop_allocation(master: &Arc<Master>, trial_id: i32, force: bool) {
     let (pid, preempted, run_id) = {
-        let allocs = master.allocs();
-        let Some(a) = allocs.get(&trial_id) else {
+        let mut allocs = master.allocs();
+        let Some(a) = allocs.get_mut(&trial_id) else {
             return;
         };
+        a.stopped = true;
         if a.ready && !force {
             a.preempt.send_replace(true);
             (a.pid, true, a.run_id)

@@ -16,7 +16,9 @@ pub struct Devmaster {
 impl Devmaster {
     /// Binds, recovers the state in `state_dir`, restarts allocations of active trials, and
     /// serves in the background.
-    pub async fn start(config: DevmasterConfig) -> std::io::Result<Self> {
+    pub async fn start(mut config: DevmasterConfig) -> std::io::Result<Self> {
+        // Trials run in their own work folders: every path handed to them must be absolute.
+        config.state_dir = std::path::absolute(&config.state_dir)?;
         if !config.listen.ip().is_loopback() && config.password.is_none() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
@@ -32,6 +34,9 @@ impl Devmaster {
                 std::io::ErrorKind::InvalidInput,
                 "--password-file: the password is empty; write one into the file",
             ));
+        }
+        if let Some(path) = &config.record_requests {
+            crate::record::check_recording(path)?;
         }
         let tls = config.tls.as_ref().map(crate::TlsFiles::load).transpose()?;
         std::fs::create_dir_all(&config.state_dir)?;

@@ -110,6 +110,23 @@ pub(crate) struct CheckpointRec {
     pub(crate) checkpoint: Checkpoint,
 }
 
+/// `text` as a checkpoint UUID in its canonical form (lowercase, hyphenated), as upstream's
+/// Postgres `uuid` column stores it; `None` for anything else. A canonical UUID is one plain path
+/// component, so a folder named by it lies inside the storage whatever a client sent.
+pub(crate) fn canonical_uuid(text: &str) -> Option<String> {
+    uuid::Uuid::try_parse(text)
+        .ok()
+        .map(|u| u.hyphenated().to_string())
+}
+
+impl CheckpointRec {
+    /// Its folder under `storage`, built from the parsed UUID; `None` when its uuid is not one
+    /// (a state written before uuids were checked), so nothing outside `storage` is ever named.
+    pub(crate) fn folder_in(&self, storage: &std::path::Path) -> Option<PathBuf> {
+        Some(storage.join(canonical_uuid(&self.checkpoint.uuid)?))
+    }
+}
+
 /// One metrics report.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(crate) struct MetricRec {
@@ -302,6 +319,8 @@ impl MasterState {
             .filter(|c| {
                 c.trial_id == trial
                     && c.checkpoint.state == hr_det::wire::CheckpointState::Completed
+                    // Never handed to an allocation as a path unless it is a UUID.
+                    && canonical_uuid(&c.checkpoint.uuid).is_some()
             })
             .max_by(|a, b| {
                 let key = |c: &CheckpointRec| {

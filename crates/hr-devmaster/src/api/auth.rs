@@ -41,6 +41,9 @@ pub(super) fn user_json(name: &str) -> Value {
     )
 }
 
+/// How long a failed login waits before its answer.
+const FAILED_LOGIN_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
+
 pub(super) async fn login(AxState(m): M, body: Bytes) -> ApiResult<Json<Value>> {
     let req: hr_det::wire::LoginRequest = parse(&body)?;
     // The users of a fresh Determined master, `determined` and `admin`, with empty passwords
@@ -52,6 +55,10 @@ pub(super) async fn login(AxState(m): M, body: Bytes) -> ApiResult<Json<Value>> 
         password.to_owned()
     };
     if !matches!(req.username.as_str(), "determined" | "admin") || req.password != expected {
+        // Failed logins are answered one at a time, each after a delay: guessing a password
+        // goes at one try a second, however many connections ask.
+        let _turn = m.failed_logins.lock().await;
+        tokio::time::sleep(FAILED_LOGIN_DELAY).await;
         return Err(ApiError::Unauthenticated("invalid credentials".into()));
     }
     let token = random_hex(24);

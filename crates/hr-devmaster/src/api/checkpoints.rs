@@ -125,6 +125,15 @@ pub(super) async fn report_checkpoint(
 ) -> ApiResult<Json<Value>> {
     let caller = caller(&m, &headers)?;
     let mut c: Checkpoint = parse(&body)?;
+    // Upstream keeps uuids in a Postgres `uuid` column; here the uuid also names the folder GC
+    // deletes and the path the next allocation restores, so nothing else may pass.
+    c.uuid = crate::state::canonical_uuid(&c.uuid).ok_or_else(|| {
+        ApiError::InvalidArgument(format!(
+            "checkpoint uuid {:?} is not a UUID: send one such as {}",
+            c.uuid,
+            crate::info::uuid4()
+        ))
+    })?;
     if c.steps_completed().is_none() {
         return Err(ApiError::InvalidArgument(
             "checkpoint metadata must contain an integer steps_completed".into(),
@@ -138,6 +147,14 @@ pub(super) async fn report_checkpoint(
     {
         return Err(ApiError::Unknown(format!(
             "ERROR: duplicate key value violates unique constraint \"checkpoints_v2_uuid_key\" (SQLSTATE 23505): uuid {}",
+            c.uuid
+        )));
+    }
+    if let (Some(alloc), Some(task)) = (&c.allocation_id, &c.task_id)
+        && !alloc.starts_with(&format!("{task}."))
+    {
+        return Err(ApiError::InvalidArgument(format!(
+            "checkpoint {}: allocation {alloc} is not an allocation of task {task}",
             c.uuid
         )));
     }

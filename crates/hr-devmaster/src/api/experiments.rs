@@ -328,6 +328,11 @@ pub(super) async fn experiment_action(
     Path((id, action)): Path<(i32, String)>,
 ) -> ApiResult<Json<Value>> {
     caller(&m, &headers)?.must_be_user()?;
+    // No await below: the guard is held by this thread until the action is applied.
+    let _turn = m
+        .transitions
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     let exp = find_experiment(&m.state(), id)?;
     let incompatible = || {
         ApiError::FailedPrecondition(format!(
@@ -475,7 +480,7 @@ pub(super) async fn delete_experiment(
         .checkpoints
         .iter()
         .filter(|c| c.experiment_id == id)
-        .filter_map(|c| Some(storage.as_ref()?.join(&c.checkpoint.uuid)))
+        .filter_map(|c| c.folder_in(storage.as_deref()?))
         .collect();
     let dir = &m.config.state_dir;
     for t in &trials {

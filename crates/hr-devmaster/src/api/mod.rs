@@ -19,7 +19,7 @@ use axum::{
     routing::{get, post},
 };
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::{
     error::{ApiError, ApiResult},
@@ -31,98 +31,80 @@ pub(super) type M = AxState<Arc<Master>>;
 
 pub(crate) fn router(master: Arc<Master>) -> Router {
     let record = master.config.record_requests.clone();
-    let router = routes(master.clone())
-        .layer(axum::middleware::from_fn(log_server_errors))
-        .layer(axum::middleware::from_fn_with_state(
-            master,
-            crate::guard::guard,
-        ));
-    match record {
+    let router = routes(master.clone()).layer(axum::middleware::from_fn(log_server_errors));
+    // Inside the guard: only requests it let through, with bodies it has already read.
+    let router = match record {
         Some(path) => router.layer(axum::middleware::from_fn(move |req, next| {
             record_request(path.clone(), req, next)
         })),
         None => router,
-    }
+    };
+    router.layer(axum::middleware::from_fn_with_state(
+        master,
+        crate::guard::guard,
+    ))
 }
 
-/// Logs every 5xx answer (which clients retry) with its method, path and reason.
+/// Logs every 5xx answer (which clients retry) with its method, path and reason, and puts an
+/// error axum answers in plain text (a path or query that does not parse, a body extractor's
+/// refusal) into Determined's envelope, as grpc-gateway answers every error.
 async fn log_server_errors(
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let (method, path) = (req.method().clone(), req.uri().path().to_owned());
     let response = next.run(req).await;
-    if response.status().is_server_error() {
-        let (parts, body) = response.into_parts();
-        let bytes = axum::body::to_bytes(body, 1 << 20)
-            .await
-            .unwrap_or_default();
-        tracing::error!(
-            "devmaster: {method} {path} -> {}: {}",
-            parts.status.as_u16(),
-            String::from_utf8_lossy(&bytes)
-        );
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| t.starts_with("application/json"));
+    if !status.is_server_error() && (json || !status.is_client_error()) {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 1 << 20)
+        .await
+        .unwrap_or_default();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    if status.is_server_error() {
+        tracing::error!("devmaster: {method} {path} -> {}: {text}", status.as_u16());
+    }
+    if json {
         return axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
     }
-    response
+    let error = match status {
+        axum::http::StatusCode::NOT_FOUND => ApiError::NotFound(text),
+        s if s.is_server_error() => ApiError::Internal(text),
+        _ => ApiError::InvalidArgument(text),
+    };
+    axum::response::IntoResponse::into_response(error)
 }
 
 /// Appends `{"method", "path", "body"}` of a request to `path`, a file only its owner may read
-/// (mode 0600). Headers, and so tokens, are never written, and every `password` field of a body
-/// is replaced by `"<redacted>"`.
+/// (created 0600, never through a symbolic link; the devmaster refuses at start one that others
+/// may read, [`crate::record::check_recording`]). Headers, and so tokens, are never written;
+/// credentials are redacted wherever they appear ([`crate::record::redacted_line`]).
 async fn record_request(
     path: std::path::PathBuf,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     let (parts, body) = req.into_parts();
+    // The guard has read the body already (bounded in size and time).
     let bytes = axum::body::to_bytes(body, crate::context::MAX_REQUEST_BYTES)
         .await
         .unwrap_or_default();
-    let mut body_json = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)))
-    };
-    redact_passwords(&mut body_json);
-    let mut line =
-        json!({"method": parts.method.as_str(), "path": parts.uri.to_string(), "body": body_json})
-            .to_string();
-    line.push('\n');
-    if let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(&path)
-    {
-        // One write per line: an O_APPEND write is not interleaved with another request's
-        // (formatting straight into the file wrote each token separately).
-        let _ = f.write_all(line.as_bytes());
-    }
+    crate::record::append(
+        &path,
+        &crate::record::redacted_line(parts.method.as_str(), &parts.uri, &bytes),
+    );
     next.run(axum::extract::Request::from_parts(
         parts,
         axum::body::Body::from(bytes),
     ))
     .await
-}
-
-/// Replaces the value of every `password` field, at any depth, with `"<redacted>"`.
-fn redact_passwords(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (key, field) in map.iter_mut() {
-                if key.eq_ignore_ascii_case("password") {
-                    *field = json!("<redacted>");
-                } else {
-                    redact_passwords(field);
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(redact_passwords),
-        _ => {}
-    }
 }
 
 fn routes(master: Arc<Master>) -> Router {
@@ -280,8 +262,9 @@ impl Caller {
 }
 
 /// The caller of a request whose token is a live session. A trial's token is live only while
-/// its allocation is the trial's current one: once a pause or a restart started another, the
-/// earlier allocation's token acts for nothing, whatever a request body names.
+/// its allocation runs and is the trial's current one: once it exited (a pause, a crash) or a
+/// restart started another, it acts for nothing, whatever a request body names, so a process
+/// the allocation left behind cannot publish.
 pub(super) fn caller(master: &Master, headers: &HeaderMap) -> ApiResult<Caller> {
     let state = master.state();
     let (user, scope) = state
@@ -298,6 +281,17 @@ pub(super) fn caller(master: &Master, headers: &HeaderMap) -> ApiResult<Caller> 
                 s.allocation_id,
                 s.trial_id,
                 current.as_deref().unwrap_or("nothing")
+            )));
+        }
+        // The state lock, then the allocations': the order every path takes.
+        let running = master
+            .allocs()
+            .get(&s.trial_id)
+            .is_some_and(|a| a.allocation_id == s.allocation_id);
+        if !running {
+            return Err(ApiError::PermissionDenied(format!(
+                "the token of allocation {} is stale: that allocation has exited",
+                s.allocation_id
             )));
         }
     }

@@ -136,3 +136,31 @@ async fn a_model_definition_path_leaving_the_folder_is_refused_by_name() {
     assert!(!tmp.path().join("outside.sh").exists());
     master.shutdown();
 }
+
+#[tokio::test]
+async fn a_model_definition_that_cannot_be_written_whole_is_a_400_naming_the_entry() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, _client) = start(&tmp.path().join("state"), Duration::from_secs(60)).await;
+    let addr = master.url().trim_start_matches("http://").to_owned();
+    let token = token(&addr).await;
+    for (files, says) in [
+        (vec![file(".", b'0', "x")], "names the folder itself"),
+        (
+            vec![file("a.sh", b'0', "x"), file("./a.sh", b'0', "y")],
+            "is listed twice",
+        ),
+        (
+            vec![file("lib", b'0', "x"), file("lib/m.py", b'0', "y")],
+            "which is listed as a file",
+        ),
+    ] {
+        let body = json!({"config": crate::support::config("true", 0), "activate": true,
+            "modelDefinition": files});
+        let (status, answer) = create(&addr, &token, &body).await;
+        assert!(
+            status.contains("400") && answer.contains(says),
+            "{says}: {status} {answer}"
+        );
+    }
+    master.shutdown();
+}

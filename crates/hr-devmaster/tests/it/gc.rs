@@ -95,3 +95,111 @@ async fn explicit_retention_keeps_every_checkpoint_it_names() {
             .all(|(_, present, state)| *present && *state == CheckpointState::Completed)
     );
 }
+
+#[tokio::test]
+async fn a_checkpoint_uuid_must_be_a_uuid_so_gc_deletes_nothing_outside_the_storage() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let storage = dir.path().join("ckpts");
+    // What a uuid of "", "..", "../victim" or an absolute path would have named.
+    let victim = dir.path().join("victim");
+    std::fs::create_dir_all(&victim).expect("victim");
+    std::fs::create_dir_all(storage.join("other-experiment")).expect("neighbour");
+    let (master, client) = start(&dir.path().join("state"), Duration::from_secs(5)).await;
+    let config = format!(
+        "name: gc\nentrypoint: \"exec sleep 3600\"\nsearcher: {{name: single, metric: loss, max_length: {{batches: 6}}}}\n\
+         resources: {{slots_per_trial: 0}}\nmax_restarts: 0\n\
+         checkpoint_storage: {{type: directory, container_path: {:?}, save_trial_latest: 1, save_trial_best: 0}}\n",
+        storage.display().to_string()
+    );
+    let trial = crate::support::create_trial(&client, &config).await;
+    let task = trial.task_id.clone().expect("task id");
+    let report = |uuid: String, step: u64| {
+        let task = task.clone();
+        let client = client.clone();
+        async move {
+            client
+                .report_checkpoint(&Checkpoint {
+                    uuid,
+                    task_id: Some(task.clone()),
+                    allocation_id: Some(format!("{task}.1")),
+                    report_time: None,
+                    state: CheckpointState::Completed,
+                    resources: [("state.json".to_owned(), 2)].into(),
+                    metadata: json!({"steps_completed": step}),
+                    training: CheckpointTraining::default(),
+                    storage_id: Some(1),
+                })
+                .await
+        }
+    };
+    let absolute = victim.display().to_string();
+    for bad in ["", ".", "..", "../victim", absolute.as_str(), "not-a-uuid"] {
+        match report(bad.to_owned(), 1).await {
+            Err(hr_det::DetError::InvalidRequest(why)) => {
+                assert!(why.contains("is not a UUID"), "{bad:?}: {why}");
+            }
+            other => panic!("{bad:?}: {other:?}"),
+        }
+    }
+    // Upstream's uuid column takes other spellings of a UUID and stores the canonical one.
+    report("AAAAAAAA-0000-4000-A000-000000000001".to_owned(), 1)
+        .await
+        .expect("an upper-case uuid");
+    report("aaaaaaaa00004000a000000000000002".to_owned(), 2)
+        .await
+        .expect("a uuid without hyphens");
+    let duplicate = report("aaaaaaaa-0000-4000-a000-000000000002".to_owned(), 3).await;
+    assert!(
+        duplicate.is_err(),
+        "the same uuid spelled twice is one uuid"
+    );
+    for step in [1, 2] {
+        let folder = storage.join(format!("aaaaaaaa-0000-4000-a000-00000000000{step}"));
+        std::fs::create_dir_all(&folder).expect("folder");
+    }
+    client
+        .experiment_action(trial.experiment_id, ExperimentAction::Kill)
+        .await
+        .expect("kill");
+    eventually("the experiment ends", || async {
+        client
+            .get_experiment(trial.experiment_id)
+            .await
+            .is_ok_and(|e| e.experiment.state == State::Canceled)
+    })
+    .await;
+    let listed = client
+        .list_checkpoints(trial.experiment_id, CheckpointSortBy::BatchNumber, false)
+        .await
+        .expect("list");
+    let uuids: Vec<(&str, CheckpointState)> = listed
+        .checkpoints
+        .iter()
+        .map(|c| (c.uuid.as_str(), c.state))
+        .collect();
+    assert_eq!(
+        uuids,
+        [
+            (
+                "aaaaaaaa-0000-4000-a000-000000000001",
+                CheckpointState::Deleted
+            ),
+            (
+                "aaaaaaaa-0000-4000-a000-000000000002",
+                CheckpointState::Completed
+            )
+        ]
+    );
+    assert!(
+        !storage
+            .join("aaaaaaaa-0000-4000-a000-000000000001")
+            .exists()
+    );
+    assert!(
+        storage
+            .join("aaaaaaaa-0000-4000-a000-000000000002")
+            .is_dir()
+    );
+    assert!(victim.is_dir() && storage.join("other-experiment").is_dir());
+    master.shutdown();
+}

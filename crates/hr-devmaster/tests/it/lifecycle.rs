@@ -29,8 +29,8 @@ async fn pause_is_immediate_activate_restores_by_steps_with_a_tie_break_and_stat
  {
     let tmp = tempfile::tempdir().expect("tmp");
     let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
-    // The trial records its environment, then waits.
-    let script = "env | grep ^DET_ | sort > env.tmp && mv env.tmp env-$DET_TRIAL_RUN_ID.txt; exec sleep 3600";
+    // The trial records its environment and pid, then waits.
+    let script = "echo $$ > pid-$DET_TRIAL_RUN_ID; env | grep ^DET_ | sort > env.tmp && mv env.tmp env-$DET_TRIAL_RUN_ID.txt; exec sleep 3600";
     let exp = client
         .create_experiment(&config(script, 0), Some(363), true)
         .await
@@ -99,13 +99,12 @@ async fn pause_is_immediate_activate_restores_by_steps_with_a_tie_break_and_stat
         client.list_trials(id).await.expect("trials").trials[0].state,
         State::Paused
     );
-    eventually("run 1 killed, trial still PAUSED", || async {
-        client
-            .list_trials(id)
-            .await
-            .is_ok_and(|t| t.trials[0].restarts == 1 && t.trials[0].state == State::Paused)
-    })
-    .await;
+    let pid1: u32 = std::fs::read_to_string(work(1).join("pid-1"))
+        .expect("pid")
+        .trim()
+        .parse()
+        .expect("a pid");
+    eventually("run 1 killed", || async { !running(pid1) }).await;
 
     // Restart the devmaster on the same state: nothing is lost.
     master.shutdown();
@@ -139,6 +138,12 @@ async fn pause_is_immediate_activate_restores_by_steps_with_a_tie_break_and_stat
     })
     .await;
     let env2 = std::fs::read_to_string(work(2).join("env-2.txt")).expect("env");
+    let trial = &client.list_trials(id).await.expect("trials").trials[0];
+    assert_eq!(
+        (trial.state, trial.restarts),
+        (State::Active, 0),
+        "a kill the pause caused is no restart"
+    );
     assert!(env2.contains("DET_TRIAL_RUN_ID=2"), "{env2}");
     assert!(env2.contains("DET_STEPS_COMPLETED=2"), "{env2}");
     assert!(
@@ -307,5 +312,194 @@ async fn large_configs_stay_out_of_the_snapshot_and_ended_trials_leave_no_sessio
         let exp = client.get_experiment(id).await.expect("get");
         assert_eq!(exp.config["description"], json!(big), "the config survives");
     }
+    master.shutdown();
+}
+
+/// What a trial's script wrote to `path`, trimmed.
+fn read_trimmed(path: &std::path::Path) -> String {
+    std::fs::read_to_string(path)
+        .expect("written")
+        .trim()
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_paused_allocation_can_publish_nothing_and_leaves_no_process_behind() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(&out).expect("out");
+    let (master, client) = start(&tmp.path().join("state"), Duration::from_secs(3600)).await;
+    // A helper in the allocation's process group outlives the trial's own process.
+    let script = format!(
+        "cd {out:?}; echo $DET_SESSION_TOKEN > token; echo $DET_ALLOCATION_ID > alloc; \
+         sleep 3600 & echo $! > helper.tmp && mv helper.tmp helper; exec sleep 3600"
+    );
+    let trial = crate::support::create_trial(&client, &config(&script, 0)).await;
+    eventually("the helper runs", || async { out.join("helper").is_file() }).await;
+    let helper: u32 = read_trimmed(&out.join("helper")).parse().expect("pid");
+    let token = read_trimmed(&out.join("token"));
+    let alloc = read_trimmed(&out.join("alloc"));
+    let task = trial.task_id.clone().expect("task");
+    let own = hr_det::Client::new(client.master())
+        .expect("client")
+        .with_token(token);
+    let publish = |step: i64| {
+        let mut c = checkpoint(&task, 1, "", step, "2026-10-21T10:00:01Z");
+        c.uuid = format!("bbbbbbbb-0000-4000-a000-{step:012}");
+        c.allocation_id = Some(alloc.clone());
+        let own = own.clone();
+        async move { own.report_checkpoint(&c).await }
+    };
+    publish(1).await.expect("the running allocation publishes");
+    client
+        .experiment_action(trial.experiment_id, ExperimentAction::Pause)
+        .await
+        .expect("pause");
+    eventually("the helper is killed with its allocation", || async {
+        !running(helper)
+    })
+    .await;
+    // The exit is recorded once the group is gone: from then on the token acts for nothing.
+    eventually("the token is refused", || async {
+        matches!(publish(777).await, Err(hr_det::DetError::Forbidden(_)))
+    })
+    .await;
+    client
+        .experiment_action(trial.experiment_id, ExperimentAction::Activate)
+        .await
+        .expect("activate");
+    let listed = client
+        .list_checkpoints(
+            trial.experiment_id,
+            hr_det::wire::CheckpointSortBy::BatchNumber,
+            false,
+        )
+        .await
+        .expect("list");
+    let steps: Vec<Option<i64>> = listed
+        .checkpoints
+        .iter()
+        .map(Checkpoint::steps_completed)
+        .collect();
+    assert_eq!(
+        steps,
+        [Some(1)],
+        "nothing the paused allocation sent was kept"
+    );
+    master.shutdown();
+}
+
+#[tokio::test]
+async fn a_pause_activate_storm_never_fails_or_restarts_a_healthy_trial() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let out = tmp.path().join("out");
+    std::fs::create_dir_all(&out).expect("out");
+    let (master, client) = start(&tmp.path().join("state"), Duration::from_secs(3600)).await;
+    // `max_restarts: 0`: a single kill counted as a failure would end the trial in ERROR.
+    let script = format!(
+        "echo $$ > {out:?}/run.tmp && mv {out:?}/run.tmp {out:?}/run-$DET_TRIAL_RUN_ID; exec sleep 3600"
+    );
+    let trial = crate::support::create_trial(&client, &config(&script, 0)).await;
+    let id = trial.experiment_id;
+    for run in 1..=5 {
+        eventually("the allocation runs", || async {
+            out.join(format!("run-{run}")).is_file()
+        })
+        .await;
+        // A double click: the pause's kill races the activate, in either order.
+        client
+            .experiment_action(id, ExperimentAction::Pause)
+            .await
+            .expect("pause");
+        client
+            .experiment_action(id, ExperimentAction::Activate)
+            .await
+            .expect("activate");
+    }
+    eventually("the sixth allocation runs", || async {
+        out.join("run-6").is_file()
+    })
+    .await;
+    let trial = &client.list_trials(id).await.expect("trials").trials[0];
+    assert_eq!((trial.state, trial.restarts), (State::Active, 0));
+    // Four clients clicking at once, then a last activate: one allocation runs, none failed.
+    let clicks = (0..4).map(|n| {
+        let client = client.clone();
+        tokio::spawn(async move {
+            for i in 0..10 {
+                let action = if (i + n) % 2 == 0 {
+                    ExperimentAction::Pause
+                } else {
+                    ExperimentAction::Activate
+                };
+                client.experiment_action(id, action).await.expect("action");
+            }
+        })
+    });
+    for click in clicks.collect::<Vec<_>>() {
+        click.await.expect("clicks");
+    }
+    client
+        .experiment_action(id, ExperimentAction::Activate)
+        .await
+        .expect("activate");
+    let pids = || -> Vec<u32> {
+        std::fs::read_dir(&out)
+            .expect("out")
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("run-"))
+            .map(|e| read_trimmed(&e.path()).parse().expect("pid"))
+            .filter(|pid| running(*pid))
+            .collect()
+    };
+    eventually("an allocation runs after the storm", || async {
+        !pids().is_empty()
+    })
+    .await;
+    assert_eq!(pids().len(), 1, "one allocation at a time");
+    let trial = &client.list_trials(id).await.expect("trials").trials[0];
+    assert_eq!((trial.state, trial.restarts), (State::Active, 0));
+    let exp = client.get_experiment(id).await.expect("get");
+    assert_eq!(exp.experiment.state, State::Active);
+    master.shutdown();
+}
+
+#[tokio::test]
+async fn a_relative_state_folder_hands_trials_absolute_paths() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // The state folder as a path relative to the test's working folder.
+    let cwd = std::env::current_dir().expect("cwd");
+    let up = "../".repeat(cwd.components().count() - 1);
+    let relative = std::path::PathBuf::from(format!(
+        "{up}{}",
+        tmp.path()
+            .join("state")
+            .display()
+            .to_string()
+            .trim_start_matches('/')
+    ));
+    assert!(relative.is_relative());
+    let marker = tmp.path().join("absolute");
+    let (master, client) = crate::support::start_with(hr_devmaster::DevmasterConfig {
+        preemption_timeout: Duration::from_secs(60),
+        ..crate::support::default_config(&relative)
+    })
+    .await;
+    // The trial runs in its own work folder: its paths must not be relative to another one.
+    let script = format!(
+        "case \"$DET_WORKDIR$HR_DET_INFO_DIR\" in /*/info) test -f \"$HR_DET_INFO_DIR/trial.json\" && touch {marker:?};; esac"
+    );
+    let exp = client
+        .create_experiment(&config(&script, 0), None, true)
+        .await
+        .expect("create");
+    eventually("COMPLETED", || async {
+        client
+            .get_experiment(exp.experiment.id)
+            .await
+            .is_ok_and(|e| e.experiment.state.is_terminal())
+    })
+    .await;
+    assert!(marker.exists(), "the trial saw relative paths");
     master.shutdown();
 }

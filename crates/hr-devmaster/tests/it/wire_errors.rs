@@ -559,13 +559,16 @@ async fn requests_recorded_at_once_stay_one_whole_line_each() {
     })
     .await
     .expect("start");
-    // Many logins at once, each with a body of many JSON tokens.
+    // Many logins at once, each with a body of many JSON tokens (valid ones: a failed login
+    // waits out its delay).
+    let addr = master.url().trim_start_matches("http://").to_owned();
     let logins = (0..64).map(|i| {
-        let url = master.url().to_owned();
+        let addr = addr.clone();
         tokio::spawn(async move {
-            let mut client = Client::new(&url).expect("client");
-            let name = format!("user-{i}-{}", "\"x\" ".repeat(2000));
-            let _ = client.login(&name, "").await;
+            let body = json!({"username": "determined", "password": "",
+                "padding": vec![format!("x-{i}"); 2000]});
+            let head = format!("POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}");
+            raw_response(&addr, &head, &body.to_string()).await;
         })
     });
     for login in logins.collect::<Vec<_>>() {
@@ -579,4 +582,134 @@ async fn requests_recorded_at_once_stay_one_whole_line_each() {
         let v: serde_json::Value = serde_json::from_str(line).expect("a whole JSON line");
         assert_eq!(v["path"], "/api/v1/auth/login");
     }
+}
+
+/// Sends `head` (with its own Content-Length) and the first `sent` bytes of the body, keeps the
+/// connection open, and returns the response's status line and envelope.
+async fn partial_request(addr: &str, head: &str, sent: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    stream
+        .write_all(format!("{head}\r\n\r\n{sent}").as_bytes())
+        .await
+        .expect("write");
+    let mut response = vec![0; 4096];
+    let n = stream.read(&mut response).await.expect("read");
+    String::from_utf8_lossy(&response[..n]).into_owned()
+}
+
+#[tokio::test]
+async fn a_body_is_read_only_from_a_signed_in_caller_and_never_waited_for_beyond_its_timeout() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    let addr = master.url().trim_start_matches("http://").to_owned();
+    // 128 MiB announced, none sent, no token: refused at once, nothing read.
+    let head = |token: &str, length: usize| {
+        format!(
+            "POST /api/v1/experiments HTTP/1.1\r\nHost: {addr}{token}\r\nContent-Length: {length}"
+        )
+    };
+    let answer = tokio::time::timeout(
+        Duration::from_secs(120),
+        partial_request(&addr, &head("", 128 << 20), ""),
+    )
+    .await
+    .expect("answered without the body");
+    assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    assert!(answer.contains(r#""code":16"#), "the envelope: {answer}");
+    // A body above its route's limit: 413 in the envelope, whoever sends it.
+    let _ = client;
+    let login = raw_response(
+        &addr,
+        &format!("POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}"),
+        r#"{"username": "determined", "password": ""}"#,
+    )
+    .await;
+    let body = &login[login.find("\r\n\r\n").expect("a body") + 4..];
+    let token = serde_json::from_str::<serde_json::Value>(body).expect("json")["token"]
+        .as_str()
+        .expect("a token")
+        .to_owned();
+    let bearer = format!("\r\nAuthorization: Bearer {token}");
+    let metrics = format!(
+        "POST /api/v1/trials/1/metrics HTTP/1.1\r\nHost: {addr}{bearer}\r\nContent-Length: {}",
+        3 << 20
+    );
+    let answer = partial_request(&addr, &metrics, "{").await;
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(answer.contains(r#""code":8"#), "the envelope: {answer}");
+    master.shutdown();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_trickled_body_is_cut_off_after_the_body_timeout() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, _client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    let addr = master.url().trim_start_matches("http://").to_owned();
+    // A login (read without a session) that never finishes its body: with the clock paused,
+    // tokio advances it to the body timeout as soon as nothing else can run.
+    let head = format!("POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 100");
+    let answer = partial_request(&addr, &head, r#"{"username": "#).await;
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("did not arrive within 60 s"), "{answer}");
+    master.shutdown();
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_logins_are_answered_one_at_a_time_after_a_delay() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, _client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    let started = tokio::time::Instant::now();
+    let tries = (0..3).map(|_| {
+        let url = master.url().to_owned();
+        tokio::spawn(async move {
+            let mut client = Client::new(&url).expect("client");
+            client.login("determined", "wrong").await
+        })
+    });
+    for t in tries.collect::<Vec<_>>() {
+        let answer = t.await.expect("join");
+        assert!(
+            matches!(answer, Err(DetError::Unauthenticated(_))),
+            "{answer:?}"
+        );
+    }
+    // The clock is tokio's paused one: it moves only by the delays the master waits.
+    assert!(
+        started.elapsed() >= Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    master.shutdown();
+}
+
+#[tokio::test]
+async fn what_axum_would_refuse_in_plain_text_comes_in_the_envelope() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, _client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    let addr = master.url().trim_start_matches("http://").to_owned();
+    let login = raw_response(
+        &addr,
+        &format!("POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}"),
+        r#"{"username": "determined", "password": ""}"#,
+    )
+    .await;
+    let body = &login[login.find("\r\n\r\n").expect("a body") + 4..];
+    let token = serde_json::from_str::<serde_json::Value>(body).expect("json")["token"]
+        .as_str()
+        .expect("a token")
+        .to_owned();
+    let answer = raw_response(
+        &addr,
+        &format!(
+            "GET /api/v1/experiments/not-a-number HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}"
+        ),
+        "",
+    )
+    .await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    let body = &answer[answer.find("\r\n\r\n").expect("a body") + 4..];
+    let envelope: serde_json::Value = serde_json::from_str(body).expect("the envelope");
+    assert_eq!(envelope["error"]["code"], 3, "{envelope}");
+    master.shutdown();
 }
