@@ -437,30 +437,24 @@ fn a_model_named_by_hub_id_is_found_in_the_cache_and_adapters_name_their_base() 
 
 #[test]
 fn a_diverging_run_stops_without_sealing_the_diverged_step() {
-    for (section, key, value) in [
-        ("optimizer", "learning_rate", 1e300),
-        ("grpo", "beta", 1e308),
-    ] {
-        let s = setup(3, 1);
-        let mut diverging = plan(3, 1);
-        diverging[section][key] = json!(value);
-        s.write("diverging.json", &diverging.to_string());
-        let out = s.run(&["train", "--plan", "diverging.json", "--output", "runs/d"]);
-        let (stdout, stderr) = text(&out);
-        assert_eq!(out.status.code(), Some(1), "{key}: {stdout}\n{stderr}");
-        assert!(
-            stderr.contains("step 1 diverged") && stderr.contains("optimizer.learning_rate"),
-            "{key}: {stderr}"
-        );
-        assert!(
-            checkpoint(&s, "runs/d", 1).is_none(),
-            "{key}: the diverged step was not checkpointed"
-        );
-        assert!(
-            !s.path().join("runs/d/adapter").exists(),
-            "{key}: no adapter"
-        );
-    }
+    // A β this large overflows the loss in step 1 (a learning rate that large is refused by
+    // the plan: above 1).
+    let s = setup(3, 1);
+    let mut diverging = plan(3, 1);
+    diverging["grpo"]["beta"] = json!(1e308);
+    s.write("diverging.json", &diverging.to_string());
+    let out = s.run(&["train", "--plan", "diverging.json", "--output", "runs/d"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("step 1 diverged") && stderr.contains("optimizer.learning_rate"),
+        "{stderr}"
+    );
+    // Nothing was trained, so nothing of the run is left: no checkpoint, no adapter.
+    assert!(
+        !s.path().join("runs/d").exists(),
+        "the diverged start left its folder"
+    );
 }
 
 #[test]

@@ -48,6 +48,12 @@ impl std::fmt::Display for RowError {
 
 impl std::error::Error for RowError {}
 
+/// The largest dataset file read (its rows are held in memory as JSON values).
+pub(crate) const MAX_DATASET_BYTES: u64 = 1 << 30;
+/// The largest row: far above any prompt a model's context holds (4 MiB is about a million
+/// tokens of text).
+pub(crate) const MAX_ROW_BYTES: usize = 4 << 20;
+
 /// The rows of the JSON-lines file at `path` as tasks (`<file stem>-<line>`, the row as
 /// payload), each checked for a `prompt` (a string, or chat messages when `chat`: the plan's
 /// prompt format renders them) and the columns `rewards` read. Blank lines are skipped; an
@@ -59,7 +65,20 @@ pub fn dataset_tasks(path: &Path, rewards: &[Reward], chat: bool) -> Result<Vec<
         field: field.to_owned(),
         message,
     };
-    let text = std::fs::read_to_string(path)
+    let size = std::fs::metadata(path)
+        .map_err(|e| bad(0, "(file)", format!("cannot be read: {e}")))?
+        .len();
+    if size > MAX_DATASET_BYTES {
+        return Err(bad(
+            0,
+            "(file)",
+            format!(
+                "is {size} bytes, above the largest dataset file read ({MAX_DATASET_BYTES}); \
+                 split it or draw a subset"
+            ),
+        ));
+    }
+    let text = hr_files::read_to_string_bounded(path, MAX_DATASET_BYTES)
         .map_err(|e| bad(0, "(file)", format!("cannot be read: {e}")))?;
     let stem = path
         .file_stem()
@@ -69,6 +88,17 @@ pub fn dataset_tasks(path: &Path, rewards: &[Reward], chat: bool) -> Result<Vec<
         let n = i + 1;
         if line.trim().is_empty() {
             continue;
+        }
+        if line.len() > MAX_ROW_BYTES {
+            return Err(bad(
+                n,
+                "(row)",
+                format!(
+                    "is {} bytes, above the largest row read ({MAX_ROW_BYTES}); no prompt that \
+                     long fits a model's context",
+                    line.len()
+                ),
+            ));
         }
         let row: Map<String, Value> = serde_json::from_str(line)
             .map_err(|e| bad(n, "(row)", format!("not a JSON object: {e}")))?;

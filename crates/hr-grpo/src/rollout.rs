@@ -202,10 +202,28 @@ fn run_episodes<B: Backend>(
         } else {
             tokenizer.encode(&text)
         };
+        let prompt = prompt.map_err(|e| tok_err(&e))?;
+        // An episode never passes the model's context: refused, not truncated (TRL's
+        // `max_prompt_length` would cut the prompt's start; here the row is named instead).
+        let context = policy.config().max_position_embeddings;
+        if prompt.len().saturating_add(config.max_completion_length) > context {
+            return Err(GrpoError::Config {
+                field: "grpo.max_completion_length",
+                message: format!(
+                    "task {}: its prompt is {} tokens, and with up to {} completion tokens an \
+                     episode passes the model's context of {context} positions \
+                     (max_position_embeddings); shorten the prompt or lower \
+                     grpo.max_completion_length",
+                    task.id,
+                    prompt.len(),
+                    config.max_completion_length
+                ),
+            });
+        }
         conversations.push(messages);
         episodes.push(Episode {
             task_id: task.id.clone(),
-            prompt: prompt.map_err(|e| tok_err(&e))?,
+            prompt,
             completion: Vec::new(),
             policy_mask: Vec::new(),
             reward: 0.0,

@@ -26,4 +26,5 @@ pub use plan::{
     Checkpoints, Environment, Evaluation, FixtureTasks, Grpo, Lora, Model, Optimizer, Plan, Reward,
     RewardRule, Seeds, TaskSet,
 };
+pub use validate::limits;
 pub use vocabulary::{Decay, Dtype, FixtureKind, LossType, PromptFormat, ScaleRewards};

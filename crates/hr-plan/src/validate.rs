@@ -6,6 +6,30 @@ use std::path::Path;
 use crate::vocabulary::LORA_TARGETS as TARGETS;
 use crate::{Environment, Plan, PlanError, TaskSet};
 
+/// Upper bounds on the sizes a plan sets. Each is far above what a GRPO run uses (TRL's examples:
+/// 8–64 generations, 1–4 iterations, completions of up to a few thousand tokens) and low enough
+/// that what it sizes is bounded before anything is allocated: a step holds at most
+/// [`MAX_EPISODES`] episodes of at most [`MAX_TOKENS`] completion tokens each.
+pub mod limits {
+    /// Episodes per step: `grpo.tasks_per_step × grpo.num_generations`.
+    pub const MAX_EPISODES: usize = 1 << 16;
+    /// `grpo.num_generations` and `evaluation.num_generations`.
+    pub const MAX_GENERATIONS: usize = 4096;
+    /// `grpo.num_iterations` (μ): the passes over one step's episodes.
+    pub const MAX_ITERATIONS: usize = 64;
+    /// `grpo.max_completion_length`, `grpo.max_turn_tokens` and
+    /// `evaluation.retention_max_new_tokens`.
+    pub const MAX_TOKENS: usize = 1 << 17;
+    /// `grpo.max_turns`.
+    pub const MAX_TURNS: usize = 1024;
+    /// Drawn tasks: `environment.tasks.count` and an evaluation set's `count`.
+    pub const MAX_DRAWN_TASKS: usize = 1 << 20;
+    /// `model.lora.rank` (PEFT's largest common ranks are 256–512).
+    pub const MAX_LORA_RANK: usize = 4096;
+    /// `environment.max_sessions` (OpenEnv sessions held open at once).
+    pub const MAX_SESSIONS: usize = 4096;
+}
+
 pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
     let check = |ok: bool, field: &str, message: String| {
         if ok {
@@ -17,6 +41,14 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
                 message,
             })
         }
+    };
+    // A size the plan sets, refused above its bound with the bound named.
+    let at_most = |value: usize, limit: usize, field: &str| {
+        check(
+            value <= limit,
+            field,
+            format!("{value} is above the largest supported value, {limit}"),
+        )
     };
     let g = &plan.grpo;
     let o = &plan.optimizer;
@@ -51,6 +83,11 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
         plan.model.lora.rank >= 1,
         "model.lora.rank",
         "must be at least 1".to_owned(),
+    )?;
+    at_most(
+        plan.model.lora.rank,
+        limits::MAX_LORA_RANK,
+        "model.lora.rank",
     )?;
     check(
         plan.model.lora.alpha.is_finite() && plan.model.lora.alpha > 0.0,
@@ -95,6 +132,11 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
                 "environment.max_sessions",
                 "must be at least 1".to_owned(),
             )?;
+            at_most(
+                *max_sessions,
+                limits::MAX_SESSIONS,
+                "environment.max_sessions",
+            )?;
         }
         Environment::Nemo { tasks, .. } => {
             check(
@@ -108,6 +150,11 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
                 tasks.count >= 1,
                 "environment.tasks.count",
                 "must be at least 1".to_owned(),
+            )?;
+            at_most(
+                tasks.count,
+                limits::MAX_DRAWN_TASKS,
+                "environment.tasks.count",
             )?;
         }
         Environment::Dataset { rewards, .. } => {
@@ -201,6 +248,23 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
             g.num_generations
         ),
     )?;
+    at_most(
+        g.num_generations,
+        limits::MAX_GENERATIONS,
+        "grpo.num_generations",
+    )?;
+    check(
+        g.tasks_per_step.saturating_mul(g.num_generations) <= limits::MAX_EPISODES,
+        "grpo.tasks_per_step",
+        format!(
+            "{} tasks × {} generations = {} episodes a step, above the largest supported {}; \
+             lower grpo.tasks_per_step",
+            g.tasks_per_step,
+            g.num_generations,
+            g.tasks_per_step.saturating_mul(g.num_generations),
+            limits::MAX_EPISODES
+        ),
+    )?;
     check(
         g.temperature.is_finite() && g.temperature > 0.0,
         "grpo.temperature",
@@ -226,6 +290,17 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
         "grpo.max_turns",
         "must be at least 1".to_owned(),
     )?;
+    at_most(
+        g.max_completion_length,
+        limits::MAX_TOKENS,
+        "grpo.max_completion_length",
+    )?;
+    at_most(
+        g.max_turn_tokens,
+        limits::MAX_TOKENS,
+        "grpo.max_turn_tokens",
+    )?;
+    at_most(g.max_turns, limits::MAX_TURNS, "grpo.max_turns")?;
     check(
         g.prompt_format.is_chat() || (g.max_turns == 1 && g.system_prompt.is_none()),
         "grpo.prompt_format",
@@ -267,10 +342,29 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
         "grpo.num_iterations",
         "must be at least 1".to_owned(),
     )?;
+    at_most(
+        g.num_iterations,
+        limits::MAX_ITERATIONS,
+        "grpo.num_iterations",
+    )?;
     check(
-        o.learning_rate.is_finite() && o.learning_rate > 0.0,
+        (1..=g.tasks_per_step.saturating_mul(g.num_generations))
+            .contains(&g.gradient_accumulation_steps),
+        "grpo.gradient_accumulation_steps",
+        format!(
+            "{} must be between 1 and the step's episodes ({})",
+            g.gradient_accumulation_steps,
+            g.tasks_per_step.saturating_mul(g.num_generations)
+        ),
+    )?;
+    check(
+        o.learning_rate.is_finite() && o.learning_rate > 0.0 && o.learning_rate <= 1.0,
         "optimizer.learning_rate",
-        "must be > 0".to_owned(),
+        format!(
+            "{} must be in (0, 1]: AdamW moves each weight by about the learning rate a step \
+             (LoRA uses 1e-6 to 1e-3)",
+            o.learning_rate
+        ),
     )?;
     check(
         o.weight_decay.is_finite() && o.weight_decay >= 0.0,
@@ -346,6 +440,7 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
                             .to_owned(),
                     )?;
                     check(*count >= 1, field, "count must be at least 1".to_owned())?;
+                    at_most(*count, limits::MAX_DRAWN_TASKS, field)?;
                 }
                 TaskSet::Listed { tasks } => {
                     check(
@@ -361,10 +456,20 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
             "evaluation.num_generations",
             "must be at least 1".to_owned(),
         )?;
+        at_most(
+            e.num_generations,
+            limits::MAX_GENERATIONS,
+            "evaluation.num_generations",
+        )?;
         check(
             e.retention_max_new_tokens >= 1,
             "evaluation.retention_max_new_tokens",
             "must be at least 1".to_owned(),
+        )?;
+        at_most(
+            e.retention_max_new_tokens,
+            limits::MAX_TOKENS,
+            "evaluation.retention_max_new_tokens",
         )?;
     }
     Ok(())

@@ -120,6 +120,55 @@ fn bad_values_are_refused_naming_the_field() {
 }
 
 #[test]
+fn every_size_a_plan_sets_has_an_upper_bound_named_in_its_refusal() {
+    use hr_plan::limits;
+    let cases: [(&str, &str, Value); 10] = [
+        (
+            "grpo",
+            "num_generations",
+            json!(limits::MAX_GENERATIONS + 1),
+        ),
+        ("grpo", "tasks_per_step", json!(100_000_000)),
+        ("grpo", "num_iterations", json!(1_000_000)),
+        (
+            "grpo",
+            "max_completion_length",
+            json!(limits::MAX_TOKENS + 1),
+        ),
+        ("grpo", "max_turn_tokens", json!(limits::MAX_TOKENS + 1)),
+        ("grpo", "max_turns", json!(limits::MAX_TURNS + 1)),
+        ("grpo", "gradient_accumulation_steps", json!(0)),
+        ("grpo", "gradient_accumulation_steps", json!(17)),
+        ("model.lora", "rank", json!(limits::MAX_LORA_RANK + 1)),
+        ("optimizer", "learning_rate", json!(1e20)),
+    ];
+    for (section, key, value) in cases {
+        let mut plan = example();
+        let pointer = format!("/{}", section.replace('.', "/"));
+        plan.pointer_mut(&pointer).expect("section")[key] = value.clone();
+        let (field, message) = field_error(&plan);
+        assert_eq!(field, format!("{section}.{key}"), "{value}: {message}");
+    }
+    let mut drawn = example();
+    drawn["environment"]["tasks"]["count"] = json!(1_000_000_000);
+    let (field, message) = field_error(&drawn);
+    assert_eq!(field, "environment.tasks.count");
+    assert!(
+        message.contains(&limits::MAX_DRAWN_TASKS.to_string()),
+        "{message}"
+    );
+    // The episodes of a step: each factor within its bound, their product not.
+    let mut wide = example();
+    wide["grpo"]["num_generations"] = json!(limits::MAX_GENERATIONS);
+    wide["grpo"]["tasks_per_step"] = json!(limits::MAX_EPISODES / limits::MAX_GENERATIONS + 1);
+    let (field, message) = field_error(&wide);
+    assert_eq!(field, "grpo.tasks_per_step");
+    assert!(message.contains("episodes a step"), "{message}");
+    wide["grpo"]["tasks_per_step"] = json!(limits::MAX_EPISODES / limits::MAX_GENERATIONS);
+    assert!(Plan::parse(Path::new("plan.json"), &wide.to_string()).is_ok());
+}
+
+#[test]
 fn service_backends_parse_and_need_tasks() -> anyhow::Result<()> {
     let mut plan = example();
     plan["environment"] = json!({"backend": "nemo", "python": "/venv/bin/python", "server_dir": "/srv", "tasks": [{"responses_create_params": {}}]});

@@ -52,6 +52,30 @@ pub struct ChatTemplate {
 /// The compiled template's name in its environment.
 const TEMPLATE: &str = "chat_template";
 
+/// Instructions one render may run (minijinja's fuel): a real template spends a few dozen per
+/// message, so this allows conversations of many thousand turns and stops a loop without end.
+const FUEL: u64 = 10_000_000;
+
+/// Most bytes one render may write: far above any context a model reads.
+const MAX_RENDERED: usize = 64 << 20;
+
+/// The rendered text, refused once it would pass [`MAX_RENDERED`] bytes.
+struct Bounded(Vec<u8>);
+
+impl std::io::Write for Bounded {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        if self.0.len().saturating_add(bytes.len()) > MAX_RENDERED {
+            return Err(std::io::Error::other("output limit"));
+        }
+        self.0.extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn template_error(origin: &str, e: &minijinja::Error) -> PolicyError {
     PolicyError::Tokenizer {
         path: origin.into(),
@@ -92,6 +116,7 @@ impl ChatTemplate {
         origin: String,
     ) -> Result<Self, PolicyError> {
         let mut env = Environment::new();
+        env.set_fuel(Some(FUEL));
         minijinja_contrib::add_to_environment(&mut env);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
         env.add_function(
@@ -114,7 +139,7 @@ impl ChatTemplate {
     /// string, or a list of `{name, template}` of which `default` is used), else ChatML.
     pub fn from_model_dir(dir: &Path) -> Result<Self, PolicyError> {
         let path = dir.join("tokenizer_config.json");
-        let text = match std::fs::read_to_string(&path) {
+        let text = match hr_files::read_to_string_bounded(&path, hr_files::MAX_CONFIG_BYTES) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Self::chatml(),
             Err(e) => return Err(PolicyError::io(&path, e)),
@@ -158,17 +183,43 @@ impl ChatTemplate {
         messages: &[Message],
         add_generation_prompt: bool,
     ) -> Result<String, PolicyError> {
-        let err = |e: minijinja::Error| template_error(&self.origin, &e);
+        let err = |e: minijinja::Error| match e.kind() {
+            ErrorKind::OutOfFuel => PolicyError::Tokenizer {
+                path: self.origin.clone().into(),
+                message: format!(
+                    "chat template: ran more than {FUEL} instructions for {} messages (a loop \
+                     without end?)",
+                    messages.len()
+                ),
+            },
+            ErrorKind::WriteFailure => PolicyError::Tokenizer {
+                path: self.origin.clone().into(),
+                message: format!(
+                    "chat template: renders more than {} MiB for {} messages",
+                    MAX_RENDERED >> 20,
+                    messages.len()
+                ),
+            },
+            _ => template_error(&self.origin, &e),
+        };
+        let mut out = Bounded(Vec::new());
         self.env
             .get_template(TEMPLATE)
             .map_err(err)?
-            .render(context! {
-                messages => messages,
-                add_generation_prompt => add_generation_prompt,
-                bos_token => self.bos_token,
-                eos_token => self.eos_token,
-            })
-            .map_err(err)
+            .render_captured_to(
+                context! {
+                    messages => messages,
+                    add_generation_prompt => add_generation_prompt,
+                    bos_token => self.bos_token,
+                    eos_token => self.eos_token,
+                },
+                &mut out,
+            )
+            .map_err(err)?;
+        String::from_utf8(out.0).map_err(|e| PolicyError::Tokenizer {
+            path: self.origin.clone().into(),
+            message: format!("chat template: rendered text is not UTF-8: {e}"),
+        })
     }
 
     /// What follows the assistant's turn in a conversation that began with `messages`: the turn's
@@ -253,6 +304,31 @@ mod tests {
             .expect_err("raise_exception fails the render");
         assert!(err.to_string().contains("user first"), "{err}");
         Ok(())
+    }
+
+    #[test]
+    fn a_template_that_loops_or_writes_without_end_is_stopped_by_its_bounds() {
+        let dir = tempfile::tempdir().expect("tmp");
+        for (template, says) in [
+            // 10^10 iterations writing nothing: only the fuel stops it.
+            (
+                "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
+                "instructions",
+            ),
+            // 100 MB per iteration: the output limit stops it on the first.
+            (
+                "{% for i in range(100000) %}{{ 'x' * 100000000 }}{% endfor %}",
+                "MiB",
+            ),
+        ] {
+            std::fs::write(
+                dir.path().join("tokenizer_config.json"),
+                serde_json::json!({ "chat_template": template }).to_string(),
+            )
+            .expect("write");
+            let err = ChatTemplate::from_model_dir(dir.path()).expect_err(template);
+            assert!(err.to_string().contains(says), "{template}: {err}");
+        }
     }
 
     #[test]

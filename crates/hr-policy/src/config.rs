@@ -116,10 +116,11 @@ impl ModelConfig {
     /// Reads and checks `config.json`; the `eos_token_id`s of a `generation_config.json` beside
     /// it (where chat models name their end-of-turn token) end completions too.
     pub fn from_file(path: &Path) -> Result<Self, PolicyError> {
-        let text = std::fs::read_to_string(path).map_err(|e| PolicyError::io(path, e))?;
+        let text = hr_files::read_to_string_bounded(path, hr_files::MAX_CONFIG_BYTES)
+            .map_err(|e| PolicyError::io(path, e))?;
         let mut config = Self::from_json(path, &text)?;
         let generation = path.with_file_name("generation_config.json");
-        match std::fs::read_to_string(&generation) {
+        match hr_files::read_to_string_bounded(&generation, hr_files::MAX_CONFIG_BYTES) {
             Ok(text) => {
                 let value: Value =
                     serde_json::from_str(&text).map_err(|e| PolicyError::Config {
@@ -464,6 +465,21 @@ fn sliding_windows<F: Fn(&str, String) -> PolicyError>(
     }
 }
 
+/// The largest value a size in `config.json` may take: several times the largest published
+/// model's (Llama 3.1 405B: 126 layers, width 16384, MLP 53248; Gemma 3: a 262144-token
+/// vocabulary), so that no size is trusted to allocate before the weights confirm it.
+fn largest(field: &str) -> usize {
+    match field {
+        "num_hidden_layers" | "num_attention_heads" | "num_key_value_heads" | "head_dim" => 1024,
+        "hidden_size" => 1 << 16,
+        "intermediate_size" => 1 << 20,
+        "vocab_size" => 1 << 22,
+        // Longest context in positions (RoPE tables and masks are sized by what is used).
+        "max_position_embeddings" | "sliding_window" | "max_window_layers" => 1 << 24,
+        _ => usize::MAX,
+    }
+}
+
 struct Reader<'a, F> {
     map: &'a Map<String, Value>,
     err: &'a F,
@@ -491,6 +507,14 @@ impl<F: Fn(&str, String) -> PolicyError> Reader<'_, F> {
             None | Some(Value::Null) => Ok(None),
             Some(v) => match v.as_u64().and_then(|n| usize::try_from(n).ok()) {
                 Some(0) => Err((self.err)(field, "must be at least 1".to_owned())),
+                Some(n) if n > largest(field) => Err((self.err)(
+                    field,
+                    format!(
+                        "{n} is above the largest supported value, {}; is this config.json \
+                         the model's own?",
+                        largest(field)
+                    ),
+                )),
                 Some(n) => Ok(Some(n)),
                 None => Err((self.err)(
                     field,

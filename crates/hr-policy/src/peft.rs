@@ -242,8 +242,8 @@ pub fn load_adapters<B: Backend>(
     device: &B::Device,
 ) -> Result<Adapters<B>, PolicyError> {
     let config_path = dir.join(ADAPTER_CONFIG);
-    let text =
-        std::fs::read_to_string(&config_path).map_err(|e| PolicyError::io(&config_path, e))?;
+    let text = hr_files::read_to_string_bounded(&config_path, hr_files::MAX_CONFIG_BYTES)
+        .map_err(|e| PolicyError::io(&config_path, e))?;
     let config = parse_adapter_config(&config_path, &text)?;
     build_adapters(
         model,
@@ -278,8 +278,8 @@ fn build_adapters<B: Backend>(
     device: &B::Device,
 ) -> Result<Adapters<B>, PolicyError> {
     let adapters = Adapters::build(model, config, device, |layer, target, d_in, d_out, r| {
-        let a = file.take(&key(layer, target, "lora_A"), &[r, d_in])?;
-        let b = file.take(&key(layer, target, "lora_B"), &[d_out, r])?;
+        let a = file.take_finite(&key(layer, target, "lora_A"), &[r, d_in])?;
+        let b = file.take_finite(&key(layer, target, "lora_B"), &[d_out, r])?;
         Ok((transpose(&a, r, d_in), transpose(&b, d_out, r)))
     })?;
     file.finish(|_| false)?;

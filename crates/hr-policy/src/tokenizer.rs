@@ -19,7 +19,9 @@ impl ChatTokenizer {
     /// Loads `tokenizer.json` and the chat template of its folder
     /// ([`ChatTemplate::from_model_dir`]).
     pub fn from_file(path: &Path) -> Result<Self, PolicyError> {
-        let inner = Tokenizer::from_file(path).map_err(|e| PolicyError::Tokenizer {
+        // The largest published tokenizer.json files are tens of MB.
+        let bytes = hr_files::read_bounded(path, 1 << 30).map_err(|e| PolicyError::io(path, e))?;
+        let inner = Tokenizer::from_bytes(bytes).map_err(|e| PolicyError::Tokenizer {
             path: path.to_owned(),
             message: e.to_string(),
         })?;

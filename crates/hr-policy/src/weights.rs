@@ -117,8 +117,8 @@ impl TensorFile {
                     .to_owned(),
             });
         }
-        let text =
-            std::fs::read_to_string(&index_path).map_err(|e| PolicyError::io(&index_path, e))?;
+        let text = hr_files::read_to_string_bounded(&index_path, hr_files::MAX_CONFIG_BYTES)
+            .map_err(|e| PolicyError::io(&index_path, e))?;
         let bad = |message: String| PolicyError::Config {
             path: index_path.clone(),
             field: "weight_map".to_owned(),
@@ -179,7 +179,7 @@ impl TensorFile {
             path: path.to_owned(),
             message,
         };
-        let mut file = std::fs::File::open(path).map_err(|e| PolicyError::io(path, e))?;
+        let mut file = hr_files::open_regular(path).map_err(|e| PolicyError::io(path, e))?;
         let file_len = file.metadata().map_err(|e| PolicyError::io(path, e))?.len();
         let mut length = [0u8; HEADER_LENGTH];
         file.read_exact(&mut length)
@@ -226,6 +226,22 @@ impl TensorFile {
         Ok(())
     }
 
+    /// How many decoder layers the file holds: one more than the largest `N` of a
+    /// `model.layers.N.` tensor (0 without any).
+    pub(crate) fn layer_count(&self) -> usize {
+        self.names
+            .keys()
+            .filter_map(|n| {
+                n.strip_prefix("model.layers.")?
+                    .split('.')
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .max()
+            .map_or(0, |last: usize| last.saturating_add(1))
+    }
+
     /// Takes tensor `name` as f32 data, checking its shape.
     pub(crate) fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, PolicyError> {
         let Some(&index) = self.names.get(name) else {
@@ -267,6 +283,27 @@ impl TensorFile {
         let data = to_f32(info.dtype, &bytes).ok_or_else(unsupported)?;
         self.taken.insert(name.to_owned());
         Ok(data)
+    }
+
+    /// [`TensorFile::take`], refusing a tensor that holds a NaN or an infinity (an adapter
+    /// trained into divergence elsewhere would silently poison every output).
+    pub(crate) fn take_finite(
+        &mut self,
+        name: &str,
+        shape: &[usize],
+    ) -> Result<Vec<f32>, PolicyError> {
+        let data = self.take(name, shape)?;
+        match data.iter().position(|x| !x.is_finite()) {
+            Some(i) => Err(PolicyError::tensor(
+                &self.origin,
+                name,
+                format!(
+                    "holds {} at index {i}: it diverged; use a checkpoint from before",
+                    data[i]
+                ),
+            )),
+            None => Ok(data),
+        }
     }
 
     /// Fails on the first tensor nobody took, unless `ignore` accepts it.
@@ -373,6 +410,19 @@ pub(crate) fn load_base<B: Backend>(
         .file
         .take("model.embed_tokens.weight", &[config.vocab_size, h])?;
     let embed = frozen(embed_data, [config.vocab_size, h], dtype, device);
+    // The config's layer count is confirmed by the weights before anything is sized by it.
+    let held = l.file.layer_count();
+    if held != config.num_layers {
+        return Err(PolicyError::Config {
+            path: dir.join("config.json"),
+            field: "num_hidden_layers".to_owned(),
+            message: format!(
+                "{} but the weights hold {held} decoder layers (model.layers.N); the config \
+                 and the weights must come from the same model",
+                config.num_layers
+            ),
+        });
+    }
     let mut blocks = Vec::with_capacity(config.num_layers);
     for i in 0..config.num_layers {
         let p = format!("model.layers.{i}");

@@ -177,13 +177,20 @@ impl Envelope {
                 env.signatures.len()
             )));
         }
-        if let Some(s) = env.signatures.first()
-            && (s.keyid.len() != 64 || !s.keyid.bytes().all(|b| b.is_ascii_hexdigit()))
-        {
-            return Err(SealError::MalformedSeal(format!(
-                "keyid {:?} is not the signing key's id (64 hex characters)",
-                s.keyid
-            )));
+        if let Some(s) = env.signatures.first() {
+            if s.keyid.len() != 64 || !s.keyid.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err(SealError::MalformedSeal(format!(
+                    "keyid {:?} is not the signing key's id (64 hex characters)",
+                    s.keyid
+                )));
+            }
+            // Checked whatever the trust: a seal that carries a signature carries a well-formed
+            // one (an Ed25519 signature is 64 bytes), even where no key is asked to verify it.
+            if decode_b64(&s.sig).is_none_or(|sig| sig.len() != 64) {
+                return Err(SealError::MalformedSeal(
+                    "the signature is not 64 bytes of canonical padded base64".into(),
+                ));
+            }
         }
         if let Trust::Keys(keys) = trust {
             env.check_signatures(&body, keys)?;
@@ -298,6 +305,18 @@ mod tests {
         let mut env = Envelope::seal(&"a".repeat(64), "r-1", 4, Some(&key()));
         edit(&mut env);
         Envelope::open(&env.to_bytes(), &Trust::Keys(vec![key().verifying_key()]))
+    }
+
+    #[test]
+    fn a_signature_that_is_not_base64_is_refused_even_without_a_key() {
+        for sig in ["not base64!", "", "AAAA"] {
+            let mut env = Envelope::seal(&"a".repeat(64), "r-1", 4, Some(&key()));
+            env.signatures[0].sig = sig.to_owned();
+            let err = Envelope::open(&env.to_bytes(), &Trust::DigestOnly).expect_err(sig);
+            assert!(matches!(err, SealError::MalformedSeal(_)), "{sig:?}: {err}");
+        }
+        let env = Envelope::seal(&"a".repeat(64), "r-1", 4, Some(&key()));
+        assert!(Envelope::open(&env.to_bytes(), &Trust::DigestOnly).is_ok());
     }
 
     #[test]

@@ -204,3 +204,31 @@ fn rslora_scales_by_alpha_over_the_root_of_the_rank_and_its_files_say_so() -> an
     assert_eq!(host_f32(policy.logits(Some(&loaded), &rows)?)?, a);
     Ok(())
 }
+
+#[test]
+fn an_adapter_holding_a_nan_is_refused_naming_the_tensor() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (_, policy) = tiny(&dir.path().join("model"), &TinySpec::default())?;
+    let mut adapters = Adapters::<Cpu>::init(
+        policy.config(),
+        LoraConfig::new(2, 4.0, vec![Target::VProj])?,
+        &mut PolicyRng::from_seed(8),
+        policy.device(),
+    );
+    let pair = adapters.layers[1].slots[2].take().expect("v_proj adapter");
+    adapters.layers[1].slots[2] = Some(hr_policy::LoraPair {
+        b: pair.b.map(|b| b.add_scalar(f32::NAN)),
+        a: pair.a,
+    });
+    let out = dir.path().join("nan");
+    save_adapters(&adapters, "tiny", &out)?;
+    let Err(err) = load_adapters::<Cpu>(policy.config(), &out, policy.device()) else {
+        panic!("a NaN is refused");
+    };
+    let err = err.to_string();
+    assert!(
+        err.contains("layers.1.self_attn.v_proj.lora_B") && err.contains("NaN"),
+        "{err}"
+    );
+    Ok(())
+}

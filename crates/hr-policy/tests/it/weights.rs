@@ -103,6 +103,25 @@ fn a_missing_wrong_shaped_or_unknown_tensor_is_named() -> anyhow::Result<()> {
 }
 
 #[test]
+fn a_config_whose_layer_count_the_weights_do_not_hold_is_refused_before_loading_them()
+-> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    write_tiny_model(dir.path(), &TinySpec::default());
+    let path = dir.path().join("config.json");
+    let mut config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path)?)?;
+    // Within the config's own bound, but not what the two-layer weights hold.
+    config["num_hidden_layers"] = serde_json::json!(1000);
+    std::fs::write(&path, config.to_string())?;
+    let err = load_err(dir.path());
+    assert!(
+        err.contains("num_hidden_layers")
+            && err.contains("1000 but the weights hold 2 decoder layers"),
+        "{err}"
+    );
+    Ok(())
+}
+
+#[test]
 fn sharded_weights_load_like_a_single_file() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let model = write_tiny_model(dir.path(), &TinySpec::default());
@@ -175,6 +194,11 @@ fn bad_configs_name_the_field() -> anyhow::Result<()> {
             serde_json::json!({"rope_type": "default", "rope_theta": -1.0}),
         ),
         ("rope_parameters", serde_json::json!(5)),
+        // Sizes far beyond any published model are refused before anything is sized by them.
+        ("num_hidden_layers", serde_json::json!(1_000_000_000)),
+        ("vocab_size", serde_json::json!(1_u64 << 40)),
+        ("intermediate_size", serde_json::json!(1_u64 << 32)),
+        ("num_attention_heads", serde_json::json!(1_000_000)),
     ] {
         let key = field.split('.').next().unwrap_or(field);
         let mut bad = base.clone();
