@@ -57,14 +57,23 @@ pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     let out = args.output.clone();
     create_fresh(&out)?;
     let result = start(args, plan, &out, (signing_key, trust), source, device);
-    // Bad input or a refused resume trained and adopted nothing: the folder this invocation
-    // created goes with it, so no half-started run is left behind.
-    if result.as_ref().err().is_some_and(|e| {
-        e.downcast_ref::<Invalid>().is_some() || e.downcast_ref::<Refused>().is_some()
-    }) {
+    // Bad input, a refused resume, or any failure before a step ended (a tokenizer, the weights,
+    // a reward that does not start) trained nothing: the folder this invocation created goes
+    // with it, so no half-started run is left behind and the corrected command runs as typed.
+    if let Err(e) = &result
+        && (e.downcast_ref::<Invalid>().is_some()
+            || e.downcast_ref::<Refused>().is_some()
+            || no_step_ended(&out))
+    {
         let _ = std::fs::remove_dir_all(&out);
     }
     result
+}
+
+/// Whether the run in `out` has not ended a step: its `metrics.jsonl` (a line per step, the
+/// restored history of a resume included) is absent or empty.
+fn no_step_ended(out: &Path) -> bool {
+    !std::fs::metadata(hr_files::RunDir::new(out).metrics()).is_ok_and(|m| m.len() > 0)
 }
 
 fn start(

@@ -26,4 +26,4 @@ pub use checkpoint::StoredCheckpoint;
 pub use context::{CoreContext, SearcherOp};
 pub use error::CoreError;
 pub use info::TrialInfo;
-pub use local::local_checkpoints;
+pub use local::{local_checkpoints, local_import_source};

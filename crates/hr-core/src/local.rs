@@ -5,7 +5,7 @@
 use hr_files::IoResultExt;
 use hr_files::local_core;
 use std::{
-    path::Path,
+    path::{Path, PathBuf},
     sync::{
         Arc, Mutex,
         atomic::{AtomicBool, Ordering},
@@ -135,17 +135,25 @@ impl CoreContext {
         let steps = meta["steps_completed"]
             .as_u64()
             .ok_or_else(|| not("metadata.json has no steps_completed"))?;
+        // Its identity is the UUID its own folder is named by (a link is followed, never named);
+        // a folder named otherwise (`det checkpoint download -o ckpt`) is imported under a new
+        // UUID, recorded with where it came from.
+        let dir =
+            std::fs::canonicalize(&dir).map_err(|e| not(&format!("cannot be resolved ({e})")))?;
         let uuid = dir
             .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .ok_or_else(|| not("no folder name"))?;
+            .and_then(|n| n.to_str())
+            .and_then(|n| uuid::Uuid::try_parse(n).ok())
+            .unwrap_or_else(uuid::Uuid::new_v4)
+            .hyphenated()
+            .to_string();
         let storage = run_dir.join(local_core::CHECKPOINTS_DIR);
         copy_tree(&dir, &storage.join(&uuid))?;
         append_local(
             run_dir,
             local_core::CHECKPOINT_LIST,
             &json!({"uuid": uuid, "steps_completed": steps, "trial_run_id": 0,
-                "imported": true, "metadata": meta}),
+                "imported": true, "imported_from": dir, "metadata": meta}),
         )?;
         Ok((uuid, steps))
     }
@@ -154,6 +162,31 @@ impl CoreContext {
 /// The checkpoints a local run reported, as `(uuid, steps_completed)` in report order (its
 /// `checkpoints.jsonl`); empty when it reported none. A torn or unreadable line is an error.
 pub fn local_checkpoints(run_dir: &Path) -> Result<Vec<(String, u64)>, CoreError> {
+    Ok(local_reports(run_dir)?
+        .iter()
+        .filter_map(|v| {
+            Some((
+                v["uuid"].as_str()?.to_owned(),
+                v["steps_completed"].as_u64()?,
+            ))
+        })
+        .collect())
+}
+
+/// Where a local run that was resumed from another run's checkpoint
+/// ([`CoreContext::local_import`]) began: the imported checkpoint's original folder and its
+/// step; `None` for a run started fresh, or imported before the origin was recorded.
+pub fn local_import_source(run_dir: &Path) -> Result<Option<(PathBuf, u64)>, CoreError> {
+    Ok(local_reports(run_dir)?.iter().find_map(|v| {
+        Some((
+            PathBuf::from(v["imported_from"].as_str()?),
+            v["steps_completed"].as_u64()?,
+        ))
+    }))
+}
+
+/// The complete lines of a local run's `checkpoints.jsonl`, parsed.
+fn local_reports(run_dir: &Path) -> Result<Vec<Value>, CoreError> {
     let path = run_dir.join(local_core::CHECKPOINT_LIST);
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
@@ -167,20 +200,20 @@ pub fn local_checkpoints(run_dir: &Path) -> Result<Vec<(String, u64)>, CoreError
         None if !text.is_empty() => "",
         _ => text.as_str(),
     };
-    let mut out = Vec::new();
-    for line in complete.lines().filter(|l| !l.trim().is_empty()) {
-        let v: Value = serde_json::from_str(line).map_err(|e| {
-            hr_files::IoError::new(
-                "parse",
-                &path,
-                std::io::Error::new(std::io::ErrorKind::InvalidData, e),
-            )
-        })?;
-        if let (Some(uuid), Some(steps)) = (v["uuid"].as_str(), v["steps_completed"].as_u64()) {
-            out.push((uuid.to_owned(), steps));
-        }
-    }
-    Ok(out)
+    complete
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|line| {
+            serde_json::from_str(line).map_err(|e| {
+                hr_files::IoError::new(
+                    "parse",
+                    &path,
+                    std::io::Error::new(std::io::ErrorKind::InvalidData, e),
+                )
+                .into()
+            })
+        })
+        .collect()
 }
 
 /// The latest local checkpoint by the master's rule: highest steps, then the latest report.
@@ -232,5 +265,29 @@ mod tests {
             local_checkpoints(dir.path()).expect("clean"),
             [("a".to_owned(), 1), ("c".to_owned(), 2)]
         );
+    }
+
+    #[test]
+    fn an_imported_checkpoint_is_named_by_its_own_uuid_never_by_a_link() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let uuid = "0b7e2c4a-1f3d-4e5a-9c8b-7d6e5f4a3b2c";
+        let real = dir.path().join(uuid);
+        std::fs::create_dir_all(&real).expect("folder");
+        std::fs::write(real.join("metadata.json"), r#"{"steps_completed": 3}"#).expect("meta");
+        let link = dir.path().join("cklink");
+        std::os::unix::fs::symlink(&real, &link).expect("link");
+        let run = dir.path().join("run");
+        let (imported, steps) = CoreContext::local_import(&run, &link).expect("import");
+        assert_eq!((imported.as_str(), steps), (uuid, 3));
+        // A folder not named by a UUID gets a new one.
+        let plain = dir.path().join("ckpt");
+        std::fs::create_dir_all(&plain).expect("folder");
+        std::fs::write(plain.join("metadata.json"), r#"{"steps_completed": 4}"#).expect("meta");
+        let (named, _) = CoreContext::local_import(&run, &plain).expect("import");
+        assert!(
+            uuid::Uuid::try_parse(&named).is_ok() && named != "ckpt",
+            "{named}"
+        );
+        assert!(run.join(local_core::CHECKPOINTS_DIR).join(&named).is_dir());
     }
 }

@@ -4,9 +4,13 @@
 //! "columns": {...}}` → `{"rewards": [...]}`, calling `f(prompts=..., completions=...,
 //! **columns)`. A failed import, a crash, an exception, an answer that is not one float per
 //! completion, or no answer within the timeout is an error naming the function and carrying the
-//! tail of its log; the process is killed when its owner is dropped.
+//! tail of its log. The driver leads a process group of its own (a terminal's Ctrl-C reaches
+//! `train`, which stops cleanly, not the reward mid-answer); the whole group, with whatever the
+//! function started, is killed when its owner is dropped, and the driver kills it itself when
+//! its stdin closes (`train` ended, however).
 
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
@@ -18,7 +22,7 @@ use crate::EnvError;
 
 /// The driver the interpreter runs: import, then answer requests line by line.
 const DRIVER: &str = r#"
-import importlib.util, json, sys, traceback
+import importlib.util, json, math, sys, traceback
 path, name = sys.argv[1], sys.argv[2]
 try:
     spec = importlib.util.spec_from_file_location("hessian_recipes_rewards", path)
@@ -32,10 +36,16 @@ print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
     request = json.loads(line)
     try:
-        rewards = function(prompts=request["prompts"], completions=request["completions"], **request["columns"])
-        print(json.dumps({"rewards": list(rewards)}), flush=True)
+        rewards = list(function(prompts=request["prompts"], completions=request["completions"], **request["columns"]))
+        if any(isinstance(r, float) and not math.isfinite(r) for r in rewards):
+            print(json.dumps({"nonfinite": repr(rewards)}), flush=True)
+        else:
+            print(json.dumps({"rewards": rewards}), flush=True)
     except Exception:
         print(json.dumps({"error": traceback.format_exc()}), flush=True)
+# stdin closed: the run is over; nothing the function started outlives it.
+import os, signal
+os.killpg(os.getpgid(0), signal.SIGKILL)
 "#;
 
 /// How long one call (or the import) may take unless the plan says.
@@ -87,6 +97,7 @@ impl PythonReward {
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
+            .process_group(0)
             .spawn()
             .map_err(|source| EnvError::Spawn {
                 service: service.clone(),
@@ -181,6 +192,11 @@ impl PythonReward {
         let value: Value = serde_json::from_str(&line).map_err(|_| {
             self.failed(format!("printed {line:?} on stdout (use stderr for logs)"))
         })?;
+        if let Some(rewards) = value.get("nonfinite").and_then(Value::as_str) {
+            return Err(self.failed(format!(
+                "returned {rewards}: each reward must be a finite float"
+            )));
+        }
         match value.get("error").and_then(Value::as_str) {
             Some(trace) => Err(self.failed(format!("raised:\n{}", trace.trim_end()))),
             None => Ok(value),
@@ -205,7 +221,69 @@ impl PythonReward {
 
 impl Drop for PythonReward {
     fn drop(&mut self) {
+        // The group is the driver's pid; it still exists until the driver is reaped below.
+        if let Some(group) = i32::try_from(self.child.id())
+            .ok()
+            .and_then(rustix::process::Pid::from_raw)
+        {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `pid` runs (a zombie waiting to be reaped does not).
+    fn running(pid: u32) -> bool {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rfind(')').map(|i| !s[i + 2..].starts_with('Z')))
+            .unwrap_or(false)
+    }
+
+    #[test]
+    fn what_a_reward_function_starts_ends_with_it() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = dir.path().join("rewards.py");
+        let pid_file = dir.path().join("helper.pid");
+        std::fs::write(
+            &file,
+            format!(
+                "import subprocess\n\
+                 helper = subprocess.Popen(['sleep', '300'])\n\
+                 open({:?}, 'w').write(str(helper.pid))\n\
+                 def r(prompts, completions, **kw):\n    return [1.0 for _ in completions]\n",
+                pid_file.display().to_string()
+            ),
+        )
+        .expect("write");
+        let reward = PythonReward::start(
+            "r",
+            Path::new("python3"),
+            (&file, "r"),
+            &dir.path().join("log"),
+            DEFAULT_TIMEOUT,
+        )
+        .expect("starts");
+        let helper: u32 = std::fs::read_to_string(&pid_file)
+            .expect("pid")
+            .trim()
+            .parse()
+            .expect("a pid");
+        assert!(running(helper));
+        drop(reward);
+        // SIGKILL is delivered asynchronously: wait for the event, bounded.
+        let gone = (0..3000).any(|_| {
+            let dead = !running(helper);
+            if !dead {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            dead
+        });
+        assert!(gone, "the helper {helper} outlived its reward function");
     }
 }
