@@ -291,3 +291,50 @@ fn a_bad_compare_flag_is_refused_before_anything_runs() {
     assert!(stderr.contains("the name is given twice"), "{stderr}");
     assert!(!s.path().join("eval").exists());
 }
+
+#[test]
+fn a_run_stopped_and_resumed_into_a_new_folder_is_evaluated_along_its_resume_chain() {
+    let s = Scratch::new();
+    write_tiny_model(&s.path().join("model"), &TinySpec::default());
+    s.write("plan.json", &plan(Some(evaluation())).to_string());
+    for args in [
+        &[
+            "train",
+            "--plan",
+            "plan.json",
+            "--output",
+            "first",
+            "--stop-after-step",
+            "3",
+        ][..],
+        &[
+            "train",
+            "--plan",
+            "plan.json",
+            "--output",
+            "run",
+            "--resume",
+            "first",
+        ][..],
+    ] {
+        let out = s.run(args);
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{args:?}\n{stdout}\n{stderr}");
+    }
+    // Step 2 was saved by the first run only: `run` began from its step 3.
+    let listed =
+        std::fs::read_to_string(s.path().join("run/core/checkpoints.jsonl")).expect("list");
+    assert!(!listed.contains(r#""steps_completed":2"#), "{listed}");
+    let out = evaluate(&s, &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let report: Value = serde_json::from_slice(
+        &std::fs::read(s.path().join("eval/payload/report.json")).expect("report.json"),
+    )
+    .expect("report json");
+    let steps: Vec<u64> = report["checkpoints"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c["step"].as_u64()).collect())
+        .unwrap_or_default();
+    assert_eq!(steps, [2, 4], "{report}");
+}

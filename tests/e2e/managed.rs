@@ -303,6 +303,20 @@ fn prepare_writes_a_source_bound_experiment_that_passes_cluster_check() {
         prepare("../elsewhere", &["--unqualified"]).status.code(),
         Some(2)
     );
+    // A plan whose model folder is not there: its trial would fail, so prepare refuses it.
+    let mut gone: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path().join("plan.json")).expect("plan"))
+            .expect("json");
+    gone["model"]["path"] = json!("no-such-model");
+    s.write("plan.json", &gone.to_string());
+    let out = prepare("runs/prep2", &["--unqualified"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("model.path") && stderr.contains("no-such-model"),
+        "{stderr}"
+    );
+    assert!(!s.path().join("runs/prep2").exists(), "nothing left behind");
 }
 
 #[test]

@@ -137,6 +137,7 @@ fn a_config_with_every_piece_present_passes_against_the_devmaster() {
         "pool",
         "binary",
         "plan",
+        "inputs",
         "service",
         "proofs",
     ] {
@@ -158,7 +159,22 @@ fn a_config_with_every_piece_present_passes_against_the_devmaster() {
     assert_eq!(code, Some(0));
     let v: serde_json::Value = serde_json::from_str(&json).expect("one JSON object");
     assert_eq!(v["ok"], true, "{v}");
-    assert!(v["checks"].as_array().is_some_and(|c| c.len() >= 9), "{v}");
+    assert!(v["checks"].as_array().is_some_and(|c| c.len() >= 10), "{v}");
+    // A plan whose model folder is not there parses, but its trial would fail: refused.
+    let mut plan = crate::train::plan(4, 1);
+    plan["model"]["path"] = s.path().join("nowhere").display().to_string().into();
+    s.write(
+        "runs/agent-gyms/jaif-managed-nemo-main/experiment-plan.json",
+        &plan.to_string(),
+    );
+    args.pop();
+    let (code, stdout) = preflight(&s, &url, &args);
+    assert_eq!(code, Some(1), "{stdout}");
+    let l = line(&stdout, "inputs");
+    assert!(
+        l.trim_start().starts_with("fail") && l.contains("model.path") && l.contains("nowhere"),
+        "{l}"
+    );
 }
 
 #[test]

@@ -240,7 +240,8 @@ fn evaluation_tasks(
 /// What the cluster templates name for `backend`, made in the checkout `root`: the service
 /// venv link (`.venv-nemo-gym` or `.venv-openenv`, to the venv `python` belongs to), the managed
 /// qualification's plan (the qualification plan `qual`) and the main run's plan (the same
-/// family, 256 steps, evaluated on `dev` and `held_out`). Nothing is overwritten: a file that
+/// family, 256 steps, adopting the seed's steps 64, 128 and 256, evaluated on `dev` and
+/// `held_out`). Nothing is overwritten: a file that
 /// exists with other content, or a venv path that is not a link to this venv, is refused
 /// before anything is written.
 fn template_inputs(
@@ -263,9 +264,10 @@ fn template_inputs(
     main["name"] = format!("{backend}-main").into();
     main["steps"] = main_run.steps.into();
     main["checkpoints"] = serde_json::json!({"every": main_run.steps / 8});
+    // The seed's retained steps: a quarter, half and the end of the run (64, 128, 256).
     let quarter = main_run.steps / 4;
     main["evaluation"] = serde_json::json!({
-        "checkpoints": [quarter, 2 * quarter, 3 * quarter, main_run.steps],
+        "checkpoints": [quarter, 2 * quarter, main_run.steps],
         "dev": {"tasks": dev}, "held_out": {"tasks": held_out}, "num_generations": 4,
     });
     let files = [
@@ -400,10 +402,7 @@ mod tests {
         };
         assert_eq!(family(&main), family(&qual));
         assert_eq!(main["steps"], json!(256));
-        assert_eq!(
-            main["evaluation"]["checkpoints"],
-            json!([64, 128, 192, 256])
-        );
+        assert_eq!(main["evaluation"]["checkpoints"], json!([64, 128, 256]));
         // Again with the same inputs: nothing changes; with another plan: refused, untouched.
         template_inputs(root.path(), "openenv", &qual, &python, eval())?;
         let mut other = qual.clone();

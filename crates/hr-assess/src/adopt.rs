@@ -49,14 +49,7 @@ type Listed = (String, u64, PathBuf);
 fn listed(run_dir: &Path, plan: &Plan) -> Result<(Vec<Listed>, Option<String>), TrainError> {
     let layout = hr_files::RunDir::new(run_dir);
     if layout.checkpoint_list().is_file() {
-        let list = hr_core::local_checkpoints(&layout.core())?
-            .into_iter()
-            .map(|(uuid, step)| {
-                let dir = layout.checkpoint(&uuid);
-                (uuid, step, dir)
-            })
-            .collect();
-        return Ok((list, None));
+        return Ok((local_chain(run_dir, 0)?, None));
     }
     let trial = hr_files::RunDir::new(run_dir).managed_ids();
     let (Some((experiment, trial)), Some(storage)) = (trial, run_dir.parent()) else {
@@ -85,6 +78,39 @@ fn listed(run_dir: &Path, plan: &Plan) -> Result<(Vec<Listed>, Option<String>), 
         }
     }
     Ok((list, Some(run_id)))
+}
+
+/// How many resumes back [`local_chain`] follows (a chain longer than any real run's; a cycle
+/// of folders stops there).
+const MAX_RESUMES: usize = 64;
+
+/// The checkpoints of the `train` run folder `run_dir` in report order, preceded by those of the
+/// runs it was resumed from (`train --resume A --output B` copies only A's latest checkpoint into
+/// B; its earlier steps are still A's): each source's checkpoints up to the step it was resumed
+/// from, so a later report of a step (the resumed run's own) counts.
+fn local_chain(run_dir: &Path, depth: usize) -> Result<Vec<Listed>, TrainError> {
+    let layout = hr_files::RunDir::new(run_dir);
+    let own = hr_core::local_checkpoints(&layout.core())?
+        .into_iter()
+        .map(|(uuid, step)| {
+            let dir = layout.checkpoint(&uuid);
+            (uuid, step, dir)
+        });
+    // `<source run>/core/checkpoints/<uuid>`: a checkpoint of another run folder.
+    let source = hr_core::local_import_source(&layout.core())?.and_then(|(from, step)| {
+        let run = from.parent()?.parent()?.parent()?;
+        (hr_files::RunDir::new(run).checkpoint_list().is_file() && depth < MAX_RESUMES)
+            .then(|| (run.to_owned(), step))
+    });
+    let mut list = match source {
+        Some((run, step)) => local_chain(&run, depth + 1)?
+            .into_iter()
+            .filter(|(_, s, _)| *s < step)
+            .collect(),
+        None => Vec::new(),
+    };
+    list.extend(own);
+    Ok(list)
 }
 
 /// Verifies every checkpoint the plan's evaluation lists in the run folder `run_dir` (a `train`

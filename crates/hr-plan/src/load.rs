@@ -9,10 +9,12 @@ impl Plan {
     /// Reads, parses and checks a plan; `model.path` and a dataset's files are resolved against
     /// the plan's folder.
     pub fn from_file(path: &Path) -> Result<Self, PlanError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PlanError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = hr_files::read_to_string_bounded(path, hr_files::MAX_CONFIG_BYTES).map_err(
+            |source| PlanError::Io {
+                path: path.to_owned(),
+                source,
+            },
+        )?;
         let mut plan = Self::parse(path, &text)?;
         if let Some(dir) = path.parent() {
             let resolve = |p: &mut PathBuf| {
@@ -57,6 +59,53 @@ impl Plan {
             }
         }
         Ok(())
+    }
+
+    /// Every file or folder a run of the plan reads, with the field that names it: the model
+    /// folder, a dataset's files and reward files, a service's Python and folder. What
+    /// `cluster preflight` checks exists before a trial that needs it starts.
+    pub fn input_paths(&self) -> Vec<(String, &Path)> {
+        let mut inputs = vec![("model.path".to_owned(), self.model.path.as_path())];
+        match &self.environment {
+            Environment::Fixture { .. } => {}
+            Environment::Dataset {
+                train,
+                dev,
+                held_out,
+                rewards,
+            } => {
+                inputs.push(("environment.train".to_owned(), train.as_path()));
+                inputs.extend(
+                    dev.iter()
+                        .map(|d| ("environment.dev".to_owned(), d.as_path())),
+                );
+                inputs.extend(
+                    held_out
+                        .iter()
+                        .map(|h| ("environment.held_out".to_owned(), h.as_path())),
+                );
+                for (i, r) in rewards.iter().enumerate() {
+                    inputs.extend(
+                        r.file
+                            .iter()
+                            .map(|f| (format!("environment.rewards[{i}].file"), f.as_path())),
+                    );
+                }
+            }
+            Environment::Openenv {
+                python, env_root, ..
+            } => {
+                inputs.push(("environment.python".to_owned(), python.as_path()));
+                inputs.push(("environment.env_root".to_owned(), env_root.as_path()));
+            }
+            Environment::Nemo {
+                python, server_dir, ..
+            } => {
+                inputs.push(("environment.python".to_owned(), python.as_path()));
+                inputs.push(("environment.server_dir".to_owned(), server_dir.as_path()));
+            }
+        }
+        inputs
     }
 
     /// Parses and checks plan text; `path` only names the file in errors. A model named only by

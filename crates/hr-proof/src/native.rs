@@ -99,9 +99,43 @@ pub struct NativeProof {
 }
 
 impl NativeProof {
-    /// Writes the proof (create-only).
+    /// Writes the proof (create-only), its run folders recorded relative to the proof's own
+    /// folder when they lie inside it, so the proof means the same from any working folder (a
+    /// trial's included) and after its folder moves.
     pub fn write(&self, path: &Path) -> Result<(), ProofError> {
-        crate::write_create_only(path, self)
+        let dir = path.parent().unwrap_or(Path::new(""));
+        let mut relative = self.clone();
+        for run in relative.runs_mut() {
+            if let Ok(inside) = run.strip_prefix(dir) {
+                *run = inside.to_owned();
+            }
+        }
+        crate::write_create_only(path, &relative)
+    }
+
+    /// The proof read from the file at `path` with its run folders resolved: a relative one
+    /// against the proof's folder (as [`NativeProof::write`] records them), or, for a proof
+    /// written before 2026-12-06 whose relative paths named folders from where `qualify` ran,
+    /// as written when only that exists.
+    pub fn resolved_at(mut self, path: &Path) -> Self {
+        let dir = path.parent().unwrap_or(Path::new(""));
+        for run in self.runs_mut() {
+            if run.is_relative() {
+                let beside = dir.join(&*run);
+                if beside.exists() || !run.exists() {
+                    *run = beside;
+                }
+            }
+        }
+        self
+    }
+
+    fn runs_mut(&mut self) -> [&mut PathBuf; 3] {
+        [
+            &mut self.reference,
+            &mut self.interrupted,
+            &mut self.resumed,
+        ]
     }
 }
 
@@ -126,6 +160,39 @@ mod tests {
                 position: step,
             },
         }
+    }
+
+    #[test]
+    fn a_proof_names_its_runs_relative_to_itself_and_reads_them_back_from_anywhere() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let out = dir.path().join("native");
+        let run = |name: &str| out.join(name);
+        let proof = NativeProof {
+            schema: NATIVE_PROOF_SCHEMA.to_owned(),
+            plan_sha256: "p".into(),
+            steps: 4,
+            stopped_after: 2,
+            control: None,
+            reference: run("reference"),
+            interrupted: run("interrupted"),
+            resumed: run("resumed"),
+            equal: true,
+            first_divergence: None,
+            source: SourceBinding {
+                commit: "c".into(),
+                tree_sha256: None,
+                cargo_lock_sha256: None,
+                binary_sha256: None,
+            },
+            device: Device::new("cpu", "x86_64", "burn"),
+        };
+        std::fs::create_dir_all(run("reference")).expect("folder");
+        let file = out.join(crate::NATIVE_PROOF_FILE);
+        proof.write(&file).expect("write");
+        let text = std::fs::read_to_string(&file).expect("read");
+        let written: NativeProof = serde_json::from_str(&text).expect("json");
+        assert_eq!(written.reference, Path::new("reference"), "{text}");
+        assert_eq!(written.resolved_at(&file), proof);
     }
 
     #[test]

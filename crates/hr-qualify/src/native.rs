@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use hr_files::RunDir;
+use hr_files::{IoResultExt, RunDir};
 use hr_plan::Plan;
 use hr_proof::{Control, EvidenceLine, NATIVE_PROOF_SCHEMA, NativeProof, first_divergence};
 use hr_seal::SourceBinding;
@@ -59,7 +59,9 @@ impl NativeQualification {
     /// Runs the three runs, compares them and writes the proof (`equal` says how it ended).
     pub fn run(self) -> Result<NativeProof, QualifyError> {
         let o = &self.options;
-        let out = &o.output;
+        // The runs are named absolutely in memory; the proof file records them relative to
+        // itself ([`NativeProof::write`]).
+        let out = &std::path::absolute(&o.output).at("resolve", &o.output)?;
         let (reference, interrupted, resumed) = (
             out.join("reference"),
             out.join("interrupted"),

@@ -339,7 +339,7 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
     let Some(entrypoint) = config.map(entrypoint) else {
         let binary = PathBuf::from(profile.binary());
         list.result("binary", binary_check(&binary, false));
-        for name in ["plan", "service venv", "proofs"] {
+        for name in ["plan", "inputs", "service venv", "proofs"] {
             list.add(name, Status::Skip, "no --config to read it from");
         }
         return;
@@ -357,13 +357,24 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
         None => list.result("binary", Err("the config has no entrypoint".to_owned())),
     };
     match flag("--plan") {
-        Some(plan) => list.result(
-            "plan",
-            hr_plan::Plan::from_file(Path::new(&plan))
-                .map(|p| format!("{plan} ({}, {} steps)", p.name, p.steps))
-                .map_err(|e| e.to_string()),
-        ),
-        None => list.add("plan", Status::Skip, "the entrypoint names no --plan"),
+        Some(plan) => match hr_plan::Plan::from_file(Path::new(&plan)) {
+            Ok(p) => {
+                list.add(
+                    "plan",
+                    Status::Ok,
+                    format!("{plan} ({}, {} steps)", p.name, p.steps),
+                );
+                list.result("inputs", plan_inputs(&p));
+            }
+            Err(e) => {
+                list.add("plan", Status::Fail, e.to_string());
+                list.add("inputs", Status::Skip, "needs a plan that parses");
+            }
+        },
+        None => {
+            list.add("plan", Status::Skip, "the entrypoint names no --plan");
+            list.add("inputs", Status::Skip, "no plan");
+        }
     };
     match flag("--service-python") {
         Some(python) if Path::new(&python).is_file() => {
@@ -402,6 +413,31 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
             "the entrypoint names none (a qualification run)",
         ),
     };
+}
+
+/// Every file and folder the plan reads exists here (resolved as the trial resolves them:
+/// against the plan's folder), the model folder with its `config.json`.
+pub(crate) fn plan_inputs(plan: &hr_plan::Plan) -> Result<String, String> {
+    let inputs = plan.input_paths();
+    let missing: Vec<String> = inputs
+        .iter()
+        .filter(|(field, path)| {
+            if field == "model.path" {
+                !path.join("config.json").is_file()
+            } else {
+                !path.exists()
+            }
+        })
+        .map(|(field, path)| format!("{field} {}", path.display()))
+        .collect();
+    if missing.is_empty() {
+        Ok(format!("{} file(s) and folder(s) found", inputs.len()))
+    } else {
+        Err(format!(
+            "missing (the trial would fail on it): {}",
+            missing.join("; ")
+        ))
+    }
 }
 
 fn entrypoint(config: &Value) -> Vec<String> {

@@ -59,6 +59,9 @@ pub fn prepare_experiment(mut plan: Plan, o: &PrepareOptions) -> Result<Prepared
     // The trial reads the plan on the shared mount: every path in it must be absolute there.
     plan.make_paths_absolute()
         .map_err(|e| QualifyError::Failed(format!("making the plan's paths absolute: {e}")))?;
+    // What the trial will read must be there (as `cluster preflight` checks it).
+    crate::preflight::plan_inputs(&plan)
+        .map_err(|e| QualifyError::Refused(format!("the plan `{}`: {e}", plan.name)))?;
     let out = &o.output;
     let backend = plan.environment.backend();
     let rel = |p: &str| format!("{}/{p}", out.display());

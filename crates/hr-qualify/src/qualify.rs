@@ -122,6 +122,39 @@ where
     )))
 }
 
+/// [`poll`] for what a running experiment should bring about: fails at once, naming the state
+/// and the trial log's last lines, once the experiment has ended (ERROR, CANCELED, or COMPLETED
+/// before it came).
+pub(crate) async fn poll_run<T, F, Fut>(
+    client: &Client,
+    run: &Run,
+    what: &str,
+    timeout: Duration,
+    mut f: F,
+) -> Result<T, QualifyError>
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Result<Option<T>, QualifyError>>,
+{
+    poll(what, timeout, || {
+        let next = f();
+        async move {
+            if let Some(v) = next.await? {
+                return Ok(Some(v));
+            }
+            let state = state_of(client, run).await?;
+            if state.is_terminal() {
+                return Err(QualifyError::Failed(format!(
+                    "the experiment ended {} while waiting for {what}",
+                    ending(client, run, state).await
+                )));
+            }
+            Ok(None)
+        }
+    })
+    .await
+}
+
 /// The cluster profile a qualification's configs use: the local devmaster's, or JAIF's for a
 /// real master.
 pub(crate) fn profile_for(master: Option<&str>, root: &Path) -> hr_config::ClusterProfile {
@@ -458,13 +491,19 @@ async fn pause_and_resume(
     receipt_dir: &Path,
     storage: &Path,
 ) -> Result<Interruption, QualifyError> {
-    poll("the step metric to pause after", opts.timeout, || async {
-        let metrics = client.trial_metrics(managed.trial, "training").await?;
-        Ok(metrics
-            .iter()
-            .any(|m| u64::try_from(m.total_batches).is_ok_and(|s| s >= opts.pause_after_step))
-            .then_some(()))
-    })
+    poll_run(
+        client,
+        managed,
+        "the step metric to pause after",
+        opts.timeout,
+        || async {
+            let metrics = client.trial_metrics(managed.trial, "training").await?;
+            Ok(metrics
+                .iter()
+                .any(|m| u64::try_from(m.total_batches).is_ok_and(|s| s >= opts.pause_after_step))
+                .then_some(()))
+        },
+    )
     .await?;
     tokio::time::sleep(opts.pause_delay).await;
     client
@@ -475,7 +514,9 @@ async fn pause_and_resume(
             "the experiment was not PAUSED at once".into(),
         ));
     }
-    let receipt = poll(
+    let receipt = poll_run(
+        client,
+        managed,
         "the preempted_at_checkpoint receipt",
         opts.timeout,
         || async { Ok(Receipt::read(receipt_dir)?) },

@@ -21,7 +21,7 @@ use hr_proof::{AllocationStart, read_allocation_starts};
 use serde::Serialize;
 
 use crate::QualifyError;
-use crate::qualify::{Run, poll, profile_for, start_run, state_of, wait_terminal};
+use crate::qualify::{Run, poll, poll_run, profile_for, start_run, state_of, wait_terminal};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -202,11 +202,17 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
         // save.
         let restored = record.restored_step.unwrap_or(0);
         let target = restored + next(&mut rng) % 4;
-        poll(&format!("step {target}"), opts.timeout, || async {
-            let done = steps_done(&run_dir);
-            let replaced = starts(&run_dir)?.len() > seen;
-            Ok((done >= target || replaced).then_some(()))
-        })
+        poll_run(
+            &client,
+            &run,
+            &format!("step {target}"),
+            opts.timeout,
+            || async {
+                let done = steps_done(&run_dir);
+                let replaced = starts(&run_dir)?.len() > seen;
+                Ok((done >= target || replaced).then_some(()))
+            },
+        )
         .await?;
         tokio::time::sleep(Duration::from_millis(next(&mut rng) % 200)).await;
         // Gone already: the master's restart replaced it; wait for its successor.

@@ -14,7 +14,7 @@ use hr_proof::{AllocationRecord, Interruption};
 use hr_snapshot::Receipt;
 
 use crate::QualifyError;
-use crate::qualify::{poll, profile_for, start_master, start_run, state_of, wait_terminal};
+use crate::qualify::{poll_run, profile_for, start_master, start_run, state_of, wait_terminal};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -220,37 +220,33 @@ async fn pause(
     run: &crate::qualify::Run,
     run_dir: &Path,
 ) -> Result<Receipt, QualifyError> {
-    poll("the step metric to pause after", opts.timeout, || async {
-        let metrics = client.trial_metrics(run.trial, "training").await?;
-        Ok(metrics
-            .iter()
-            .any(|m| u64::try_from(m.total_batches).is_ok_and(|s| s >= opts.pause_after_step))
-            .then_some(()))
-    })
+    poll_run(
+        client,
+        run,
+        "the step metric to pause after",
+        opts.timeout,
+        || async {
+            let metrics = client.trial_metrics(run.trial, "training").await?;
+            Ok(metrics
+                .iter()
+                .any(|m| u64::try_from(m.total_batches).is_ok_and(|s| s >= opts.pause_after_step))
+                .then_some(()))
+        },
+    )
     .await?;
     client
         .experiment_action(run.experiment, ExperimentAction::Pause)
         .await?;
-    let receipt = poll(
-        "the preempted_at_checkpoint receipt",
+    // A run that ended cannot write a receipt any more: said now, not at the timeout.
+    let receipt = poll_run(
+        client,
+        run,
+        "the preempted_at_checkpoint receipt (the pause did not land)",
         opts.timeout,
-        || async {
-            if let Some(receipt) = Receipt::read(run_dir)? {
-                return Ok(Some(receipt));
-            }
-            // A run that ended cannot write a receipt any more: say so now, not at the timeout.
-            let state = state_of(client, run).await?;
-            if state.is_terminal() {
-                return Err(QualifyError::Failed(format!(
-                    "the run ended {} without a preempted_at_checkpoint receipt: the pause did not land",
-                    state.as_str()
-                )));
-            }
-            Ok(None)
-        },
+        || async { Ok(Receipt::read(run_dir)?) },
     )
     .await?;
-    poll("the PAUSED state", opts.timeout, || async {
+    poll_run(client, run, "the PAUSED state", opts.timeout, || async {
         Ok((state_of(client, run).await? == State::Paused).then_some(()))
     })
     .await?;

@@ -151,7 +151,9 @@ fn check_checkpoint(dir: &Path, source: &SourceBinding, step: u64) -> Result<(),
 
 /// Re-checks a native qualification proof (`qualify native`).
 pub fn verify_native_proof(path: &Path) -> Result<NativeProof, QualifyError> {
-    let p: NativeProof = read_proof(path, NATIVE_PROOF_SCHEMA)?;
+    // Its runs, resolved against the proof's own folder: the same wherever this runs.
+    let at = std::path::absolute(path).at("resolve", path)?;
+    let p = read_proof::<NativeProof>(path, NATIVE_PROOF_SCHEMA)?.resolved_at(&at);
     let reference = evidence(&p.reference, p.steps)?;
     let resumed = evidence(&p.resumed, p.steps)?;
     evidence(&p.interrupted, p.stopped_after)?;

@@ -612,7 +612,8 @@ pub(crate) enum ClusterCommand {
     Preflight(PreflightArgs),
     /// Print the bounded `det command run` line for any program, e.g. the TRL comparison script
     /// or a native GPU qualification: `cluster command --slots 1 --output runs/trl-pilot-01 --
-    /// .venv-trl/bin/python scripts/trl_grpo.py --output-dir {output}/trl`.
+    /// python3 scripts/trl_grpo_cpu.py --model-dir MODEL --lora --device cuda` (a Python that
+    /// has TRL and PEFT; `cargo xtask bench grpo --vs-trl` makes one).
     Command(CommandArgs),
     /// Print the bounded `det command run` line that runs this binary on the cluster's CPU
     /// auxiliary capacity, e.g. `cluster cpu-command --output runs/jaif-cpu-fixture-01 -- demo`.
