@@ -1,6 +1,6 @@
 //! [`OwnedService`]: one service process group, from spawn to reaped.
 
-use hr_files::IoResultExt;
+use hr_files::{CappedLog, IoResultExt};
 use std::{
     io::{Read, Seek, SeekFrom},
     net::TcpListener,
@@ -46,6 +46,8 @@ pub struct ServiceSpec {
 pub struct OwnedService {
     name: String,
     child: Option<Child>,
+    /// Its stdout and stderr, copied into the log.
+    logs: Vec<CappedLog>,
     port: u16,
     log_path: PathBuf,
     grace: Duration,
@@ -116,20 +118,14 @@ impl OwnedService {
     }
 
     fn spawn(spec: &ServiceSpec, port: u16) -> Result<Self, EnvError> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&spec.log_path)
-            .at("open", &spec.log_path)?;
-        let err = log.try_clone().at("open", &spec.log_path)?;
         let fill = |s: &str| s.replace("{port}", &port.to_string());
         let child = Command::new(&spec.program)
             .args(spec.args.iter().map(|a| fill(a)))
             .envs(spec.env.iter().map(|(k, v)| (k.clone(), fill(v))))
             .current_dir(&spec.cwd)
             .stdin(Stdio::null())
-            .stdout(Stdio::from(log))
-            .stderr(Stdio::from(err))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
             .process_group(0)
             .spawn()
             .map_err(|source| EnvError::Spawn {
@@ -137,9 +133,31 @@ impl OwnedService {
                 program: spec.program.clone(),
                 source,
             })?;
+        let mut child = child;
+        // Both go to the run's log, which stops growing at its bound.
+        let mut logs = Vec::new();
+        let out = child
+            .stdout
+            .take()
+            .map(|o| Box::new(o) as Box<dyn Read + Send>);
+        let err = child
+            .stderr
+            .take()
+            .map(|e| Box::new(e) as Box<dyn Read + Send>);
+        for pipe in [out, err].into_iter().flatten() {
+            match CappedLog::spawn(pipe, &spec.log_path, hr_files::MAX_SERVICE_LOG_BYTES) {
+                Ok(log) => logs.push(log),
+                Err(e) => {
+                    signal_group(&child, Signal::KILL);
+                    let _ = child.wait();
+                    return Err(hr_files::IoError::new("open", &spec.log_path, e).into());
+                }
+            }
+        }
         Ok(Self {
             name: spec.name.clone(),
             child: Some(child),
+            logs,
             port,
             log_path: spec.log_path.clone(),
             grace: spec.grace,
@@ -158,6 +176,7 @@ impl OwnedService {
                 // Reap the rest of its group, then report the early exit for a retry.
                 signal_group(child, Signal::KILL);
                 self.child = None;
+                self.flush_logs();
                 return Ok(Some(describe(status)));
             }
             if crate::http::get(&runtime, &url, Duration::from_secs(2))
@@ -210,6 +229,7 @@ impl OwnedService {
             Ok(Some(status)) => {
                 signal_group(child, Signal::KILL);
                 self.child = None;
+                self.flush_logs();
                 Err(EnvError::Died {
                     service: self.name.clone(),
                     status: describe(status),
@@ -229,6 +249,15 @@ impl OwnedService {
         if let Some(mut child) = self.child.take() {
             signal_group(&child, Signal::KILL);
             let _ = child.wait();
+            self.flush_logs();
+        }
+    }
+
+    /// Waits until what the exited service wrote is in the log (bounded: a process that left
+    /// its group and kept the pipe open is not waited for).
+    fn flush_logs(&self) {
+        for log in &self.logs {
+            log.finish(Duration::from_secs(5));
         }
     }
 
@@ -253,6 +282,7 @@ impl OwnedService {
         };
         // Whatever the leader did, no member of its group may outlive it.
         signal_group(&child, Signal::KILL);
+        self.flush_logs();
         let clean = status.success()
             || matches!(status.code(), Some(143 | 130))
             || matches!(status.signal(), Some(15 | 2 | 9));

@@ -16,6 +16,7 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
 use std::time::Duration;
 
+use hr_files::CappedLog;
 use serde_json::{Value, json};
 
 use crate::EnvError;
@@ -48,6 +49,10 @@ import os, signal
 os.killpg(os.getpgid(0), signal.SIGKILL)
 "#;
 
+/// How long an exited reward's last output may take to reach the log (a process that left the
+/// group and kept its stderr open is not waited for longer).
+const LOG_FLUSH: Duration = Duration::from_secs(5);
+
 /// How long one call (or the import) may take unless the plan says.
 pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -55,6 +60,8 @@ pub(crate) const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 pub struct PythonReward {
     name: String,
     child: Child,
+    /// Its stderr, copied into the log.
+    stderr: CappedLog,
     stdin: ChildStdin,
     lines: Receiver<String>,
     log: PathBuf,
@@ -80,15 +87,6 @@ impl PythonReward {
         timeout: Duration,
     ) -> Result<Self, EnvError> {
         let service = format!("reward {name}");
-        let stderr = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-            .map_err(|source| EnvError::Spawn {
-                service: service.clone(),
-                program: log.to_owned(),
-                source,
-            })?;
         let mut child = Command::new(python)
             .arg("-c")
             .arg(DRIVER)
@@ -96,7 +94,7 @@ impl PythonReward {
             .arg(function)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(stderr)
+            .stderr(Stdio::piped())
             .process_group(0)
             .spawn()
             .map_err(|source| EnvError::Spawn {
@@ -104,13 +102,24 @@ impl PythonReward {
                 program: python.to_owned(),
                 source,
             })?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+        let (Some(stdin), Some(stdout), Some(stderr)) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take())
+        else {
             let _ = child.kill();
             return Err(EnvError::Malformed {
                 service,
                 message: "its pipes could not be opened".to_owned(),
             });
         };
+        // Its stderr goes to the run's log, which stops growing at its bound.
+        let stderr =
+            CappedLog::spawn(stderr, log, hr_files::MAX_SERVICE_LOG_BYTES).map_err(|source| {
+                EnvError::Spawn {
+                    service: service.clone(),
+                    program: log.to_owned(),
+                    source,
+                }
+            })?;
         let (send, lines) = channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines().map_while(Result::ok) {
@@ -122,6 +131,7 @@ impl PythonReward {
         let mut reward = Self {
             name: name.to_owned(),
             child,
+            stderr,
             stdin,
             lines,
             log: log.to_owned(),
@@ -186,6 +196,8 @@ impl PythonReward {
                     .child
                     .wait()
                     .map_or_else(|e| e.to_string(), |s| s.to_string());
+                // What it wrote last is in the log before its tail is quoted.
+                self.stderr.finish(LOG_FLUSH);
                 return Err(self.failed(format!("exited ({status})")));
             }
         };
@@ -230,6 +242,7 @@ impl Drop for PythonReward {
         }
         let _ = self.child.kill();
         let _ = self.child.wait();
+        self.stderr.finish(LOG_FLUSH);
     }
 }
 

@@ -4,17 +4,20 @@
 //! `#[from] IoError`, instead of repeating the variant and its helper); the durable writes every
 //! crate uses ([`append_line`] for JSON lines that survive a crash mid-line, [`write_atomic`],
 //! [`write_new`], [`fsync_dir`]); bounded reads of input files that refuse a FIFO at once
-//! ([`read_bounded`]); and [`RunDir`], the layout of a training run's folder, spelled once.
+//! ([`read_bounded`]); a child's output copied into a log that stops at a bound
+//! ([`CappedLog`]); and [`RunDir`], the layout of a training run's folder, spelled once.
 //!
 //! Not here: file formats (plans, evidence lines, manifests); those belong to the crates that
 //! own them.
 
+mod capped_log;
 mod durable;
 mod read;
 mod run_dir;
 
 use std::path::PathBuf;
 
+pub use capped_log::{CappedLog, MAX_SERVICE_LOG_BYTES};
 pub use durable::{append_line, complete_lines, cut_torn_tail, fsync_dir, write_atomic, write_new};
 pub use read::{MAX_CONFIG_BYTES, open_regular, read_bounded, read_to_string_bounded};
 pub use run_dir::{RunDir, local_core};
