@@ -45,8 +45,26 @@ impl PrivateCa {
     /// Issues a server certificate for `names` (DNS names or IP addresses) and writes
     /// `<file>.pem` (chain) and `<file>.key`.
     pub fn issue(&self, file: &str, names: &[&str]) -> ServerCert {
+        self.issue_with(file, names, |_| {})
+    }
+
+    /// [`PrivateCa::issue`] of a certificate that expired in 2001.
+    pub fn issue_expired(&self, file: &str, names: &[&str]) -> ServerCert {
+        self.issue_with(file, names, |p| {
+            p.not_before = rcgen::date_time_ymd(2000, 1, 1);
+            p.not_after = rcgen::date_time_ymd(2001, 1, 1);
+        })
+    }
+
+    fn issue_with(
+        &self,
+        file: &str,
+        names: &[&str],
+        edit: impl FnOnce(&mut CertificateParams),
+    ) -> ServerCert {
         let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-        let params = CertificateParams::new(names).expect("server params");
+        let mut params = CertificateParams::new(names).expect("server params");
+        edit(&mut params);
         let key = KeyPair::generate().expect("server key");
         let cert = params
             .signed_by(&key, &self.issuer)

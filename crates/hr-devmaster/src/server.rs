@@ -11,6 +11,7 @@ use crate::persist::Persister;
 pub struct Devmaster {
     master: Arc<Master>,
     server: JoinHandle<()>,
+    tls_expiry: Option<String>,
 }
 
 impl Devmaster {
@@ -44,6 +45,10 @@ impl Devmaster {
         let listener = tokio::net::TcpListener::bind(config.listen).await?;
         let scheme = if tls.is_some() { "https" } else { "http" };
         let url = format!("{scheme}://{}", listener.local_addr()?);
+        let tls_expiry = tls.as_ref().and_then(|t| t.expiry.clone());
+        if let Some(warning) = &tls_expiry {
+            tracing::warn!("devmaster: {warning}");
+        }
         let (acceptor, cert_pem) = tls.map(|t| (t.acceptor, t.cert_pem)).unzip();
         let info_view =
             crate::trial_info::InfoView::probe(&config.trial_info, &config.state_dir).await;
@@ -53,7 +58,11 @@ impl Devmaster {
         crate::scheduler::recover(&master);
         let router = crate::api::router(master.clone());
         let server = tokio::spawn(crate::listen::serve(listener, router, acceptor));
-        Ok(Self { master, server })
+        Ok(Self {
+            master,
+            server,
+            tls_expiry,
+        })
     }
 
     /// The base URL (`http://127.0.0.1:PORT`, or `https://` when serving TLS).
@@ -64,6 +73,12 @@ impl Devmaster {
     /// How its trials see `/run/determined/info` (one line, for the start-up output).
     pub fn trial_info(&self) -> String {
         self.master.info_view.describe()
+    }
+
+    /// What it said at start about its certificate's end (expired, or expiring within two
+    /// weeks), if anything.
+    pub fn tls_expiry(&self) -> Option<&str> {
+        self.tls_expiry.as_deref()
     }
 
     /// Why it stopped serving (its state could not be persisted), if it has.

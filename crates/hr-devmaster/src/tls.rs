@@ -18,10 +18,40 @@ pub struct TlsFiles {
     pub key: PathBuf,
 }
 
-/// A loaded certificate: the acceptor and the chain's PEM (handed to trials).
+/// A loaded certificate: the acceptor, the chain's PEM (handed to trials) and, when the
+/// certificate has expired or expires soon, what to say at start.
 pub(crate) struct Tls {
     pub(crate) acceptor: TlsAcceptor,
     pub(crate) cert_pem: Vec<u8>,
+    pub(crate) expiry: Option<String>,
+}
+
+/// How close to its end a certificate is said to be expiring.
+const EXPIRY_NOTICE_SECS: i64 = 14 * 24 * 3600;
+
+/// Whether the served certificate `cert` (of the file `path`) has expired or expires within
+/// [`EXPIRY_NOTICE_SECS`]: clients refuse an expired one, so the devmaster says so at start.
+fn expiry(cert: &CertificateDer<'_>, path: &std::path::Path) -> Option<String> {
+    let (_, parsed) = x509_parser::parse_x509_certificate(cert.as_ref()).ok()?;
+    let end = &parsed.validity().not_after;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+    let left = end.timestamp() - now;
+    if left <= 0 {
+        Some(format!(
+            "--tls-cert {}: the certificate expired on {end}: clients refuse it; renew it",
+            path.display()
+        ))
+    } else if left < EXPIRY_NOTICE_SECS {
+        Some(format!(
+            "--tls-cert {}: the certificate expires on {end} (in {} days); renew it",
+            path.display(),
+            left / 86_400
+        ))
+    } else {
+        None
+    }
 }
 
 fn invalid(flag: &str, path: &std::path::Path, why: impl std::fmt::Display) -> io::Error {
@@ -46,6 +76,7 @@ impl TlsFiles {
                 "holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
             ));
         }
+        let expiry = expiry(&chain[0], &self.cert);
         let key_pem = std::fs::read(&self.key).map_err(|e| invalid("--tls-key", &self.key, e))?;
         let key = PrivateKeyDer::from_pem_slice(&key_pem).map_err(|e| {
             invalid(
@@ -68,6 +99,7 @@ impl TlsFiles {
         Ok(Tls {
             acceptor: TlsAcceptor::from(Arc::new(config)),
             cert_pem,
+            expiry,
         })
     }
 }

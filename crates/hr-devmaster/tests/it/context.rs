@@ -8,20 +8,7 @@ use base64::Engine;
 use hr_det::wire::State;
 use serde_json::{Value, json};
 
-use crate::support::{eventually, raw_response, start};
-
-/// Signs in over raw HTTP; returns the token.
-async fn token(addr: &str) -> String {
-    let login = raw_response(
-        addr,
-        &format!("POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}"),
-        r#"{"username":"determined","password":""}"#,
-    )
-    .await;
-    let answer: Value =
-        serde_json::from_str(login.split("\r\n\r\n").nth(1).unwrap_or("")).expect("login answer");
-    answer["token"].as_str().expect("token").to_owned()
-}
+use crate::support::{eventually, login_token, raw_response, start};
 
 /// Sends `method path` with `body` as the user; returns the status line and the body.
 async fn call(addr: &str, token: &str, method: &str, path: &str, body: &str) -> (String, String) {
@@ -57,7 +44,7 @@ async fn the_model_definition_is_in_the_work_folder_and_delete_removes_the_exper
     let state_dir = tmp.path().join("state");
     let (master, client) = start(&state_dir, Duration::from_secs(60)).await;
     let addr = master.url().trim_start_matches("http://").to_owned();
-    let token = token(&addr).await;
+    let token = login_token(&addr).await;
     let config = crate::support::config("sh run.sh", 0);
     let body = json!({"config": config, "activate": true, "modelDefinition": [
         file("run.sh", b'0', "cat data/hello.txt\n"),
@@ -124,7 +111,7 @@ async fn a_model_definition_path_leaving_the_folder_is_refused_by_name() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (master, _client) = start(&tmp.path().join("state"), Duration::from_secs(60)).await;
     let addr = master.url().trim_start_matches("http://").to_owned();
-    let token = token(&addr).await;
+    let token = login_token(&addr).await;
     let body = json!({"config": crate::support::config("true", 0), "activate": true,
         "modelDefinition": [file("../outside.sh", b'0', "echo escaped")]});
     let (status, answer) = create(&addr, &token, &body).await;
@@ -142,7 +129,7 @@ async fn a_model_definition_that_cannot_be_written_whole_is_a_400_naming_the_ent
     let tmp = tempfile::tempdir().expect("tmp");
     let (master, _client) = start(&tmp.path().join("state"), Duration::from_secs(60)).await;
     let addr = master.url().trim_start_matches("http://").to_owned();
-    let token = token(&addr).await;
+    let token = login_token(&addr).await;
     for (files, says) in [
         (vec![file(".", b'0', "x")], "names the folder itself"),
         (

@@ -8,6 +8,21 @@ use serde_json::json;
 
 use crate::support::{eventually, start};
 
+/// A completed checkpoint of `task`'s first allocation at `step`.
+fn checkpoint(task: &str, uuid: String, step: u64) -> Checkpoint {
+    Checkpoint {
+        uuid,
+        task_id: Some(task.to_owned()),
+        allocation_id: Some(format!("{task}.1")),
+        report_time: None,
+        state: CheckpointState::Completed,
+        resources: [("state.json".to_owned(), 2)].into(),
+        metadata: json!({"steps_completed": step}),
+        training: CheckpointTraining::default(),
+        storage_id: Some(1),
+    }
+}
+
 async fn gc_run(retention: &str) -> (Vec<(u64, bool, CheckpointState)>, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let storage = dir.path().join("ckpts");
@@ -25,17 +40,7 @@ async fn gc_run(retention: &str) -> (Vec<(u64, bool, CheckpointState)>, tempfile
         std::fs::create_dir_all(storage.join(&uuid)).expect("folder");
         std::fs::write(storage.join(&uuid).join("state.json"), "{}").expect("file");
         client
-            .report_checkpoint(&Checkpoint {
-                uuid,
-                task_id: Some(task.clone()),
-                allocation_id: Some(format!("{task}.1")),
-                report_time: None,
-                state: CheckpointState::Completed,
-                resources: [("state.json".to_owned(), 2)].into(),
-                metadata: json!({"steps_completed": step}),
-                training: CheckpointTraining::default(),
-                storage_id: Some(1),
-            })
+            .report_checkpoint(&checkpoint(&task, uuid, step))
             .await
             .expect("report");
     }
@@ -114,23 +119,9 @@ async fn a_checkpoint_uuid_must_be_a_uuid_so_gc_deletes_nothing_outside_the_stor
     let trial = crate::support::create_trial(&client, &config).await;
     let task = trial.task_id.clone().expect("task id");
     let report = |uuid: String, step: u64| {
-        let task = task.clone();
+        let c = checkpoint(&task, uuid, step);
         let client = client.clone();
-        async move {
-            client
-                .report_checkpoint(&Checkpoint {
-                    uuid,
-                    task_id: Some(task.clone()),
-                    allocation_id: Some(format!("{task}.1")),
-                    report_time: None,
-                    state: CheckpointState::Completed,
-                    resources: [("state.json".to_owned(), 2)].into(),
-                    metadata: json!({"steps_completed": step}),
-                    training: CheckpointTraining::default(),
-                    storage_id: Some(1),
-                })
-                .await
-        }
+        async move { client.report_checkpoint(&c).await }
     };
     let absolute = victim.display().to_string();
     for bad in ["", ".", "..", "../victim", absolute.as_str(), "not-a-uuid"] {
@@ -141,6 +132,14 @@ async fn a_checkpoint_uuid_must_be_a_uuid_so_gc_deletes_nothing_outside_the_stor
             other => panic!("{bad:?}: {other:?}"),
         }
     }
+    // A report naming another task than its allocation's is refused.
+    let mut other = checkpoint(&task, "cccccccc-0000-4000-a000-000000000001".to_owned(), 1);
+    other.task_id = Some("9.another-task".to_owned());
+    let foreign = client.report_checkpoint(&other).await;
+    assert!(
+        matches!(&foreign, Err(hr_det::DetError::InvalidRequest(m)) if m.contains("is not an allocation of task")),
+        "{foreign:?}"
+    );
     // Upstream's uuid column takes other spellings of a UUID and stores the canonical one.
     report("AAAAAAAA-0000-4000-A000-000000000001".to_owned(), 1)
         .await

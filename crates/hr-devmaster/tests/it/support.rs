@@ -88,3 +88,16 @@ pub(crate) async fn raw_response(addr: &str, head: &str, body: &str) -> String {
     stream.read_to_string(&mut response).await.expect("read");
     response
 }
+
+/// Signs in as `determined` over raw HTTP; returns the token.
+pub(crate) async fn login_token(addr: &str) -> String {
+    let login = raw_response(
+        addr,
+        &format!("POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}"),
+        r#"{"username":"determined","password":""}"#,
+    )
+    .await;
+    let answer: serde_json::Value =
+        serde_json::from_str(login.split("\r\n\r\n").nth(1).unwrap_or("")).expect("login answer");
+    answer["token"].as_str().expect("token").to_owned()
+}

@@ -179,3 +179,25 @@ async fn a_trial_gets_the_https_url_and_the_masters_certificate() {
     }
     master.shutdown();
 }
+
+#[tokio::test]
+async fn an_expired_certificate_is_named_at_start() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let ca = PrivateCa::new(tmp.path(), "cluster");
+    let expired = ca.issue_expired("old", &["127.0.0.1"]);
+    let master = Devmaster::start(config(tmp.path(), &expired))
+        .await
+        .expect("an expired certificate is served, and said to be");
+    let said = master.tls_expiry().unwrap_or_default().to_owned();
+    assert!(
+        said.starts_with("--tls-cert") && said.contains("expired on") && said.contains("renew"),
+        "{said}"
+    );
+    master.shutdown();
+    let fresh = ca.issue("master", &["127.0.0.1"]);
+    let master = Devmaster::start(config(&tmp.path().join("b"), &fresh))
+        .await
+        .expect("start");
+    assert_eq!(master.tls_expiry(), None);
+    master.shutdown();
+}

@@ -8,7 +8,7 @@ use hr_det::{
 };
 use serde_json::json;
 
-use crate::support::{config, raw_response, start};
+use crate::support::{config, login_token, raw_response, start};
 
 #[tokio::test]
 async fn bad_inputs_get_the_upstream_status_and_envelope() {
@@ -619,17 +619,7 @@ async fn a_body_is_read_only_from_a_signed_in_caller_and_never_waited_for_beyond
     assert!(answer.contains(r#""code":16"#), "the envelope: {answer}");
     // A body above its route's limit: 413 in the envelope, whoever sends it.
     let _ = client;
-    let login = raw_response(
-        &addr,
-        &format!("POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}"),
-        r#"{"username": "determined", "password": ""}"#,
-    )
-    .await;
-    let body = &login[login.find("\r\n\r\n").expect("a body") + 4..];
-    let token = serde_json::from_str::<serde_json::Value>(body).expect("json")["token"]
-        .as_str()
-        .expect("a token")
-        .to_owned();
+    let token = login_token(&addr).await;
     let bearer = format!("\r\nAuthorization: Bearer {token}");
     let metrics = format!(
         "POST /api/v1/trials/1/metrics HTTP/1.1\r\nHost: {addr}{bearer}\r\nContent-Length: {}",
@@ -688,17 +678,7 @@ async fn what_axum_would_refuse_in_plain_text_comes_in_the_envelope() {
     let tmp = tempfile::tempdir().expect("tmp");
     let (master, _client) = start(tmp.path(), Duration::from_secs(3600)).await;
     let addr = master.url().trim_start_matches("http://").to_owned();
-    let login = raw_response(
-        &addr,
-        &format!("POST /api/v1/auth/login HTTP/1.1\r\nHost: {addr}"),
-        r#"{"username": "determined", "password": ""}"#,
-    )
-    .await;
-    let body = &login[login.find("\r\n\r\n").expect("a body") + 4..];
-    let token = serde_json::from_str::<serde_json::Value>(body).expect("json")["token"]
-        .as_str()
-        .expect("a token")
-        .to_owned();
+    let token = login_token(&addr).await;
     let answer = raw_response(
         &addr,
         &format!(
