@@ -423,3 +423,21 @@ fn the_shipped_own_data_plan_trains_with_its_python_rewards() -> Result<()> {
     }
     Ok(())
 }
+
+#[test]
+fn a_prompt_longer_than_the_models_context_is_refused_naming_its_row() {
+    let s = setup();
+    // About 800 byte-level tokens: with 8 completion tokens, past the tiny model's 512 positions.
+    let long = json!({"prompt": "0123456789".repeat(80), "answer": 1});
+    s.write("data/long.jsonl", &format!("{long}\n"));
+    s.write("long.json", &plan("data/long.jsonl").to_string());
+    let out = s.run(&["train", "--plan", "long.json", "--output", "long"]);
+    let (_, stderr) = text(&out);
+    assert!(
+        !out.status.success()
+            && stderr.contains("task long-1")
+            && stderr.contains("context of 512 positions"),
+        "{stderr}"
+    );
+    assert!(!s.path().join("long").exists(), "nothing is left");
+}

@@ -778,3 +778,41 @@ fn resume_refuses_other_base_weights_and_partial_optimizer_state() {
         "another base model than the plan's model.path: its weights model.safetensors differ",
     );
 }
+
+#[test]
+fn a_fifo_named_as_the_plan_is_refused_at_once() {
+    let s = setup(3, 1);
+    let mkfifo = |rel: &str| {
+        let status = Command::new("mkfifo")
+            .arg(s.path().join(rel))
+            .status()
+            .expect("mkfifo");
+        assert!(status.success());
+    };
+    mkfifo("plan.fifo");
+    // Nothing ever writes to it: a reader that opened it would wait forever.
+    let mut child = Command::new(binary())
+        .args(["train", "--plan", "plan.fifo", "--output", "runs/f"])
+        .current_dir(s.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let exited = (0..600).find_map(|_| {
+        let status = child.try_wait().expect("wait");
+        if status.is_none() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        status
+    });
+    let Some(status) = exited else {
+        let _ = child.kill();
+        panic!("train waited on the FIFO");
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("read");
+    assert_eq!(status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("not a regular file"), "{stderr}");
+    assert!(!s.path().join("runs/f").exists());
+}

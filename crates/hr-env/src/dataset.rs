@@ -375,6 +375,17 @@ mod tests {
     }
 
     #[test]
+    fn a_row_above_the_bound_is_refused_naming_its_line_before_it_is_parsed() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = dir.path().join("train.jsonl");
+        let big = json!({"prompt": "x".repeat(MAX_ROW_BYTES)});
+        std::fs::write(&file, format!("{{\"prompt\": \"ok\"}}\n{big}\n")).expect("write");
+        let err = dataset_tasks(&file, &[], false).expect_err("a row above 4 MiB");
+        assert_eq!((err.line, err.field.as_str()), (2, "(row)"), "{err}");
+        assert!(err.message.contains("above the largest row"), "{err}");
+    }
+
+    #[test]
     fn each_rule_scores_as_documented() {
         let row = json!({"prompt": "p", "answer": 12, "word": "Paris",
             "call": {"name": "get_weather", "arguments": {"city": "Oslo"}}});
