@@ -55,6 +55,14 @@ fn evaluate(s: &Scratch, extra: &[&str]) -> std::process::Output {
     s.run(&args)
 }
 
+/// The sealed `report.json` of `evaluate --output eval`.
+fn sealed_report(s: &Scratch) -> Value {
+    serde_json::from_slice(
+        &std::fs::read(s.path().join("eval/payload/report.json")).expect("report.json"),
+    )
+    .expect("report json")
+}
+
 fn refused(s: &Scratch, code: i32, needle: &str) {
     let out = evaluate(s, &[]);
     let (_, stderr) = text(&out);
@@ -69,10 +77,7 @@ fn evaluate_adopts_the_listed_checkpoints_selects_on_dev_and_writes_a_sealed_rep
     let out = evaluate(&s, &["--json"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    let report: Value = serde_json::from_slice(
-        &std::fs::read(s.path().join("eval/payload/report.json")).expect("report.json"),
-    )
-    .expect("report json");
+    let report = sealed_report(&s);
     // --json: stdout is one summary object that agrees with the sealed report.
     let summary: Value = serde_json::from_str(stdout.trim()).expect("one JSON object");
     assert_eq!(summary["selected_step"], report["selected_step"]);
@@ -199,10 +204,7 @@ fn a_compared_adapter_runs_the_same_held_out_episodes_and_retention_items() {
         stdout.contains("at-2 ") && stdout.contains("at-4 "),
         "{stdout}"
     );
-    let report: Value = serde_json::from_slice(
-        &std::fs::read(s.path().join("eval/payload/report.json")).expect("report.json"),
-    )
-    .expect("report json");
+    let report = sealed_report(&s);
     let selected = report["selected_step"].as_u64().expect("selected");
     let name = format!("at-{selected}");
     let compared = report["held_out_compared"]
@@ -328,13 +330,44 @@ fn a_run_stopped_and_resumed_into_a_new_folder_is_evaluated_along_its_resume_cha
     let out = evaluate(&s, &[]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    let report: Value = serde_json::from_slice(
-        &std::fs::read(s.path().join("eval/payload/report.json")).expect("report.json"),
-    )
-    .expect("report json");
+    let report = sealed_report(&s);
     let steps: Vec<u64> = report["checkpoints"]
         .as_array()
         .map(|a| a.iter().filter_map(|c| c["step"].as_u64()).collect())
         .unwrap_or_default();
     assert_eq!(steps, [2, 4], "{report}");
+}
+
+#[test]
+fn a_users_mgsm_file_replaces_the_retention_set_and_the_report_names_it() {
+    let mut e = evaluation();
+    e["retention_file"] = json!("mgsm-mine.jsonl");
+    let s = trained(&plan(Some(e)));
+    s.write(
+        "mgsm-mine.jsonl",
+        &[
+            json!({"question": "Pierre a 3 pommes et en achète 4. Combien en a-t-il ?",
+                   "answer_number": 7, "lang": "fr", "answer": "7", "equation_solution": "3+4"}),
+            json!({"question": "Juma ana machungwa 2 na ananunua 5. Ana mangapi?",
+                   "answer_number": 7, "lang": "sw"}),
+        ]
+        .map(|r| format!("{r}\n"))
+        .concat(),
+    );
+    let out = evaluate(&s, &[]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let report = sealed_report(&s);
+    let langs: Vec<&str> = report["retention"]
+        .as_array()
+        .map(|r| r.iter().filter_map(|l| l["lang"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(langs, ["fr", "sw"], "{report}");
+    let set = report["retention_set"].as_str().unwrap_or_default();
+    assert!(set.contains("mgsm-mine.jsonl (2 items, sha256 "), "{set}");
+    let md = std::fs::read_to_string(s.path().join("eval/payload/report.md")).expect("report.md");
+    assert!(
+        md.contains("The set: ") && md.contains("mgsm-mine.jsonl"),
+        "{md}"
+    );
 }

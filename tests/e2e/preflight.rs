@@ -138,6 +138,7 @@ fn a_config_with_every_piece_present_passes_against_the_devmaster() {
         "binary",
         "plan",
         "inputs",
+        "storage",
         "service",
         "proofs",
     ] {
@@ -159,7 +160,7 @@ fn a_config_with_every_piece_present_passes_against_the_devmaster() {
     assert_eq!(code, Some(0));
     let v: serde_json::Value = serde_json::from_str(&json).expect("one JSON object");
     assert_eq!(v["ok"], true, "{v}");
-    assert!(v["checks"].as_array().is_some_and(|c| c.len() >= 10), "{v}");
+    assert!(v["checks"].as_array().is_some_and(|c| c.len() >= 11), "{v}");
     // A plan whose model folder is not there parses, but its trial would fail: refused.
     let mut plan = crate::train::plan(4, 1);
     plan["model"]["path"] = s.path().join("nowhere").display().to_string().into();
@@ -194,9 +195,11 @@ fn each_missing_piece_fails_with_a_line_naming_it_and_the_fix() {
         "target/release/hessian-recipes",
         "#!/bin/sh\necho 'hessian-recipes 0.0.0 (test); backends: cpu'\n",
     );
+    // And storage left to the master's default.
     let yaml = std::fs::read_to_string(&config)
         .expect("config")
-        .replace("slots_per_trial: 0", "slots_per_trial: 1");
+        .replace("slots_per_trial: 0", "slots_per_trial: 1")
+        .replace("  type: directory\n", "");
     std::fs::write(&config, yaml).expect("write");
     let config = config.to_str().expect("utf-8");
     let (code, stdout) = preflight(
@@ -224,6 +227,7 @@ fn each_missing_piece_fails_with_a_line_naming_it_and_the_fix() {
         ("binary", "has no CUDA backend"),
         ("plan", "experiment-plan.json"),
         ("service", "create the service venv"),
+        ("storage", "names no checkpoint_storage.type"),
         ("proofs", "managed-proof.json: run the qualification first"),
     ] {
         let l = line(&stdout, name);

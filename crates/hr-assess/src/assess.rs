@@ -120,8 +120,44 @@ pub struct Assessment {
     pub held_out_compared: Vec<ComparedScore>,
     /// MGSM retention per language.
     pub retention: Vec<Retention>,
+    /// Which retention set was used: `authored` (the twelve built-in items) or the plan's
+    /// `evaluation.retention_file`, with the set's sha256.
+    pub retention_set: String,
     /// Tasks per set (`train`, `dev`, `held_out`).
     pub task_counts: BTreeMap<String, usize>,
+}
+
+/// The retention suite the plan names (`evaluation.retention_file`, MGSM's format) or the
+/// authored one, and how the report names it.
+fn retention_suite(eval: &hr_plan::Evaluation) -> Result<(hr_eval::Suite, String), TrainError> {
+    let refused =
+        |e: hr_eval::Error| TrainError::Refused(format!("evaluation.retention_file: {e}"));
+    let suite = match &eval.retention_file {
+        Some(file) => {
+            let text = hr_files::read_to_string_bounded(file, hr_files::MAX_CONFIG_BYTES)
+                .at("read", file)?;
+            hr_eval::mgsm_suite(&file.display().to_string(), &text).map_err(refused)?
+        }
+        None => hr_eval::builtin_suites()
+            .map_err(refused)?
+            .into_iter()
+            .find(|s| s.kind == hr_eval::SuiteKind::Mgsm)
+            .ok_or_else(|| TrainError::Refused("no authored MGSM suite".to_owned()))?,
+    };
+    let name = match &eval.retention_file {
+        Some(file) => format!(
+            "{} ({} items, sha256 {})",
+            file.display(),
+            suite.tasks.len(),
+            suite.sha256
+        ),
+        None => format!(
+            "authored ({} items, sha256 {})",
+            suite.tasks.len(),
+            suite.sha256
+        ),
+    };
+    Ok((suite, name))
 }
 
 /// The model answering evaluation prompts: greedy, batched, with or without adapters.
@@ -299,11 +335,8 @@ pub fn assess<B: Backend>(
     if let Some(s) = service.take() {
         s.shutdown()?;
     }
-    let suites: Vec<hr_eval::Suite> = hr_eval::builtin_suites()
-        .map_err(|e| TrainError::Refused(e.to_string()))?
-        .into_iter()
-        .filter(|s| s.kind == hr_eval::SuiteKind::Mgsm)
-        .collect();
+    let (suite, retention_set) = retention_suite(eval)?;
+    let suites = vec![suite];
     let mut stop_tokens = policy.config().eos_token_ids.clone();
     stop_tokens.extend(tokenizer.stop_token_ids());
     let sampling = SamplingConfig {
@@ -361,6 +394,7 @@ pub fn assess<B: Backend>(
         held_out_selected,
         held_out_compared,
         retention,
+        retention_set,
         task_counts: [
             ("train".to_owned(), train.len()),
             ("dev".to_owned(), dev.len()),

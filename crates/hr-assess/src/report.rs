@@ -67,8 +67,9 @@ fn markdown(plan: &Plan, a: &Assessment, plots: &[(&str, &str, String)]) -> Stri
         .collect();
     let _ = write!(
         md,
-        "\n![HELD-OUT](held_out.svg)\n\n## MGSM retention (greedy)\n\n\
+        "\n![HELD-OUT](held_out.svg)\n\n## MGSM retention (greedy)\n\nThe set: {}.\n\n\
          | language | items | base | selected | drop |{}\n|---|---|---|---|---|{}\n",
+        a.retention_set,
         names.iter().map(|n| format!(" {n} |")).collect::<String>(),
         "---|".repeat(names.len())
     );

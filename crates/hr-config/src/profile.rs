@@ -84,7 +84,12 @@ impl ClusterProfile {
                 read_only: false,
             }),
             checkout: format!("{JAIF_MOUNT}/hessian_recipes"),
-            checkpoint_storage: None,
+            // Named, not the master's default: trials (at `/determined_shared_fs`), the retained
+            // shell and the evaluation command (under the mount) all see this one folder.
+            checkpoint_storage: Some(CheckpointStorage::shared_fs(
+                JAIF_MOUNT,
+                Some("hessian_recipes/runs/checkpoints".to_owned()),
+            )),
             image: Some(JAIF_IMAGE.to_owned()),
         }
     }

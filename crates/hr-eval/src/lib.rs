@@ -23,7 +23,7 @@ pub use run::{Evaluation, ItemResult, SuiteScore, evaluate};
 pub use score::{
     CallMatch, Verdict, call_matches, final_number, number_matches, parse_tool_call, score,
 };
-pub use suite::{Expected, Suite, SuiteKind, Task, builtin_suites};
+pub use suite::{Expected, Suite, SuiteKind, Task, builtin_suites, mgsm_suite};
 
 /// This crate's version, for reports.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -88,13 +88,54 @@ struct ToolExpected {
     arguments: Value,
 }
 
+/// One MGSM item: MGSM's own columns (`question`, `answer_number`; `answer` and
+/// `equation_solution` may be there and are not read) and its language; the id defaults to
+/// `mgsm-<lang>-<line>`.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct MgsmLine {
-    id: String,
+    #[serde(default)]
+    id: Option<String>,
     lang: String,
     question: String,
     answer_number: f64,
+}
+
+/// An MGSM-format retention suite from the JSON lines `text` (of `file`, which names it in
+/// errors): one `{"question", "answer_number", "lang"}` object per line; an empty question or a
+/// non-finite answer is refused naming the line, and so is a file without items.
+pub fn mgsm_suite(file: &str, text: &str) -> Result<Suite, Error> {
+    let bad = |line: usize, message: &str| Error::Data {
+        file: file.to_owned(),
+        line,
+        message: message.to_owned(),
+    };
+    let tasks = parse_lines::<MgsmLine>(file, text)?
+        .into_iter()
+        .map(|(line, l)| {
+            if l.question.trim().is_empty() {
+                return Err(bad(line, "`question` is empty"));
+            }
+            if !l.answer_number.is_finite() {
+                return Err(bad(line, "`answer_number` must be a finite number"));
+            }
+            Ok(Task {
+                suite: "mgsm".to_owned(),
+                id: l.id.unwrap_or_else(|| format!("mgsm-{}-{line}", l.lang)),
+                lang: l.lang,
+                prompt: l.question,
+                expected: Expected::Number(l.answer_number),
+            })
+        })
+        .collect::<Result<Vec<_>, Error>>()?;
+    if tasks.is_empty() {
+        return Err(bad(0, "holds no items"));
+    }
+    Ok(Suite {
+        name: "mgsm".to_owned(),
+        kind: SuiteKind::Mgsm,
+        tasks,
+        sha256: digest(&[text]),
+    })
 }
 
 /// Parses JSONL, one `T` per non-empty line, each with its 1-based line number.
@@ -181,16 +222,6 @@ pub fn builtin_suites() -> Result<Vec<Suite>, Error> {
             })
         })
         .collect::<Result<Vec<_>, Error>>()?;
-    let mgsm = parse_lines::<MgsmLine>("suites/mgsm.jsonl", MGSM)?
-        .into_iter()
-        .map(|(_, l)| Task {
-            suite: "mgsm".to_owned(),
-            id: l.id,
-            lang: l.lang,
-            prompt: l.question,
-            expected: Expected::Number(l.answer_number),
-        })
-        .collect();
     Ok(vec![
         Suite {
             name: "arithmetic".to_owned(),
@@ -204,11 +235,6 @@ pub fn builtin_suites() -> Result<Vec<Suite>, Error> {
             tasks: tool_call,
             sha256: digest(&[TOOL_CALL, TOOLS]),
         },
-        Suite {
-            name: "mgsm".to_owned(),
-            kind: SuiteKind::Mgsm,
-            tasks: mgsm,
-            sha256: digest(&[MGSM]),
-        },
+        mgsm_suite("suites/mgsm.jsonl", MGSM)?,
     ])
 }

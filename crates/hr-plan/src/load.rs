@@ -27,6 +27,13 @@ impl Plan {
                 .dataset_files_mut()
                 .into_iter()
                 .for_each(resolve);
+            if let Some(file) = plan
+                .evaluation
+                .as_mut()
+                .and_then(|e| e.retention_file.as_mut())
+            {
+                resolve(file);
+            }
         }
         Ok(plan)
     }
@@ -41,6 +48,13 @@ impl Plan {
         };
         absolute(&mut self.model.path)?;
         for file in self.environment.dataset_files_mut() {
+            absolute(file)?;
+        }
+        if let Some(file) = self
+            .evaluation
+            .as_mut()
+            .and_then(|e| e.retention_file.as_mut())
+        {
             absolute(file)?;
         }
         match &mut self.environment {
@@ -66,6 +80,12 @@ impl Plan {
     /// `cluster preflight` checks exists before a trial that needs it starts.
     pub fn input_paths(&self) -> Vec<(String, &Path)> {
         let mut inputs = vec![("model.path".to_owned(), self.model.path.as_path())];
+        inputs.extend(
+            self.evaluation
+                .as_ref()
+                .and_then(|e| e.retention_file.as_deref())
+                .map(|f| ("evaluation.retention_file".to_owned(), f)),
+        );
         match &self.environment {
             Environment::Fixture { .. } => {}
             Environment::Dataset {

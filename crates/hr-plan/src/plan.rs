@@ -58,6 +58,10 @@ pub struct Evaluation {
     /// Most new tokens of a retention (MGSM) answer, decoded greedily.
     #[serde(default = "retention_tokens")]
     pub retention_max_new_tokens: usize,
+    /// The retention set: a JSON-lines file in MGSM's format (`question`, `answer_number`,
+    /// `lang` per line; relative to the plan file); absent, the twelve authored items.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retention_file: Option<PathBuf>,
 }
 
 /// Left out of the serialised plan when off, so digests of plans written before the field

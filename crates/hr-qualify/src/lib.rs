@@ -31,6 +31,7 @@ mod backend;
 mod error;
 mod fixture;
 pub mod gate;
+mod glibc;
 mod managed;
 mod native;
 pub mod preflight;

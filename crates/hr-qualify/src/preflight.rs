@@ -339,7 +339,7 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
     let Some(entrypoint) = config.map(entrypoint) else {
         let binary = PathBuf::from(profile.binary());
         list.result("binary", binary_check(&binary, false));
-        for name in ["plan", "inputs", "service venv", "proofs"] {
+        for name in ["plan", "inputs", "storage", "service venv", "proofs"] {
             list.add(name, Status::Skip, "no --config to read it from");
         }
         return;
@@ -376,6 +376,9 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
             list.add("inputs", Status::Skip, "no plan");
         }
     };
+    if let Some(config) = config {
+        list.result("storage", storage(config));
+    }
     match flag("--service-python") {
         Some(python) if Path::new(&python).is_file() => {
             list.add("service venv", Status::Ok, python)
@@ -413,6 +416,68 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
             "the entrypoint names none (a qualification run)",
         ),
     };
+}
+
+/// The config names its checkpoint storage (never the master's default, which this machine
+/// cannot see), and the folder its trials write is one this machine, and so the evaluation
+/// command with the same mounts, sees: a `directory` inside a bind mount (else it would vanish
+/// with the container), a `shared_fs` whose host folder is reachable here.
+fn storage(config: &Value) -> Result<String, String> {
+    let Some(given) = config
+        .get("checkpoint_storage")
+        .filter(|s| s.get("type").is_some())
+    else {
+        return Err(
+            "the config names no checkpoint_storage.type, so its trials would write to \
+                    the master's default storage, which evaluate may not see: name shared_fs \
+                    on the shared mount (`cluster render` does)"
+                .to_owned(),
+        );
+    };
+    let storage = hr_config::CheckpointStorage::from_expconf(given).map_err(|e| e.to_string())?;
+    let here = storage
+        .folder(hr_config::StorageView::Host)
+        .map_err(|e| e.to_string())?;
+    let mounts: Vec<(String, String)> = config
+        .get("bind_mounts")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            Some((
+                m.get("host_path")?.as_str()?.to_owned(),
+                m.get("container_path")?.as_str()?.to_owned(),
+            ))
+        })
+        .collect();
+    if storage.kind == Some(hr_config::StorageKind::Directory)
+        && !mounts.is_empty()
+        && !mounts.iter().any(|(_, inside)| here.starts_with(inside))
+    {
+        return Err(format!(
+            "directory storage {} lies under no bind mount: checkpoints would vanish with each \
+             container; put it under {}",
+            here.display(),
+            mounts
+                .iter()
+                .map(|(_, inside)| inside.as_str())
+                .collect::<Vec<_>>()
+                .join(" or ")
+        ));
+    }
+    // The folder, or the nearest folder above it that exists (trials create the rest).
+    let reachable = here.ancestors().find(|a| a.is_dir());
+    match reachable {
+        Some(found) if found != Path::new("/") || here == Path::new("/") => Ok(format!(
+            "trials' checkpoints land in {}, which this machine (and the evaluation command, \
+             with the same mounts) sees",
+            here.display()
+        )),
+        _ => Err(format!(
+            "{} is not reachable here: run from a node that mounts it",
+            here.display()
+        )),
+    }
 }
 
 /// Every file and folder the plan reads exists here (resolved as the trial resolves them:
@@ -460,10 +525,34 @@ fn binary_check(binary: &Path, cuda: bool) -> Result<String, String> {
             binary.display()
         ));
     }
+    // Run here, in a shell of the job's image, a binary linked against a newer glibc would not
+    // start in the job either.
+    if let (Some(need), Some(have)) = (
+        crate::glibc::required(binary)?,
+        crate::glibc::this_machine(),
+    ) && need > have
+    {
+        return Err(format!(
+            "{} needs glibc {} but this machine has {}: build it in a shell of the job's image \
+             (README, \"Building on the cluster\")",
+            binary.display(),
+            crate::glibc::show(need),
+            crate::glibc::show(have)
+        ));
+    }
     let out = std::process::Command::new(binary)
         .arg("--version")
         .output()
         .map_err(|e| format!("{}: cannot run it: {e}", binary.display()))?;
+    if !out.status.success() {
+        let said = String::from_utf8_lossy(&out.stderr);
+        return Err(format!(
+            "{} --version failed ({}): {}",
+            binary.display(),
+            out.status,
+            said.lines().next().unwrap_or("no message")
+        ));
+    }
     let version = String::from_utf8_lossy(&out.stdout).trim().to_owned();
     if cuda && !version.contains("cuda") {
         return Err(format!(
