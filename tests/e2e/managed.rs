@@ -524,3 +524,56 @@ fn a_worker_killed_four_times_and_a_crashed_master_still_end_equal_to_the_native
         "{report}"
     );
 }
+
+#[test]
+fn proofs_made_with_relative_folders_hold_from_any_working_folder() {
+    let s = setup();
+    let mut qual: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path().join("plan.json")).expect("plan"))
+            .expect("json");
+    qual["steps"] = json!(4);
+    qual["name"] = json!("managed-tiny-qual");
+    s.write("qual.json", &qual.to_string());
+    // As the README's recipe runs them: relative output folders, from the checkout.
+    for (kind, out) in [("native", "runs/q/native"), ("managed", "runs/q/managed")] {
+        let run = s.run(&["qualify", kind, "--plan", "qual.json", "--output", out]);
+        assert!(run.status.success(), "{}", text(&run).1);
+    }
+    let proof: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(s.path().join("runs/q/native/proof.json")).expect("proof"),
+    )
+    .expect("json");
+    assert_eq!(
+        proof["reference"], "reference",
+        "relative to the proof: {proof}"
+    );
+    // A trial runs in its own work folder: the gate reads the same proofs from there.
+    let elsewhere = s.path().join("work/trial-1");
+    std::fs::create_dir_all(&elsewhere).expect("mkdir");
+    let out = std::process::Command::new(hr_tests::binary())
+        .args([
+            "managed-training",
+            "--backend",
+            "fixture",
+            "--max-wall-seconds",
+            "60",
+        ])
+        .arg("--plan")
+        .arg(s.path().join("plan.json"))
+        .arg("--proofs")
+        .arg(s.path().join("runs/q"))
+        .current_dir(&elsewhere)
+        .output()
+        .expect("run");
+    let stderr = text(&out).1;
+    // Past the gate, it stops only because this is not a trial.
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("inside a Determined trial"), "{stderr}");
+    let verify = std::process::Command::new(hr_tests::binary())
+        .args(["proof", "verify"])
+        .arg(s.path().join("runs/q/native/proof.json"))
+        .current_dir(&elsewhere)
+        .output()
+        .expect("run");
+    assert!(verify.status.success(), "{}", text(&verify).0);
+}
