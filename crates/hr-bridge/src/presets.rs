@@ -6,7 +6,12 @@
 use std::path::Path;
 use std::time::Duration;
 
+use serde_json::json;
+
 use crate::ServiceSpec;
+
+/// Stands for the port in a config written as JSON until `{port}` is filled in.
+const PORT_TOKEN: &str = "hr-bridge-port";
 
 /// The OpenEnv echo environment's app, as `openenv init echo_env` generates it.
 pub const OPENENV_ECHO_APP: &str = "echo_env.server.app:app";
@@ -42,15 +47,38 @@ pub fn openenv(python: &Path, env_root: &Path, app: &str, log_path: &Path) -> Se
 /// The NeMo Gym resources server in `server_dir` (`resources_servers/<name>/`, holding its
 /// `app.py`), configured as NeMo Gym's own configs name it: an instance called `<name>` with a
 /// `resources_servers.<name>` entry. The name is the folder's.
-pub fn nemo_resources_server(python: &Path, server_dir: &Path, log_path: &Path) -> ServiceSpec {
+pub fn nemo_resources_server(
+    python: &Path,
+    server_dir: &Path,
+    server_config: &serde_json::Map<String, serde_json::Value>,
+    log_path: &Path,
+) -> ServiceSpec {
     let name = server_dir.file_name().map_or_else(
         || "resources_server".to_owned(),
         |n| n.to_string_lossy().into_owned(),
     );
-    // The config is the instance block plus the keys the server reads (`head_server`, `dry_run`).
-    let config = format!(
-        "head_server: {{host: 127.0.0.1, port: 11000}}\ndry_run: false\n{name}:\n  resources_servers:\n    {name}: {{entrypoint: app.py, host: 127.0.0.1, port: {{port}}, domain: agent}}\n"
+    // The config is the instance block (the server's own fields, then where it runs) plus the
+    // keys the server reads (`head_server`, `dry_run`), as JSON, which NeMo Gym's YAML reads.
+    let mut instance = server_config.clone();
+    instance.extend([
+        ("entrypoint".to_owned(), json!("app.py")),
+        ("host".to_owned(), json!("127.0.0.1")),
+        ("port".to_owned(), json!(PORT_TOKEN)),
+        ("domain".to_owned(), json!("agent")),
+    ]);
+    let mut servers = serde_json::Map::new();
+    servers.insert(name.clone(), serde_json::Value::Object(instance));
+    let mut config = serde_json::Map::new();
+    config.insert(
+        "head_server".to_owned(),
+        json!({"host": "127.0.0.1", "port": 11000}),
     );
+    config.insert("dry_run".to_owned(), json!(false));
+    config.insert(name.clone(), json!({ "resources_servers": servers }));
+    let config = serde_json::Value::Object(config)
+        .to_string()
+        // The port, a number once `{port}` is filled in.
+        .replace(&format!("\"{PORT_TOKEN}\""), "{port}");
     ServiceSpec {
         name: "nemo-gym".into(),
         program: python.to_owned(),

@@ -230,6 +230,11 @@ pub enum Environment {
         python: PathBuf,
         /// The resources server's folder.
         server_dir: PathBuf,
+        /// The server's own config fields (a judge model, data paths: what its config class
+        /// declares), merged into the instance block the bridge writes; `entrypoint`, `host`,
+        /// `port` and `domain` are the bridge's.
+        #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+        server_config: serde_json::Map<String, serde_json::Value>,
         /// Dataset rows (`responses_create_params`, ...), one per task.
         tasks: Vec<serde_json::Value>,
     },

@@ -138,12 +138,23 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
                 "environment.max_sessions",
             )?;
         }
-        Environment::Nemo { tasks, .. } => {
+        Environment::Nemo {
+            tasks,
+            server_config,
+            ..
+        } => {
             check(
                 !tasks.is_empty(),
                 "environment.tasks",
                 "list at least one dataset row".to_owned(),
             )?;
+            for key in ["entrypoint", "host", "port", "domain"] {
+                check(
+                    !server_config.contains_key(key),
+                    "environment.server_config",
+                    format!("`{key}` is set by the bridge (it runs the server); leave it out"),
+                )?;
+            }
         }
         Environment::Fixture { tasks } => {
             check(

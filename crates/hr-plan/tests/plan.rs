@@ -172,7 +172,17 @@ fn every_size_a_plan_sets_has_an_upper_bound_named_in_its_refusal() {
 fn service_backends_parse_and_need_tasks() -> anyhow::Result<()> {
     let mut plan = example();
     plan["environment"] = json!({"backend": "nemo", "python": "/venv/bin/python", "server_dir": "/srv", "tasks": [{"responses_create_params": {}}]});
-    Plan::parse(Path::new("plan.json"), &plan.to_string())?;
+    let bare = Plan::parse(Path::new("plan.json"), &plan.to_string())?;
+    // A server's own config fields are kept (and change the digest); the bridge's are refused.
+    assert!(!serde_json::to_string(&bare)?.contains("server_config"));
+    plan["environment"]["server_config"] = json!({"judge_model": "m", "data": "/d"});
+    let judged = Plan::parse(Path::new("plan.json"), &plan.to_string())?;
+    assert!(serde_json::to_string(&judged)?.contains(r#""judge_model":"m""#));
+    assert_ne!(bare.sha256(), judged.sha256());
+    plan["environment"]["server_config"] = json!({"port": 1});
+    let (field, message) = field_error(&plan);
+    assert_eq!(field, "environment.server_config");
+    assert!(message.contains("`port` is set by the bridge"), "{message}");
     plan["environment"] = json!({"backend": "openenv", "python": "/venv/bin/python", "env_root": "/env", "tasks": [{}]});
     let parsed = Plan::parse(Path::new("plan.json"), &plan.to_string())?;
     assert!(

@@ -107,10 +107,15 @@ pub fn environment(
         PlanEnvironment::Nemo {
             python,
             server_dir,
+            server_config,
             tasks,
         } => {
-            let service =
-                OwnedService::start(&presets::nemo_resources_server(python, server_dir, log))?;
+            let service = OwnedService::start(&presets::nemo_resources_server(
+                python,
+                server_dir,
+                server_config,
+                log,
+            ))?;
             let client = NemoGymClient::new("nemo-gym", &service.base_url())?;
             let factory = move || -> Result<Box<dyn Environment>, GrpoError> {
                 Ok(Box::new(NemoGymEnvironment::new(client.clone())))

@@ -237,6 +237,7 @@ fn nemo(python: &str, server_dir: &str, log_dir: &str) -> Checks {
     let spec = presets::nemo_resources_server(
         Path::new(python),
         Path::new(server_dir),
+        &serde_json::Map::new(),
         &PathBuf::from(log_dir).join("nemo-gym.log"),
     );
     let Some(service) = c.ok(
@@ -328,5 +329,46 @@ fn nemo(python: &str, server_dir: &str, log_dir: &str) -> Checks {
         pid != 0 && !group_alive(pid),
         "",
     );
+    server_config(&mut c, python, server_dir, log_dir);
     c
+}
+
+/// A resources server whose config class requires a field of its own (the example server with
+/// `judge_model: str` added) refuses to start without it and starts with the plan's
+/// `server_config`.
+fn server_config(c: &mut Checks, python: &str, server_dir: &str, log_dir: &str) {
+    let judged = PathBuf::from(log_dir).join("judged_tool_call");
+    let app = std::fs::read_to_string(Path::new(server_dir).join("app.py"))
+        .unwrap_or_default()
+        .replace(
+            "class SimpleWeatherResourcesServerConfig(BaseResourcesServerConfig):\n    pass",
+            "class SimpleWeatherResourcesServerConfig(BaseResourcesServerConfig):\n    judge_model: str",
+        );
+    let written =
+        std::fs::create_dir_all(&judged).and_then(|()| std::fs::write(judged.join("app.py"), &app));
+    c.check(
+        "a copy of the example server requires `judge_model` in its config",
+        written.is_ok() && app.contains("judge_model: str"),
+        &format!("{written:?}"),
+    );
+    let log = PathBuf::from(log_dir).join("judged.log");
+    let mut without =
+        presets::nemo_resources_server(Path::new(python), &judged, &serde_json::Map::new(), &log);
+    without.attempts = 1;
+    let refused = OwnedService::start(&without);
+    c.check(
+        "without server_config it does not start",
+        matches!(refused, Err(EnvError::EarlyExit { .. })),
+        &format!("{:?}", refused.as_ref().err()),
+    );
+    let mut fields = serde_json::Map::new();
+    fields.insert("judge_model".to_owned(), json!("a-judge"));
+    let with = presets::nemo_resources_server(Path::new(python), &judged, &fields, &log);
+    if let Some(service) = c.ok(
+        "with server_config {judge_model} it starts and answers /",
+        OwnedService::start(&with),
+    ) {
+        let stopped = service.shutdown();
+        c.check("it stops cleanly", stopped.is_ok(), &format!("{stopped:?}"));
+    }
 }
