@@ -346,6 +346,13 @@ fn a_python_reward_that_raises_answers_no_float_or_hangs_fails_the_step_and_leav
             "{function}: the failed start left its folder"
         );
     }
+    // An empty folder made beforehand stays, emptied again.
+    std::fs::create_dir(s.path().join("made")).expect("mkdir");
+    s.write("bad.json", &python_plan("broken").to_string());
+    let out = s.run(&["train", "--plan", "bad.json", "--output", "made"]);
+    assert!(!out.status.success());
+    let left = std::fs::read_dir(s.path().join("made")).map(Iterator::count);
+    assert_eq!(left.ok(), Some(0), "the user's folder stays, empty");
     s.write(
         "missing.json",
         &{

@@ -62,6 +62,22 @@ pub(crate) fn ensure_fresh(path: &Path) -> anyhow::Result<()> {
     }
 }
 
+/// Removes what a failed invocation wrote into the fresh output folder `path`: the folder itself
+/// when the invocation `made` it, else only what it holds (an empty folder the user made stays).
+pub(crate) fn clear_output(path: &Path, made: bool) {
+    if made {
+        let _ = std::fs::remove_dir_all(path);
+        return;
+    }
+    for entry in std::fs::read_dir(path).into_iter().flatten().flatten() {
+        let _ = if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            std::fs::remove_dir_all(entry.path())
+        } else {
+            std::fs::remove_file(entry.path())
+        };
+    }
+}
+
 /// Creates a fresh output folder (refusing one with content).
 pub(crate) fn create_fresh(path: &Path) -> anyhow::Result<()> {
     ensure_fresh(path)?;

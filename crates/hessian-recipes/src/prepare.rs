@@ -10,7 +10,7 @@ use hr_qualify::{PrepareOptions, prepare_experiment};
 
 use crate::Refused;
 use crate::cli::PrepareArgs;
-use crate::output::{create_fresh, plain_relative};
+use crate::output::{clear_output, create_fresh, plain_relative};
 
 pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
     let plan = Plan::from_file(&args.plan).map_err(|e| Refused(e.to_string()))?;
@@ -31,6 +31,7 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(std::path::absolute)
         .transpose()?;
+    let made = !out.exists();
     create_fresh(out)?;
     let result = prepare_experiment(
         plan,
@@ -48,8 +49,8 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         },
     );
     if result.is_err() {
-        // The folder is this invocation's own: leave nothing half-prepared behind.
-        let _ = std::fs::remove_dir_all(out);
+        // Leave nothing half-prepared behind.
+        clear_output(out, made);
     }
     let prepared = result?;
     let project = prepared

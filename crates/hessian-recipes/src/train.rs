@@ -15,7 +15,7 @@ use serde_json::json;
 
 use crate::backend::{OnBackend, dispatch};
 use crate::cli::{ManagedTrainingArgs, PlanBackend, TrainArgs};
-use crate::output::{Invalid, create_fresh};
+use crate::output::{Invalid, clear_output, create_fresh};
 use crate::{Refused, source_binding};
 use hr_assess::write_report;
 use hr_qualify::gate::Target;
@@ -55,6 +55,8 @@ pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
         (args.signing.load()?, args.trust.load()?, source_binding()?);
     let device = crate::backend::identify(args.device)?;
     let out = args.output.clone();
+    // An empty folder the user made stays; one this invocation makes goes with a failed start.
+    let made = !out.exists();
     create_fresh(&out)?;
     let result = start(args, plan, &out, (signing_key, trust), source, device);
     // Bad input, a refused resume, or any failure before a step ended (a tokenizer, the weights,
@@ -65,7 +67,7 @@ pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
             || e.downcast_ref::<Refused>().is_some()
             || no_step_ended(&out))
     {
-        let _ = std::fs::remove_dir_all(&out);
+        clear_output(&out, made);
     }
     result
 }

@@ -12,7 +12,7 @@ use std::{
 
 use rustix::process::{Pid, Signal, kill_process_group};
 
-use hr_env::EnvError;
+use hr_env::{EnvError, GroupWatchdog};
 
 /// How to run a service.
 #[derive(Debug, Clone)]
@@ -48,6 +48,8 @@ pub struct OwnedService {
     child: Option<Child>,
     /// Its stdout and stderr, copied into the log.
     logs: Vec<CappedLog>,
+    /// Kills its group if this process ends without stopping it (a SIGKILL).
+    _watchdog: GroupWatchdog,
     port: u16,
     log_path: PathBuf,
     grace: Duration,
@@ -119,7 +121,7 @@ impl OwnedService {
 
     fn spawn(spec: &ServiceSpec, port: u16) -> Result<Self, EnvError> {
         let fill = |s: &str| s.replace("{port}", &port.to_string());
-        let child = Command::new(&spec.program)
+        let mut child = Command::new(&spec.program)
             .args(spec.args.iter().map(|a| fill(a)))
             .envs(spec.env.iter().map(|(k, v)| (k.clone(), fill(v))))
             .current_dir(&spec.cwd)
@@ -133,7 +135,18 @@ impl OwnedService {
                 program: spec.program.clone(),
                 source,
             })?;
-        let mut child = child;
+        let watchdog = match GroupWatchdog::spawn(child.id()) {
+            Ok(w) => w,
+            Err(e) => {
+                signal_group(&child, Signal::KILL);
+                let _ = child.wait();
+                return Err(EnvError::Spawn {
+                    service: spec.name.clone(),
+                    program: PathBuf::from("sh"),
+                    source: e,
+                });
+            }
+        };
         // Both go to the run's log, which stops growing at its bound.
         let mut logs = Vec::new();
         let out = child
@@ -158,6 +171,7 @@ impl OwnedService {
             name: spec.name.clone(),
             child: Some(child),
             logs,
+            _watchdog: watchdog,
             port,
             log_path: spec.log_path.clone(),
             grace: spec.grace,

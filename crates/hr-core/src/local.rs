@@ -147,13 +147,16 @@ impl CoreContext {
             .unwrap_or_else(uuid::Uuid::new_v4)
             .hyphenated()
             .to_string();
+        let from = dir
+            .to_str()
+            .ok_or_else(|| not("its path is not UTF-8: move or rename it"))?;
         let storage = run_dir.join(local_core::CHECKPOINTS_DIR);
         copy_tree(&dir, &storage.join(&uuid))?;
         append_local(
             run_dir,
             local_core::CHECKPOINT_LIST,
             &json!({"uuid": uuid, "steps_completed": steps, "trial_run_id": 0,
-                "imported": true, "imported_from": dir, "metadata": meta}),
+                "imported": true, "imported_from": from, "metadata": meta}),
         )?;
         Ok((uuid, steps))
     }

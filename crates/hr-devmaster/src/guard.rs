@@ -17,6 +17,7 @@ use axum::{
 };
 use serde_json::json;
 
+use crate::error::{ApiError, ApiResult};
 use crate::master::Master;
 
 /// How long a request's whole body may take to arrive once its head has.
@@ -25,13 +26,18 @@ pub(crate) const BODY_READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// The largest body of a route other than experiment creation (axum's default limit).
 const DEFAULT_BODY_BYTES: usize = 2 << 20;
 
-/// A refusal in Determined's envelope, its gRPC code chosen as grpc-gateway maps `status` back.
-fn refuse(status: StatusCode, message: &str) -> Response {
+/// A refusal with `status` in Determined's envelope, its gRPC code chosen as grpc-gateway maps
+/// `status` back.
+pub(crate) fn refuse(status: StatusCode, message: &str) -> Response {
     let (code, reason) = match status {
         StatusCode::UNAUTHORIZED => (16, "Unauthenticated"),
+        StatusCode::FORBIDDEN => (7, "PermissionDenied"),
+        StatusCode::NOT_FOUND => (5, "NotFound"),
+        StatusCode::METHOD_NOT_ALLOWED => (12, "Unimplemented"),
         StatusCode::REQUEST_TIMEOUT => (4, "DeadlineExceeded"),
         StatusCode::PAYLOAD_TOO_LARGE => (8, "ResourceExhausted"),
         StatusCode::SERVICE_UNAVAILABLE => (14, "Unavailable"),
+        s if s.is_server_error() => (13, "Internal"),
         _ => (3, "InvalidArgument"),
     };
     (
@@ -64,15 +70,19 @@ fn body_limit(req: &Request) -> usize {
     }
 }
 
-/// Whether `req` carries the token of a live session (the handler still checks what it may do).
-fn signed_in(master: &Master, req: &Request) -> bool {
-    let headers = req.headers();
-    let token = headers
+/// The token of a request, from `Authorization: Bearer <token>` (or `x-user-token`).
+pub(crate) fn token(headers: &axum::http::HeaderMap) -> ApiResult<&str> {
+    headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.strip_prefix("Bearer "))
-        .or_else(|| headers.get("x-user-token").and_then(|v| v.to_str().ok()));
-    token.is_some_and(|t| master.state().session(t).is_some())
+        .or_else(|| headers.get("x-user-token").and_then(|v| v.to_str().ok()))
+        .ok_or_else(|| ApiError::Unauthenticated("missing authorization token".into()))
+}
+
+/// Whether `req` carries the token of a live session (the handler still checks what it may do).
+fn signed_in(master: &Master, req: &Request) -> bool {
+    token(req.headers()).is_ok_and(|t| master.state().session(t).is_some())
 }
 
 fn stopped(master: &Master) -> Option<Response> {

@@ -17,9 +17,9 @@
 //! only the running, current allocation publishes); activate starts run `runID+1` from the
 //! completed checkpoint with the highest `steps_completed` (ties: latest report time, then UUID;
 //! upstream has no tie-break); a UUID reported twice and metrics from a stale `trialRunId` are
-//! rejected with the upstream status and envelope; a checkpoint's uuid must be a UUID (stored
-//! canonical, as upstream's `uuid` column does), so the folder GC deletes is always one child of
-//! the storage; `max_restarts` is honoured. Without
+//! rejected with the upstream status and envelope; a checkpoint's uuid must be a UUID in its
+//! canonical form (what upstream's `uuid` column returns), so the folder GC deletes is always one
+//! child of the storage; `max_restarts` is honoured. Without
 //! containers, `shared_fs` storage is presented to trials as a `directory` at the host path.
 //!
 //! It is not a cluster: one machine, no agents, no resource pools, no containers.

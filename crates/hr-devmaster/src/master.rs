@@ -5,7 +5,10 @@ use std::{
     collections::HashMap,
     net::SocketAddr,
     path::PathBuf,
-    sync::{Mutex, MutexGuard, OnceLock},
+    sync::{
+        Mutex, MutexGuard, OnceLock,
+        atomic::{AtomicUsize, Ordering},
+    },
     time::Duration,
 };
 
@@ -52,6 +55,45 @@ pub(crate) struct Alloc {
     pub(crate) pid: Option<u32>,
 }
 
+/// The queue of failed logins: each waits its turn, and how many wait is known.
+#[derive(Default)]
+pub(crate) struct FailedLogins {
+    turn: tokio::sync::Mutex<()>,
+    waiting: AtomicUsize,
+}
+
+/// A failed login's place in the queue, held through its delay (counted until dropped, also
+/// when its client goes away).
+pub(crate) struct Turn<'a> {
+    _held: tokio::sync::MutexGuard<'a, ()>,
+    _counted: Waiting<'a>,
+}
+
+struct Waiting<'a>(&'a AtomicUsize);
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl FailedLogins {
+    /// How many failed logins wait now.
+    pub(crate) fn waiting(&self) -> usize {
+        self.waiting.load(Ordering::SeqCst)
+    }
+
+    /// Joins the queue and waits for this failure's turn.
+    pub(crate) async fn turn(&self) -> Turn<'_> {
+        self.waiting.fetch_add(1, Ordering::SeqCst);
+        let counted = Waiting(&self.waiting);
+        Turn {
+            _held: self.turn.lock().await,
+            _counted: counted,
+        }
+    }
+}
+
 /// The shared master.
 pub(crate) struct Master {
     pub(crate) config: DevmasterConfig,
@@ -67,8 +109,8 @@ pub(crate) struct Master {
     /// Held through one experiment action (pause, activate, kill, cancel), so concurrent clicks
     /// apply one after another: each reads the state the previous one left.
     pub(crate) transitions: Mutex<()>,
-    /// Held while a failed login waits out its delay, so failures are answered one at a time.
-    pub(crate) failed_logins: tokio::sync::Mutex<()>,
+    /// Failed logins waiting out their delay, one at a time.
+    pub(crate) failed_logins: FailedLogins,
     /// Why the master stopped serving (its state could not be persisted), once it has.
     failed: OnceLock<String>,
     persister: Persister,
@@ -93,7 +135,7 @@ impl Master {
             allocs: Mutex::new(HashMap::new()),
             command_pids: Mutex::new(HashMap::new()),
             transitions: Mutex::new(()),
-            failed_logins: tokio::sync::Mutex::new(()),
+            failed_logins: FailedLogins::default(),
             failed: OnceLock::new(),
             persister,
         }

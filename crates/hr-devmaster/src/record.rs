@@ -14,10 +14,12 @@ use serde_json::{Value, json};
 /// What stands where a credential was.
 const REDACTED: &str = "<redacted>";
 
-/// Whether a field or parameter named `name` holds a credential (`password`, `token`,
-/// `secret`, an API key, a cookie or authorisation), whatever its case or separators.
+/// Whether a field or parameter named `name` holds a credential: it ends in `password`,
+/// `passwd`, `token`, `secret`, `apikey`, `authorization`, `cookie` or `credential(s)`, whatever
+/// its case, separators or percent-escapes (`user_token`, `API-Key`, `pass%77ord`), so
+/// `max_tokens` or `tokenizer` are kept.
 fn is_credential(name: &str) -> bool {
-    let name: String = name
+    let name: String = percent_decoded(name)
         .chars()
         .filter(char::is_ascii_alphanumeric)
         .collect::<String>()
@@ -31,9 +33,35 @@ fn is_credential(name: &str) -> bool {
         "authorization",
         "cookie",
         "credential",
+        "credentials",
     ]
     .iter()
-    .any(|word| name.contains(word))
+    .any(|word| name.ends_with(word))
+}
+
+/// `text` with each `%XX` escape decoded (an escape that is not one stays as written).
+fn percent_decoded(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%')
+            .then(|| bytes.get(i + 1..i + 3))
+            .flatten()
+            .and_then(|hex| std::str::from_utf8(hex).ok())
+            .and_then(|hex| u8::from_str_radix(hex, 16).ok());
+        match escaped {
+            Some(b) => {
+                out.push(b);
+                i += 3;
+            }
+            None => {
+                out.push(bytes[i]);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 fn redact(value: &mut Value) {
@@ -159,6 +187,7 @@ mod tests {
             ("/api/v1/auth/login", r#"{"password": "hunter2-s3cret""#),
             ("/api/v1/auth/login?password=hunter2-s3cret&x=1", ""),
             ("/api/v1/auth/login?token", ""),
+            ("/api/v1/auth/login?pass%77ord=hunter2-s3cret", ""),
         ] {
             let recorded = line(uri, body);
             assert!(!recorded.contains(secret), "{uri} {body}: {recorded}");
@@ -166,10 +195,13 @@ mod tests {
         }
         let kept = line(
             "/api/v1/trials/1/metrics?x=1",
-            r#"{"metrics": {"loss": 0.5}}"#,
+            r#"{"metrics": {"loss": 0.5}, "max_tokens": 8, "tokenizer": "t"}"#,
         );
         assert!(
-            kept.contains(r#""loss":0.5"#) && kept.contains("?x=1"),
+            kept.contains(r#""loss":0.5"#)
+                && kept.contains(r#""max_tokens":8"#)
+                && kept.contains(r#""tokenizer":"t""#)
+                && kept.contains("?x=1"),
             "{kept}"
         );
         assert!(line("/api/v1/auth/login", r#"{"password": "p"}"#).contains(REDACTED));

@@ -212,6 +212,11 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
     let Some(exp) = state.experiments.get(&trial.experiment_id).cloned() else {
         return;
     };
+    // Only an active trial of an active experiment runs: a pause or kill that landed between an
+    // exit's decision and this call wins.
+    if exp.state != State::Active || trial.state != State::Active {
+        return;
+    }
     let run_id = trial.run_id + 1;
     let allocation_id = format!("{}.{run_id}", trial.task_id);
     let work_dir = master.config.state_dir.join("work").join(&allocation_id);
@@ -358,8 +363,9 @@ fn on_exit(master: &Arc<Master>, trial_id: i32, run_id: i32, status: Option<Exit
             }
         };
         let Some(ended) = ended else { return };
-        // Whatever the allocation left running (a helper, a reward server) goes with it before its
-        // exit is recorded; its token already acts for nothing (`api::caller`).
+        // Whatever the allocation left running in its group (a helper) goes with it before its
+        // exit is recorded (what `train` started in groups of its own, a reward function or a
+        // service, ends with it through their watchdogs); its token already acts for nothing.
         if let Some(pid) = ended.pid {
             kill_group(pid);
         }

@@ -65,19 +65,6 @@ pub fn dataset_tasks(path: &Path, rewards: &[Reward], chat: bool) -> Result<Vec<
         field: field.to_owned(),
         message,
     };
-    let size = std::fs::metadata(path)
-        .map_err(|e| bad(0, "(file)", format!("cannot be read: {e}")))?
-        .len();
-    if size > MAX_DATASET_BYTES {
-        return Err(bad(
-            0,
-            "(file)",
-            format!(
-                "is {size} bytes, above the largest dataset file read ({MAX_DATASET_BYTES}); \
-                 split it or draw a subset"
-            ),
-        ));
-    }
     let text = hr_files::read_to_string_bounded(path, MAX_DATASET_BYTES)
         .map_err(|e| bad(0, "(file)", format!("cannot be read: {e}")))?;
     let stem = path

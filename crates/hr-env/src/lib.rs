@@ -7,6 +7,8 @@
 //! Python function in a child process speaking JSON lines over pipes). Rewards are scored by
 //! `hr-eval`'s one scoring rule.
 //!
+//! [`GroupWatchdog`] keeps a child's process group from outliving the run that started it.
+//!
 //! Not here: the service-backed environments (NeMo Gym, OpenEnv) and their process supervision,
 //! which live in `hr-bridge`; tensor crates depend on this crate so they never link an HTTP stack.
 
@@ -16,6 +18,7 @@ mod environment;
 mod error;
 mod fixture;
 mod python_reward;
+mod watchdog;
 
 pub use dataset::{
     DatasetEnvironment, PythonRewards, RowError, dataset_tasks, draw_rows, reward_score,
@@ -26,3 +29,4 @@ pub use error::EnvError;
 pub use fixture::{FixtureEnvironment, Split, fixture_split_tasks, fixture_tasks};
 pub use hr_plan::FixtureKind;
 pub use python_reward::PythonReward;
+pub use watchdog::GroupWatchdog;

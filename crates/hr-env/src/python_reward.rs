@@ -6,8 +6,8 @@
 //! completion, or no answer within the timeout is an error naming the function and carrying the
 //! tail of its log. The driver leads a process group of its own (a terminal's Ctrl-C reaches
 //! `train`, which stops cleanly, not the reward mid-answer); the whole group, with whatever the
-//! function started, is killed when its owner is dropped, and the driver kills it itself when
-//! its stdin closes (`train` ended, however).
+//! function started, is killed when its owner is dropped, and by its [`GroupWatchdog`] when
+//! `train` ends without dropping it (a SIGKILL).
 
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
@@ -19,7 +19,7 @@ use std::time::Duration;
 use hr_files::CappedLog;
 use serde_json::{Value, json};
 
-use crate::EnvError;
+use crate::{EnvError, GroupWatchdog};
 
 /// The driver the interpreter runs: import, then answer requests line by line.
 const DRIVER: &str = r#"
@@ -44,9 +44,6 @@ for line in sys.stdin:
             print(json.dumps({"rewards": rewards}), flush=True)
     except Exception:
         print(json.dumps({"error": traceback.format_exc()}), flush=True)
-# stdin closed: the run is over; nothing the function started outlives it.
-import os, signal
-os.killpg(os.getpgid(0), signal.SIGKILL)
 "#;
 
 /// How long an exited reward's last output may take to reach the log (a process that left the
@@ -62,6 +59,8 @@ pub struct PythonReward {
     child: Child,
     /// Its stderr, copied into the log.
     stderr: CappedLog,
+    /// Kills its group if this process ends without dropping it.
+    _watchdog: GroupWatchdog,
     stdin: ChildStdin,
     lines: Receiver<String>,
     log: PathBuf,
@@ -111,6 +110,18 @@ impl PythonReward {
                 message: "its pipes could not be opened".to_owned(),
             });
         };
+        let watchdog = match GroupWatchdog::spawn(child.id()) {
+            Ok(w) => w,
+            Err(source) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(EnvError::Spawn {
+                    service,
+                    program: PathBuf::from("sh"),
+                    source,
+                });
+            }
+        };
         // Its stderr goes to the run's log, which stops growing at its bound.
         let stderr =
             CappedLog::spawn(stderr, log, hr_files::MAX_SERVICE_LOG_BYTES).map_err(|source| {
@@ -132,6 +143,7 @@ impl PythonReward {
             name: name.to_owned(),
             child,
             stderr,
+            _watchdog: watchdog,
             stdin,
             lines,
             log: log.to_owned(),

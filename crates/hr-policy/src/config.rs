@@ -475,7 +475,9 @@ fn largest(field: &str) -> usize {
         "intermediate_size" => 1 << 20,
         "vocab_size" => 1 << 22,
         // Longest context in positions (RoPE tables and masks are sized by what is used).
-        "max_position_embeddings" | "sliding_window" | "max_window_layers" => 1 << 24,
+        "max_position_embeddings" | "sliding_window" => 1 << 24,
+        // A layer index from which windows apply; configs may name one past the last layer.
+        "max_window_layers" => 1 << 16,
         _ => usize::MAX,
     }
 }

@@ -336,7 +336,7 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
             },
         );
     }
-    let Some(entrypoint) = config.map(entrypoint) else {
+    let Some(config) = config else {
         let binary = PathBuf::from(profile.binary());
         list.result("binary", binary_check(&binary, false));
         for name in ["plan", "inputs", "storage", "service venv", "proofs"] {
@@ -344,6 +344,7 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
         }
         return;
     };
+    let entrypoint = entrypoint(config);
     let flag = |name: &str| {
         entrypoint
             .iter()
@@ -376,9 +377,7 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
             list.add("inputs", Status::Skip, "no plan");
         }
     };
-    if let Some(config) = config {
-        list.result("storage", storage(config));
-    }
+    list.result("storage", storage(config));
     match flag("--service-python") {
         Some(python) if Path::new(&python).is_file() => {
             list.add("service venv", Status::Ok, python)
@@ -420,8 +419,8 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
 
 /// The config names its checkpoint storage (never the master's default, which this machine
 /// cannot see), and the folder its trials write is one this machine, and so the evaluation
-/// command with the same mounts, sees: a `directory` inside a bind mount (else it would vanish
-/// with the container), a `shared_fs` whose host folder is reachable here.
+/// command with the same mounts, sees: for a config with bind mounts (containers), a
+/// `directory` inside one (else it would vanish with the container); a folder reachable here.
 fn storage(config: &Value) -> Result<String, String> {
     let Some(given) = config
         .get("checkpoint_storage")

@@ -139,10 +139,11 @@ where
     poll(what, timeout, || {
         let next = f();
         async move {
+            // The state first: a run that ends after its awaited moment came is no failure.
+            let state = state_of(client, run).await?;
             if let Some(v) = next.await? {
                 return Ok(Some(v));
             }
-            let state = state_of(client, run).await?;
             if state.is_terminal() {
                 return Err(QualifyError::Failed(format!(
                     "the experiment ended {} while waiting for {what}",

@@ -44,6 +44,9 @@ pub(super) fn user_json(name: &str) -> Value {
 /// How long a failed login waits before its answer.
 const FAILED_LOGIN_DELAY: std::time::Duration = std::time::Duration::from_secs(1);
 
+/// How many failed logins may wait for their answer at once.
+const MAX_FAILED_WAITING: usize = 32;
+
 pub(super) async fn login(AxState(m): M, body: Bytes) -> ApiResult<Json<Value>> {
     let req: hr_det::wire::LoginRequest = parse(&body)?;
     // The users of a fresh Determined master, `determined` and `admin`, with empty passwords
@@ -54,10 +57,17 @@ pub(super) async fn login(AxState(m): M, body: Bytes) -> ApiResult<Json<Value>> 
     } else {
         password.to_owned()
     };
+    // With this many failures waiting, no login is answered (not even a right one, which
+    // would tell a guesser it was right sooner than the queue): a flood holds no connection long.
+    if m.failed_logins.waiting() >= MAX_FAILED_WAITING {
+        return Err(ApiError::Unauthenticated(
+            "too many failed sign-ins are waiting: retry in a minute".into(),
+        ));
+    }
     if !matches!(req.username.as_str(), "determined" | "admin") || req.password != expected {
         // Failed logins are answered one at a time, each after a delay: guessing a password
         // goes at one try a second, however many connections ask.
-        let _turn = m.failed_logins.lock().await;
+        let _turn = m.failed_logins.turn().await;
         tokio::time::sleep(FAILED_LOGIN_DELAY).await;
         return Err(ApiError::Unauthenticated("invalid credentials".into()));
     }

@@ -127,19 +127,23 @@ pub(super) async fn report_checkpoint(
     let mut c: Checkpoint = parse(&body)?;
     // Upstream keeps uuids in a Postgres `uuid` column; here the uuid also names the folder GC
     // deletes and the path the next allocation restores, so nothing else may pass.
-    c.uuid = crate::state::canonical_uuid(&c.uuid).ok_or_else(|| {
-        ApiError::InvalidArgument(format!(
-            "checkpoint uuid {:?} is not a UUID: send one such as {}",
+    // Its canonical spelling only: the trial wrote its folder under the uuid it sends, and GC
+    // and restore name that folder by the uuid stored.
+    if crate::state::canonical_uuid(&c.uuid).as_deref() != Some(c.uuid.as_str()) {
+        return Err(ApiError::InvalidArgument(format!(
+            "checkpoint uuid {:?} is not a UUID in its canonical form (lowercase, hyphenated), \
+             such as {}",
             c.uuid,
             crate::info::uuid4()
-        ))
-    })?;
+        )));
+    }
     if c.steps_completed().is_none() {
         return Err(ApiError::InvalidArgument(
             "checkpoint metadata must contain an integer steps_completed".into(),
         ));
     }
     let mut state = m.state();
+    caller.fence(&m)?;
     if state
         .checkpoints
         .iter()

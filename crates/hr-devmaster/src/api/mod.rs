@@ -29,6 +29,8 @@ use crate::{
 
 pub(super) type M = AxState<Arc<Master>>;
 
+pub(super) use crate::guard::token;
+
 pub(crate) fn router(master: Arc<Master>) -> Router {
     let record = master.config.record_requests.clone();
     let router = routes(master.clone()).layer(axum::middleware::from_fn(log_server_errors));
@@ -74,12 +76,8 @@ async fn log_server_errors(
     if json {
         return axum::response::Response::from_parts(parts, axum::body::Body::from(bytes));
     }
-    let error = match status {
-        axum::http::StatusCode::NOT_FOUND => ApiError::NotFound(text),
-        s if s.is_server_error() => ApiError::Internal(text),
-        _ => ApiError::InvalidArgument(text),
-    };
-    axum::response::IntoResponse::into_response(error)
+    // Its status kept, in the envelope.
+    crate::guard::refuse(status, &text)
 }
 
 /// Appends `{"method", "path", "body"}` of a request to `path`, a file only its owner may read
@@ -207,16 +205,6 @@ pub(super) fn parse<T: DeserializeOwned>(body: &[u8]) -> ApiResult<T> {
         .map_err(|e| ApiError::InvalidArgument(format!("invalid request body: {e}")))
 }
 
-/// The token of a request, from `Authorization: Bearer <token>` (or `x-user-token`).
-pub(super) fn token(headers: &HeaderMap) -> ApiResult<&str> {
-    headers
-        .get("authorization")
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .or_else(|| headers.get("x-user-token").and_then(|v| v.to_str().ok()))
-        .ok_or_else(|| ApiError::Unauthenticated("missing authorization token".into()))
-}
-
 /// Who sent a request: a user, and for a trial's own token the allocation it was issued to.
 pub(super) struct Caller {
     pub(super) user: String,
@@ -235,6 +223,13 @@ impl Caller {
             ))),
             None => Ok(()),
         }
+    }
+
+    /// Refuses a trial's token whose allocation exited since [`caller`] admitted it: call with
+    /// the state lock that records the report held, so an exit is recorded either before the
+    /// report (refused) or after it.
+    pub(super) fn fence(&self, master: &Master) -> ApiResult<()> {
+        self.scope.as_ref().map_or(Ok(()), |s| exited(master, s))
     }
 
     /// Refuses a trial's token acting for another trial.
@@ -283,19 +278,27 @@ pub(super) fn caller(master: &Master, headers: &HeaderMap) -> ApiResult<Caller> 
                 current.as_deref().unwrap_or("nothing")
             )));
         }
-        // The state lock, then the allocations': the order every path takes.
-        let running = master
-            .allocs()
-            .get(&s.trial_id)
-            .is_some_and(|a| a.allocation_id == s.allocation_id);
-        if !running {
-            return Err(ApiError::PermissionDenied(format!(
-                "the token of allocation {} is stale: that allocation has exited",
-                s.allocation_id
-            )));
-        }
+        exited(master, s)?;
     }
     Ok(Caller { user, scope })
+}
+
+/// Refuses the token of an allocation that is no longer running. Call with the state lock held
+/// (the state lock, then the allocations': the order every path takes), as [`Caller::fence`]
+/// does again where a handler records what the token sent.
+fn exited(master: &Master, scope: &TrialScope) -> ApiResult<()> {
+    let running = master
+        .allocs()
+        .get(&scope.trial_id)
+        .is_some_and(|a| a.allocation_id == scope.allocation_id);
+    if running {
+        Ok(())
+    } else {
+        Err(ApiError::PermissionDenied(format!(
+            "the token of allocation {} is stale: that allocation has exited",
+            scope.allocation_id
+        )))
+    }
 }
 
 /// A whole list in one page.

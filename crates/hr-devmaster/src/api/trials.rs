@@ -99,9 +99,11 @@ pub(super) async fn report_metrics(
     Path(id): Path<i32>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?.may_act_for_trial(id)?;
+    let who = caller(&m, &headers)?;
+    who.may_act_for_trial(id)?;
     let req: hr_det::wire::ReportMetricsRequest = parse(&body)?;
     let mut state = m.state();
+    who.fence(&m)?;
     let trial = find_trial(&state, id)?;
     if req.metrics.trial_run_id != trial.run_id {
         return Err(ApiError::InvalidArgument(format!(
