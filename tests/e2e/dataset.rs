@@ -435,14 +435,15 @@ fn the_shipped_own_data_plan_trains_with_its_python_rewards() -> Result<()> {
 fn a_prompt_longer_than_the_models_context_is_refused_naming_its_row() {
     let s = setup();
     // About 800 byte-level tokens: with 8 completion tokens, past the tiny model's 512 positions.
+    // Last of thirteen rows: refused before the first step, not when a step draws it.
     let long = json!({"prompt": "0123456789".repeat(80), "answer": 1});
-    s.write("data/long.jsonl", &format!("{long}\n"));
+    s.write("data/long.jsonl", &format!("{}{long}\n", rows()));
     s.write("long.json", &plan("data/long.jsonl").to_string());
     let out = s.run(&["train", "--plan", "long.json", "--output", "long"]);
     let (_, stderr) = text(&out);
     assert!(
-        !out.status.success()
-            && stderr.contains("task long-1")
+        out.status.code() == Some(2)
+            && stderr.contains("task long-13")
             && stderr.contains("context of 512 positions"),
         "{stderr}"
     );

@@ -19,6 +19,17 @@ fn setup() -> Scratch {
 }
 
 /// Runs `qualify managed` into `out`, which must succeed; returns its proof.
+/// `qual.json`: the four-step qualification of `plan.json`'s family, as `cargo xtask qualify`
+/// lays it out.
+fn write_qualification_plan(s: &Scratch) {
+    let mut qual: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path().join("plan.json")).expect("plan"))
+            .expect("json");
+    qual["steps"] = json!(4);
+    qual["name"] = json!("managed-tiny-qual");
+    s.write("qual.json", &qual.to_string());
+}
+
 fn qualify_managed(s: &Scratch, out: &str, extra: &[&str]) -> serde_json::Value {
     let mut args = vec![
         "qualify",
@@ -378,14 +389,7 @@ fn a_worker_killed_during_a_save_restarts_from_the_last_sealed_checkpoint_and_st
 #[test]
 fn sustained_training_needs_proofs_of_its_backend_family_and_binary() {
     let s = setup();
-    // The four-step qualification of the six-step plan's family, as `cargo xtask qualify` lays
-    // it out.
-    let mut qual: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(s.path().join("plan.json")).expect("plan"))
-            .expect("json");
-    qual["steps"] = json!(4);
-    qual["name"] = json!("managed-tiny-qual");
-    s.write("qual.json", &qual.to_string());
+    write_qualification_plan(&s);
     for (kind, out) in [("native", "proofs/native"), ("managed", "proofs/managed")] {
         let run = s.run(&["qualify", kind, "--plan", "qual.json", "--output", out]);
         assert!(run.status.success(), "{}", text(&run).1);
@@ -528,12 +532,7 @@ fn a_worker_killed_four_times_and_a_crashed_master_still_end_equal_to_the_native
 #[test]
 fn proofs_made_with_relative_folders_hold_from_any_working_folder() {
     let s = setup();
-    let mut qual: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(s.path().join("plan.json")).expect("plan"))
-            .expect("json");
-    qual["steps"] = json!(4);
-    qual["name"] = json!("managed-tiny-qual");
-    s.write("qual.json", &qual.to_string());
+    write_qualification_plan(&s);
     // As the README's recipe runs them: relative output folders, from the checkout.
     for (kind, out) in [("native", "runs/q/native"), ("managed", "runs/q/managed")] {
         let run = s.run(&["qualify", kind, "--plan", "qual.json", "--output", out]);

@@ -23,7 +23,7 @@ pub use advantage::{AdvantageConfig, advantages};
 pub use data::{DataCursor, TaskSampler};
 pub use error::GrpoError;
 pub use loss::{LossConfig, LossOutput, Whole, grpo_loss};
-pub use rollout::{EnvironmentFactory, Episode, RolloutConfig, rollouts};
+pub use rollout::{EnvironmentFactory, Episode, RolloutConfig, check_prompts, rollouts};
 pub use schedule::LrSchedule;
 // The plan's vocabulary, defined once in `hr-plan`.
 pub use hr_plan::{Decay, LossType, PromptFormat, ScaleRewards};

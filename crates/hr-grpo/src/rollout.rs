@@ -3,7 +3,7 @@
 //! reply formatted as a ChatML user turn (masked out of the loss).
 
 use burn::tensor::backend::Backend;
-use hr_env::{Environment, Task};
+use hr_env::{Environment, Observation, Task};
 use hr_policy::{Adapters, ChatTokenizer, Message, Policy, PolicyRng, SamplingConfig};
 
 use crate::{GrpoError, PromptFormat};
@@ -155,6 +155,87 @@ pub fn rollouts<B: Backend>(
     Ok(episodes)
 }
 
+/// An episode's opening conversation and its prompt tokens: the conversation the environment
+/// opens with (a dataset's chat row), else its text as the user's message, after the plan's
+/// system prompt unless the conversation has one; rendered by the chat template, or the text
+/// alone for `plain` prompts.
+fn opening(
+    tokenizer: &ChatTokenizer,
+    config: &RolloutConfig,
+    observation: &Observation,
+) -> Result<(Vec<Message>, Vec<u32>), GrpoError> {
+    let text = &observation.text;
+    let opening: Vec<Message> = match observation.raw.get("messages") {
+        Some(serde_json::Value::Array(list)) => list
+            .iter()
+            .map(|m| {
+                let field = |k: &str| m.get(k).and_then(serde_json::Value::as_str);
+                Message::new(
+                    field("role").unwrap_or("user"),
+                    field("content").unwrap_or(""),
+                )
+            })
+            .collect(),
+        _ => vec![Message::new("user", text)],
+    };
+    let mut messages = Vec::new();
+    if let Some(system) = &config.system_prompt
+        && opening.first().is_none_or(|m| m.role != "system")
+    {
+        messages.push(Message::new("system", system));
+    }
+    messages.extend(opening);
+    let prompt = if config.prompt_format.is_chat() {
+        tokenizer.encode_chat(&messages)
+    } else {
+        tokenizer.encode(text)
+    };
+    Ok((messages, prompt.map_err(|e| tok_err(&e))?))
+}
+
+/// An episode never passes the model's context: refused, not truncated (TRL's
+/// `max_prompt_length` would cut the prompt's start; here the task is named instead).
+fn fits_context(
+    task: &str,
+    prompt: usize,
+    config: &RolloutConfig,
+    model: &hr_policy::ModelConfig,
+) -> Result<(), GrpoError> {
+    let context = model.max_position_embeddings;
+    if prompt.saturating_add(config.max_completion_length) > context {
+        return Err(GrpoError::Config {
+            field: "grpo.max_completion_length",
+            message: format!(
+                "task {task}: its prompt is {prompt} tokens, and with up to {} completion tokens \
+                 an episode passes the model's context of {context} positions \
+                 (max_position_embeddings); shorten the prompt or lower \
+                 grpo.max_completion_length",
+                config.max_completion_length
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Checks before any step that every task's episode fits the model's context (what a rollout
+/// would refuse when it draws the task): each task opened in one environment from `envs`, as a
+/// rollout opens it. For environments whose reset is cheap and local (a dataset's rows).
+pub fn check_prompts(
+    model: &hr_policy::ModelConfig,
+    tokenizer: &ChatTokenizer,
+    config: &RolloutConfig,
+    tasks: &[Task],
+    envs: &mut dyn EnvironmentFactory,
+) -> Result<(), GrpoError> {
+    let mut env = envs.create()?;
+    for task in tasks {
+        let observation = env.reset(task, 0).map_err(|e| env_err(&e))?;
+        let (_, prompt) = opening(tokenizer, config, &observation)?;
+        fits_context(&task.id, prompt.len(), config, model)?;
+    }
+    env.close().map_err(|e| env_err(&e))
+}
+
 #[allow(clippy::too_many_arguments)]
 fn run_episodes<B: Backend>(
     policy: &Policy<B>,
@@ -174,52 +255,8 @@ fn run_episodes<B: Backend>(
         let observation = env.reset(task, *seed).map_err(|e| env_err(&e));
         live.push(env);
         let observation = observation?;
-        let text = observation.text;
-        // A conversation the environment opens with (a dataset's chat row), else the text as
-        // the user's message; the plan's system prompt first unless the conversation has one.
-        let opening: Vec<Message> = match observation.raw.get("messages") {
-            Some(serde_json::Value::Array(list)) => list
-                .iter()
-                .map(|m| {
-                    let field = |k: &str| m.get(k).and_then(serde_json::Value::as_str);
-                    Message::new(
-                        field("role").unwrap_or("user"),
-                        field("content").unwrap_or(""),
-                    )
-                })
-                .collect(),
-            _ => vec![Message::new("user", &text)],
-        };
-        let mut messages = Vec::new();
-        if let Some(system) = &config.system_prompt
-            && opening.first().is_none_or(|m| m.role != "system")
-        {
-            messages.push(Message::new("system", system));
-        }
-        messages.extend(opening);
-        let prompt = if config.prompt_format.is_chat() {
-            tokenizer.encode_chat(&messages)
-        } else {
-            tokenizer.encode(&text)
-        };
-        let prompt = prompt.map_err(|e| tok_err(&e))?;
-        // An episode never passes the model's context: refused, not truncated (TRL's
-        // `max_prompt_length` would cut the prompt's start; here the row is named instead).
-        let context = policy.config().max_position_embeddings;
-        if prompt.len().saturating_add(config.max_completion_length) > context {
-            return Err(GrpoError::Config {
-                field: "grpo.max_completion_length",
-                message: format!(
-                    "task {}: its prompt is {} tokens, and with up to {} completion tokens an \
-                     episode passes the model's context of {context} positions \
-                     (max_position_embeddings); shorten the prompt or lower \
-                     grpo.max_completion_length",
-                    task.id,
-                    prompt.len(),
-                    config.max_completion_length
-                ),
-            });
-        }
+        let (messages, prompt) = opening(tokenizer, config, &observation)?;
+        fits_context(&task.id, prompt.len(), config, policy.config())?;
         conversations.push(messages);
         episodes.push(Episode {
             task_id: task.id.clone(),

@@ -237,7 +237,19 @@ impl<'d, B: Backend> Allocation<'d, B> {
         let base = BaseModel::of(model)?;
         let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
         let policy = load_policy::<Autodiff<B>>(&plan, device, opts.lanes)?;
-        let (task_list, service, env) = environment(&plan, &layout.service_log())?;
+        let (task_list, service, mut env) = environment(&plan, &layout.service_log())?;
+        // A dataset's rows are opened here once: a prompt past the model's context is refused
+        // before the first step, not when a late step draws it.
+        if matches!(plan.environment, hr_plan::Environment::Dataset { .. }) {
+            hr_grpo::check_prompts(
+                policy.config(),
+                &tokenizer,
+                &crate::grpo_config(&plan).rollout,
+                &task_list,
+                env.as_mut(),
+            )
+            .map_err(|e| TrainError::Refused(e.to_string()))?;
+        }
         let (trainer, sampler, progress, budget) = match &restored {
             Some(r) => start::resume(
                 policy,

@@ -23,6 +23,25 @@ fn checkpoint(task: &str, uuid: String, step: u64) -> Checkpoint {
     }
 }
 
+/// Kills experiment `id`, waits until it ends (its GC ran) and lists its checkpoints by step.
+async fn end_and_list(client: &hr_det::Client, id: i32) -> hr_det::wire::CheckpointsResponse {
+    client
+        .experiment_action(id, ExperimentAction::Kill)
+        .await
+        .expect("kill");
+    eventually("the experiment ends", || async {
+        client
+            .get_experiment(id)
+            .await
+            .is_ok_and(|e| e.experiment.state == State::Canceled)
+    })
+    .await;
+    client
+        .list_checkpoints(id, CheckpointSortBy::BatchNumber, false)
+        .await
+        .expect("list")
+}
+
 async fn gc_run(retention: &str) -> (Vec<(u64, bool, CheckpointState)>, tempfile::TempDir) {
     let dir = tempfile::tempdir().expect("tempdir");
     let storage = dir.path().join("ckpts");
@@ -44,21 +63,7 @@ async fn gc_run(retention: &str) -> (Vec<(u64, bool, CheckpointState)>, tempfile
             .await
             .expect("report");
     }
-    client
-        .experiment_action(trial.experiment_id, ExperimentAction::Kill)
-        .await
-        .expect("kill");
-    eventually("the experiment ends", || async {
-        client
-            .get_experiment(trial.experiment_id)
-            .await
-            .is_ok_and(|e| e.experiment.state == State::Canceled)
-    })
-    .await;
-    let listed = client
-        .list_checkpoints(trial.experiment_id, CheckpointSortBy::BatchNumber, false)
-        .await
-        .expect("list");
+    let listed = end_and_list(&client, trial.experiment_id).await;
     let out = listed
         .checkpoints
         .iter()
@@ -160,21 +165,7 @@ async fn a_checkpoint_uuid_must_be_a_uuid_so_gc_deletes_nothing_outside_the_stor
         let folder = storage.join(format!("aaaaaaaa-0000-4000-a000-00000000000{step}"));
         std::fs::create_dir_all(&folder).expect("folder");
     }
-    client
-        .experiment_action(trial.experiment_id, ExperimentAction::Kill)
-        .await
-        .expect("kill");
-    eventually("the experiment ends", || async {
-        client
-            .get_experiment(trial.experiment_id)
-            .await
-            .is_ok_and(|e| e.experiment.state == State::Canceled)
-    })
-    .await;
-    let listed = client
-        .list_checkpoints(trial.experiment_id, CheckpointSortBy::BatchNumber, false)
-        .await
-        .expect("list");
+    let listed = end_and_list(&client, trial.experiment_id).await;
     let uuids: Vec<(&str, CheckpointState)> = listed
         .checkpoints
         .iter()
