@@ -133,7 +133,7 @@ fn check_rejects_each_rule_naming_the_field() {
 }
 
 #[test]
-fn render_reproduces_the_committed_templates_and_refuses_reuse() {
+fn render_reproduces_the_committed_templates_and_overwrites_nothing() {
     let s = Scratch::new();
     let out = s.run(&["cluster", "render", "--profile", "jaif", "--output", "t"]);
     assert!(out.status.success(), "{:?}", text(&out));
@@ -144,11 +144,30 @@ fn render_reproduces_the_committed_templates_and_refuses_reuse() {
     let rendered: Vec<_> = snapshot(&s.path().join("t")).into_iter().collect();
     assert_eq!(rendered, committed);
 
+    // Again: the same files, nothing changes.
     let before = snapshot(s.path());
-    // `--out-dir`, the older name of `--output`, still works.
-    let again = s.run(&["cluster", "render", "--profile", "local", "--out-dir", "t"]);
-    assert_eq!(again.status.code(), Some(2));
+    let again = s.run(&["cluster", "render", "--profile", "jaif", "--output", "t"]);
+    assert!(again.status.success(), "{:?}", text(&again));
     assert_eq!(snapshot(s.path()), before);
+    // A template edited by hand is never overwritten: refused, naming it, nothing written.
+    let edited = s.path().join("t/jaif-shell.yaml");
+    std::fs::write(&edited, "# mine\n").expect("edit");
+    let before = snapshot(s.path());
+    let refused = s.run(&["cluster", "render", "--profile", "jaif", "--output", "t"]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(
+        text(&refused)
+            .1
+            .contains("jaif-shell.yaml exists with other content"),
+        "{:?}",
+        text(&refused)
+    );
+    assert_eq!(snapshot(s.path()), before);
+    // Another profile's files go beside (`--out-dir`, the older name of `--output`, still works).
+    let beside = s.run(&["cluster", "render", "--profile", "local", "--out-dir", "t"]);
+    assert!(beside.status.success(), "{:?}", text(&beside));
+    assert!(s.path().join("t/local-managed-cpu.yaml").is_file());
+    assert_eq!(std::fs::read_to_string(&edited).expect("kept"), "# mine\n");
 
     let local = s.run(&[
         "cluster",

@@ -127,6 +127,11 @@ fn a_config_with_every_piece_present_passes_against_the_devmaster() {
     ];
     let mut args = vec!["--profile", "local", "--config", config];
     args.extend(pool);
+    // Stand-in proofs are refused: preflight re-verifies them as the trial's gate will.
+    let (code, stdout) = preflight(&s, &url, &args);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(line(&stdout, "proofs").contains("schema"), "{stdout}");
+    qualify(&s, &url);
     let (code, stdout) = preflight(&s, &url, &args);
     assert_eq!(code, Some(0), "{stdout}");
     for name in [
@@ -176,6 +181,88 @@ fn a_config_with_every_piece_present_passes_against_the_devmaster() {
         l.trim_start().starts_with("fail") && l.contains("model.path") && l.contains("nowhere"),
         "{l}"
     );
+
+    // A native proof that names its runs from the folder qualify ran in (as written before
+    // 2026-12-06) holds from the checkout, but not from a trial's folder: refused.
+    let native = s
+        .path()
+        .join("runs/agent-gyms/qualify-nemo/native/proof.json");
+    let mut proof: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&native).expect("proof")).expect("json");
+    for run in ["reference", "interrupted", "resumed"] {
+        proof[run] = format!("runs/agent-gyms/qualify-nemo/native/{run}").into();
+    }
+    std::fs::write(&native, proof.to_string()).expect("write");
+    let (code, stdout) = preflight(&s, &url, &args);
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        line(&stdout, "proofs").contains("from the folder qualify ran in"),
+        "{stdout}"
+    );
+
+    // A config whose containers mount another folder: the trial would see none of it.
+    let yaml = std::fs::read_to_string(config).expect("config");
+    let elsewhere = s.path().join("elsewhere");
+    std::fs::create_dir_all(&elsewhere).expect("mkdir");
+    let mount = format!(
+        "bind_mounts:\n- host_path: {0}\n  container_path: {0}\n  read_only: false\n",
+        elsewhere.display()
+    );
+    std::fs::write(config, format!("{yaml}{mount}")).expect("write");
+    let (code, stdout) = preflight(&s, &url, &args);
+    assert_eq!(code, Some(1), "{stdout}");
+    for name in ["binary", "plan", "service"] {
+        assert!(
+            line(&stdout, name).contains("lies under no bind mount"),
+            "{name}: {stdout}"
+        );
+    }
+}
+
+/// Real proofs in `runs/agent-gyms/qualify-nemo`, as the README's recipe makes them (relative
+/// folders, from the checkout): `qualify native`, then `qualify managed` against `url`.
+fn qualify(s: &Scratch, url: &str) {
+    let mut plan = crate::train::plan(4, 1);
+    plan["model"]["path"] = s.path().join("model").display().to_string().into();
+    s.write("qual.json", &plan.to_string());
+    s.write("Cargo.lock", "# stand-in\n");
+    let dir = "runs/agent-gyms/qualify-nemo";
+    std::fs::remove_dir_all(s.path().join(dir)).expect("remove the stand-ins");
+    let native = format!("{dir}/native");
+    let managed = format!("{dir}/managed");
+    let proof = format!("{native}/proof.json");
+    for args in [
+        vec![
+            "qualify",
+            "native",
+            "--plan",
+            "qual.json",
+            "--output",
+            &native,
+        ],
+        vec![
+            "qualify",
+            "managed",
+            "--plan",
+            "qual.json",
+            "--native-proof",
+            &proof,
+            "--output",
+            &managed,
+            "--master",
+            url,
+        ],
+    ] {
+        let out = Command::new(binary())
+            .args(&args)
+            .current_dir(s.path())
+            .env("DET_USER", "determined")
+            .env_remove("DET_USER_TOKEN")
+            .env("HOME", s.path())
+            .output()
+            .expect("run qualify");
+        assert!(out.status.success(), "{args:?}: {}", text(&out).1);
+    }
 }
 
 #[test]
@@ -228,7 +315,10 @@ fn each_missing_piece_fails_with_a_line_naming_it_and_the_fix() {
         ("plan", "experiment-plan.json"),
         ("service", "create the service venv"),
         ("storage", "names no checkpoint_storage.type"),
-        ("proofs", "managed-proof.json: run the qualification first"),
+        (
+            "proofs",
+            "managed-proof.json is missing: run the qualification first",
+        ),
     ] {
         let l = line(&stdout, name);
         assert!(

@@ -186,7 +186,7 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
         );
         phases.done(&format!("qualify {backend}"));
         match verdict {
-            Ok(dir) => {
+            Ok((dir, _)) => {
                 println!("qualify {backend}: 1 passed, 0 failed");
                 passed += 1;
                 std::fs::remove_dir_all(dir)?;

@@ -56,17 +56,23 @@ pub(crate) fn start_devmaster(
     state: &Path,
     extra: &[&std::ffi::OsStr],
 ) -> Result<(Devmaster, String)> {
-    let mut child = Command::new(binary)
-        .args([
-            "devmaster",
-            "--listen",
-            "127.0.0.1:0",
-            "--preemption-timeout-seconds",
-            "120",
-            "--state-dir",
-        ])
-        .arg(state)
-        .args(extra)
+    let mut cmd = Command::new(binary);
+    cmd.args([
+        "devmaster",
+        "--listen",
+        "127.0.0.1:0",
+        "--preemption-timeout-seconds",
+        "120",
+        "--state-dir",
+    ])
+    .arg(state)
+    .args(extra);
+    spawn_devmaster(cmd)
+}
+
+/// Starts the devmaster `cmd`; returns it and the URL it printed.
+pub(crate) fn spawn_devmaster(mut cmd: Command) -> Result<(Devmaster, String)> {
+    let mut child = cmd
         // `requests` lets these override the bundle a session is given, so a Python trial would
         // ignore the DET_MASTER_CERT_FILE a TLS devmaster hands it.
         .env_remove("REQUESTS_CA_BUNDLE")

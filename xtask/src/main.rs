@@ -18,6 +18,7 @@ mod cache;
 mod ci;
 mod conformance;
 mod conformance_families;
+mod conformance_readme;
 mod conformance_tensorboard;
 mod conformance_tls;
 mod cycles;
@@ -40,8 +41,9 @@ use anyhow::{Context, Result, bail};
 type Suite = fn(&Path) -> Result<(u64, u64)>;
 
 /// Every conformance suite, in the order CI runs them.
-const SUITES: [(&str, Suite); 4] = [
+const SUITES: [(&str, Suite); 5] = [
     ("det", conformance_tls::det),
+    ("readme", conformance_readme::readme),
     ("envs", conformance::envs),
     ("families", conformance_families::families),
     ("tensorboard", conformance_tensorboard::tensorboard),
@@ -59,6 +61,10 @@ Tasks:
   conformance det
               the devmaster against the real determined==0.35.0 client (det CLI, Python and
               Rust Core API trials); the client venv is cached outside the repo
+  conformance readme
+              the README's JAIF recipe as written, from a scratch checkout with HR_PROFILE=local,
+              on a devmaster started as the README starts it (--device cpu, the tiny model):
+              qualification, the gated 256-step main run to COMPLETED, evaluate
   conformance envs
               the environment bridge against the real OpenEnv server (openenv-core and its
               echo_env template) and the real NeMo Gym example_single_tool_call server
@@ -179,7 +185,7 @@ fn main() -> Result<()> {
             let name = args.get(1).map(String::as_str);
             let Some((name, suite)) = SUITES.iter().find(|(n, _)| Some(*n) == name) else {
                 bail!(
-                    "unknown conformance suite {name:?}: available: det, envs, families, tensorboard\n\n{HELP}"
+                    "unknown conformance suite {name:?}: available: det, readme, envs, families, tensorboard\n\n{HELP}"
                 )
             };
             let (passed, failed) = suite(&root)?;
@@ -279,6 +285,8 @@ pub(crate) enum Binary<'a> {
     Release(&'a [&'a str]),
     /// CI's one debug build ([`debug_binaries`], with `cuda` and `vulkan`): the binary its tests drove.
     Ci,
+    /// A binary already in place (the README rehearsal's `target/release/hessian-recipes`).
+    At(&'a Path),
 }
 
 impl Binary<'_> {
@@ -293,6 +301,7 @@ impl Binary<'_> {
                 release_binary(root, &features)
             }
             Binary::Ci => Ok(debug_binaries(root)?.join("hessian-recipes")),
+            Binary::At(path) => Ok(path.to_owned()),
         }
     }
 }

@@ -92,13 +92,13 @@ fn read_rows(flag: &str, path: &Path) -> Result<Vec<serde_json::Value>> {
 /// then built with the `cuda` feature), `--dtype f32|f16|bf16` the plan's `model.dtype` (default
 /// bf16 on `cuda`, as a GPU run of a real model holds its base, else f32); `--server DIR`,
 /// `--app` and `--tasks FILE` another server and its rows than the shipped example's. Returns
-/// the output folder.
+/// the output folder and, with `--prepare`, the lines it printed (what to run next).
 pub(crate) fn qualify_backend(
     root: &Path,
     backend: &str,
     args: &[String],
     binary: Binary<'_>,
-) -> Result<PathBuf> {
+) -> Result<(PathBuf, Vec<String>)> {
     let Args {
         output,
         model,
@@ -165,7 +165,7 @@ pub(crate) fn qualify_backend(
             _ => &servers.nemo_python,
         };
         template_inputs(root, backend, &value, venv, evaluation)?;
-        print_next_steps(
+        let next = next_steps(
             root,
             backend,
             &binary,
@@ -174,7 +174,10 @@ pub(crate) fn qualify_backend(
             device.as_deref(),
             master.as_deref(),
         );
-        return Ok(output);
+        for line in &next {
+            println!("{line}");
+        }
+        return Ok((output, next));
     }
     // The binary's own backend qualification: native, then managed against the native proof's
     // run, both proofs re-checked.
@@ -205,7 +208,7 @@ pub(crate) fn qualify_backend(
         proofs.native_proof().display(),
         proofs.managed_proof().display()
     );
-    Ok(output)
+    Ok((output, Vec::new()))
 }
 
 /// The main plan's DEV and HELD-OUT rows: the files given, else rows in the shipped example's
@@ -316,10 +319,10 @@ fn template_inputs(
     Ok(())
 }
 
-/// `--prepare`: the plan, the service venvs and the binary are ready; print the two halves to
-/// run from a shell without a GPU (the native one as a bounded one-GPU command, the managed one
-/// from the shell, whose trial gets the GPU).
-fn print_next_steps(
+/// `--prepare`: the plan, the service venvs and the binary are ready; the lines to print: the
+/// two halves to run from a shell without a GPU (the native one as a bounded one-GPU command,
+/// the managed one from the shell, whose trial gets the GPU), each command on a line of its own.
+fn next_steps(
     root: &Path,
     backend: &str,
     binary: &Path,
@@ -327,31 +330,33 @@ fn print_next_steps(
     proofs: &hr_proof::ProofsDir,
     device: Option<&str>,
     master: Option<&str>,
-) {
+) -> Vec<String> {
     let rel = |p: &Path| p.strip_prefix(root).unwrap_or(p).display().to_string();
     let device = device.unwrap_or("cpu");
     let slots = if device == "cuda" { 1 } else { 0 };
     let log = format!("{}-native-command", rel(proofs.root()));
-    println!(
-        "qualify {backend}: prepared {} (plan {}); next, from the checkout:",
-        rel(proofs.root()),
-        rel(plan)
-    );
-    println!(
-        "  {b} cluster command --slots {slots} --output {log} -- {b} qualify native --plan {p} --device {device} --output {n}",
-        b = rel(binary),
-        p = rel(plan),
-        n = rel(&proofs.native()),
-    );
-    println!("  # run the det line it prints; once the command has ended:");
-    println!(
-        "  {b} qualify managed --plan {p} --device {device} --native-proof {np} --output {m}{master}",
-        b = rel(binary),
-        p = rel(plan),
-        np = rel(&proofs.native_proof()),
-        m = rel(&proofs.managed()),
-        master = master.map(|m| format!(" --master {m}")).unwrap_or_default(),
-    );
+    vec![
+        format!(
+            "qualify {backend}: prepared {} (plan {}); next, from the checkout:",
+            rel(proofs.root()),
+            rel(plan)
+        ),
+        format!(
+            "  {b} cluster command --slots {slots} --output {log} -- {b} qualify native --plan {p} --device {device} --output {n}",
+            b = rel(binary),
+            p = rel(plan),
+            n = rel(&proofs.native()),
+        ),
+        "  # run the det line it prints; once the command has ended:".to_owned(),
+        format!(
+            "  {b} qualify managed --plan {p} --device {device} --native-proof {np} --output {m}{master}",
+            b = rel(binary),
+            p = rel(plan),
+            np = rel(&proofs.native_proof()),
+            m = rel(&proofs.managed()),
+            master = master.map(|m| format!(" --master {m}")).unwrap_or_default(),
+        ),
+    ]
 }
 
 #[cfg(test)]

@@ -40,7 +40,24 @@ fn render(name: ProfileName, out_dir: &Path, root: Option<&Path>) -> anyhow::Res
         .iter()
         .map(|t| Ok((t.file_name.clone(), t.render()?)))
         .collect::<Result<_, hr_config::Error>>()?;
-    output::create_fresh(out_dir)?;
+    // Beside other files (the JAIF templates in cluster/determined), never over another text:
+    // every clash is refused before anything is written.
+    for (file, text) in &rendered {
+        let path = out_dir.join(file);
+        if path.symlink_metadata().is_ok()
+            && hr_files::read_to_string_bounded(&path, hr_files::MAX_CONFIG_BYTES)
+                .ok()
+                .as_deref()
+                != Some(text.as_str())
+        {
+            return Err(Refused(format!(
+                "{} exists with other content; move it away or render into another --output",
+                path.display()
+            ))
+            .into());
+        }
+    }
+    std::fs::create_dir_all(out_dir).with_context(|| format!("creating {}", out_dir.display()))?;
     for (file, text) in rendered {
         let path = out_dir.join(&file);
         std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;

@@ -353,11 +353,26 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
             .cloned()
     };
     let cuda = flag("--device").as_deref() == Some("cuda");
+    let view = TrialView::of(config);
     match entrypoint.first() {
-        Some(binary) => list.result("binary", binary_check(Path::new(binary), cuda)),
+        Some(binary) => list.result(
+            "binary",
+            match view.misses(Path::new(binary)) {
+                Some(why) if Path::new(binary).exists() => Err(why),
+                _ => binary_check(Path::new(binary), cuda),
+            },
+        ),
         None => list.result("binary", Err("the config has no entrypoint".to_owned())),
     };
     match flag("--plan") {
+        Some(plan) if view.misses(Path::new(&plan)).is_some() => {
+            list.add(
+                "plan",
+                Status::Fail,
+                view.misses(Path::new(&plan)).unwrap_or_default(),
+            );
+            list.add("inputs", Status::Skip, "needs a plan the trial finds");
+        }
         Some(plan) => match hr_plan::Plan::from_file(Path::new(&plan)) {
             Ok(p) => {
                 list.add(
@@ -365,7 +380,7 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
                     Status::Ok,
                     format!("{plan} ({}, {} steps)", p.name, p.steps),
                 );
-                list.result("inputs", plan_inputs(&p));
+                list.result("inputs", plan_inputs(&p, &view));
             }
             Err(e) => {
                 list.add("plan", Status::Fail, e.to_string());
@@ -379,42 +394,59 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
     };
     list.result("storage", storage(config));
     match flag("--service-python") {
-        Some(python) if Path::new(&python).is_file() => {
-            list.add("service venv", Status::Ok, python)
-        }
-        Some(python) => list.add(
-            "service venv",
-            Status::Fail,
-            format!("{python} is missing: create the service venv the config names"),
-        ),
+        Some(python) => match view.misses(Path::new(&python)) {
+            None => list.add("service venv", Status::Ok, python),
+            Some(why) => list.add(
+                "service venv",
+                Status::Fail,
+                format!("{why}: create the service venv the config names"),
+            ),
+        },
         None => list.add("service venv", Status::Skip, "the entrypoint names none"),
     };
     match flag("--proofs") {
-        Some(dir) => {
-            let proofs = hr_proof::ProofsDir::new(&dir);
-            let missing: Vec<String> = [proofs.native_proof(), proofs.managed_proof()]
-                .into_iter()
-                .filter(|p| !p.is_file())
-                .map(|p| p.display().to_string())
-                .collect();
-            list.result(
-                "proofs",
-                if missing.is_empty() {
-                    Ok(dir)
-                } else {
-                    Err(format!(
-                        "missing {}: run the qualification first (`cargo xtask qualify`)",
-                        missing.join(", ")
-                    ))
-                },
-            )
-        }
+        Some(dir) => list.result("proofs", proofs_check(Path::new(&dir), &view)),
         None => list.add(
             "proofs",
             Status::Skip,
             "the entrypoint names none (a qualification run)",
         ),
     };
+}
+
+/// The proofs in `dir` hold (re-verified as the gate will) and the trial finds them and the runs
+/// they name, resolved against the proofs themselves, not this shell's folder.
+fn proofs_check(dir: &Path, view: &TrialView) -> Result<String, String> {
+    let proofs = hr_proof::ProofsDir::new(dir);
+    let (native, managed) = (proofs.native_proof(), proofs.managed_proof());
+    let missing: Vec<String> = [&native, &managed]
+        .into_iter()
+        .filter_map(|p| view.misses(p))
+        .collect();
+    if !missing.is_empty() {
+        return Err(format!(
+            "{}: run the qualification first (`cargo xtask qualify`)",
+            missing.join("; ")
+        ));
+    }
+    let proof = crate::verify::verify_native_proof(&native)
+        .map_err(|e| format!("{}: {e}", native.display()))?;
+    crate::verify::verify_managed_proof(&managed)
+        .map_err(|e| format!("{}: {e}", managed.display()))?;
+    for run in [&proof.reference, &proof.interrupted, &proof.resumed] {
+        if run.is_relative() {
+            return Err(format!(
+                "{} names its run {} from the folder qualify ran in, which a trial does not \
+                 start in: qualify again with this binary (it records runs beside the proof)",
+                native.display(),
+                run.display()
+            ));
+        }
+        if let Some(why) = view.misses(run) {
+            return Err(format!("{}: {why}", native.display()));
+        }
+    }
+    Ok(format!("{} (both hold)", dir.display()))
 }
 
 /// The config names its checkpoint storage (never the master's default, which this machine
@@ -479,26 +511,81 @@ fn storage(config: &Value) -> Result<String, String> {
     }
 }
 
-/// Every file and folder the plan reads exists here (resolved as the trial resolves them:
-/// against the plan's folder), the model folder with its `config.json`.
-pub(crate) fn plan_inputs(plan: &hr_plan::Plan) -> Result<String, String> {
+/// What a trial sees of this machine's files: with bind mounts (a container), only what lies
+/// under one of their container paths (besides its image), as this shell, which has the same
+/// mounts, sees them there; without (the devmaster's processes), every file here.
+pub(crate) struct TrialView(Vec<PathBuf>);
+
+impl TrialView {
+    /// The view of a trial of `config` (its `bind_mounts`).
+    pub(crate) fn of(config: &Value) -> Self {
+        Self(
+            config
+                .get("bind_mounts")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .filter_map(|m| m.get("container_path")?.as_str().map(PathBuf::from))
+                .collect(),
+        )
+    }
+
+    /// The view of a trial of `profile`'s templates (its shared mount).
+    pub(crate) fn of_profile(profile: &ClusterProfile) -> Self {
+        Self(
+            profile
+                .shared_mount
+                .iter()
+                .map(|m| PathBuf::from(&m.container_path))
+                .collect(),
+        )
+    }
+
+    /// Why the trial would not find `path` (absolute, or relative to this shell's folder), if
+    /// it would not: missing here, or outside every mount.
+    pub(crate) fn misses(&self, path: &Path) -> Option<String> {
+        let Ok(path) = std::path::absolute(path) else {
+            return Some(format!("{} cannot be resolved", path.display()));
+        };
+        if !path.exists() {
+            Some(format!("{} is missing", path.display()))
+        } else if !self.0.is_empty() && !self.0.iter().any(|m| path.starts_with(m)) {
+            Some(format!(
+                "{} lies under no bind mount, so the trial's container does not see it: move it \
+                 under {}",
+                path.display(),
+                self.0
+                    .iter()
+                    .map(|m| m.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// Every file and folder the plan reads is there for the trial (`view`; resolved as the trial
+/// resolves them: against the plan's folder), the model folder with its `config.json`.
+pub(crate) fn plan_inputs(plan: &hr_plan::Plan, view: &TrialView) -> Result<String, String> {
     let inputs = plan.input_paths();
     let missing: Vec<String> = inputs
         .iter()
-        .filter(|(field, path)| {
-            if field == "model.path" {
-                !path.join("config.json").is_file()
+        .filter_map(|(field, path)| {
+            let path = if field == "model.path" {
+                path.join("config.json")
             } else {
-                !path.exists()
-            }
+                path.to_path_buf()
+            };
+            view.misses(&path).map(|why| format!("{field}: {why}"))
         })
-        .map(|(field, path)| format!("{field} {}", path.display()))
         .collect();
     if missing.is_empty() {
         Ok(format!("{} file(s) and folder(s) found", inputs.len()))
     } else {
         Err(format!(
-            "missing (the trial would fail on it): {}",
+            "the trial would fail on it: {}",
             missing.join("; ")
         ))
     }

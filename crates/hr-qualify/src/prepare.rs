@@ -60,7 +60,7 @@ pub fn prepare_experiment(mut plan: Plan, o: &PrepareOptions) -> Result<Prepared
     plan.make_paths_absolute()
         .map_err(|e| QualifyError::Failed(format!("making the plan's paths absolute: {e}")))?;
     // What the trial will read must be there (as `cluster preflight` checks it).
-    crate::preflight::plan_inputs(&plan)
+    crate::preflight::plan_inputs(&plan, &crate::preflight::TrialView::of_profile(&profile))
         .map_err(|e| QualifyError::Refused(format!("the plan `{}`: {e}", plan.name)))?;
     let out = &o.output;
     let backend = plan.environment.backend();

@@ -354,12 +354,13 @@ impl<'d, B: Backend> Allocation<'d, B> {
         b
     }
 
-    /// Why the allocation stops after `step`, if it does.
-    fn stop_reason(&self, step: u64) -> Option<Stop> {
+    /// Why the allocation stops after `step`, if it does; `preempt`: whether a stop was asked
+    /// for before the step's metric was reported.
+    fn stop_reason(&self, step: u64, preempt: bool) -> Option<Stop> {
         let b = self.charged();
         if step >= self.plan.steps {
             Some(Stop::Done)
-        } else if self.publisher.core().should_preempt() {
+        } else if preempt {
             Some(Stop::Preempted)
         } else if step >= self.stop_at {
             Some(Stop::Requested)
@@ -375,7 +376,10 @@ impl<'d, B: Backend> Allocation<'d, B> {
     /// Optimizer steps until a stop: each one's evidence and metrics written and reported, a
     /// periodic checkpoint when the schedule says so and the run goes on.
     pub(crate) fn train(&mut self) -> Result<Stop, TrainError> {
-        let mut reason = self.stop_reason(self.trainer.step_index());
+        let mut reason = self.stop_reason(
+            self.trainer.step_index(),
+            self.publisher.core().should_preempt(),
+        );
         while reason.is_none() {
             reason = self.step()?;
         }
@@ -407,6 +411,10 @@ impl<'d, B: Backend> Allocation<'d, B> {
             m.remove("step");
         }
         let publisher = &mut self.publisher;
+        // A stop asked for once this step's metric is visible is honoured after the next step,
+        // never this one: whoever watches the metrics (`qualify managed`, a user's pause after
+        // step k) gets the same recovery point however the report and the check interleave.
+        let mut preempt = publisher.core().should_preempt();
         publisher.report_metrics(&mut TrainerRng(self.trainer.rng_mut()), step, core_metrics)?;
         with_rng_preserved(&mut TrainerRng(self.trainer.rng_mut()), |_| {
             publisher.core().report_progress(step as f64)
@@ -423,8 +431,9 @@ impl<'d, B: Backend> Allocation<'d, B> {
             .contains(&(self.info.trial_run_id, step))
         {
             hold_for_preemption(self.publisher.core(), step);
+            preempt = self.publisher.core().should_preempt();
         }
-        let reason = self.stop_reason(step);
+        let reason = self.stop_reason(step, preempt);
         let plan = &self.plan;
         let summary = format!(
             "reward {:.3}, loss {:.4}, grad_norm {:.3}, {:.1} s{}",

@@ -201,8 +201,9 @@ pub(crate) struct PrepareArgs {
     /// Fresh folder relative to the checkout, e.g. runs/agent-gyms/jaif-managed-nemo-03.
     #[arg(long)]
     pub(crate) output: PathBuf,
-    /// `jaif` (the shared cluster) or `local` (this machine's devmaster).
-    #[arg(long, default_value = "jaif")]
+    /// `jaif` (the shared cluster) or `local` (this machine's devmaster); HR_PROFILE=local
+    /// rehearses the JAIF recipe here.
+    #[arg(long, env = "HR_PROFILE", default_value = "jaif")]
     pub(crate) profile: hr_config::ProfileName,
     /// Backend of the trial; `cuda` requests one GPU, `cpu` zero slots.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cuda)]
@@ -578,12 +579,13 @@ pub(crate) struct DemoArgs {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ClusterCommand {
-    /// Render every template of a profile into a fresh folder.
+    /// Render every template of a profile into a folder (beside what is there, over nothing).
     Render {
         /// `jaif` (the shared cluster) or `local` (this machine, paths under <root>/runs).
-        #[arg(long)]
+        #[arg(long, env = "HR_PROFILE")]
         profile: hr_config::ProfileName,
-        /// Output folder; must not exist or be empty (`--out-dir` is the older name).
+        /// Output folder (`--out-dir` is the older name); other files in it stay, and a file of
+        /// the profile's that is there with other content is refused, nothing written.
         #[arg(long, alias = "out-dir")]
         output: PathBuf,
         /// The checkout the `local` profile points at (default: the current folder).
@@ -646,7 +648,7 @@ pub(crate) struct CommandArgs {
     #[arg(long, default_value_t = 3600)]
     pub(crate) timeout_seconds: u64,
     /// `jaif` (the shared cluster's checkout and workspace) or `local` (--root, no workspace).
-    #[arg(long, default_value = "jaif")]
+    #[arg(long, env = "HR_PROFILE", default_value = "jaif")]
     pub(crate) profile: hr_config::ProfileName,
     /// The checkout the `local` profile points at (default: the current folder).
     #[arg(long)]
@@ -665,7 +667,7 @@ pub(crate) struct PreflightArgs {
     pub(crate) master: String,
     /// `jaif` (workspace JAIF, project 363, pool 42_Compute, the shared mount) or `local`
     /// (names none of them: give --workspace, --project-id, --pool to check some).
-    #[arg(long, default_value = "jaif")]
+    #[arg(long, env = "HR_PROFILE", default_value = "jaif")]
     pub(crate) profile: hr_config::ProfileName,
     /// The checkout the `local` profile points at (default: the current folder).
     #[arg(long)]
@@ -680,8 +682,9 @@ pub(crate) struct PreflightArgs {
     #[arg(long)]
     pub(crate) pool: Option<String>,
     /// The experiment config you will submit (e.g. cluster/determined/jaif-managed-nemo-main.yaml):
-    /// it must pass `cluster check`, and its bind mounts, binary, plan, service venv and proofs
-    /// must exist here; its slots_per_trial must fit the pool.
+    /// it must pass `cluster check`; its bind mounts, binary, plan and the files the plan reads,
+    /// service venv and proofs (which must hold) must exist here, under one of its bind mounts;
+    /// its slots_per_trial must fit the pool.
     #[arg(long)]
     pub(crate) config: Option<PathBuf>,
     /// Print one JSON object (`master`, `ok`, `checks`: name, status ok|fail|skip, detail).
