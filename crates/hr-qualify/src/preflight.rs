@@ -672,4 +672,26 @@ mod tests {
             assert!(err.ends_with("speaks Determined 0.35.x"), "{err}");
         }
     }
+
+    /// A binary linked against a newer glibc than this machine's is refused before it is run
+    /// (run, it would fail in the loader): this test's own binary, its `GLIBC_2.x` version
+    /// needs rewritten to `GLIBC_9.x`.
+    #[test]
+    fn a_binary_that_needs_a_newer_glibc_is_refused() {
+        let exe = std::env::current_exe().expect("exe");
+        let mut bytes = std::fs::read(&exe).expect("read");
+        let (from, to) = (b"GLIBC_2.", b"GLIBC_9.");
+        let mut at = 0;
+        while let Some(i) = bytes[at..].windows(from.len()).position(|w| w == from) {
+            bytes[at + i..at + i + to.len()].copy_from_slice(to);
+            at += i + to.len();
+        }
+        let dir = tempfile::tempdir().expect("tmp");
+        let newer = dir.path().join("hessian-recipes");
+        std::fs::write(&newer, &bytes).expect("write");
+        let err = binary_check(&newer, false).expect_err("refused");
+        assert!(err.contains("needs glibc 9."), "{err}");
+        assert!(err.contains("Building on the cluster"), "{err}");
+        assert!(binary_check(&exe, false).is_err_and(|e| !e.contains("glibc")));
+    }
 }
