@@ -11,6 +11,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod bench_core;
+mod bench_decode;
 mod bench_generate;
 mod bench_load;
 mod bench_trl;
@@ -35,7 +36,7 @@ use std::{
     process::Command,
 };
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Context, Result, bail, ensure};
 
 /// A conformance suite: (passed, failed) of its checks.
 type Suite = fn(&Path) -> Result<(u64, u64)>;
@@ -58,6 +59,8 @@ Tasks:
               tensor libraries never reach tokio/reqwest/axum, no module import cycles,
               no ignored tests or stubs, folder name = package name
   templates   regenerate cluster/determined/*.yaml from crates/hr-config (jaif profile)
+  vulkan      ci's vulkan phase alone: the GPU path on Mesa's lavapipe (parity with the CPU,
+              the native and managed qualifications, the gate)
   conformance det
               the devmaster against the real determined==0.35.0 client (det CLI, Python and
               Rust Core API trials); the client venv is cached outside the repo
@@ -134,6 +137,10 @@ Tasks:
               model.generate on the same model folder and chat prompts (defaults 32 prompts,
               128 new tokens each, 2 threads): new tokens/s and peak RSS; writes
               docs/bench/generate-MODEL.md
+  bench decode [--device cpu|vulkan|cuda] [--binary PATH]
+              one decode token's cost: kernel launches per decoder layer and outside them,
+              device-to-host reads and their values (counts), ms per step; tiny random models
+              of 2 and 4 layers, 4 and 12 new tokens; writes docs/bench/decode-DEVICE.md
   results smollm2|smollm2-own-data [--steps N] [--learning-rate X] [--threads N] | --render WORK
               does GRPO learn on a real model? SmolLM2-135M-Instruct with LoRA (defaults 48
               steps, lr 2e-4, 2 threads), our `train` and TRL's GRPOTrainer + PEFT one after the
@@ -163,6 +170,13 @@ fn main() -> Result<()> {
         Some("tidy") => tidy::run(&root),
         Some("templates") => templates(&root),
         Some("bench") => bench(&root, &args[1..]),
+        Some("vulkan") => {
+            let bin = debug_binaries(&root)?.join("hessian-recipes");
+            let (passed, failed) = vulkan::phase(&root, &bin)?;
+            println!("vulkan: {passed} passed, {failed} failed");
+            ensure!(failed == 0 && passed > 0, "the vulkan phase failed");
+            Ok(())
+        }
         Some("fetch-model") => fetch_model::run_task(&args[1..]),
         Some("results") => results::run_task(&root, &args[1..]),
         Some("python313") => {
@@ -485,6 +499,7 @@ fn bench(root: &Path, args: &[String]) -> Result<()> {
         }
         Some("core") => bench_core::run_task(root, &args[1..]),
         Some("generate") => bench_generate::run_task(root, &args[1..]),
+        Some("decode") => bench_decode::run_task(root, &args[1..]),
         Some("load") => bench_load::run_task(root, &args[1..]),
         Some("grpo") if args[1..].iter().any(|a| a == "--vs-trl") => {
             let rest: Vec<String> = args[1..]

@@ -1,6 +1,7 @@
 //! The `vulkan` phase of `cargo xtask ci`: the GPU path rehearsed on Mesa's lavapipe, a Vulkan
 //! device on the CPU, with CI's one debug binary (built with `--features vulkan`). burn-wgpu runs
-//! the same cubecl kernels, autotune and fusion as burn-cuda, compiled to SPIR-V. The checks:
+//! the same cubecl kernels and fusion as burn-cuda (no autotune), compiled to SPIR-V. The checks:
+//! one decode token's kernel launches per layer and host reads within `bench decode`'s ceilings;
 //! greedy generation equal to the CPU backend's (the same tokens, log-probabilities within
 //! 1e-4); f16 base weights within their stated tolerance of the CPU's f32 (5e-3), and bf16,
 //! which lavapipe cannot hold, refused naming `model.dtype`; `scripts/gpu-check.sh --device
@@ -272,6 +273,29 @@ fn write_plans(root: &Path, dir: &Path) -> Result<()> {
 }
 
 /// The phase: each check counted on its own; the folder is removed when all pass.
+/// One decode token's kernel launches and host reads (counts, not timings) within their
+/// ceilings (`bench decode`'s, printed).
+fn decode_cost(root: &Path, bin: &Path) -> Result<()> {
+    use crate::bench_decode::{LAUNCHES_PER_LAYER_CEILING, READS_PER_TOKEN_CEILING, measure};
+    let cost = measure(root, bin, "vulkan")?;
+    println!(
+        "vulkan: per decode token {:.1} kernel launches per layer (+{:.1} outside), {:.1} host \
+         reads of {:.0} values",
+        cost.launches_per_layer, cost.launches_outside, cost.reads, cost.values
+    );
+    ensure!(
+        cost.launches_per_layer <= LAUNCHES_PER_LAYER_CEILING,
+        "{:.1} launches per layer per decode token, above {LAUNCHES_PER_LAYER_CEILING}",
+        cost.launches_per_layer
+    );
+    ensure!(
+        cost.reads <= READS_PER_TOKEN_CEILING,
+        "{:.1} host reads per decode token, above {READS_PER_TOKEN_CEILING}",
+        cost.reads
+    );
+    Ok(())
+}
+
 pub(crate) fn phase(root: &Path, bin: &Path) -> Result<(u64, u64)> {
     ensure_lavapipe()?;
     let dir = PathBuf::from(format!("target/vulkan-ci-{}", std::process::id()));
@@ -283,12 +307,13 @@ pub(crate) fn phase(root: &Path, bin: &Path) -> Result<(u64, u64)> {
         cpu.as_deref()
             .map_err(|e| anyhow::anyhow!("the CPU's generation: {e:#}"))
     };
-    for name in ["parity", "half", "gpu-check", "gate"] {
+    for name in ["parity", "half", "gpu-check", "gate", "decode cost"] {
         let verdict = match name {
             "parity" => cpu().and_then(|c| parity(root, bin, c)),
             "half" => cpu().and_then(|c| half(root, bin, &dir, c)),
             "gpu-check" => gpu_check(root, bin, &dir),
-            _ => gate(root, bin, &dir),
+            "gate" => gate(root, bin, &dir),
+            _ => decode_cost(root, bin),
         };
         match verdict {
             Ok(()) => {

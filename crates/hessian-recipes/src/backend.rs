@@ -93,9 +93,17 @@ fn cpu_name() -> String {
     arch.to_owned()
 }
 
+/// How the GPU backends are built, beyond the libraries' versions: what decides their kernels
+/// and where tokens are drawn (the binary's digest binds it too; the record says it to readers).
+const GPU_BUILD: &str = "fusion, no autotune, sampling on the host";
+
 /// The record of a device of `kind` named `name`, built with this binary's tensor libraries.
 fn device(kind: DeviceKind, name: String, detail: Option<String>) -> Device {
-    Device::new(kind.flag(), name, LIBRARIES).with_detail(detail)
+    let libraries = match kind {
+        DeviceKind::Cpu => LIBRARIES.to_owned(),
+        DeviceKind::Cuda | DeviceKind::Vulkan => format!("{LIBRARIES}; {GPU_BUILD}"),
+    };
+    Device::new(kind.flag(), name, libraries).with_detail(detail)
 }
 
 /// The refusal of `--device FLAG` by a binary built without that backend.

@@ -76,8 +76,13 @@ impl OnBackend for Job {
         }
         let mut rng = PolicyRng::from_seed(args.seed);
         let started = Instant::now();
+        let reads_before = hr_policy::host_reads();
+        let launches_before = crate::logging::kernel_launches();
         let out = policy.generate(adapters.as_ref(), &prompts, &sampling, &mut rng, true)?;
         let elapsed = started.elapsed().as_secs_f64();
+        let reads = hr_policy::host_reads();
+        let (reads, values) = (reads.0 - reads_before.0, reads.1 - reads_before.1);
+        let launches = crate::logging::kernel_launches() - launches_before;
         let generated: usize = out.tokens.iter().map(Vec::len).sum();
         for (i, prompt) in args.prompt.iter().enumerate() {
             let text = tokenizer.decode(&out.tokens[i])?;
@@ -96,7 +101,8 @@ impl OnBackend for Job {
             }
         }
         eprintln!(
-            "{name}: loaded in {:.1} s; {generated} tokens in {elapsed:.2} s ({:.1} tokens/s)",
+            "{name}: loaded in {:.1} s; {generated} tokens in {elapsed:.2} s ({:.1} tokens/s); \
+             {reads} host reads of {values} values, {launches} kernel launches",
             loaded.as_secs_f64(),
             generated as f64 / elapsed.max(1e-9)
         );

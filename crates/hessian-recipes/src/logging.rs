@@ -3,11 +3,15 @@
 //! keep their level); with `RUST_LOG` (`debug`, `hr_det=debug,hr_train=info`, ...), what it
 //! selects, each line with time, level and target. The training loop's step events
 //! (`hr_train::PROGRESS_TARGET`) become a progress bar with ETA when stderr is a terminal; piped
-//! or logged output keeps them as one plain line per step.
+//! or logged output keeps them as one plain line per step. A layer counts the GPU backends'
+//! kernel launches (`kernel_launches`, for `generate`'s summary and `bench decode`).
 
 use std::{
     io::{IsTerminal, Write},
-    sync::{Arc, Mutex, PoisonError},
+    sync::{
+        Arc, Mutex, PoisonError,
+        atomic::{AtomicU64, Ordering},
+    },
     time::Duration,
 };
 
@@ -21,6 +25,35 @@ use tracing_subscriber::{
     util::SubscriberInitExt,
 };
 
+/// Kernel launches the GPU backends have made in this process: cubecl's `launch_inner` spans
+/// (one per launch, fused or not), counted as they open, on the launching thread, so a count
+/// read after a device read-back is exact. Always 0 on the CPU backend.
+static LAUNCHES: AtomicU64 = AtomicU64::new(0);
+
+/// The kernel launches so far (see [`LAUNCHES`]).
+pub(crate) fn kernel_launches() -> u64 {
+    LAUNCHES.load(Ordering::Relaxed)
+}
+
+/// Counts cubecl's launch spans into [`LAUNCHES`].
+struct LaunchCounter;
+
+impl<S: Subscriber> Layer<S> for LaunchCounter {
+    fn on_new_span(
+        &self,
+        _: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: Context<'_, S>,
+    ) {
+        LAUNCHES.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Whether `m` is cubecl's span around one kernel launch.
+fn is_launch(m: &tracing::Metadata<'_>) -> bool {
+    m.is_span() && m.name() == "launch_inner" && m.target().starts_with("cubecl_runtime")
+}
+
 /// The progress bar of the run, once a step event has made one.
 type Bar = Arc<Mutex<Option<ProgressBar>>>;
 
@@ -32,8 +65,10 @@ pub(crate) fn init() {
     let not_progress =
         move |m: &tracing::Metadata<'_>| !(terminal && m.target() == hr_train::PROGRESS_TARGET);
     let progress = terminal.then(|| ProgressLayer(bar.clone()));
+    let launches = LaunchCounter.with_filter(filter_fn(is_launch));
     let result = match EnvFilter::try_from_default_env() {
         Ok(filter) => tracing_subscriber::registry()
+            .with(launches)
             .with(progress)
             .with(
                 tracing_subscriber::fmt::layer()
@@ -44,6 +79,7 @@ pub(crate) fn init() {
             )
             .try_init(),
         Err(_) => tracing_subscriber::registry()
+            .with(launches)
             .with(progress.with_filter(LevelFilter::INFO))
             .with(
                 tracing_subscriber::fmt::layer()

@@ -3,6 +3,7 @@
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use burn::module::AutodiffModule;
 use burn::tensor::activation::log_softmax;
@@ -608,8 +609,22 @@ fn distinct_rows(prompts: &[Vec<u32>]) -> Option<(Vec<usize>, Vec<i64>)> {
     (distinct.len() < prompts.len()).then_some((distinct, source))
 }
 
+/// The device-to-host reads [`host_f32`] has made in this process, and the values they carried.
+static HOST_READS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// `(reads, values)` made by [`host_f32`] so far in this process: a decode token's read-backs,
+/// counted (deterministically) for `generate`'s summary and `bench decode`.
+pub fn host_reads() -> (u64, u64) {
+    (
+        HOST_READS[0].load(Ordering::Relaxed),
+        HOST_READS[1].load(Ordering::Relaxed),
+    )
+}
+
 /// Copies a float tensor to the host as f32.
 pub fn host_f32<B: Backend, const D: usize>(tensor: Tensor<B, D>) -> Result<Vec<f32>, PolicyError> {
+    HOST_READS[0].fetch_add(1, Ordering::Relaxed);
+    HOST_READS[1].fetch_add(tensor.shape().num_elements() as u64, Ordering::Relaxed);
     tensor
         .into_data()
         .convert::<f32>()
