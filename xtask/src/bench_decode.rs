@@ -16,9 +16,10 @@ use crate::bench_trl::{cpu_name, measured_commit, publish};
 use crate::conformance::target_dir;
 
 /// The most kernel launches one decoder layer may make per decode token on a GPU backend (CI
-/// fails above it): measured 43 with fusion (tiny llama, no adapters, f32; about 68 before,
-/// 141 a token on 2 layers); the GPU decode path's goal is 15.
-pub(crate) const LAUNCHES_PER_LAYER_CEILING: f64 = 43.0;
+/// fails above it). Measured on lavapipe (tiny llama, no adapters, f32): about 68 before
+/// fusion (141 a token on 2 layers), 43 with it, 35 with RoPE's halves swapped by one flip and
+/// the KV cache written in place; the GPU decode path's goal is 15.
+pub(crate) const LAUNCHES_PER_LAYER_CEILING: f64 = 35.0;
 /// The most device-to-host reads per decode token: the logits, sampled on the host (goal: 0,
 /// only the drawn token ids).
 pub(crate) const READS_PER_TOKEN_CEILING: f64 = 1.0;

@@ -79,17 +79,46 @@ pub struct BaseModel<B: Backend> {
 }
 
 /// Keys and values of the positions seen so far, per block, before the GQA repeat.
+///
+/// With a capacity (generation, which knows its prompt width plus new tokens), each block's keys
+/// and values live in one buffer of that many columns, written in place column by column, and
+/// attention reads the live prefix: no buffer grows, so decoding copies O(n) values, not O(n²).
+/// Without one (scoring, whose backward then needs no buffer), each append concatenates.
 #[derive(Debug, Clone)]
 pub struct KvCache<B: Backend> {
-    layers: Vec<Option<(Tensor<B, 4>, Tensor<B, 4>)>>,
+    layers: Vec<Option<LayerKv<B>>>,
+    capacity: Option<usize>,
+}
+
+/// One block's keys and values `[batch, kv_heads, columns, head_dim]`, of which the first `len`
+/// columns are live.
+#[derive(Debug, Clone)]
+struct LayerKv<B: Backend> {
+    k: Tensor<B, 4>,
+    v: Tensor<B, 4>,
+    len: usize,
 }
 
 impl<B: Backend> KvCache<B> {
-    /// An empty cache for `num_layers` blocks.
+    /// An empty cache for `num_layers` blocks whose appends concatenate.
     pub fn new(num_layers: usize) -> Self {
         Self {
             layers: vec![None; num_layers],
+            capacity: None,
         }
+    }
+
+    /// An empty cache for `num_layers` blocks and at most `capacity` columns, written in place.
+    pub fn with_capacity(num_layers: usize, capacity: usize) -> Self {
+        Self {
+            capacity: Some(capacity),
+            ..Self::new(num_layers)
+        }
+    }
+
+    /// The columns a block's buffer holds, when appends write in place.
+    pub(crate) fn capacity(&self) -> Option<usize> {
+        self.capacity
     }
 
     /// How many positions are cached.
@@ -97,7 +126,7 @@ impl<B: Backend> KvCache<B> {
         self.layers
             .first()
             .and_then(Option::as_ref)
-            .map_or(0, |(k, _)| k.dims()[2])
+            .map_or(0, |layer| layer.len)
     }
 
     /// Whether nothing is cached yet.
@@ -105,18 +134,85 @@ impl<B: Backend> KvCache<B> {
         self.len() == 0
     }
 
-    /// A cache whose row `i` is row `rows[i]` of this one.
-    pub(crate) fn select_rows(self, rows: &Tensor<B, 1, Int>) -> Self {
-        Self {
-            layers: self
-                .layers
-                .into_iter()
-                .map(|layer| {
-                    layer.map(|(k, v)| (k.select(0, rows.clone()), v.select(0, rows.clone())))
+    /// The same rows, selected: row `i` is row `rows[i]` of `self`, written into a cache of
+    /// `capacity` (the selected rows' own columns only, so the copy is the live prefix).
+    pub(crate) fn select_rows(self, rows: &Tensor<B, 1, Int>, capacity: Option<usize>) -> Self {
+        let layers = self
+            .layers
+            .into_iter()
+            .map(|layer| {
+                layer.map(|LayerKv { k, v, len }| {
+                    let live = |t: Tensor<B, 4>| {
+                        let [b, h, _, d] = t.dims();
+                        t.slice([0..b, 0..h, 0..len, 0..d]).select(0, rows.clone())
+                    };
+                    let (k, v) = (live(k), live(v));
+                    match capacity {
+                        Some(cap) if cap > len => LayerKv {
+                            k: in_buffer(k, cap),
+                            v: in_buffer(v, cap),
+                            len,
+                        },
+                        _ => LayerKv { k, v, len },
+                    }
                 })
-                .collect(),
-        }
+            })
+            .collect();
+        Self { layers, capacity }
     }
+
+    /// Appends block `layer`'s new keys and values `[batch, kv_heads, new, head_dim]`; returns
+    /// all live ones.
+    fn append(
+        &mut self,
+        layer: usize,
+        k: Tensor<B, 4>,
+        v: Tensor<B, 4>,
+    ) -> (Tensor<B, 4>, Tensor<B, 4>) {
+        let [b, h, new, d] = k.dims();
+        let slot = &mut self.layers[layer];
+        let stored = match slot.take() {
+            None => match self.capacity {
+                Some(cap) if cap > new => LayerKv {
+                    k: in_buffer(k, cap),
+                    v: in_buffer(v, cap),
+                    len: new,
+                },
+                _ => LayerKv { k, v, len: new },
+            },
+            Some(LayerKv { k: pk, v: pv, len }) if pk.dims()[2] >= len + new => {
+                let at = [0..b, 0..h, len..len + new, 0..d];
+                LayerKv {
+                    k: pk.slice_assign(at.clone(), k),
+                    v: pv.slice_assign(at, v),
+                    len: len + new,
+                }
+            }
+            Some(LayerKv { k: pk, v: pv, len }) => LayerKv {
+                k: Tensor::cat(vec![pk, k], 2),
+                v: Tensor::cat(vec![pv, v], 2),
+                len: len + new,
+            },
+        };
+        let live = |t: &Tensor<B, 4>| {
+            if t.dims()[2] == stored.len {
+                t.clone()
+            } else {
+                t.clone().slice([0..b, 0..h, 0..stored.len, 0..d])
+            }
+        };
+        let out = (live(&stored.k), live(&stored.v));
+        *slot = Some(stored);
+        out
+    }
+}
+
+/// `t` `[batch, heads, len, head_dim]` (f32, as every activation) at the start of a fresh
+/// buffer of `capacity` columns, whose columns past `len` are never read before written.
+fn in_buffer<B: Backend>(t: Tensor<B, 4>, capacity: usize) -> Tensor<B, 4> {
+    let [b, h, len, d] = t.dims();
+    Tensor::<B, 4>::empty([b, h, capacity, d], &t.device())
+        .slice_assign([0..b, 0..h, 0..len, 0..d], t)
 }
 
 /// A batch laid out for the model: rows left-padded to a common length so that every row's last
@@ -168,7 +264,7 @@ pub(crate) fn hidden_states<B: Backend>(
     for (i, block) in base.blocks.iter().enumerate() {
         let lora = adapters.map(|a| (a, i));
         let h = rms_norm(x.clone(), block.input_norm.val(), config.rms_norm_eps);
-        let layer_cache = cache.as_mut().map(|c| &mut c.layers[i]);
+        let layer_cache = cache.as_mut().map(|c| (&mut **c, i));
         let window = config.sliding_windows.get(i).copied().flatten();
         let mask = masks
             .iter()
@@ -291,7 +387,7 @@ fn attention<B: Backend>(
     h: Tensor<B, 3>,
     rope: &Rope<B>,
     mask: &Tensor<B, 4>,
-    cache: Option<&mut Option<(Tensor<B, 4>, Tensor<B, 4>)>>,
+    cache: Option<(&mut KvCache<B>, usize)>,
 ) -> Tensor<B, 3> {
     let [batch, new, _] = h.dims();
     let (heads, kv_heads, hd) = (config.num_heads, config.num_kv_heads, config.head_dim);
@@ -321,15 +417,12 @@ fn attention<B: Backend>(
     let q = rope.q.apply(head_norm(q, heads, attn.q_norm.as_ref()));
     let k = rope.k.apply(head_norm(k, kv_heads, attn.k_norm.as_ref()));
     let q = q.reshape([batch, new, heads, hd]).swap_dims(1, 2);
-    let mut k = k.reshape([batch, new, kv_heads, hd]).swap_dims(1, 2);
-    let mut v = v.reshape([batch, new, kv_heads, hd]).swap_dims(1, 2);
-    if let Some(slot) = cache {
-        if let Some((pk, pv)) = slot.take() {
-            k = Tensor::cat(vec![pk, k], 2);
-            v = Tensor::cat(vec![pv, v], 2);
-        }
-        *slot = Some((k.clone(), v.clone()));
-    }
+    let k = k.reshape([batch, new, kv_heads, hd]).swap_dims(1, 2);
+    let v = v.reshape([batch, new, kv_heads, hd]).swap_dims(1, 2);
+    let (k, v) = match cache {
+        Some((cache, layer)) => cache.append(layer, k, v),
+        None => (k, v),
+    };
     // Grouped-query attention without copying keys and values per query head: the `groups`
     // query heads sharing a key/value head are stacked along the rows of one product.
     let groups = config.kv_groups();
@@ -423,10 +516,14 @@ impl<B: Backend> RopeTables<B> {
     fn apply(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
         let [b, t, width] = x.dims();
         let (h, d) = (width / self.head_dim, self.head_dim);
-        let heads = x.clone().reshape([b, t, h, d]);
-        let x1 = heads.clone().slice([0..b, 0..t, 0..h, 0..d / 2]);
-        let x2 = heads.slice([0..b, 0..t, 0..h, d / 2..d]);
-        let swapped = Tensor::cat(vec![x2, x1], 3).reshape([b, t, width]);
+        // Each head's halves swapped, `[x1, x2]` → `[x2, x1]`: one flip of the halves' axis
+        // (one copy on a GPU, a view on Flex) where slicing and concatenating took four kernels;
+        // the same values either way.
+        let swapped = x
+            .clone()
+            .reshape([b, t, h, 2, d / 2])
+            .flip([3])
+            .reshape([b, t, width]);
         x * self.cos.clone() + swapped * self.sin.clone()
     }
 }

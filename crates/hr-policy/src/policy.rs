@@ -251,7 +251,10 @@ impl<B: Backend> Policy<B> {
             .into_par_iter()
             .map(|i| {
                 let rows = i * batch / lanes..(i + 1) * batch / lanes;
-                Lane::prefilled(self, adapters, prompts, rows, width, use_cache)
+                let cache = use_cache.then(|| {
+                    KvCache::with_capacity(self.config.num_layers, width + sampling.max_new_tokens)
+                });
+                Lane::prefilled(self, adapters, prompts, rows, width, cache)
             })
             .collect();
         let vocab = self.config.vocab_size;
@@ -355,7 +358,7 @@ impl<B: Backend> Policy<B> {
             TensorData::new(source.to_vec(), [prompts.len()]),
             &self.device,
         );
-        *cache = distinct_cache.select_rows(&select);
+        *cache = distinct_cache.select_rows(&select, cache.capacity());
         hidden.select(0, select)
     }
 
@@ -564,13 +567,12 @@ impl<B: Backend> Lane<B> {
         prompts: &[Vec<u32>],
         rows: Range<usize>,
         width: usize,
-        use_cache: bool,
+        mut cache: Option<KvCache<B>>,
     ) -> Self {
         let prompts = &prompts[rows.clone()];
         let layout = Layout {
             pad_left: prompts.iter().map(|p| width - p.len()).collect(),
         };
-        let mut cache = use_cache.then(|| KvCache::new(policy.config.num_layers));
         let hidden = policy.prefill(adapters, prompts, &layout, cache.as_mut());
         Lane {
             rows,
