@@ -41,17 +41,23 @@ fn devmaster(s: &Scratch) -> (Master, String) {
     (master, url)
 }
 
-/// `cluster preflight ARGS` against `url` as user `determined`; (exit code, stdout).
-fn preflight(s: &Scratch, url: &str, args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(binary())
-        .args(["cluster", "preflight", "--master", url])
+/// The binary with `args`, run in `s` and signed in as user `determined`.
+fn as_determined(s: &Scratch, args: &[&str]) -> std::process::Output {
+    Command::new(binary())
         .args(args)
         .current_dir(s.path())
         .env("DET_USER", "determined")
         .env_remove("DET_USER_TOKEN")
         .env("HOME", s.path())
         .output()
-        .expect("run preflight");
+        .expect("run the binary")
+}
+
+/// `cluster preflight ARGS` against `url` as user `determined`; (exit code, stdout).
+fn preflight(s: &Scratch, url: &str, args: &[&str]) -> (Option<i32>, String) {
+    let mut all = vec!["cluster", "preflight", "--master", url];
+    all.extend_from_slice(args);
+    let out = as_determined(s, &all);
     let (stdout, stderr) = text(&out);
     assert!(
         stderr.is_empty() || out.status.code() != Some(0),
@@ -253,14 +259,7 @@ fn qualify(s: &Scratch, url: &str) {
             url,
         ],
     ] {
-        let out = Command::new(binary())
-            .args(&args)
-            .current_dir(s.path())
-            .env("DET_USER", "determined")
-            .env_remove("DET_USER_TOKEN")
-            .env("HOME", s.path())
-            .output()
-            .expect("run qualify");
+        let out = as_determined(s, &args);
         assert!(out.status.success(), "{args:?}: {}", text(&out).1);
     }
 }

@@ -255,28 +255,7 @@ fn rehearse(
         ok(&line);
         if line.contains(" cluster command ") {
             // "run the det line the first prints and wait for that command to end"
-            let det_line = stdout
-                .lines()
-                .find(|l| l.starts_with("det command run "))
-                .with_context(|| format!("{line} printed no det line"))?;
-            let id = run_line(checkout, &env, "", det_line)?
-                .lines()
-                .last()
-                .map(str::trim)
-                .unwrap_or_default()
-                .to_owned();
-            let status = wait_for(
-                checkout,
-                &env,
-                &format!("det command describe {id} --json"),
-                Duration::from_secs(1800),
-                |v| (v["state"] == "TERMINATED").then(|| v["exitStatus"].to_string()),
-            )?;
-            ensure!(
-                status == "\"0\"",
-                "the native qualification command ended with {status}; see {}",
-                checkout.join("runs").display()
-            );
+            run_printed_command(checkout, &env, &line, &stdout)?;
             ok("the det command it printed ran the native qualification to exit 0");
         }
         if let Some(line) = stdout
@@ -287,63 +266,11 @@ fn rehearse(
         }
         if line.contains(" cluster preflight ") {
             let create_line = create.take().context("preflight before managed prepare")?;
-            let out = run_line(checkout, &env, "", &create_line)?;
-            let id = out
-                .split("Created experiment ")
-                .nth(1)
-                .and_then(|rest| rest.split_whitespace().next())
-                .filter(|id| id.parse::<u64>().is_ok())
-                .context("det experiment create printed no id")?
-                .to_owned();
-            let state = wait_for(
-                checkout,
-                &env,
-                &format!("det experiment describe {id} --json"),
-                Duration::from_secs(3600),
-                |v| {
-                    let state = v[0]["experiment"]["state"].as_str()?;
-                    ["STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR"]
-                        .contains(&state)
-                        .then(|| state.to_owned())
-                },
-            )?;
-            if state != "STATE_COMPLETED" {
-                let logs = checkout.join("runs/devmaster/logs");
-                let log: String = std::fs::read_dir(&logs)?
-                    .filter_map(|e| e.ok().map(|e| e.path()))
-                    .filter(|p| {
-                        p.file_name()
-                            .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{id}.")))
-                    })
-                    .filter_map(|p| std::fs::read_to_string(p).ok())
-                    .collect();
-                let tail: Vec<&str> = log.lines().rev().take(20).collect();
-                bail!(
-                    "the main run ended {state}; its trial log ends:\n{}",
-                    tail.into_iter().rev().collect::<Vec<_>>().join("\n")
-                );
-            }
+            experiment = Some(run_main(checkout, &env, &create_line)?);
             ok("the det line managed prepare printed ran the gated main run to COMPLETED");
-            experiment = Some(id);
         }
         if line.contains(" evaluate ") {
-            let out = line
-                .split_once("--output ")
-                .map(|(_, rest)| rest.split(' ').next().unwrap_or(rest))
-                .context("evaluate without --output")?;
-            let report: serde_json::Value = serde_json::from_slice(&std::fs::read(
-                checkout.join(out).join("payload/report.json"),
-            )?)?;
-            let adopted: Vec<u64> = report["checkpoints"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .filter_map(|c| c["step"].as_u64())
-                .collect();
-            ensure!(
-                adopted == ADOPTED,
-                "evaluate adopted {adopted:?}, not {ADOPTED:?}"
-            );
+            check_adopted(checkout, &line)?;
             ok("evaluate adopted the main run's checkpoints 64, 128 and 256");
         }
     }
@@ -354,6 +281,103 @@ fn rehearse(
     ensure!(
         experiment.is_some(),
         "the recipe never submitted the main run"
+    );
+    Ok(())
+}
+
+/// Runs the `det command run` line `line` printed (`stdout`) and waits for the command to end;
+/// fails unless it exited 0.
+fn run_printed_command(
+    checkout: &Path,
+    env: &[(&str, String)],
+    line: &str,
+    stdout: &str,
+) -> Result<()> {
+    let det_line = stdout
+        .lines()
+        .find(|l| l.starts_with("det command run "))
+        .with_context(|| format!("{line} printed no det line"))?;
+    let id = run_line(checkout, env, "", det_line)?
+        .lines()
+        .last()
+        .map(str::trim)
+        .unwrap_or_default()
+        .to_owned();
+    let status = wait_for(
+        checkout,
+        env,
+        &format!("det command describe {id} --json"),
+        Duration::from_secs(1800),
+        |v| (v["state"] == "TERMINATED").then(|| v["exitStatus"].to_string()),
+    )?;
+    ensure!(
+        status == "\"0\"",
+        "the native qualification command ended with {status}; see {}",
+        checkout.join("runs").display()
+    );
+    Ok(())
+}
+
+/// Runs `det experiment create` as `managed prepare` printed it and waits for the experiment to
+/// end; returns its id, or fails with the state and the trial log's tail unless it COMPLETED.
+fn run_main(checkout: &Path, env: &[(&str, String)], create_line: &str) -> Result<String> {
+    let out = run_line(checkout, env, "", create_line)?;
+    let id = out
+        .split("Created experiment ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .filter(|id| id.parse::<u64>().is_ok())
+        .context("det experiment create printed no id")?
+        .to_owned();
+    let state = wait_for(
+        checkout,
+        env,
+        &format!("det experiment describe {id} --json"),
+        Duration::from_secs(3600),
+        |v| {
+            let state = v[0]["experiment"]["state"].as_str()?;
+            ["STATE_COMPLETED", "STATE_CANCELED", "STATE_ERROR"]
+                .contains(&state)
+                .then(|| state.to_owned())
+        },
+    )?;
+    if state != "STATE_COMPLETED" {
+        // The devmaster keeps each allocation's log as `logs/<experiment>.<allocation>.log`.
+        let log: String = std::fs::read_dir(checkout.join("runs/devmaster/logs"))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with(&format!("{id}.")))
+            })
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .collect();
+        let tail: Vec<&str> = log.lines().rev().take(20).collect();
+        bail!(
+            "the main run ended {state}; its trial log ends:\n{}",
+            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+        );
+    }
+    Ok(id)
+}
+
+/// The report `evaluate` (the recipe's `line`) wrote adopted exactly [`ADOPTED`].
+fn check_adopted(checkout: &Path, line: &str) -> Result<()> {
+    let out = line
+        .split_once("--output ")
+        .map(|(_, rest)| rest.split(' ').next().unwrap_or(rest))
+        .context("evaluate without --output")?;
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(
+        checkout.join(out).join("payload/report.json"),
+    )?)?;
+    let adopted: Vec<u64> = report["checkpoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["step"].as_u64())
+        .collect();
+    ensure!(
+        adopted == ADOPTED,
+        "evaluate adopted {adopted:?}, not {ADOPTED:?}"
     );
     Ok(())
 }
