@@ -140,7 +140,8 @@ Tasks:
   bench decode [--device cpu|vulkan|cuda] [--binary PATH]
               one decode token's cost: kernel launches per decoder layer and outside them,
               device-to-host reads and their values (counts), ms per step; tiny random models
-              of 2 and 4 layers, 4 and 12 new tokens; writes docs/bench/decode-DEVICE.md
+              of 2 and 4 layers, 4 and 12 new tokens, without adapters and through LoRA on
+              q, k, v, o; writes docs/bench/decode-DEVICE.md
   results smollm2|smollm2-own-data [--steps N] [--learning-rate X] [--threads N] | --render WORK
               does GRPO learn on a real model? SmolLM2-135M-Instruct with LoRA (defaults 48
               steps, lr 2e-4, 2 threads), our `train` and TRL's GRPOTrainer + PEFT one after the

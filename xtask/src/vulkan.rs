@@ -276,23 +276,25 @@ fn write_plans(root: &Path, dir: &Path) -> Result<()> {
 /// One decode token's kernel launches and host reads (counts, not timings) within their
 /// ceilings (`bench decode`'s, printed).
 fn decode_cost(root: &Path, bin: &Path) -> Result<()> {
-    use crate::bench_decode::{LAUNCHES_PER_LAYER_CEILING, READS_PER_TOKEN_CEILING, measure};
-    let cost = measure(root, bin, "vulkan")?;
-    println!(
-        "vulkan: per decode token {:.1} kernel launches per layer (+{:.1} outside), {:.1} host \
-         reads of {:.0} values",
-        cost.launches_per_layer, cost.launches_outside, cost.reads, cost.values
-    );
-    ensure!(
-        cost.launches_per_layer <= LAUNCHES_PER_LAYER_CEILING,
-        "{:.1} launches per layer per decode token, above {LAUNCHES_PER_LAYER_CEILING}",
-        cost.launches_per_layer
-    );
-    ensure!(
-        cost.reads <= READS_PER_TOKEN_CEILING,
-        "{:.1} host reads per decode token, above {READS_PER_TOKEN_CEILING}",
-        cost.reads
-    );
+    use crate::bench_decode::{CEILINGS, READS_PER_TOKEN_CEILING, measure};
+    for (what, lora, ceiling) in CEILINGS {
+        let cost = measure(root, bin, "vulkan", lora)?;
+        println!(
+            "vulkan: per decode token {what}: {:.1} kernel launches per layer (+{:.1} outside), \
+             {:.1} host reads of {:.0} values",
+            cost.launches_per_layer, cost.launches_outside, cost.reads, cost.values
+        );
+        ensure!(
+            cost.launches_per_layer <= ceiling,
+            "{what}: {:.1} launches per layer per decode token, above {ceiling}",
+            cost.launches_per_layer
+        );
+        ensure!(
+            cost.reads <= READS_PER_TOKEN_CEILING,
+            "{what}: {:.1} host reads per decode token, above {READS_PER_TOKEN_CEILING}",
+            cost.reads
+        );
+    }
     Ok(())
 }
 
