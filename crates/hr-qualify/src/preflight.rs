@@ -355,25 +355,24 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
     let cuda = flag("--device").as_deref() == Some("cuda");
     let view = TrialView::of(config);
     match entrypoint.first() {
+        // A missing binary gets binary_check's build hint.
         Some(binary) => list.result(
             "binary",
-            match view.misses(Path::new(binary)) {
-                Some(why) if Path::new(binary).exists() => Err(why),
-                _ => binary_check(Path::new(binary), cuda),
+            match std::path::absolute(binary)
+                .ok()
+                .and_then(|b| view.outside(&b))
+            {
+                Some(why) => Err(why),
+                None => binary_check(Path::new(binary), cuda),
             },
         ),
         None => list.result("binary", Err("the config has no entrypoint".to_owned())),
     };
     match flag("--plan") {
-        Some(plan) if view.misses(Path::new(&plan)).is_some() => {
-            list.add(
-                "plan",
-                Status::Fail,
-                view.misses(Path::new(&plan)).unwrap_or_default(),
-            );
-            list.add("inputs", Status::Skip, "needs a plan the trial finds");
-        }
-        Some(plan) => match hr_plan::Plan::from_file(Path::new(&plan)) {
+        Some(plan) => match view.misses(Path::new(&plan)).map_or_else(
+            || hr_plan::Plan::from_file(Path::new(&plan)).map_err(|e| e.to_string()),
+            Err,
+        ) {
             Ok(p) => {
                 list.add(
                     "plan",
@@ -383,8 +382,12 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
                 list.result("inputs", plan_inputs(&p, &view));
             }
             Err(e) => {
-                list.add("plan", Status::Fail, e.to_string());
-                list.add("inputs", Status::Skip, "needs a plan that parses");
+                list.add("plan", Status::Fail, e);
+                list.add(
+                    "inputs",
+                    Status::Skip,
+                    "needs a plan the trial finds and parses",
+                );
             }
         },
         None => {
@@ -469,31 +472,11 @@ fn storage(config: &Value) -> Result<String, String> {
     let here = storage
         .folder(hr_config::StorageView::Host)
         .map_err(|e| e.to_string())?;
-    let mounts: Vec<(String, String)> = config
-        .get("bind_mounts")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|m| {
-            Some((
-                m.get("host_path")?.as_str()?.to_owned(),
-                m.get("container_path")?.as_str()?.to_owned(),
-            ))
-        })
-        .collect();
     if storage.kind == Some(hr_config::StorageKind::Directory)
-        && !mounts.is_empty()
-        && !mounts.iter().any(|(_, inside)| here.starts_with(inside))
+        && let Some(why) = TrialView::of(config).outside(&here)
     {
         return Err(format!(
-            "directory storage {} lies under no bind mount: checkpoints would vanish with each \
-             container; put it under {}",
-            here.display(),
-            mounts
-                .iter()
-                .map(|(_, inside)| inside.as_str())
-                .collect::<Vec<_>>()
-                .join(" or ")
+            "directory storage: {why}; checkpoints would vanish with each container"
         ));
     }
     // The folder, or the nearest folder above it that exists (trials create the rest).
@@ -541,16 +524,11 @@ impl TrialView {
         )
     }
 
-    /// Why the trial would not find `path` (absolute, or relative to this shell's folder), if
-    /// it would not: missing here, or outside every mount.
-    pub(crate) fn misses(&self, path: &Path) -> Option<String> {
-        let Ok(path) = std::path::absolute(path) else {
-            return Some(format!("{} cannot be resolved", path.display()));
-        };
-        if !path.exists() {
-            Some(format!("{} is missing", path.display()))
-        } else if !self.0.is_empty() && !self.0.iter().any(|m| path.starts_with(m)) {
-            Some(format!(
+    /// Why the trial's container would not see `path` (absolute), if it would not: it lies
+    /// under none of the mounts.
+    fn outside(&self, path: &Path) -> Option<String> {
+        (!self.0.is_empty() && !self.0.iter().any(|m| path.starts_with(m))).then(|| {
+            format!(
                 "{} lies under no bind mount, so the trial's container does not see it: move it \
                  under {}",
                 path.display(),
@@ -559,9 +537,20 @@ impl TrialView {
                     .map(|m| m.display().to_string())
                     .collect::<Vec<_>>()
                     .join(" or ")
-            ))
+            )
+        })
+    }
+
+    /// Why the trial would not find `path` (absolute, or relative to this shell's folder), if
+    /// it would not: missing here, or outside every mount.
+    pub(crate) fn misses(&self, path: &Path) -> Option<String> {
+        let Ok(path) = std::path::absolute(path) else {
+            return Some(format!("{} cannot be resolved", path.display()));
+        };
+        if path.exists() {
+            self.outside(&path)
         } else {
-            None
+            Some(format!("{} is missing", path.display()))
         }
     }
 }
@@ -671,6 +660,22 @@ mod tests {
             );
             assert!(err.ends_with("speaks Determined 0.35.x"), "{err}");
         }
+    }
+
+    #[test]
+    fn directory_storage_outside_every_bind_mount_is_refused() {
+        let config = |container_path: &str| {
+            serde_json::json!({
+                "checkpoint_storage": {"type": "directory", "container_path": container_path},
+                "bind_mounts": [{"host_path": "/tmp", "container_path": "/tmp"}],
+            })
+        };
+        let err = storage(&config("/elsewhere/ckpts")).expect_err("refused");
+        assert!(
+            err.contains("/elsewhere/ckpts lies under no bind mount") && err.contains("vanish"),
+            "{err}"
+        );
+        assert!(storage(&config("/tmp/ckpts")).is_ok());
     }
 
     /// A binary linked against a newer glibc than this machine's is refused before it is run
