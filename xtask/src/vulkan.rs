@@ -273,10 +273,12 @@ fn write_plans(root: &Path, dir: &Path) -> Result<()> {
 }
 
 /// The phase: each check counted on its own; the folder is removed when all pass.
-/// One decode token's kernel launches and host reads (counts, not timings) within their
-/// ceilings (`bench decode`'s, printed).
+/// One decode token's kernel launches, host reads and the values they carry (counts, not
+/// timings) within their ceilings (`bench decode`'s, printed).
 fn decode_cost(root: &Path, bin: &Path) -> Result<()> {
-    use crate::bench_decode::{CEILINGS, READS_PER_TOKEN_CEILING, measure};
+    use crate::bench_decode::{
+        CEILINGS, PROMPTS, READS_PER_TOKEN_CEILING, VALUES_PER_ROW_CEILING, measure,
+    };
     for (what, lora, ceiling) in CEILINGS {
         let cost = measure(root, bin, "vulkan", lora)?;
         println!(
@@ -293,6 +295,12 @@ fn decode_cost(root: &Path, bin: &Path) -> Result<()> {
             cost.reads <= READS_PER_TOKEN_CEILING,
             "{what}: {:.1} host reads per decode token, above {READS_PER_TOKEN_CEILING}",
             cost.reads
+        );
+        let per_row = cost.values / PROMPTS.len() as f64;
+        ensure!(
+            per_row <= VALUES_PER_ROW_CEILING,
+            "{what}: {per_row:.1} values read back per row per decode token, above \
+             {VALUES_PER_ROW_CEILING}: the logits came back to the host"
         );
     }
     Ok(())

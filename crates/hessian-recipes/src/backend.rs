@@ -6,6 +6,7 @@
 //! device is set up once, with a refusal instead of wgpu's panic when there is none.
 
 use burn::tensor::backend::Backend;
+use hr_policy::{Execution, Sampler};
 use hr_proof::Device;
 
 use crate::Refused;
@@ -35,16 +36,24 @@ impl DeviceKind {
 /// The CPU backend.
 pub(crate) type Cpu = burn::backend::Flex;
 
-/// How many lanes generation decodes in, and training back-propagates in, on `kind`
-/// (`Policy::with_lanes`): two on the CPU, where Flex runs element-wise work on one thread and
-/// a decode step's small products leave a core idle (on 2 cores, a SmolLM2 rollout 4.6 -> 4.1 s
-/// and its loss forward and backward 6.6-7.0 -> 5.3 s); one on a GPU, whose kernels fill it.
-/// A constant, not the core count: a row's last bits depend on it, and a run resumed on another
-/// machine must sample the same.
-pub(crate) fn lanes(kind: DeviceKind) -> usize {
+/// How generation and training lay their work out on `kind` (`Policy::with_execution`). Lanes:
+/// two on the CPU, where Flex runs element-wise work on one thread and a decode step's small
+/// products leave a core idle (on 2 cores, a SmolLM2 rollout 4.6 -> 4.1 s and its loss forward
+/// and backward 6.6-7.0 -> 5.3 s); one on a GPU, whose kernels fill it. Tokens are drawn on the
+/// host on the CPU (in f64, where the logits already are) and on the device on a GPU, which then
+/// reads back two numbers per row instead of the row's logits. Constants, not the machine's
+/// size: a row's last bits depend on them, and a run resumed on another machine must sample the
+/// same.
+pub(crate) fn execution(kind: DeviceKind) -> Execution {
     match kind {
-        DeviceKind::Cpu => 2,
-        DeviceKind::Cuda | DeviceKind::Vulkan => 1,
+        DeviceKind::Cpu => Execution {
+            lanes: 2,
+            sampler: Sampler::Host,
+        },
+        DeviceKind::Cuda | DeviceKind::Vulkan => Execution {
+            lanes: 1,
+            sampler: Sampler::Device,
+        },
     }
 }
 
@@ -95,7 +104,8 @@ fn cpu_name() -> String {
 
 /// How the GPU backends are built, beyond the libraries' versions: what decides their kernels
 /// and where tokens are drawn (the binary's digest binds it too; the record says it to readers).
-const GPU_BUILD: &str = "fusion, no autotune, sampling on the host";
+const GPU_BUILD: &str =
+    "fusion, no autotune, greedy and temperature-only sampling on the device (f32 inverse CDF)";
 
 /// The record of a device of `kind` named `name`, built with this binary's tensor libraries.
 fn device(kind: DeviceKind, name: String, detail: Option<String>) -> Device {

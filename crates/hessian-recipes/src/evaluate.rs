@@ -64,7 +64,7 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
         output: args.output.clone(),
         key,
         json: args.json,
-        lanes: crate::backend::lanes(args.device),
+        execution: crate::backend::execution(args.device),
     };
     let result = dispatch(args.device, job);
     if result.is_err() {
@@ -82,7 +82,7 @@ struct Job {
     output: PathBuf,
     key: Option<hr_seal::KeyPair>,
     json: bool,
-    lanes: usize,
+    execution: hr_policy::Execution,
 }
 
 impl OnBackend for Job {
@@ -95,7 +95,7 @@ impl OnBackend for Job {
             self.adopted,
             &self.compare,
             &device,
-            self.lanes,
+            self.execution,
             &log,
         )
         .map_err(exit_error)?;

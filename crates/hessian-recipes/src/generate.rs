@@ -47,7 +47,7 @@ impl OnBackend for Job {
                 e => anyhow::Error::from(e),
             })
             .with_context(|| format!("loading the model in {}", args.model.display()))?
-            .with_lanes(crate::backend::lanes(args.device));
+            .with_execution(crate::backend::execution(args.device));
         let adapters = args
             .adapter
             .as_ref()

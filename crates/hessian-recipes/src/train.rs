@@ -113,7 +113,7 @@ fn start(
             hold_for_preemption: Vec::new(),
             unqualified: false,
             device,
-            lanes: crate::backend::lanes(args.device),
+            execution: crate::backend::execution(args.device),
         },
     };
     dispatch(
@@ -234,7 +234,7 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
             hold_for_preemption: faults_at("HR_FAULT_HOLD_AT")?,
             unqualified: args.run.unqualified,
             device,
-            lanes: crate::backend::lanes(args.device),
+            execution: crate::backend::execution(args.device),
         },
     };
     dispatch(

@@ -16,7 +16,7 @@ use hr_env::{Split, Task};
 use hr_files::IoResultExt;
 use hr_grpo::rollouts;
 use hr_plan::Plan;
-use hr_policy::{Adapters, ChatTokenizer, Message, Policy, PolicyRng, SamplingConfig};
+use hr_policy::{Adapters, ChatTokenizer, Execution, Message, Policy, PolicyRng, SamplingConfig};
 use serde::Serialize;
 
 use hr_train::{
@@ -213,14 +213,14 @@ fn per_language(eval: &hr_eval::Evaluation) -> BTreeMap<String, (usize, usize)> 
 }
 
 /// Runs the assessment of `adopted` (from [`crate::adopt()`]) and of the `compared` adapters on
-/// `device`, sampling in `lanes` lanes (as training on that device kind does); the plan's
+/// `device`, laid out as `execution` says (as training on that device kind is); the plan's
 /// environment service, if any, is started for it and stopped after, its log in `log`.
 pub fn assess<B: Backend>(
     plan: &Plan,
     adopted: Vec<Adopted>,
     compared: &[Comparison],
     device: &B::Device,
-    lanes: usize,
+    execution: Execution,
     log: &Path,
 ) -> Result<Assessment, TrainError> {
     let eval = evaluation(plan)?;
@@ -230,7 +230,7 @@ pub fn assess<B: Backend>(
     check_disjoint(&[("train", &train), ("dev", &dev), ("held_out", &held_out)])?;
     let model = &plan.model.path;
     let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
-    let policy = load_policy::<B>(plan, device, lanes)?;
+    let policy = load_policy::<B>(plan, device, execution)?;
     // Loaded before any episode runs: a folder that does not fit the model fails at once.
     let others = compared
         .iter()

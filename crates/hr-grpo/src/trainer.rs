@@ -422,7 +422,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         let (mut low, mut high, mut region, mut entropy, mut counted) =
             (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
         let mut kl: Option<f64> = None;
-        let lanes = self.policy.lanes();
+        let lanes = self.policy.execution().lanes;
         for iteration in 0..self.config.num_iterations {
             let mut accumulator = GradientsAccumulator::new();
             // Every chunk of every micro-batch, in order; `lanes` of them run side by side, each

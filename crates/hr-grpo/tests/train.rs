@@ -11,7 +11,9 @@ use hr_grpo::{
     AdamWSettings, AdvantageConfig, Decay, GrpoConfig, GrpoError, LossConfig, LrSchedule,
     RolloutConfig, Trainer,
 };
-use hr_policy::{Adapters, ChatTokenizer, LoraConfig, Policy, PolicyRng, Target, save_adapters};
+use hr_policy::{
+    Adapters, ChatTokenizer, Execution, LoraConfig, Policy, PolicyRng, Target, save_adapters,
+};
 use hr_tests::tiny_model::{TinySpec, write_tiny_model};
 
 type B = Autodiff<Flex>;
@@ -59,7 +61,10 @@ fn trainer_in_lanes(
 ) -> anyhow::Result<Trainer<B>> {
     write_tiny_model(dir, &TinySpec::default());
     let device = Default::default();
-    let policy = Policy::<B>::load(dir, &device)?.with_lanes(lanes);
+    let policy = Policy::<B>::load(dir, &device)?.with_execution(Execution {
+        lanes,
+        ..Execution::default()
+    });
     let tokenizer = ChatTokenizer::from_file(&dir.join("tokenizer.json"))?;
     let lora = LoraConfig::new(4, 8.0, Target::ALL.to_vec())?;
     let adapters = Adapters::init(

@@ -2,18 +2,20 @@
 //! Burn (RMSNorm, rotate-half RoPE with `linear` or `llama3` scaling, grouped-query attention
 //! with full or sliding-window masks, SwiGLU, tied or untied embeddings, Qwen2's q/k/v biases,
 //! Qwen3's per-head q/k norms), generic over the Burn backend. It loads HF `config.json`,
-//! `model.safetensors` (single or sharded, read tensor by tensor) and `tokenizer.json`; adds LoRA adapters that alone train, saved and loaded
-//! as PEFT files; samples completions with a KV cache, temperature and top-p from an explicit,
-//! serialisable RNG, returning token ids and log-probs; and scores given completions under the
-//! policy or the reference (the same base with no adapters: no second copy of the weights);
-//! each policy counts the matrix arithmetic it did ([`FlopCount`]), and [`gemm_rate`] measures
-//! the device's f32 matrix-product rate to hold it against.
+//! `model.safetensors` (single or sharded, read tensor by tensor) and `tokenizer.json`; adds LoRA
+//! adapters that alone train, saved and loaded as PEFT files; samples completions with a KV
+//! cache, temperature, top-k, top-p and min-p from an explicit, serialisable RNG (on the host, or
+//! on the device where that reads back only the tokens), returning token ids and log-probs; and
+//! scores given completions under the policy or the reference (the same base with no adapters: no
+//! second copy of the weights); each policy counts the matrix arithmetic it did ([`FlopCount`]),
+//! and [`gemm_rate`] measures the device's f32 matrix-product rate to hold it against.
 //!
 //! It is not the trainer (GRPO, optimiser, checkpoints live in `hr-grpo`) and it does not choose
 //! the backend: the binary does.
 
 mod chat;
 mod config;
+mod device_sampling;
 mod error;
 mod flops;
 mod lora;
@@ -37,7 +39,7 @@ pub use peft::{
     adapters_from_files, f32_safetensors, load_adapters, parse_adapter_config,
     read_f32_safetensors, save_adapters,
 };
-pub use policy::{Generation, Policy, host_f32, host_reads};
+pub use policy::{Execution, Generation, Policy, Sampler, host_f32, host_reads};
 pub use probe::{GemmRate, gemm_rate};
 pub use rng::{PolicyRng, RngState};
 pub use sampling::SamplingConfig;

@@ -78,6 +78,51 @@ pub struct BaseModel<B: Backend> {
     pub lm_head: Option<Param<Tensor<B, 2>>>,
 }
 
+impl<B: Backend> BaseModel<B> {
+    /// This base with `adapters` folded into the weights they adapt, `W + s·(A·B)ᵀ` in f32 (a
+    /// half-dtype weight is widened once here instead of at every use), for sampling: the
+    /// decode step then makes one product per projection instead of three. The other weights
+    /// are shared, not copied. A token's log-probability differs from the adapters' own pass in
+    /// its last bits (the sums are grouped differently); scoring, which trains, keeps the
+    /// adapters.
+    pub(crate) fn merged(&self, adapters: &Adapters<B>) -> Self {
+        let scale = adapters.scale();
+        let fold = |layer: usize, target: Target, weight: &Param<Tensor<B, 2>>| match adapters
+            .pair(layer, target)
+        {
+            Some(LoraPair { a, b }) => {
+                let delta = a.val().matmul(b.val()).transpose().mul_scalar(scale);
+                Param::from_tensor((f32_of(weight.val()) + delta).detach()).set_require_grad(false)
+            }
+            None => weight.clone(),
+        };
+        let blocks = self
+            .blocks
+            .iter()
+            .enumerate()
+            .map(|(i, block)| Block {
+                attn: Attention {
+                    q: fold(i, Target::QProj, &block.attn.q),
+                    k: fold(i, Target::KProj, &block.attn.k),
+                    v: fold(i, Target::VProj, &block.attn.v),
+                    o: fold(i, Target::OProj, &block.attn.o),
+                    ..block.attn.clone()
+                },
+                mlp: Mlp {
+                    gate: fold(i, Target::GateProj, &block.mlp.gate),
+                    up: fold(i, Target::UpProj, &block.mlp.up),
+                    down: fold(i, Target::DownProj, &block.mlp.down),
+                },
+                ..block.clone()
+            })
+            .collect();
+        Self {
+            blocks,
+            ..self.clone()
+        }
+    }
+}
+
 /// Keys and values of the positions seen so far, per block, before the GQA repeat.
 ///
 /// With a capacity (generation, which knows its prompt width plus new tokens), each block's keys

@@ -11,6 +11,7 @@ use burn::tensor::backend::{AutodiffBackend, Backend, DTypeUsage};
 use burn::tensor::{FloatDType, Int, Tensor, TensorData};
 use rayon::prelude::*;
 
+use crate::device_sampling::{self, DeviceDraw};
 use crate::flops::{self, FlopCounter};
 use crate::model::{BaseModel, KvCache, Layout, hidden_states, lm_logits};
 use crate::sampling::prepare;
@@ -28,10 +29,46 @@ pub struct Policy<B: Backend> {
     device: B::Device,
     /// Logit elements the scoring pass materialises at once.
     score_chunk: usize,
-    /// How many lanes work runs in side by side ([`Policy::with_lanes`]).
-    lanes: usize,
+    /// How work is laid out on the device ([`Policy::with_execution`]).
+    execution: Execution,
     /// The matrix arithmetic done so far, shared with the inference view ([`Policy::valid`]).
     flops: Arc<FlopCounter>,
+}
+
+/// How a policy lays its work out on its device. Each choice may change a result's last bits, so
+/// it is fixed per device kind by the caller (never by the machine's size) and a run keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Execution {
+    /// How many lanes work runs in side by side on rayon's pool (at least 1): [`Policy::generate`]
+    /// splits its rows into this many groups, each decoded with its own KV cache, the tokens
+    /// still drawn row by row in order; a GRPO trainer back-propagates this many chunks at once
+    /// (`hr_grpo::Trainer`). Worth it on a CPU backend whose element-wise work runs on one
+    /// thread (Flex): each lane keeps a core busy. A row's log-probabilities may differ in their
+    /// last bits with the number of lanes (kernels pick their blocking by the rows in a product).
+    pub lanes: usize,
+    /// Where tokens are drawn.
+    pub sampler: Sampler,
+}
+
+impl Default for Execution {
+    /// One lane, tokens drawn on the host.
+    fn default() -> Self {
+        Self {
+            lanes: 1,
+            sampler: Sampler::Host,
+        }
+    }
+}
+
+/// Where [`Policy::generate`] draws tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Sampler {
+    /// On the host in f64, from each row's logits read back every token (every option).
+    Host,
+    /// On the device in f32 when sampling is greedy or by temperature alone (the GRPO default),
+    /// reading back each row's token and log-probability; on the host otherwise. The same
+    /// numbers are drawn from the RNG as on the host, and almost always the same tokens.
+    Device,
 }
 
 /// Completions sampled for a batch of prompts.
@@ -83,7 +120,7 @@ impl<B: Backend> Policy<B> {
             base,
             device: device.clone(),
             score_chunk: SCORE_CHUNK_ELEMENTS,
-            lanes: 1,
+            execution: Execution::default(),
             flops: FlopCounter::shared(),
         })
     }
@@ -97,23 +134,19 @@ impl<B: Backend> Policy<B> {
         self
     }
 
-    /// Sets how many lanes work runs in side by side on rayon's pool (at least 1, the default):
-    /// [`Policy::generate`] splits its rows into this many groups, each decoded with its own KV
-    /// cache, the tokens still drawn row by row in order; a GRPO trainer back-propagates this
-    /// many chunks at once (`hr_grpo::Trainer`). Worth it on a CPU backend whose element-wise
-    /// work runs on one thread (Flex): each lane keeps a core busy. A row's log-probabilities may
-    /// differ in their last bits with the number of lanes (kernels pick their blocking by the
-    /// rows in a product), so a run must keep its number: it is the caller's fixed choice, never
-    /// the machine's core count.
+    /// Sets how work is laid out on the device ([`Execution`]; default: one lane, host sampling).
     #[must_use]
-    pub fn with_lanes(mut self, lanes: usize) -> Self {
-        self.lanes = lanes.max(1);
+    pub fn with_execution(mut self, execution: Execution) -> Self {
+        self.execution = Execution {
+            lanes: execution.lanes.max(1),
+            ..execution
+        };
         self
     }
 
-    /// The lanes set by [`Policy::with_lanes`].
-    pub fn lanes(&self) -> usize {
-        self.lanes
+    /// The layout set by [`Policy::with_execution`].
+    pub fn execution(&self) -> Execution {
+        self.execution
     }
 
     /// The model's shape.
@@ -236,6 +269,15 @@ impl<B: Backend> Policy<B> {
         if let Some(i) = prompts.iter().position(Vec::is_empty) {
             return Err(PolicyError::Request(format!("prompt {i} is empty")));
         }
+        if let Some(adapters) = adapters {
+            // One product per projection a step, not three: the adapters folded into the weights
+            // for this call (`BaseModel::merged`).
+            let merged = Self {
+                base: self.base.merged(adapters),
+                ..self.clone()
+            };
+            return merged.generate(None, prompts, sampling, rng, use_cache);
+        }
         let batch = prompts.len();
         let mut out = Generation {
             tokens: vec![Vec::new(); batch],
@@ -246,7 +288,7 @@ impl<B: Backend> Policy<B> {
         // Every lane pads to the widest prompt of the whole batch, so each row sees the columns it
         // would see in one lane (the reductions over them then add in the same order).
         let width = prompts.iter().map(Vec::len).max().unwrap_or(0);
-        let lanes = self.lanes.min(batch);
+        let lanes = self.execution.lanes.min(batch);
         let mut lanes: Vec<Lane<B>> = (0..lanes)
             .into_par_iter()
             .map(|i| {
@@ -257,29 +299,18 @@ impl<B: Backend> Policy<B> {
                 Lane::prefilled(self, adapters, prompts, rows, width, cache)
             })
             .collect();
-        let vocab = self.config.vocab_size;
+        let on_device = self.execution.sampler == Sampler::Device && drawn_on_device(sampling);
         for step in 0..sampling.max_new_tokens {
-            let logits = lanes
-                .par_iter()
-                .map(|lane| lane.last_logits(self, adapters))
-                .collect::<Result<Vec<_>, _>>()?;
-            // The lanes hold consecutive rows, so this walks the rows in order. Each row's
-            // distribution is prepared on rayon's pool (a few passes over the vocabulary); the
-            // draws then take the RNG's numbers row by row.
-            let rows_logits: Vec<&[f32]> = logits.iter().flat_map(|l| l.chunks(vocab)).collect();
-            let draws: Vec<_> = rows_logits
-                .into_par_iter()
-                .enumerate()
-                .map(|(row, logits)| {
-                    (!out.stopped[row]).then(|| prepare(logits, &rows[row], sampling))
-                })
-                .collect();
+            let picks = if on_device {
+                self.device_picks(&lanes, adapters, sampling, &out.stopped, rng)?
+            } else {
+                self.host_picks(&lanes, adapters, sampling, &rows, &out.stopped, rng)?
+            };
             let mut next = Vec::with_capacity(batch);
-            for (row, draw) in draws.into_iter().enumerate() {
-                let token = match draw {
+            for (row, pick) in picks.into_iter().enumerate() {
+                let token = match pick {
                     None => PAD,
-                    Some(draw) => {
-                        let (token, logp) = draw.pick(rng);
+                    Some((token, logp)) => {
                         out.tokens[row].push(token);
                         out.logprobs[row].push(logp);
                         out.stopped[row] = sampling.stop_tokens.contains(&token);
@@ -307,6 +338,75 @@ impl<B: Backend> Policy<B> {
             });
         }
         Ok(out)
+    }
+
+    /// Each live row's next token and its log-probability, drawn on the host from the logits
+    /// read back (`None` for rows that have stopped).
+    fn host_picks(
+        &self,
+        lanes: &[Lane<B>],
+        adapters: Option<&Adapters<B>>,
+        sampling: &SamplingConfig,
+        rows: &[Vec<u32>],
+        stopped: &[bool],
+        rng: &mut PolicyRng,
+    ) -> Result<Vec<Option<(u32, f64)>>, PolicyError> {
+        let logits = lanes
+            .par_iter()
+            .map(|lane| host_f32(lane.next_logits(self, adapters)))
+            .collect::<Result<Vec<_>, _>>()?;
+        // The lanes hold consecutive rows, so this walks the rows in order. Each row's
+        // distribution is prepared on rayon's pool (a few passes over the vocabulary); the
+        // draws then take the RNG's numbers row by row.
+        let vocab = self.config.vocab_size;
+        let rows_logits: Vec<&[f32]> = logits.iter().flat_map(|l| l.chunks(vocab)).collect();
+        let draws: Vec<_> = rows_logits
+            .into_par_iter()
+            .enumerate()
+            .map(|(row, logits)| (!stopped[row]).then(|| prepare(logits, &rows[row], sampling)))
+            .collect();
+        Ok(draws
+            .into_iter()
+            .map(|draw| draw.map(|draw| draw.pick(rng)))
+            .collect())
+    }
+
+    /// [`Policy::host_picks`] drawn on the device (`device_sampling.rs`): the uniform numbers
+    /// come from `rng` first, one per live row in row order, as the host draws them.
+    fn device_picks(
+        &self,
+        lanes: &[Lane<B>],
+        adapters: Option<&Adapters<B>>,
+        sampling: &SamplingConfig,
+        stopped: &[bool],
+        rng: &mut PolicyRng,
+    ) -> Result<Vec<Option<(u32, f64)>>, PolicyError> {
+        let greedy = sampling.temperature == 0.0;
+        let uniforms: Vec<f64> = stopped
+            .iter()
+            .map(|s| if *s || greedy { 0.0 } else { rng.next_f64() })
+            .collect();
+        let drawn = lanes
+            .par_iter()
+            .map(|lane| {
+                let how = if greedy {
+                    DeviceDraw::Greedy
+                } else {
+                    DeviceDraw::Sample {
+                        temperature: sampling.temperature,
+                        uniforms: uniforms[lane.rows.clone()].to_vec(),
+                    }
+                };
+                let logits = lane.next_logits(self, adapters).flatten::<2>(1, 2);
+                host_f32(device_sampling::draw(logits, &how))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(drawn
+            .concat()
+            .chunks(2)
+            .zip(stopped)
+            .map(|(pair, stopped)| (!stopped).then(|| (pair[0] as u32, f64::from(pair[1]))))
+            .collect())
     }
 
     /// Runs the prompts (`[batch, width]` left-padded per `layout`) and returns their hidden
@@ -544,7 +644,7 @@ impl<B: AutodiffBackend> Policy<B> {
             base: self.base.valid(),
             device: self.device.clone(),
             score_chunk: self.score_chunk,
-            lanes: self.lanes,
+            execution: self.execution,
             flops: Arc::clone(&self.flops),
         }
     }
@@ -582,16 +682,20 @@ impl<B: Backend> Lane<B> {
         }
     }
 
-    /// The logits `[rows, vocab]` of each row's next token, on the host.
-    fn last_logits(
-        &self,
-        policy: &Policy<B>,
-        adapters: Option<&Adapters<B>>,
-    ) -> Result<Vec<f32>, PolicyError> {
+    /// The logits `[rows, 1, vocab]` of each row's next token.
+    fn next_logits(&self, policy: &Policy<B>, adapters: Option<&Adapters<B>>) -> Tensor<B, 3> {
         let [rows, t, d] = self.hidden.dims();
         let last = self.hidden.clone().slice([0..rows, t - 1..t, 0..d]);
-        host_f32(policy.head(last, adapters))
+        policy.head(last, adapters)
     }
+}
+
+/// Whether [`Sampler::Device`] draws for `sampling`: greedy or by temperature alone.
+fn drawn_on_device(sampling: &SamplingConfig) -> bool {
+    sampling.top_k == 0
+        && sampling.top_p == 1.0
+        && sampling.min_p == 0.0
+        && sampling.repetition_penalty == 1.0
 }
 
 /// When some prompts repeat (GRPO samples each one G times): the index of each distinct prompt's

@@ -125,9 +125,9 @@ pub struct AllocationOptions {
     pub unqualified: bool,
     /// The device this allocation runs on, recorded in its allocation line (proofs name it).
     pub device: hr_proof::Device,
-    /// How many lanes sampling and back-propagation run in (`Policy::with_lanes`); a fixed
-    /// choice per device kind, since the results' last bits depend on it.
-    pub lanes: usize,
+    /// How sampling and back-propagation are laid out on the device (`Policy::with_execution`);
+    /// a fixed choice per device kind, since the results' last bits depend on it.
+    pub execution: hr_policy::Execution,
 }
 
 /// The policy RNG as `hr-snapshot` sees it: the trainer's own generator, not a copy.
@@ -236,7 +236,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
         let model = &plan.model.path;
         let base = BaseModel::of(model)?;
         let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
-        let policy = load_policy::<Autodiff<B>>(&plan, device, opts.lanes)?;
+        let policy = load_policy::<Autodiff<B>>(&plan, device, opts.execution)?;
         let (task_list, service, mut env) = environment(&plan, &layout.service_log())?;
         // A dataset's rows are opened here once: a prompt past the model's context is refused
         // before the first step, not when a late step draws it.

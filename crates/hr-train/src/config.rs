@@ -4,7 +4,7 @@ use burn::tensor::FloatDType;
 use burn::tensor::backend::Backend;
 use hr_grpo::{AdamWSettings, AdvantageConfig, GrpoConfig, LossConfig, LrSchedule, RolloutConfig};
 use hr_plan::{Dtype, Environment, Plan};
-use hr_policy::{Policy, PolicyError};
+use hr_policy::{Execution, Policy, PolicyError};
 
 use crate::TrainError;
 
@@ -17,17 +17,17 @@ pub fn float_dtype(dtype: Dtype) -> FloatDType {
     }
 }
 
-/// The plan's model on `device`, its base weights in `model.dtype`, working in `lanes` lanes
-/// (`Policy::with_lanes`: training and `evaluate` pass the same number for a device kind, so
+/// The plan's model on `device`, its base weights in `model.dtype`, laid out as `execution` says
+/// (`Policy::with_execution`: training and `evaluate` pass the same one for a device kind, so
 /// they sample alike); a device that cannot hold that dtype is refused naming the field.
 pub fn load_policy<B: Backend>(
     plan: &Plan,
     device: &B::Device,
-    lanes: usize,
+    execution: Execution,
 ) -> Result<Policy<B>, TrainError> {
     let dtype = float_dtype(plan.model.dtype);
     Policy::load_as(&plan.model.path, dtype, device)
-        .map(|policy| policy.with_lanes(lanes))
+        .map(|policy| policy.with_execution(execution))
         .map_err(|e| match e {
             PolicyError::Dtype { .. } => TrainError::Refused(format!(
                 "model.dtype: {e}; change model.dtype or the device"

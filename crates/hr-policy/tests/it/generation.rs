@@ -2,7 +2,9 @@
 
 use burn::backend::Autodiff;
 use burn::module::{AutodiffModule, Module};
-use hr_policy::{Adapters, LoraConfig, Policy, PolicyRng, SamplingConfig, Target, host_f32};
+use hr_policy::{
+    Adapters, Execution, LoraConfig, Policy, PolicyRng, Sampler, SamplingConfig, Target, host_f32,
+};
 use hr_tests::tiny_model::{EOS, TinySpec, write_tiny_model};
 
 use crate::{Cpu, tiny};
@@ -97,6 +99,43 @@ fn the_rng_alone_decides_the_samples_and_its_state_resumes_the_stream() -> anyho
 }
 
 #[test]
+fn drawing_on_the_device_gives_the_hosts_samples() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (_, policy) = tiny(dir.path(), &TinySpec::default())?;
+    let on_device = |lanes: usize| {
+        policy.clone().with_execution(Execution {
+            lanes,
+            sampler: Sampler::Device,
+        })
+    };
+    let batch = [prompts(), prompts()].concat();
+    for cfg in [sampling(1.0, 1.0), sampling(0.7, 1.0), sampling(0.0, 1.0)] {
+        let (mut host_rng, mut device_rng) = (PolicyRng::from_seed(5), PolicyRng::from_seed(5));
+        let host = policy.generate(None, &batch, &cfg, &mut host_rng, true)?;
+        let device = on_device(1).generate(None, &batch, &cfg, &mut device_rng, true)?;
+        let what = format!("{cfg:?}");
+        // The same numbers drawn, the same tokens (a boundary within f32 rounding of a draw
+        // could move one; these seeds hit none), the log-probabilities to f32 rounding.
+        assert_alike(&device, &host, &what);
+        assert_eq!(device_rng, host_rng, "{what}");
+        // Lanes split the rows, each drawing its own with the numbers of its rows.
+        let mut rng = PolicyRng::from_seed(5);
+        assert_alike(
+            &on_device(2).generate(None, &batch, &cfg, &mut rng, true)?,
+            &host,
+            &what,
+        );
+    }
+    // Top-p needs the whole sorted distribution: it stays on the host, bit for bit.
+    let cfg = sampling(0.7, 0.9);
+    assert_eq!(
+        on_device(1).generate(None, &batch, &cfg, &mut PolicyRng::from_seed(3), true)?,
+        policy.generate(None, &batch, &cfg, &mut PolicyRng::from_seed(3), true)?
+    );
+    Ok(())
+}
+
+#[test]
 fn decoding_in_lanes_samples_alike_and_repeats_exactly() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     let (_, policy) = tiny(
@@ -116,13 +155,13 @@ fn decoding_in_lanes_samples_alike_and_repeats_exactly() -> anyhow::Result<()> {
     for cfg in [sampling(1.0, 1.0), sampling(0.7, 0.9), sampling(0.0, 1.0)] {
         for use_cache in [true, false] {
             let run = |lanes: usize| {
-                policy.clone().with_lanes(lanes).generate(
-                    None,
-                    &batch,
-                    &cfg,
-                    &mut PolicyRng::from_seed(11),
-                    use_cache,
-                )
+                policy
+                    .clone()
+                    .with_execution(Execution {
+                        lanes,
+                        ..Execution::default()
+                    })
+                    .generate(None, &batch, &cfg, &mut PolicyRng::from_seed(11), use_cache)
             };
             let one = run(1)?;
             assert!(one.tokens.iter().all(|t| !t.is_empty()));
