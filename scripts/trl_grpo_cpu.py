@@ -230,11 +230,11 @@ def load_tiny(workdir):
     return model, tok
 
 
-def load_dir(path):
+def load_dir(path, dtype=torch.float32):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=torch.float32)
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
     eos = model.config.eos_token_id
     if tok.eos_token is None and isinstance(eos, int):  # a bare tokenizer.json names no special tokens
         tok.eos_token = tok.convert_ids_to_tokens(eos)
@@ -297,6 +297,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
                     help="cuda: train on the first GPU (scripts/gpu-check.sh); --threads still sets CPU threads")
+    ap.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32",
+                    help="the weights' dtype with --model-dir (bfloat16 also trains in bf16 autocast, "
+                         "as a GPU run of a real model does)")
     ap.add_argument("--num-generations", type=int, default=8)
     ap.add_argument("--batch", type=int, default=32, help="per_device_train_batch_size (completions per step)")
     ap.add_argument("--max-completion-length", type=int, default=32)
@@ -364,7 +367,7 @@ def main():
 
     load0 = time.perf_counter()
     if args.model_dir:
-        model, tok = load_dir(args.model_dir)
+        model, tok = load_dir(args.model_dir, getattr(torch, args.dtype))
     else:
         model, tok = (load_tiny if args.model == "tiny" else load_smollm2)(args.workdir)
     load_s = time.perf_counter() - load0
@@ -411,7 +414,7 @@ def main():
         learning_rate=args.learning_rate,
         lr_scheduler_type=args.lr_scheduler,
         use_cpu=args.device == "cpu",
-        bf16=False,
+        bf16=args.dtype == "bfloat16",
         fp16=False,
         logging_steps=1,
         report_to="none",

@@ -22,8 +22,9 @@ use crate::conformance::target_dir;
 /// (tiny llama, f32), without adapters: about 68 before fusion (141 a token on 2 layers), 43
 /// with it, 35 with RoPE's halves swapped by one flip and the KV cache written in place;
 /// through LoRA, 47 (three more per adapted projection), then 35 with the adapters folded into
-/// the weights for sampling. The GPU decode path's goal is 15 through LoRA.
-pub(crate) const CEILINGS: [(&str, bool, f64); 2] = [("base", false, 35.0), ("LoRA", true, 35.0)];
+/// the weights for sampling; 31 with every product `x·Wᵀ` (no transposed result to copy). The
+/// GPU decode path's goal is 15 through LoRA.
+pub(crate) const CEILINGS: [(&str, bool, f64); 2] = [("base", false, 31.0), ("LoRA", true, 31.0)];
 /// The most device-to-host reads per decode token: one, of what was drawn.
 pub(crate) const READS_PER_TOKEN_CEILING: f64 = 1.0;
 /// The most values a GPU backend reads back per row per decode token: the token drawn on the

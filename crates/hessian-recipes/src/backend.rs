@@ -41,18 +41,22 @@ pub(crate) type Cpu = burn::backend::Flex;
 /// products leave a core idle (on 2 cores, a SmolLM2 rollout 4.6 -> 4.1 s and its loss forward
 /// and backward 6.6-7.0 -> 5.3 s); one on a GPU, whose kernels fill it. Tokens are drawn on the
 /// host on the CPU (in f64, where the logits already are) and on the device on a GPU, which then
-/// reads back two numbers per row instead of the row's logits. Constants, not the machine's
+/// reads back two numbers per row instead of the row's logits. Projections of few rows put the
+/// weight on the left on the CPU (gemm streams it) and never on a GPU, where the transposed
+/// result costs a copy kernel per product (4 fewer launches per layer and decode token on
+/// lavapipe, whose own matrix product is then slower). Constants, not the machine's
 /// size: a row's last bits depend on them, and a run resumed on another machine must sample the
 /// same.
 pub(crate) fn execution(kind: DeviceKind) -> Execution {
     match kind {
         DeviceKind::Cpu => Execution {
             lanes: 2,
-            sampler: Sampler::Host,
+            ..Execution::default()
         },
         DeviceKind::Cuda | DeviceKind::Vulkan => Execution {
             lanes: 1,
             sampler: Sampler::Device,
+            weight_left_rows: 0,
         },
     }
 }

@@ -629,8 +629,10 @@ impl<B: AutodiffBackend> Trainer<B> {
     /// one after the other, or `lanes` at a time, their gradients summed (the loss's
     /// denominators stay the micro-batch's, [`Whole`], so the update is the micro-batch's):
     /// whole groups of `num_generations` rows, so each prompt is still run once, as many as keep
-    /// the estimated activations within the trainer's budget shared by `lanes` chunks (at least
-    /// one group). The estimate per row and
+    /// the estimated activations within the trainer's budget shared by `lanes` chunks; when not
+    /// even one group fits (long completions of a large model: Qwen2.5-0.5B's 8 × 256 tokens
+    /// came to 24 GB and were killed), as many rows as fit, at least one, each running its
+    /// prompt. A single row over the budget still runs (no recompute yet). The estimate per row and
     /// layer: 12 hidden-wide and 6 intermediate-wide values and 4 attention scores per head and
     /// column, for every completion position, in f32 (it overestimates SmolLM2's by about a
     /// quarter).
@@ -646,7 +648,8 @@ impl<B: AutodiffBackend> Trainer<B> {
         let per_position = 12 * c.hidden_size + 6 * c.intermediate_size + 4 * c.num_heads * columns;
         let per_row = (width * c.num_layers * per_position * 4).max(1);
         let g = self.config.rollout.num_generations.max(1);
-        let chunk = ((self.activation_budget / lanes.max(1) / per_row) / g * g).max(g);
+        let fit = self.activation_budget / lanes.max(1) / per_row;
+        let chunk = if fit >= g { fit / g * g } else { fit.max(1) };
         let rows = prompts.len();
         (0..rows)
             .step_by(chunk)

@@ -94,7 +94,8 @@ fn the_same_seeds_give_the_same_steps_and_adapters() -> anyhow::Result<()> {
     // Twice in one lane, then twice in two (chunks back-propagated side by side).
     for (run, lanes) in [(0, 1), (1, 1), (2, 2), (3, 2)] {
         let model = dir.path().join(format!("model{run}"));
-        // A group per chunk, so that two lanes have two chunks to run side by side.
+        // A row per chunk (a budget of one byte), so that two lanes have chunks to run side by
+        // side.
         let mut t = trainer_in_lanes(&model, config(1), lanes)?.with_activation_budget(1);
         let mut rewards = Vec::new();
         for _ in 0..3 {
@@ -235,7 +236,7 @@ fn gradient_accumulation_and_chunked_backward_give_the_same_update_and_entropy_i
     let tasks = fixture_tasks(FixtureKind::Digits, 2, 3);
     let mut adapters = Vec::new();
     let mut losses = Vec::new();
-    // One micro-batch; three; one back-propagated a group at a time (a budget of one byte), in
+    // One micro-batch; three; one back-propagated a row at a time (a budget of one byte), in
     // one lane and in two side by side; and the first, third and fourth with a reference
     // (β > 0), two iterations (μ = 2) and the `grpo` aggregation, whose old and reference
     // log-probs the chunks take their rows of.

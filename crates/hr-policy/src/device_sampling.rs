@@ -16,7 +16,8 @@ use burn::tensor::{Int, Tensor, TensorData};
 
 /// Which draw a step makes on the device.
 pub(crate) enum DeviceDraw {
-    /// The likeliest token (ties: as the backend's `argmax` breaks them).
+    /// The likeliest token (ties: as the backend's `argmax` breaks them, over the blocks and
+    /// within the block).
     Greedy,
     /// Sampling at `temperature` with one uniform number in `[0, 1)` per row.
     Sample {
@@ -27,8 +28,12 @@ pub(crate) enum DeviceDraw {
 
 /// The rows' next tokens and their log-probabilities under `softmax(logits / temperature)`
 /// (`temperature` 1 when greedy), as `[rows, 2]` f32: token ids are exact in f32 below 2²⁴.
+///
+/// Every reduction over the vocabulary runs in two levels over `[rows, blocks, width]` (the
+/// vocabulary padded with a value whose weight is 0): without autotune, cubecl reduces with one
+/// thread per row, which for a few rows of 151,936 logits would leave the GPU nearly idle.
 pub(crate) fn draw<B: Backend>(logits: Tensor<B, 2>, how: &DeviceDraw) -> Tensor<B, 2> {
-    let rows = logits.dims()[0];
+    let [rows, vocab] = logits.dims();
     let device = logits.device();
     let scaled = match how {
         DeviceDraw::Sample { temperature, .. } if *temperature != 1.0 => {
@@ -36,19 +41,45 @@ pub(crate) fn draw<B: Backend>(logits: Tensor<B, 2>, how: &DeviceDraw) -> Tensor
         }
         _ => logits,
     };
-    let shifted = scaled.clone() - scaled.clone().max_dim(1);
-    let weights = shifted.clone().exp();
-    let logp = shifted - weights.clone().sum_dim(1).log();
+    let width = block_width(vocab);
+    let blocks = vocab.div_ceil(width);
+    let blocked = if blocks * width > vocab {
+        let pad = Tensor::full([rows, blocks * width - vocab], PAD_LOGIT, &device);
+        Tensor::cat(vec![scaled, pad], 1)
+    } else {
+        scaled
+    }
+    .reshape([rows, blocks, width]);
+    let block_max = blocked.clone().max_dim(2);
+    let max = block_max.clone().max_dim(1);
+    let weights = (blocked.clone() - max.clone()).exp();
+    let sums = weights.clone().sum_dim(2).reshape([rows, blocks]);
+    let total = sums.clone().sum_dim(1);
     let token = match how {
-        DeviceDraw::Greedy => scaled.argmax(1),
+        DeviceDraw::Greedy => {
+            // The block holding the maximum, then the maximum within it.
+            let block = block_max.argmax(1);
+            let offset = row_of_block(blocked.clone(), block.clone().reshape([rows, 1])).argmax(1);
+            block.reshape([rows, 1]).mul_scalar(width as i64) + offset
+        }
         DeviceDraw::Sample { uniforms, .. } => {
             let u = TensorData::new(uniforms.iter().map(|u| *u as f32).collect(), [rows, 1]);
-            inverse_cdf(weights, Tensor::from_data(u, &device))
+            let target = Tensor::from_data(u, &device) * total.clone();
+            inverse_cdf(weights, sums, target).clamp_max(vocab as i64 - 1)
         }
     };
-    let chosen = logp.gather(1, token.clone());
+    // log softmax at the token: x − max − ln Σ exp(x − max).
+    let chosen = blocked
+        .reshape([rows, blocks * width])
+        .gather(1, token.clone())
+        - max.reshape([rows, 1])
+        - total.log();
     Tensor::cat(vec![token.float(), chosen], 1)
 }
+
+/// The logit the vocabulary is padded with to whole blocks: far below any real one, so its weight
+/// `exp(pad − max)` is 0 and it is never the maximum, yet finite (no `−∞ − −∞`).
+const PAD_LOGIT: f32 = -1e30;
 
 /// Block width of the two-level search for a vocabulary of `vocab`: the power of two at or
 /// above `√vocab`.
@@ -56,36 +87,30 @@ fn block_width(vocab: usize) -> usize {
     vocab.isqrt().max(1).next_power_of_two()
 }
 
-/// For each row of `weights` `[rows, vocab]` (unnormalised probabilities), the first token whose
-/// cumulative weight exceeds `u · Σweights` (the last token when rounding leaves none), `[rows, 1]`.
-fn inverse_cdf<B: Backend>(weights: Tensor<B, 2>, u: Tensor<B, 2>) -> Tensor<B, 2, Int> {
-    let [rows, vocab] = weights.dims();
-    let width = block_width(vocab);
-    let blocks = vocab.div_ceil(width);
-    let padded = if blocks * width > vocab {
-        let zeros = Tensor::zeros([rows, blocks * width - vocab], &weights.device());
-        Tensor::cat(vec![weights, zeros], 1)
-    } else {
-        weights
-    }
-    .reshape([rows, blocks, width]);
-    let sums = padded.clone().sum_dim(2).reshape([rows, blocks]);
+/// Row `block[r]` of each `values[r]` (`[rows, blocks, width]`), as `[rows, width]`.
+fn row_of_block<B: Backend>(values: Tensor<B, 3>, block: Tensor<B, 2, Int>) -> Tensor<B, 2> {
+    let [rows, _, width] = values.dims();
+    values
+        .gather(1, block.reshape([rows, 1, 1]).expand([rows, 1, width]))
+        .reshape([rows, width])
+}
+
+/// For each row of `weights` `[rows, blocks, width]` (unnormalised probabilities; `sums` their
+/// block sums `[rows, blocks]`), the first token whose cumulative weight exceeds `target`
+/// `[rows, 1]` (past the last token when rounding leaves none), `[rows, 1]`.
+fn inverse_cdf<B: Backend>(
+    weights: Tensor<B, 3>,
+    sums: Tensor<B, 2>,
+    target: Tensor<B, 2>,
+) -> Tensor<B, 2, Int> {
+    let [_, blocks, width] = weights.dims();
     let through = sums.clone().cumsum(1);
-    let total = through.clone().slice([0..rows, blocks - 1..blocks]);
-    let target = u * total;
     // The block: how many blocks end at or below the target.
     let block = count_at_or_below(through.clone(), target.clone()).clamp_max(blocks as i64 - 1);
     let before = (through - sums).gather(1, block.clone());
-    let within = padded
-        .gather(
-            1,
-            block.clone().reshape([rows, 1, 1]).expand([rows, 1, width]),
-        )
-        .reshape([rows, width])
-        .cumsum(1)
-        + before;
+    let within = row_of_block(weights, block.clone()).cumsum(1) + before;
     let offset = count_at_or_below(within, target).clamp_max(width as i64 - 1);
-    (block.mul_scalar(width as i64) + offset).clamp_max(vocab as i64 - 1)
+    block.mul_scalar(width as i64) + offset
 }
 
 /// How many entries of each row of `cumulative` `[rows, n]` are at or below the row's `target`

@@ -82,7 +82,8 @@ impl<B: Backend> BaseModel<B> {
     /// This base with `adapters` folded into the weights they adapt, `W + s·(A·B)ᵀ` in f32 (a
     /// half-dtype weight is widened once here instead of at every use), for sampling: the
     /// decode step then makes one product per projection instead of three. The other weights
-    /// are shared, not copied. A token's log-probability differs from the adapters' own pass in
+    /// are shared, not copied; the adapted ones cost an f32 copy each while sampling (f32, not
+    /// the base's half dtype, whose rounding would swallow a young adapter's small update). A token's log-probability differs from the adapters' own pass in
     /// its last bits (the sums are grouped differently); scoring, which trains, keeps the
     /// adapters.
     pub(crate) fn merged(&self, adapters: &Adapters<B>) -> Self {
@@ -290,6 +291,7 @@ pub(crate) fn hidden_states<B: Backend>(
     tokens: Tensor<B, 2, Int>,
     layout: &Layout,
     mut cache: Option<&mut KvCache<B>>,
+    weight_left_rows: usize,
 ) -> Tensor<B, 3> {
     let device = tokens.device();
     let new = tokens.dims()[1];
@@ -307,7 +309,10 @@ pub(crate) fn hidden_states<B: Backend>(
     }
     let mut x = f32_of(embedding(base.embed.val(), tokens));
     for (i, block) in base.blocks.iter().enumerate() {
-        let lora = adapters.map(|a| (a, i));
+        let products = Products {
+            lora: adapters.map(|a| (a, i)),
+            weight_left_rows,
+        };
         let h = rms_norm(x.clone(), block.input_norm.val(), config.rms_norm_eps);
         let layer_cache = cache.as_mut().map(|c| (&mut **c, i));
         let window = config.sliding_windows.get(i).copied().flatten();
@@ -315,16 +320,16 @@ pub(crate) fn hidden_states<B: Backend>(
             .iter()
             .find_map(|(w, m)| (*w == window).then_some(m))
             .expect("a mask for every block's window");
-        let attn = attention(config, &block.attn, lora, h, &rope, mask, layer_cache);
+        let attn = attention(config, &block.attn, products, h, &rope, mask, layer_cache);
         x = x + attn;
         let h = rms_norm(x.clone(), block.post_norm.val(), config.rms_norm_eps);
-        let gate = project(h.clone(), &block.mlp.gate, None, lora, Target::GateProj);
-        let up = project(h, &block.mlp.up, None, lora, Target::UpProj);
+        let gate = project(h.clone(), &block.mlp.gate, None, products, Target::GateProj);
+        let up = project(h, &block.mlp.up, None, products, Target::UpProj);
         x = x + project(
             silu(gate) * up,
             &block.mlp.down,
             None,
-            lora,
+            products,
             Target::DownProj,
         );
     }
@@ -344,28 +349,30 @@ pub(crate) fn lm_logits<B: Backend>(base: &BaseModel<B>, hidden: Tensor<B, 3>) -
         .reshape([batch, t, vocab])
 }
 
-/// Rows up to which [`linear`] multiplies the weight by the transposed input: measured on Flex
-/// (gemm, 2 cores, SmolLM2's shapes, weights cold in memory), `W·xᵀ` ran 1.1–3× as fast as
-/// `x·Wᵀ` from 32 to 128 rows (a decoding step has one row per sequence), about as fast from 256
-/// to 512.
-const FEW_ROWS: usize = 256;
+/// Rows up to which [`linear`] multiplies the weight by the transposed input on the CPU (the
+/// default of `Execution::weight_left_rows`): measured on Flex (gemm, 2 cores, SmolLM2's shapes,
+/// weights cold in memory), `W·xᵀ` ran 1.1–3× as fast as `x·Wᵀ` from 32 to 128 rows (a decoding
+/// step has one row per sequence), about as fast from 256 to 512.
+pub(crate) const FEW_ROWS: usize = 256;
 
 /// `x·Wᵀ + b` for `x` `[batch, t, in]` and `W` `[out, in]` (HF's layout), as one matrix product
 /// over all `batch·t` rows. (Burn's `linear` on a 3-d input runs `batch` separate products of
-/// `t` rows each, which reads the whole weight matrix once per row when decoding.) With few rows
-/// the product is computed as `(W·xᵀ)ᵀ`: the same dot products, with the weight as the left
-/// operand, which gemm streams without repacking it (SmolLM2's samples and losses came out bit
-/// for bit the same).
+/// `t` rows each, which reads the whole weight matrix once per row when decoding.) With at most
+/// `weight_left_rows` rows the product is computed as `(W·xᵀ)ᵀ`: the same dot products, with the
+/// weight as the left operand, which gemm streams without repacking it (SmolLM2's samples and
+/// losses came out bit for bit the same on Flex). On a GPU the transposed result would cost a
+/// copy kernel per product, so GPU backends pass 0.
 fn linear<B: Backend>(
     x: Tensor<B, 3>,
     weight: Tensor<B, 2>,
     bias: Option<Tensor<B, 1>>,
+    weight_left_rows: usize,
 ) -> Tensor<B, 3> {
     let [batch, t, d_in] = x.dims();
     let d_out = weight.dims()[0];
     let rows = x.reshape([batch * t, d_in]);
     let weight = f32_of(weight);
-    let y = if batch * t <= FEW_ROWS {
+    let y = if batch * t <= weight_left_rows {
         weight.matmul(rows.transpose()).transpose()
     } else {
         rows.matmul(weight.transpose())
@@ -410,15 +417,39 @@ fn rms_norm<B: Backend, const D: usize>(
     x * inv * weight.unsqueeze::<D>()
 }
 
+/// How a block's projections are computed: through which adapters (with the block's index), and
+/// up to how many rows the weight is the left operand ([`linear`]).
+struct Products<'a, B: Backend> {
+    lora: Option<(&'a Adapters<B>, usize)>,
+    weight_left_rows: usize,
+}
+
+// By hand: a derive would ask `B: Copy`.
+impl<B: Backend> Clone for Products<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B: Backend> Copy for Products<'_, B> {}
+
 fn project<B: Backend>(
     x: Tensor<B, 3>,
     weight: &Param<Tensor<B, 2>>,
     bias: Option<&Param<Tensor<B, 1>>>,
-    lora: Option<(&Adapters<B>, usize)>,
+    products: Products<'_, B>,
     target: Target,
 ) -> Tensor<B, 3> {
-    let y = linear(x.clone(), weight.val(), bias.map(Param::val));
-    match lora.and_then(|(a, layer)| a.pair(layer, target).map(|p| (p, a.scale()))) {
+    let y = linear(
+        x.clone(),
+        weight.val(),
+        bias.map(Param::val),
+        products.weight_left_rows,
+    );
+    match products
+        .lora
+        .and_then(|(a, layer)| a.pair(layer, target).map(|p| (p, a.scale())))
+    {
         Some((LoraPair { a, b }, scale)) => y + dense(dense(x, a.val()), b.val()).mul_scalar(scale),
         None => y,
     }
@@ -428,7 +459,7 @@ fn project<B: Backend>(
 fn attention<B: Backend>(
     config: &ModelConfig,
     attn: &Attention<B>,
-    lora: Option<(&Adapters<B>, usize)>,
+    products: Products<'_, B>,
     h: Tensor<B, 3>,
     rope: &Rope<B>,
     mask: &Tensor<B, 4>,
@@ -440,17 +471,17 @@ fn attention<B: Backend>(
         h.clone(),
         &attn.q,
         attn.q_bias.as_ref(),
-        lora,
+        products,
         Target::QProj,
     );
     let k = project(
         h.clone(),
         &attn.k,
         attn.k_bias.as_ref(),
-        lora,
+        products,
         Target::KProj,
     );
-    let v = project(h, &attn.v, attn.v_bias.as_ref(), lora, Target::VProj);
+    let v = project(h, &attn.v, attn.v_bias.as_ref(), products, Target::VProj);
     // Qwen3's per-head RMSNorm, then RoPE, on `[batch, new, heads·head_dim]`: the heads are split
     // for attention only after them, so their backward gets its gradient contiguous (the split's
     // reshape copies it out of the head swap's strided view) instead of walking that view.
@@ -481,7 +512,7 @@ fn attention<B: Backend>(
         .reshape([batch, heads, new, hd])
         .swap_dims(1, 2)
         .reshape([batch, new, heads * hd]);
-    project(out, &attn.o, attn.o_bias.as_ref(), lora, Target::OProj)
+    project(out, &attn.o, attn.o_bias.as_ref(), products, Target::OProj)
 }
 
 /// HF's rotate-half RoPE, `x·cos + rotate_half(x)·sin` with `rotate_half([x1, x2]) = [−x2, x1]`

@@ -13,7 +13,7 @@ use rayon::prelude::*;
 
 use crate::device_sampling::{self, DeviceDraw};
 use crate::flops::{self, FlopCounter};
-use crate::model::{BaseModel, KvCache, Layout, hidden_states, lm_logits};
+use crate::model::{BaseModel, FEW_ROWS, KvCache, Layout, hidden_states, lm_logits};
 use crate::sampling::prepare;
 use crate::{Adapters, FlopCount, ModelConfig, PolicyError, PolicyRng, SamplingConfig};
 
@@ -48,14 +48,19 @@ pub struct Execution {
     pub lanes: usize,
     /// Where tokens are drawn.
     pub sampler: Sampler,
+    /// Up to how many rows a projection is computed as `(W·xᵀ)ᵀ`, the weight as the left
+    /// operand, rather than `x·Wᵀ` (the same dot products): faster on the CPU for a decode
+    /// step's few rows, a copy kernel per product on a GPU (0 there).
+    pub weight_left_rows: usize,
 }
 
 impl Default for Execution {
-    /// One lane, tokens drawn on the host.
+    /// The CPU's: one lane, tokens drawn on the host, the weight on the left up to 256 rows.
     fn default() -> Self {
         Self {
             lanes: 1,
             sampler: Sampler::Host,
+            weight_left_rows: FEW_ROWS,
         }
     }
 }
@@ -190,7 +195,15 @@ impl<B: Backend> Policy<B> {
             past,
             backward,
         ));
-        hidden_states(&self.config, &self.base, adapters, tokens, layout, cache)
+        hidden_states(
+            &self.config,
+            &self.base,
+            adapters,
+            tokens,
+            layout,
+            cache,
+            self.execution.weight_left_rows,
+        )
     }
 
     /// The LM head on `hidden` `[rows, t, d]` (states computed through `adapters`), counted as
