@@ -44,7 +44,8 @@ pub(crate) type Cpu = burn::backend::Flex;
 /// reads back two numbers per row instead of the row's logits. Projections of few rows put the
 /// weight on the left on the CPU (gemm streams it) and never on a GPU, where the transposed
 /// result costs a copy kernel per product (4 fewer launches per layer and decode token on
-/// lavapipe, whose own matrix product is then slower). Constants, not the machine's
+/// lavapipe, whose own matrix product is then slower). The scoring pass takes its logits 8 Mi
+/// at a time on the CPU and [`GPU_SCORE_CHUNK_ELEMENTS`] on a GPU. Constants, not the machine's
 /// size: a row's last bits depend on them, and a run resumed on another machine must sample the
 /// same.
 pub(crate) fn execution(kind: DeviceKind) -> Execution {
@@ -57,9 +58,16 @@ pub(crate) fn execution(kind: DeviceKind) -> Execution {
             lanes: 1,
             sampler: Sampler::Device,
             weight_left_rows: 0,
+            score_chunk_elements: GPU_SCORE_CHUNK_ELEMENTS,
         },
     }
 }
+
+/// Logit elements a GPU's scoring pass materialises at once (64 Mi f32, 256 MiB, and about three
+/// times that with the log-softmax and its gradient): the bench plan's 32 rows × 32 positions
+/// of SmolLM2's 49,152 logits in one chunk instead of seven, so its head, log-softmax and
+/// gather launch once. A device with less memory than this is not one we train on.
+const GPU_SCORE_CHUNK_ELEMENTS: usize = 64 << 20;
 
 /// A job that can run on any backend.
 pub(crate) trait OnBackend {

@@ -18,7 +18,8 @@ use crate::sampling::prepare;
 use crate::{Adapters, FlopCount, ModelConfig, PolicyError, PolicyRng, SamplingConfig};
 
 /// Logit elements (rows × completion positions × vocabulary) the scoring pass materialises at
-/// once (8 Mi floats = 32 MiB): whole batches of small models, a few rows of large vocabularies.
+/// once on the CPU (8 Mi floats = 32 MiB): whole batches of small models, a few rows of large
+/// vocabularies.
 const SCORE_CHUNK_ELEMENTS: usize = 8 << 20;
 
 /// The base model and its shape. Adapters are passed per call: `None` gives the reference policy.
@@ -27,8 +28,6 @@ pub struct Policy<B: Backend> {
     config: ModelConfig,
     base: BaseModel<B>,
     device: B::Device,
-    /// Logit elements the scoring pass materialises at once.
-    score_chunk: usize,
     /// How work is laid out on the device ([`Policy::with_execution`]).
     execution: Execution,
     /// The matrix arithmetic done so far, shared with the inference view ([`Policy::valid`]).
@@ -52,15 +51,21 @@ pub struct Execution {
     /// operand, rather than `x·Wᵀ` (the same dot products): faster on the CPU for a decode
     /// step's few rows, a copy kernel per product on a GPU (0 there).
     pub weight_left_rows: usize,
+    /// How many logit elements (rows × completion positions × vocabulary) the scoring pass
+    /// materialises at once (at least one row's). Every row's score and gradient is the same
+    /// whatever the chunk; smaller chunks lower peak memory, larger ones launch fewer kernels.
+    pub score_chunk_elements: usize,
 }
 
 impl Default for Execution {
-    /// The CPU's: one lane, tokens drawn on the host, the weight on the left up to 256 rows.
+    /// The CPU's: one lane, tokens drawn on the host, the weight on the left up to 256 rows,
+    /// 8 Mi logits (32 MiB) scored at once.
     fn default() -> Self {
         Self {
             lanes: 1,
             sampler: Sampler::Host,
             weight_left_rows: FEW_ROWS,
+            score_chunk_elements: SCORE_CHUNK_ELEMENTS,
         }
     }
 }
@@ -124,19 +129,9 @@ impl<B: Backend> Policy<B> {
             config,
             base,
             device: device.clone(),
-            score_chunk: SCORE_CHUNK_ELEMENTS,
             execution: Execution::default(),
             flops: FlopCounter::shared(),
         })
-    }
-
-    /// Sets how many logit elements (rows × completion positions × vocabulary) the scoring pass
-    /// materialises at once (at least one row's). Every row's score and gradient is the same
-    /// whatever the chunk; smaller chunks lower peak memory. Default: 8 Mi (32 MiB).
-    #[must_use]
-    pub fn with_score_chunk_elements(mut self, elements: usize) -> Self {
-        self.score_chunk = elements;
-        self
     }
 
     /// Sets how work is laid out on the device ([`Execution`]; default: one lane, host sampling).
@@ -541,7 +536,8 @@ impl<B: Backend> Policy<B> {
         // The vocabulary-wide part (LM head, log-softmax, gather) runs over a few rows at a time:
         // each row's result is the same, but only one chunk's `[rows, c, vocab]` logits and
         // their log-softmax temporaries exist at once (SmolLM2, 32 new tokens: 5 of 32 rows).
-        let rows = (self.score_chunk / (c * self.config.vocab_size).max(1)).clamp(1, batch);
+        let rows = (self.execution.score_chunk_elements / (c * self.config.vocab_size).max(1))
+            .clamp(1, batch);
         let mut logps = Vec::new();
         let mut entropies = Vec::new();
         for start in (0..batch).step_by(rows) {
@@ -656,7 +652,6 @@ impl<B: AutodiffBackend> Policy<B> {
             config: self.config.clone(),
             base: self.base.valid(),
             device: self.device.clone(),
-            score_chunk: self.score_chunk,
             execution: self.execution,
             flops: Arc::clone(&self.flops),
         }

@@ -109,6 +109,7 @@ fn drawing_on_the_device_gives_the_hosts_samples() -> anyhow::Result<()> {
             lanes,
             sampler: Sampler::Device,
             weight_left_rows: 0,
+            ..Execution::default()
         })
     };
     let batch = [prompts(), prompts()].concat();
@@ -436,7 +437,10 @@ fn scoring_in_row_chunks_gives_the_same_scores_and_gradients() -> anyhow::Result
     write_tiny_model(dir.path(), &TinySpec::default());
     let whole = Policy::<Train>::load(dir.path(), &Default::default())?;
     // One row's logits at a time (the chunk is smaller than any row).
-    let chunked = whole.clone().with_score_chunk_elements(1);
+    let chunked = whole.clone().with_execution(Execution {
+        score_chunk_elements: 1,
+        ..Execution::default()
+    });
     let lora = LoraConfig::new(2, 4.0, vec![Target::QProj, Target::VProj])?;
     let adapters = Adapters::<Train>::init(
         whole.config(),
