@@ -632,9 +632,9 @@ impl<B: AutodiffBackend> Trainer<B> {
     /// the estimated activations within the trainer's budget shared by `lanes` chunks; when not
     /// even one group fits (long completions of a large model: Qwen2.5-0.5B's 8 × 256 tokens
     /// came to 24 GB and were killed), as many rows as fit, at least one, each running its
-    /// prompt. A single row over the budget still runs (no recompute yet). The estimate per row and
-    /// layer: 12 hidden-wide and 6 intermediate-wide values and 4 attention scores per head and
-    /// column, for every completion position, in f32 (it overestimates SmolLM2's by about a
+    /// prompt. A single row over the budget still runs (no recompute yet). The estimate per row
+    /// and layer: 12 hidden-wide and 6 intermediate-wide values and 4 attention scores per head
+    /// and column, for every completion position, in f32 (it overestimates SmolLM2's by about a
     /// quarter).
     fn backward_chunks(
         &self,

@@ -132,7 +132,7 @@ mod tests {
 
     use super::*;
     use crate::PolicyRng;
-    use crate::sampling::{SamplingConfig, prepare};
+    use crate::sampling::{one_token_at, prepare};
 
     fn rows(values: &[Vec<f32>]) -> Tensor<Flex, 2> {
         let vocab = values[0].len();
@@ -168,15 +168,7 @@ mod tests {
                     .collect()
             })
             .collect();
-        let config = SamplingConfig {
-            temperature: 0.7,
-            top_k: 0,
-            top_p: 1.0,
-            min_p: 0.0,
-            repetition_penalty: 1.0,
-            max_new_tokens: 1,
-            stop_tokens: vec![],
-        };
+        let config = one_token_at(0.7);
         let mut host_rng = PolicyRng::from_seed(5);
         let host: Vec<(u32, f64)> = logits
             .iter()

@@ -83,9 +83,9 @@ impl<B: Backend> BaseModel<B> {
     /// half-dtype weight is widened once here instead of at every use), for sampling: the
     /// decode step then makes one product per projection instead of three. The other weights
     /// are shared, not copied; the adapted ones cost an f32 copy each while sampling (f32, not
-    /// the base's half dtype, whose rounding would swallow a young adapter's small update). A token's log-probability differs from the adapters' own pass in
-    /// its last bits (the sums are grouped differently); scoring, which trains, keeps the
-    /// adapters.
+    /// the base's half dtype, whose rounding would swallow a young adapter's small update). A
+    /// token's log-probability differs from the adapters' own pass in its last bits (the sums
+    /// are grouped differently); scoring, which trains, keeps the adapters.
     pub(crate) fn merged(&self, adapters: &Adapters<B>) -> Self {
         let scale = adapters.scale();
         let fold = |layer: usize, target: Target, weight: &Param<Tensor<B, 2>>| match adapters
@@ -192,15 +192,7 @@ impl<B: Backend> KvCache<B> {
                         let [b, h, _, d] = t.dims();
                         t.slice([0..b, 0..h, 0..len, 0..d]).select(0, rows.clone())
                     };
-                    let (k, v) = (live(k), live(v));
-                    match capacity {
-                        Some(cap) if cap > len => LayerKv {
-                            k: in_buffer(k, cap),
-                            v: in_buffer(v, cap),
-                            len,
-                        },
-                        _ => LayerKv { k, v, len },
-                    }
+                    LayerKv::stored(live(k), live(v), capacity)
                 })
             })
             .collect();
@@ -218,14 +210,7 @@ impl<B: Backend> KvCache<B> {
         let [b, h, new, d] = k.dims();
         let slot = &mut self.layers[layer];
         let stored = match slot.take() {
-            None => match self.capacity {
-                Some(cap) if cap > new => LayerKv {
-                    k: in_buffer(k, cap),
-                    v: in_buffer(v, cap),
-                    len: new,
-                },
-                _ => LayerKv { k, v, len: new },
-            },
+            None => LayerKv::stored(k, v, self.capacity),
             Some(LayerKv { k: pk, v: pv, len }) if pk.dims()[2] >= len + new => {
                 let at = [0..b, 0..h, len..len + new, 0..d];
                 LayerKv {
@@ -250,6 +235,22 @@ impl<B: Backend> KvCache<B> {
         let out = (live(&stored.k), live(&stored.v));
         *slot = Some(stored);
         out
+    }
+}
+
+impl<B: Backend> LayerKv<B> {
+    /// Keys and values `[batch, kv_heads, len, head_dim]` as a block keeps them: at the start of
+    /// buffers of `capacity` columns when that is more than they hold, else as they are.
+    fn stored(k: Tensor<B, 4>, v: Tensor<B, 4>, capacity: Option<usize>) -> Self {
+        let len = k.dims()[2];
+        match capacity {
+            Some(cap) if cap > len => Self {
+                k: in_buffer(k, cap),
+                v: in_buffer(v, cap),
+                len,
+            },
+            _ => Self { k, v, len },
+        }
     }
 }
 

@@ -277,15 +277,26 @@ impl<B: Backend> Policy<B> {
         if let Some(i) = prompts.iter().position(Vec::is_empty) {
             return Err(PolicyError::Request(format!("prompt {i} is empty")));
         }
-        if let Some(adapters) = adapters {
+        match adapters {
             // One product per projection a step, not three: the adapters folded into the weights
             // for this call (`BaseModel::merged`).
-            let merged = Self {
+            Some(adapters) => Self {
                 base: self.base.merged(adapters),
                 ..self.clone()
-            };
-            return merged.generate(None, prompts, sampling, rng, use_cache);
+            }
+            .sample(prompts, sampling, rng, use_cache),
+            None => self.sample(prompts, sampling, rng, use_cache),
         }
+    }
+
+    /// [`Policy::generate`] of checked prompts from the base weights as they are.
+    fn sample(
+        &self,
+        prompts: &[Vec<u32>],
+        sampling: &SamplingConfig,
+        rng: &mut PolicyRng,
+        use_cache: bool,
+    ) -> Result<Generation, PolicyError> {
         let batch = prompts.len();
         let mut out = Generation {
             tokens: vec![Vec::new(); batch],
@@ -304,15 +315,15 @@ impl<B: Backend> Policy<B> {
                 let cache = use_cache.then(|| {
                     KvCache::with_capacity(self.config.num_layers, width + sampling.max_new_tokens)
                 });
-                Lane::prefilled(self, adapters, prompts, rows, width, cache)
+                Lane::prefilled(self, prompts, rows, width, cache)
             })
             .collect();
         let on_device = self.execution.sampler == Sampler::Device && drawn_on_device(sampling);
         for step in 0..sampling.max_new_tokens {
             let picks = if on_device {
-                self.device_picks(&lanes, adapters, sampling, &out.stopped, rng)?
+                self.device_picks(&lanes, sampling, &out.stopped, rng)?
             } else {
-                self.host_picks(&lanes, adapters, sampling, &rows, &out.stopped, rng)?
+                self.host_picks(&lanes, sampling, &rows, &out.stopped, rng)?
             };
             let mut next = Vec::with_capacity(batch);
             for (row, pick) in picks.into_iter().enumerate() {
@@ -342,7 +353,7 @@ impl<B: Backend> Policy<B> {
                     let rows = &rows[lane.rows.clone()];
                     self.token_tensor(rows, width + step + 1, &lane.layout.pad_left)
                 };
-                lane.hidden = self.decoder(adapters, feed, &lane.layout, lane.cache.as_mut());
+                lane.hidden = self.decoder(None, feed, &lane.layout, lane.cache.as_mut());
             });
         }
         Ok(out)
@@ -353,7 +364,6 @@ impl<B: Backend> Policy<B> {
     fn host_picks(
         &self,
         lanes: &[Lane<B>],
-        adapters: Option<&Adapters<B>>,
         sampling: &SamplingConfig,
         rows: &[Vec<u32>],
         stopped: &[bool],
@@ -361,7 +371,7 @@ impl<B: Backend> Policy<B> {
     ) -> Result<Vec<Option<(u32, f64)>>, PolicyError> {
         let logits = lanes
             .par_iter()
-            .map(|lane| host_f32(lane.next_logits(self, adapters)))
+            .map(|lane| host_f32(lane.next_logits(self)))
             .collect::<Result<Vec<_>, _>>()?;
         // The lanes hold consecutive rows, so this walks the rows in order. Each row's
         // distribution is prepared on rayon's pool (a few passes over the vocabulary); the
@@ -384,7 +394,6 @@ impl<B: Backend> Policy<B> {
     fn device_picks(
         &self,
         lanes: &[Lane<B>],
-        adapters: Option<&Adapters<B>>,
         sampling: &SamplingConfig,
         stopped: &[bool],
         rng: &mut PolicyRng,
@@ -405,7 +414,7 @@ impl<B: Backend> Policy<B> {
                         uniforms: uniforms[lane.rows.clone()].to_vec(),
                     }
                 };
-                let logits = lane.next_logits(self, adapters).flatten::<2>(1, 2);
+                let logits = lane.next_logits(self).flatten::<2>(1, 2);
                 host_f32(device_sampling::draw(logits, &how))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -422,18 +431,17 @@ impl<B: Backend> Policy<B> {
     /// keys, values and hidden states are copied to every row that repeats them.
     fn prefill(
         &self,
-        adapters: Option<&Adapters<B>>,
         prompts: &[Vec<u32>],
         layout: &Layout,
         cache: Option<&mut KvCache<B>>,
     ) -> Tensor<B, 3> {
         match (cache, distinct_rows(prompts)) {
             (Some(cache), Some((distinct, source))) => {
-                self.prefill_distinct(adapters, prompts, layout, &distinct, &source, cache)
+                self.prefill_distinct(None, prompts, layout, &distinct, &source, cache)
             }
             (cache, _) => {
                 let tokens = self.token_tensor(prompts, layout.width(prompts), &layout.pad_left);
-                self.decoder(adapters, tokens, layout, cache)
+                self.decoder(None, tokens, layout, cache)
             }
         }
     }
@@ -671,7 +679,6 @@ impl<B: Backend> Lane<B> {
     /// The lane of `rows` with its prompts run.
     fn prefilled(
         policy: &Policy<B>,
-        adapters: Option<&Adapters<B>>,
         prompts: &[Vec<u32>],
         rows: Range<usize>,
         width: usize,
@@ -681,7 +688,7 @@ impl<B: Backend> Lane<B> {
         let layout = Layout {
             pad_left: prompts.iter().map(|p| width - p.len()).collect(),
         };
-        let hidden = policy.prefill(adapters, prompts, &layout, cache.as_mut());
+        let hidden = policy.prefill(prompts, &layout, cache.as_mut());
         Lane {
             rows,
             layout,
@@ -691,10 +698,10 @@ impl<B: Backend> Lane<B> {
     }
 
     /// The logits `[rows, 1, vocab]` of each row's next token.
-    fn next_logits(&self, policy: &Policy<B>, adapters: Option<&Adapters<B>>) -> Tensor<B, 3> {
+    fn next_logits(&self, policy: &Policy<B>) -> Tensor<B, 3> {
         let [rows, t, d] = self.hidden.dims();
         let last = self.hidden.clone().slice([0..rows, t - 1..t, 0..d]);
-        policy.head(last, adapters)
+        policy.head(last, None)
     }
 }
 

@@ -200,6 +200,20 @@ fn argmax(values: &[f64]) -> usize {
     best
 }
 
+/// One token at `temperature` with every cut off: what the tests vary from.
+#[cfg(test)]
+pub(crate) fn one_token_at(temperature: f64) -> SamplingConfig {
+    SamplingConfig {
+        temperature,
+        top_k: 0,
+        top_p: 1.0,
+        min_p: 0.0,
+        repetition_penalty: 1.0,
+        max_new_tokens: 1,
+        stop_tokens: vec![],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::BTreeSet;
@@ -226,15 +240,7 @@ mod tests {
 
     /// The tokens 2000 draws with `edit` applied to a plain temperature-1 config can give.
     fn drawn(edit: impl Fn(&mut SamplingConfig)) -> BTreeSet<u32> {
-        let mut config = SamplingConfig {
-            temperature: 1.0,
-            top_k: 0,
-            top_p: 1.0,
-            min_p: 0.0,
-            repetition_penalty: 1.0,
-            max_new_tokens: 1,
-            stop_tokens: vec![],
-        };
+        let mut config = one_token_at(1.0);
         edit(&mut config);
         config.validate().expect("valid");
         let mut rng = PolicyRng::from_seed(3);
@@ -274,13 +280,8 @@ mod tests {
     fn the_repetition_penalty_steers_away_from_seen_tokens_but_not_the_log_probability() {
         let greedy = |penalty: f64, seen: &[u32]| {
             let config = SamplingConfig {
-                temperature: 0.0,
-                top_k: 0,
-                top_p: 1.0,
-                min_p: 0.0,
                 repetition_penalty: penalty,
-                max_new_tokens: 1,
-                stop_tokens: vec![],
+                ..one_token_at(0.0)
             };
             sample(&logits(), seen, &config, &mut PolicyRng::from_seed(1))
         };
@@ -297,13 +298,8 @@ mod tests {
     #[test]
     fn min_p_outside_zero_to_one_is_refused_naming_it() {
         let config = SamplingConfig {
-            temperature: 1.0,
-            top_k: 0,
-            top_p: 1.0,
             min_p: 1.0,
-            repetition_penalty: 1.0,
-            max_new_tokens: 1,
-            stop_tokens: vec![],
+            ..one_token_at(1.0)
         };
         let err = config.validate().expect_err("refused").to_string();
         assert!(err.starts_with("min_p must be in [0, 1)"), "{err}");
