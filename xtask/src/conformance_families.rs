@@ -96,14 +96,14 @@ pub(crate) fn families(root: &Path) -> Result<(u64, u64)> {
 
 /// The venv's Python with the Hugging Face libraries kept off the network: every model and
 /// adapter is a local folder, and a name that is not one must fail at once, not retry a hub.
-fn offline(python: &Path) -> Command {
+pub(crate) fn offline(python: &Path) -> Command {
     let mut command = Command::new(python);
     command.env("HF_HUB_OFFLINE", "1");
     command
 }
 
 /// A fresh work folder for a suite under the target folder.
-fn work_dir(root: &Path, suite: &str) -> Result<PathBuf> {
+pub(crate) fn work_dir(root: &Path, suite: &str) -> Result<PathBuf> {
     let work = target_dir(root)
         .join("conformance")
         .join(format!("{suite}-{}", std::process::id()));
@@ -112,7 +112,7 @@ fn work_dir(root: &Path, suite: &str) -> Result<PathBuf> {
 }
 
 /// Removes the work folder when every check passed, else keeps it for inspection.
-fn finish(work: &Path, (passed, failed): (u64, u64)) -> Result<(u64, u64)> {
+pub(crate) fn finish(work: &Path, (passed, failed): (u64, u64)) -> Result<(u64, u64)> {
     if failed == 0 {
         std::fs::remove_dir_all(work)?;
     } else {

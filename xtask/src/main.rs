@@ -19,6 +19,7 @@ mod cache;
 mod ci;
 mod conformance;
 mod conformance_families;
+mod conformance_loss;
 mod conformance_readme;
 mod conformance_tensorboard;
 mod conformance_tls;
@@ -42,7 +43,8 @@ use anyhow::{Context, Result, bail, ensure};
 type Suite = fn(&Path) -> Result<(u64, u64)>;
 
 /// Every conformance suite, in the order CI runs them.
-const SUITES: [(&str, Suite); 5] = [
+const SUITES: [(&str, Suite); 6] = [
+    ("loss", conformance_loss::loss),
     ("det", conformance_tls::det),
     ("readme", conformance_readme::readme),
     ("envs", conformance::envs),
@@ -61,6 +63,9 @@ Tasks:
   templates   regenerate cluster/determined/*.yaml from crates/hr-config (jaif profile)
   vulkan      ci's vulkan phase alone: the GPU path on Mesa's lavapipe (parity with the CPU,
               the native and managed qualifications, the gate)
+  conformance loss
+              the GRPO loss against TRL 1.16's own GRPOTrainer._compute_loss (every loss type
+              x importance level with each variant): loss, gradients and metrics within 1e-6
   conformance det
               the devmaster against the real determined==0.35.0 client (det CLI, Python and
               Rust Core API trials); the client venv is cached outside the repo
@@ -200,7 +205,7 @@ fn main() -> Result<()> {
             let name = args.get(1).map(String::as_str);
             let Some((name, suite)) = SUITES.iter().find(|(n, _)| Some(*n) == name) else {
                 bail!(
-                    "unknown conformance suite {name:?}: available: det, readme, envs, families, tensorboard\n\n{HELP}"
+                    "unknown conformance suite {name:?}: available: loss, det, readme, envs, families, tensorboard\n\n{HELP}"
                 )
             };
             let (passed, failed) = suite(&root)?;

@@ -1,7 +1,9 @@
-//! GRPO as TRL defines it, generic over the Burn backend: group-normalised advantages
-//! (`scale_rewards` group / batch / none, optional leave-one-out baseline), the per-token clipped
-//! surrogate with ε_low / ε_high and Schulman's k3 KL to the reference weighted by β, and the
-//! loss aggregations `grpo`, `bnpo`, `dr_grpo` and `dapo`, with the clip and KL statistics TRL logs.
+//! GRPO as TRL 1.16 defines it, generic over the Burn backend: group-normalised advantages
+//! (`scale_rewards` group / batch / none, optional leave-one-out baseline) and TRL's loss
+//! variants (token or sequence importance weights; the clipped surrogate aggregated as `grpo`,
+//! `bnpo`, `dr_grpo`, `dapo` or `luspo`, or `cispo`, `sapo`, `vespo`; δ, the off-policy and
+//! high-entropy masks, k3 KL to the reference weighted by β, the entropy bonus), with the
+//! statistics TRL logs, checked against TRL's own code.
 //!
 //! On top: rollouts of G episodes per task through `hr-env`'s `Environment` trait (multi-turn,
 //! with environment tokens masked out of the loss, and episodes cut by a token limit optionally
@@ -22,10 +24,10 @@ mod trainer;
 pub use advantage::{AdvantageConfig, advantages};
 pub use data::{DataCursor, TaskSampler};
 pub use error::GrpoError;
-pub use loss::{LossConfig, LossOutput, Whole, grpo_loss};
+pub use loss::{LossConfig, LossInputs, LossOutput, Vespo, Whole, grpo_loss, high_entropy_mask};
 pub use rollout::{EnvironmentFactory, Episode, RolloutConfig, check_prompts, rollouts};
 pub use schedule::LrSchedule;
 // The plan's vocabulary, defined once in `hr-plan`.
-pub use hr_plan::{Decay, LossType, PromptFormat, ScaleRewards};
+pub use hr_plan::{Decay, ImportanceSamplingLevel, LossType, PromptFormat, ScaleRewards};
 pub use state::{NativeState, OPTIMIZER_STATE, TRAINER_STATE};
 pub use trainer::{AdamWSettings, GrpoConfig, StepReport, Trainer};

@@ -12,12 +12,13 @@ use burn::optim::{AdamW, AdamWConfig, GradientsAccumulator, GradientsParams, Opt
 use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
 use hr_env::Task;
-use hr_policy::{Adapters, ChatTokenizer, LoraPair, Policy, PolicyRng, Target};
+use hr_policy::{Adapters, ChatTokenizer, Entropy, LoraPair, Policy, PolicyRng, Target};
 use rayon::prelude::*;
 
 use crate::rollout::{EnvironmentFactory, Episode, RolloutConfig, rollouts};
 use crate::{
-    AdvantageConfig, GrpoError, LossConfig, LossType, LrSchedule, Whole, advantages, grpo_loss,
+    AdvantageConfig, GrpoError, LossConfig, LossInputs, LrSchedule, Whole, advantages, grpo_loss,
+    high_entropy_mask,
 };
 
 /// AdamW's constants (set explicitly: Burn's defaults differ from torch's).
@@ -409,21 +410,29 @@ impl<B: AutodiffBackend> Trainer<B> {
                 whole: Whole {
                     batch_active_tokens: Some(active as f64),
                     micro_batch: Some((rows.len(), micro_active)),
+                    entropy_tokens: Some(micro_active),
+                    accumulation: 0,
                 },
                 prompts,
                 completions,
                 mask,
+                entropy_mask: None,
                 reference,
                 old,
             });
         }
+        let accumulation = micros.len();
+        for m in &mut micros {
+            m.whole.accumulation = accumulation;
+        }
         let mut metrics = BTreeMap::new();
         let (mut loss_sum, mut grad_norm) = (0.0, 0.0);
-        let (mut low, mut high, mut region, mut entropy, mut counted) =
-            (0.0f64, 0.0f64, 0.0f64, 0.0f64, 0.0f64);
-        let mut kl: Option<f64> = None;
+        let mut totals = Totals::default();
         let lanes = self.policy.execution().lanes;
         for iteration in 0..self.config.num_iterations {
+            if self.config.loss.top_entropy_quantile < 1.0 {
+                self.mask_high_entropy(&mut micros)?;
+            }
             let mut accumulator = GradientsAccumulator::new();
             // Every chunk of every micro-batch, in order; `lanes` of them run side by side, each
             // on its own copy of the adapters (its own autodiff graph), and their results are
@@ -443,7 +452,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                     } else {
                         self.adapters.clone()
                     };
-                    self.chunk(m, rows.clone(), &adapters, iteration, active, micros.len())
+                    self.chunk(m, rows.clone(), &adapters, iteration, active)
                 };
                 let outs: Vec<Result<ChunkOut, GrpoError>> = if lanes > 1 {
                     group.par_iter().map(run).collect()
@@ -455,16 +464,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                     let out = out?;
                     loss_sum += out.loss;
                     if let Some(stats) = out.stats {
-                        low += stats.low;
-                        high += stats.high;
-                        region += stats.region;
-                        if let Some(v) = stats.kl {
-                            kl = Some(kl.unwrap_or(0.0) + v);
-                        }
-                        for e in stats.entropy {
-                            entropy += e;
-                            counted += 1.0;
-                        }
+                        totals.add(stats);
                     }
                     slowest = slowest.max(out.backward_s);
                     accumulator.accumulate(&self.adapters, out.grads);
@@ -477,13 +477,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             self.adapters = self.optimizer.step(lr, self.adapters.clone(), grads);
             timing.optimizer += clock.elapsed().as_secs_f64();
         }
-        metrics.insert("clip_ratio/low_mean".to_owned(), low);
-        metrics.insert("clip_ratio/high_mean".to_owned(), high);
-        metrics.insert("clip_ratio/region_mean".to_owned(), region);
-        if let Some(kl) = kl {
-            metrics.insert("kl".to_owned(), kl);
-        }
-        metrics.insert("entropy".to_owned(), entropy / counted.max(1.0));
+        totals.record(&self.config.loss, &mut metrics);
         Ok((
             loss_sum / self.config.num_iterations as f64,
             grad_norm,
@@ -502,6 +496,8 @@ struct Micro<B: AutodiffBackend> {
     prompts: Vec<Vec<u32>>,
     completions: Vec<Vec<u32>>,
     mask: Vec<Vec<bool>>,
+    /// The tokens the high-entropy mask keeps this iteration, when `top_entropy_quantile` < 1.
+    entropy_mask: Option<Vec<Vec<bool>>>,
     reference: Option<Tensor<B, 2>>,
     old: Option<Tensor<B, 2>>,
 }
@@ -519,21 +515,130 @@ struct ChunkOut {
     backward_s: f64,
 }
 
-/// A chunk's loss statistics, each weighted by its share of the step's active tokens, and the
-/// entropy of each of its active positions in row order.
+/// A chunk's loss statistics, each weighted by its share of the step's active tokens, the
+/// entropy of each of its active positions in row order, and its rows' clip shares.
 struct ChunkStats {
     low: f64,
     high: f64,
     region: f64,
     kl: Option<f64>,
+    cispo: Option<f64>,
+    vespo_phi: Option<f64>,
+    policy_loss: f64,
+    row_low: Vec<Option<f64>>,
+    row_high: Vec<Option<f64>>,
     entropy: Vec<f64>,
 }
 
+/// The step's loss statistics, summed over its chunks (first iteration).
+#[derive(Default)]
+struct Totals {
+    low: f64,
+    high: f64,
+    region: f64,
+    kl: Option<f64>,
+    cispo: Option<f64>,
+    vespo_phi: Option<f64>,
+    policy_loss: f64,
+    low_min: Option<f64>,
+    high_max: Option<f64>,
+    entropy: f64,
+    counted: f64,
+}
+
+impl Totals {
+    fn add(&mut self, stats: ChunkStats) {
+        let sum = |total: &mut Option<f64>, v: Option<f64>| {
+            if let Some(v) = v {
+                *total = Some(total.unwrap_or(0.0) + v);
+            }
+        };
+        self.low += stats.low;
+        self.high += stats.high;
+        self.region += stats.region;
+        sum(&mut self.kl, stats.kl);
+        sum(&mut self.cispo, stats.cispo);
+        sum(&mut self.vespo_phi, stats.vespo_phi);
+        self.policy_loss += stats.policy_loss;
+        for v in stats.row_low.into_iter().flatten() {
+            self.low_min = Some(self.low_min.map_or(v, |m| m.min(v)));
+        }
+        for v in stats.row_high.into_iter().flatten() {
+            self.high_max = Some(self.high_max.map_or(v, |m| m.max(v)));
+        }
+        for e in stats.entropy {
+            self.entropy += e;
+            self.counted += 1.0;
+        }
+    }
+
+    /// Writes TRL's metric names: the clip ratios for the clipped objectives (`low_min` and
+    /// `high_max` over every row of the step), `cispo_clip_ratio`, `vespo/phi_seq_mean`, `kl`,
+    /// `entropy`, and `policy_loss` with `entropy_coef` when the bonus is on.
+    fn record(self, loss: &LossConfig, metrics: &mut BTreeMap<String, f64>) {
+        if loss.loss_type.clips() {
+            for (key, value) in [
+                ("clip_ratio/low_mean", Some(self.low)),
+                ("clip_ratio/high_mean", Some(self.high)),
+                ("clip_ratio/region_mean", Some(self.region)),
+                ("clip_ratio/low_min", self.low_min),
+                ("clip_ratio/high_max", self.high_max),
+            ] {
+                if let Some(value) = value {
+                    metrics.insert(key.to_owned(), value);
+                }
+            }
+        }
+        for (key, value) in [
+            ("cispo_clip_ratio", self.cispo),
+            ("vespo/phi_seq_mean", self.vespo_phi),
+            ("kl", self.kl),
+        ] {
+            if let Some(value) = value {
+                metrics.insert(key.to_owned(), value);
+            }
+        }
+        if loss.entropy_coef > 0.0 {
+            metrics.insert("policy_loss".to_owned(), self.policy_loss);
+            metrics.insert("entropy_coef".to_owned(), loss.entropy_coef);
+        }
+        metrics.insert("entropy".to_owned(), self.entropy / self.counted.max(1.0));
+    }
+}
+
 impl<B: AutodiffBackend> Trainer<B> {
+    /// The high-entropy mask of each micro-batch under the current adapters (TRL's
+    /// `top_entropy_quantile`): the quantile is over the micro-batch's active tokens, so its
+    /// entropies are computed first, on the inference view, whole; the bonus then averages over
+    /// the tokens the mask keeps.
+    fn mask_high_entropy(&self, micros: &mut [Micro<B>]) -> Result<(), GrpoError> {
+        let (inference, frozen) = (self.policy.valid(), self.adapters.valid());
+        let temperature = self.config.rollout.temperature;
+        for m in micros {
+            let (_, entropy) = inference
+                .score_with_entropy(
+                    Some(&frozen),
+                    &m.prompts,
+                    &m.completions,
+                    temperature,
+                    Entropy::Detached,
+                )
+                .map_err(|e| GrpoError::Policy(e.to_string()))?;
+            let width = m.mask.first().map_or(0, Vec::len);
+            let values =
+                hr_policy::host_f32(entropy).map_err(|e| GrpoError::Policy(e.to_string()))?;
+            let rows: Vec<Vec<f32>> = values.chunks(width.max(1)).map(<[f32]>::to_vec).collect();
+            let kept = high_entropy_mask(&rows, &m.mask, self.config.loss.top_entropy_quantile);
+            m.whole.entropy_tokens = Some(kept.iter().flatten().filter(|k| **k).count() as f64);
+            m.entropy_mask = Some(kept);
+        }
+        Ok(())
+    }
+
     /// Scores rows `rows` of micro-batch `m` with `adapters` (the trainer's, or a fresh copy of
-    /// them for a lane of its own), computes their loss (a share of the mean over `micros`
-    /// micro-batches) and back-propagates it; the statistics are weighted by the rows' share of
-    /// the step's `active` tokens.
+    /// them for a lane of its own), computes their loss (their share of the micro-batch's,
+    /// itself a share of the step's) and back-propagates it; the statistics are weighted by the
+    /// rows' share of the step's `active` tokens.
     fn chunk(
         &self,
         m: &Micro<B>,
@@ -541,7 +646,6 @@ impl<B: AutodiffBackend> Trainer<B> {
         adapters: &Adapters<B>,
         iteration: usize,
         active: usize,
-        micros: usize,
     ) -> Result<ChunkOut, GrpoError> {
         let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
         let temperature = self.config.rollout.temperature;
@@ -556,13 +660,19 @@ impl<B: AutodiffBackend> Trainer<B> {
             .iter()
             .map(|row| row[..width].to_vec())
             .collect();
-        // Entropy is reported for the first iteration only: later ones skip its pass over the
-        // vocabulary.
+        // Entropy is reported for the first iteration only (later ones skip its pass over the
+        // vocabulary unless the bonus needs it, through the graph).
         let prompts = &m.prompts[rows.clone()];
-        let (logp, ent) = if iteration == 0 {
+        let bonus = self.config.loss.entropy_coef > 0.0;
+        let (logp, ent) = if iteration == 0 || bonus {
+            let kind = if bonus {
+                Entropy::Differentiable
+            } else {
+                Entropy::Detached
+            };
             let (logp, ent) = self
                 .policy
-                .score_with_entropy(Some(adapters), prompts, completions, temperature)
+                .score_with_entropy(Some(adapters), prompts, completions, temperature, kind)
                 .map_err(policy_err)?;
             (logp, Some(ent))
         } else {
@@ -571,25 +681,30 @@ impl<B: AutodiffBackend> Trainer<B> {
                 .score(Some(adapters), prompts, completions, temperature);
             (logp.map_err(policy_err)?, None)
         };
+        let entropy_mask: Option<Vec<Vec<bool>>> = m.entropy_mask.as_ref().map(|k| {
+            k[rows.clone()]
+                .iter()
+                .map(|row| row[..width].to_vec())
+                .collect()
+        });
         let out = grpo_loss(
-            logp,
-            m.old.as_ref().map(part),
-            m.reference.as_ref().map(part),
-            &m.advantages[rows.clone()],
-            &mask,
+            LossInputs {
+                logp,
+                old_logp: m.old.as_ref().map(part),
+                ref_logp: m.reference.as_ref().map(part),
+                entropy: ent.clone().filter(|_| bonus),
+                advantages: &m.advantages[rows.clone()],
+                mask: &mask,
+                entropy_mask: entropy_mask.as_deref(),
+            },
             &self.config.loss,
             m.whole,
         )?;
-        // `dapo` already divides by the whole batch's tokens; the others are per micro-batch
-        // means, averaged over the micro-batches.
-        let loss = match self.config.loss.loss_type {
-            LossType::Dapo => out.loss,
-            _ => out.loss.div_scalar(micros as f64),
-        };
+        let loss = out.loss;
         let loss_value = scalar(loss.clone());
-        let stats = ent.map(|ent| {
+        let stats = ent.filter(|_| iteration == 0).map(|ent| {
             let share = mask.iter().flatten().filter(|x| **x).count() as f64 / active.max(1) as f64;
-            let ent = host_f64(ent);
+            let ent = host_f64(ent.detach());
             let entropy = mask
                 .iter()
                 .enumerate()
@@ -601,11 +716,25 @@ impl<B: AutodiffBackend> Trainer<B> {
                 })
                 .map(|k| ent[k])
                 .collect();
+            let row_share = rows.len() as f64
+                / m.whole.micro_batch.map_or(rows.len(), |(r, _)| r).max(1) as f64;
             ChunkStats {
                 low: out.clip_ratio_low * share,
                 high: out.clip_ratio_high * share,
                 region: out.clip_ratio_region * share,
                 kl: out.kl.map(|v| v * share),
+                cispo: out.cispo_clip_ratio.map(|v| v * share),
+                vespo_phi: out
+                    .vespo_phi_mean
+                    .map(|v| v * row_share / m.whole.accumulation.max(1) as f64),
+                // Averaged over the micro-batches, as TRL's logs average its per-call values.
+                policy_loss: if self.config.loss.loss_type.per_micro_batch() {
+                    out.policy_loss / m.whole.accumulation.max(1) as f64
+                } else {
+                    out.policy_loss
+                },
+                row_low: out.row_clip_low,
+                row_high: out.row_clip_high,
                 entropy,
             }
         });

@@ -2,7 +2,10 @@
 
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{Tensor, TensorData};
-use hr_grpo::{AdvantageConfig, LossConfig, LossType, ScaleRewards, Whole, advantages, grpo_loss};
+use hr_grpo::{
+    AdvantageConfig, LossConfig, LossInputs, LossOutput, LossType, ScaleRewards, Whole, advantages,
+    grpo_loss,
+};
 
 type B = Autodiff<Flex>;
 
@@ -117,6 +120,31 @@ fn host(t: Tensor<B, 1>) -> f64 {
         .expect("host")[0]
 }
 
+/// The loss of `logp` without entropies (the variants' own tests are the TRL parity suite).
+fn loss(
+    logp: Tensor<B, 2>,
+    old_logp: Option<Tensor<B, 2>>,
+    ref_logp: Option<Tensor<B, 2>>,
+    advantages: &[f64],
+    mask: &[Vec<bool>],
+    config: &LossConfig,
+    whole: Whole,
+) -> Result<LossOutput<B>, hr_grpo::GrpoError> {
+    grpo_loss(
+        LossInputs {
+            logp,
+            old_logp,
+            ref_logp,
+            entropy: None,
+            advantages,
+            mask,
+            entropy_mask: None,
+        },
+        config,
+        whole,
+    )
+}
+
 fn loss_config(loss_type: LossType) -> LossConfig {
     LossConfig {
         loss_type,
@@ -139,7 +167,7 @@ fn each_aggregation_matches_its_formula() -> anyhow::Result<()> {
         (LossType::Dapo, None, -1.5 / 3.0),
         (LossType::Dapo, Some(6.0), -1.5 / 6.0),
     ] {
-        let out = grpo_loss(
+        let out = loss(
             logp(),
             None,
             None,
@@ -148,7 +176,7 @@ fn each_aggregation_matches_its_formula() -> anyhow::Result<()> {
             &loss_config(loss_type),
             Whole {
                 batch_active_tokens: dapo_tokens,
-                micro_batch: None,
+                ..Whole::default()
             },
         )?;
         close(&[host(out.loss)], &[want]);
@@ -156,7 +184,7 @@ fn each_aggregation_matches_its_formula() -> anyhow::Result<()> {
     }
     // The gradient of the grpo loss is −A·mask / (len · n): −1/4 for row 0, +1/4 for row 1.
     let x = logp().require_grad();
-    let out = grpo_loss(
+    let out = loss(
         x.clone(),
         None,
         None,
@@ -189,7 +217,7 @@ fn clipping_caps_the_ratio_where_the_advantage_says_and_is_counted() -> anyhow::
         .collect();
     let x = tensor(&new, 4).require_grad();
     let mask = vec![vec![true]; 4];
-    let out = grpo_loss(
+    let out = loss(
         x.clone(),
         Some(tensor(&old, 4)),
         None,
@@ -227,7 +255,7 @@ fn the_k3_kl_term_is_weighted_by_beta() -> anyhow::Result<()> {
         beta: 0.1,
         ..loss_config(LossType::Bnpo)
     };
-    let out = grpo_loss(
+    let out = loss(
         tensor(&[-1.0, -1.0], 1),
         None,
         Some(tensor(&[-1.5, -1.5], 1)),
@@ -237,7 +265,7 @@ fn the_k3_kl_term_is_weighted_by_beta() -> anyhow::Result<()> {
         Whole::default(),
     )?;
     close(&[host(out.loss), out.kl.expect("kl")], &[0.1 * kl, kl]);
-    let err = grpo_loss(
+    let err = loss(
         tensor(&[-1.0], 1),
         None,
         None,
@@ -250,7 +278,7 @@ fn the_k3_kl_term_is_weighted_by_beta() -> anyhow::Result<()> {
     assert!(err.to_string().contains("`beta`"), "{err}");
     let bad = LossConfig { beta: -0.1, ..cfg };
     assert!(
-        grpo_loss(
+        loss(
             tensor(&[-1.0], 1),
             None,
             None,
@@ -282,7 +310,7 @@ fn chunks_of_a_micro_batch_sum_to_its_loss_for_every_aggregation() -> anyhow::Re
         LossType::Dapo,
     ] {
         let cfg = loss_config(loss_type);
-        let whole = grpo_loss(
+        let whole = loss(
             tensor(&values, 3),
             None,
             None,
@@ -294,8 +322,9 @@ fn chunks_of_a_micro_batch_sum_to_its_loss_for_every_aggregation() -> anyhow::Re
         let part = Whole {
             batch_active_tokens: Some(6.0),
             micro_batch: Some((3, 6.0)),
+            ..Whole::default()
         };
-        let first = grpo_loss(
+        let first = loss(
             tensor(&values[..3], 1),
             None,
             None,
@@ -304,7 +333,7 @@ fn chunks_of_a_micro_batch_sum_to_its_loss_for_every_aggregation() -> anyhow::Re
             &cfg,
             part,
         )?;
-        let rest = grpo_loss(
+        let rest = loss(
             tensor(&values[3..], 2),
             None,
             None,

@@ -22,8 +22,12 @@ fn config() -> GrpoConfig {
             ..RolloutConfig::default()
         },
         advantage: AdvantageConfig::default(),
+        // The high-entropy mask and the bonus read the policy between updates: resumed, they
+        // must read the same.
         loss: LossConfig {
             max_completion_length: 8,
+            top_entropy_quantile: 0.5,
+            entropy_coef: 0.01,
             ..LossConfig::default()
         },
         num_iterations: 2,

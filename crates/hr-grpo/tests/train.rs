@@ -237,29 +237,44 @@ fn gradient_accumulation_and_chunked_backward_give_the_same_update_and_entropy_i
     let mut adapters = Vec::new();
     let mut losses = Vec::new();
     // One micro-batch; three; one back-propagated a row at a time (a budget of one byte), in
-    // one lane and in two side by side; and the first, third and fourth with a reference
-    // (β > 0), two iterations (μ = 2) and the `grpo` aggregation, whose old and reference
-    // log-probs the chunks take their rows of.
+    // one lane and in two side by side; the first, third and fourth with a reference (β > 0),
+    // two iterations (μ = 2) and the `grpo` aggregation, whose old and reference log-probs the
+    // chunks take their rows of; and again with sequence-level weights, δ, the off-policy and
+    // high-entropy masks and the entropy bonus, whose quantile and bonus are over the whole
+    // micro-batch however it is chunked.
     let runs = [
-        (1, None, false, 1),
-        (3, None, false, 1),
-        (1, Some(1), false, 1),
-        (1, Some(1), false, 2),
+        (1, None, Variant::Plain, 1),
+        (3, None, Variant::Plain, 1),
+        (1, Some(1), Variant::Plain, 1),
+        (1, Some(1), Variant::Plain, 2),
     ];
     let tricky = [
-        (1, None, true, 1),
-        (1, Some(1), true, 1),
-        (1, Some(1), true, 2),
+        (1, None, Variant::Tricky, 1),
+        (1, Some(1), Variant::Tricky, 1),
+        (1, Some(1), Variant::Tricky, 2),
     ];
-    for (k, budget, tricky, lanes) in runs.into_iter().chain(tricky) {
+    let variants = [
+        (1, None, Variant::Trl116, 1),
+        (1, Some(1), Variant::Trl116, 1),
+        (1, Some(1), Variant::Trl116, 2),
+    ];
+    for (k, budget, variant, lanes) in runs.into_iter().chain(tricky).chain(variants) {
         let mut cfg = config(1);
         cfg.gradient_accumulation_steps = k;
-        if tricky {
+        if variant != Variant::Plain {
             cfg.loss.beta = 0.04;
             cfg.loss.loss_type = hr_grpo::LossType::Grpo;
             cfg.num_iterations = 2;
         }
-        let name = format!("m{k}-{budget:?}-{tricky}-{lanes}");
+        if variant == Variant::Trl116 {
+            cfg.loss.loss_type = hr_grpo::LossType::Luspo;
+            cfg.loss.importance_sampling_level = hr_grpo::ImportanceSamplingLevel::Sequence;
+            cfg.loss.delta = Some(1.5);
+            cfg.loss.off_policy_mask_threshold = Some(0.01);
+            cfg.loss.top_entropy_quantile = 0.5;
+            cfg.loss.entropy_coef = 0.05;
+        }
+        let name = format!("m{k}-{budget:?}-{variant:?}-{lanes}");
         let mut t = trainer_in_lanes(&dir.path().join(&name), cfg, lanes)?;
         if let Some(bytes) = budget {
             t = t.with_activation_budget(bytes);
@@ -286,7 +301,7 @@ fn gradient_accumulation_and_chunked_backward_give_the_same_update_and_entropy_i
         worst
     };
     // Same update up to float summation order, and the same loss.
-    for (first, other) in [(0, 1), (0, 2), (0, 3), (4, 5), (4, 6)] {
+    for (first, other) in [(0, 1), (0, 2), (0, 3), (4, 5), (4, 6), (7, 8), (7, 9)] {
         let w = worst(&adapters[first], &adapters[other]);
         assert!(w < 1e-5, "runs {first} and {other}: largest difference {w}");
         assert!((losses[first] - losses[other]).abs() < 1e-6, "{losses:?}");
@@ -295,7 +310,23 @@ fn gradient_accumulation_and_chunked_backward_give_the_same_update_and_entropy_i
         worst(&adapters[0], &adapters[4]) > 1e-6,
         "β, μ and the aggregation matter"
     );
+    assert!(
+        worst(&adapters[4], &adapters[7]) > 1e-6,
+        "the TRL 1.16 variants matter"
+    );
     Ok(())
+}
+
+/// The loss settings of a run in the test above.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Variant {
+    /// The defaults.
+    Plain,
+    /// β > 0, μ = 2, `grpo`.
+    Tricky,
+    /// Those with `luspo` at sequence level, δ, the off-policy and high-entropy masks and the
+    /// entropy bonus.
+    Trl116,
 }
 
 #[test]

@@ -27,4 +27,6 @@ pub use plan::{
     RewardRule, Seeds, TaskSet,
 };
 pub use validate::limits;
-pub use vocabulary::{Decay, Dtype, FixtureKind, LossType, PromptFormat, ScaleRewards};
+pub use vocabulary::{
+    Decay, Dtype, FixtureKind, ImportanceSamplingLevel, LossType, PromptFormat, ScaleRewards,
+};

@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use crate::{Decay, Dtype, FixtureKind, LossType, PromptFormat, ScaleRewards};
+use crate::{
+    Decay, Dtype, FixtureKind, ImportanceSamplingLevel, LossType, PromptFormat, ScaleRewards,
+};
 
 /// A training plan.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -78,6 +80,25 @@ fn is_zero_f64(v: &f64) -> bool {
 /// As [`is_zero`], for a factor that is off at 1.
 fn is_one(v: &f64) -> bool {
     *v == 1.0
+}
+
+fn is_two(v: &f64) -> bool {
+    *v == 2.0
+}
+
+fn is_three(v: &f64) -> bool {
+    *v == 3.0
+}
+
+fn is_true(v: &bool) -> bool {
+    *v
+}
+
+/// TRL's `sapo_temperature_neg`.
+const SAPO_TEMPERATURE_NEG: f64 = 1.05;
+
+fn is_sapo_neg_default(v: &f64) -> bool {
+    *v == SAPO_TEMPERATURE_NEG
 }
 
 fn four() -> usize {
@@ -466,8 +487,47 @@ pub struct Grpo {
     pub epsilon_high: f64,
     /// KL weight β ≥ 0.
     pub beta: f64,
-    /// Aggregation.
+    /// The objective and its aggregation (TRL's `loss_type`).
     pub loss_type: LossType,
+    /// `token` (default) or `sequence` (GSPO) importance weights.
+    #[serde(skip_serializing_if = "ImportanceSamplingLevel::is_token")]
+    pub importance_sampling_level: ImportanceSamplingLevel,
+    /// Two-sided clipping: cap the unclipped importance weight at δ (TRL's `delta`, > 1).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub delta: Option<f64>,
+    /// Multiply the KL term by the importance weight (TRL's `use_bias_correction_kl`, default
+    /// true as in TRL 1.16).
+    #[serde(skip_serializing_if = "is_true")]
+    pub use_bias_correction_kl: bool,
+    /// `sapo`'s gate temperature for positive advantages (1.0).
+    #[serde(skip_serializing_if = "is_one")]
+    pub sapo_temperature_pos: f64,
+    /// `sapo`'s gate temperature for the others (1.05).
+    #[serde(skip_serializing_if = "is_sapo_neg_default")]
+    pub sapo_temperature_neg: f64,
+    /// `vespo`'s power k for A ≥ 0 (2.0).
+    #[serde(skip_serializing_if = "is_two")]
+    pub vespo_k_pos: f64,
+    /// `vespo`'s decay λ for A ≥ 0 (3.0).
+    #[serde(skip_serializing_if = "is_three")]
+    pub vespo_lambda_pos: f64,
+    /// `vespo`'s power k for A < 0 (3.0).
+    #[serde(skip_serializing_if = "is_three")]
+    pub vespo_k_neg: f64,
+    /// `vespo`'s decay λ for A < 0 (2.0).
+    #[serde(skip_serializing_if = "is_two")]
+    pub vespo_lambda_neg: f64,
+    /// Leave out sequences with A < 0 whose mean `logπ_old − logπ` exceeds this (TRL's
+    /// `off_policy_mask_threshold`, DeepSeek-V3.2's δ).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub off_policy_mask_threshold: Option<f64>,
+    /// Keep only the top ρ quantile of each micro-batch's tokens by entropy in the loss (TRL's
+    /// `top_entropy_quantile`; 1 keeps all, the paper uses 0.2).
+    #[serde(skip_serializing_if = "is_one")]
+    pub top_entropy_quantile: f64,
+    /// Weight of the entropy bonus, `loss − coef · mean entropy` (TRL's `entropy_coef`; 0 off).
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub entropy_coef: f64,
     /// μ.
     pub num_iterations: usize,
     /// Micro-batches per optimiser step (gradients summed).
@@ -497,6 +557,18 @@ impl Default for Grpo {
             epsilon_high: 0.2,
             beta: 0.0,
             loss_type: LossType::Dapo,
+            importance_sampling_level: ImportanceSamplingLevel::Token,
+            delta: None,
+            use_bias_correction_kl: true,
+            sapo_temperature_pos: 1.0,
+            sapo_temperature_neg: SAPO_TEMPERATURE_NEG,
+            vespo_k_pos: 2.0,
+            vespo_lambda_pos: 3.0,
+            vespo_k_neg: 3.0,
+            vespo_lambda_neg: 2.0,
+            off_policy_mask_threshold: None,
+            top_entropy_quantile: 1.0,
+            entropy_coef: 0.0,
             num_iterations: 1,
             gradient_accumulation_steps: 1,
         }

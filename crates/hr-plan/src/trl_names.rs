@@ -11,7 +11,10 @@
 //!   `constant_with_warmup`, or `constant`, which in transformers ignores warm-up and so is
 //!   refused beside one;
 //! - `optimizer.warmup_ratio` → `optimizer.warmup_steps` = ⌈ratio · steps⌉, as transformers'
-//!   `get_warmup_steps` counts them.
+//!   `get_warmup_steps` counts them;
+//! - TRL fields not offered yet (adaptive entropy, `sync_ref_model`, `generation_batch_size`,
+//!   `steps_per_generation`, `multi_objective_aggregation`) are dropped at the value that
+//!   changes nothing and otherwise refused, saying what to use instead.
 
 use serde_json::{Map, Value};
 
@@ -71,11 +74,12 @@ pub(crate) fn normalise(plan: &mut Value) -> Result<(), Refusal> {
         ));
     }
     let steps = top.get("steps").and_then(Value::as_u64);
-    if let Some(grpo) = top.get_mut("grpo").and_then(Value::as_object_mut)
-        && let Some(epsilon) = grpo.get("epsilon").cloned()
-    {
-        rename(grpo, "epsilon", "epsilon_low", "grpo.")?;
-        grpo.entry("epsilon_high").or_insert(epsilon);
+    if let Some(grpo) = top.get_mut("grpo").and_then(Value::as_object_mut) {
+        if let Some(epsilon) = grpo.get("epsilon").cloned() {
+            rename(grpo, "epsilon", "epsilon_low", "grpo.")?;
+            grpo.entry("epsilon_high").or_insert(epsilon);
+        }
+        not_offered(grpo)?;
     }
     let Some(optimizer) = top.get_mut("optimizer").and_then(Value::as_object_mut) else {
         return Ok(());
@@ -127,6 +131,58 @@ pub(crate) fn normalise(plan: &mut Value) -> Result<(), Refusal> {
         let steps = steps.ok_or_else(|| refuse(field, "needs the plan's `steps`"))?;
         let warmup = (ratio * steps as f64).ceil() as u64;
         optimizer.insert("warmup_steps".to_owned(), warmup.into());
+    }
+    Ok(())
+}
+
+/// TRL `GRPOConfig` fields not offered here: at the value that changes nothing (TRL's default,
+/// or what this trainer does anyway) each is dropped; any other value is refused, saying what to
+/// use instead.
+fn not_offered(grpo: &mut Map<String, Value>) -> Result<(), Refusal> {
+    let count = |key: &str, default: u64| grpo.get(key).and_then(Value::as_u64).unwrap_or(default);
+    let episodes = count("tasks_per_step", 4).saturating_mul(count("num_generations", 8));
+    let accumulation = count("gradient_accumulation_steps", 1);
+    let adaptive = "adaptive entropy control is not offered yet: use a fixed `grpo.entropy_coef`";
+    let sync = "the reference is the base model throughout: syncing it (TR-DPO) is not offered yet; \
+                lower `grpo.beta` for a looser reference";
+    let batches = "each step generates its own batch (`tasks_per_step` × `num_generations` \
+                   episodes) and makes `num_iterations` updates on it: set those instead";
+    let rules: [(&str, Value, &str); 10] = [
+        ("use_adaptive_entropy", false.into(), adaptive),
+        ("entropy_coef_min", 0.0.into(), adaptive),
+        ("entropy_coef_max", 1.0.into(), adaptive),
+        ("entropy_coef_delta", 0.005.into(), adaptive),
+        ("entropy_target", 0.2.into(), adaptive),
+        ("sync_ref_model", false.into(), sync),
+        ("ref_model_mixup_alpha", 0.6.into(), sync),
+        ("ref_model_sync_steps", 512.into(), sync),
+        ("generation_batch_size", episodes.into(), batches),
+        ("steps_per_generation", accumulation.into(), batches),
+    ];
+    for (key, harmless, instead) in rules {
+        let same = |value: &Value| match (value.as_f64(), harmless.as_f64()) {
+            (Some(a), Some(b)) => a == b,
+            _ => *value == harmless,
+        };
+        if let Some(value) = grpo.remove(key)
+            && !same(&value)
+        {
+            return Err(refuse(
+                &format!("grpo.{key}"),
+                format!("{value}: {instead}"),
+            ));
+        }
+    }
+    if let Some(value) = grpo.remove("multi_objective_aggregation")
+        && value.as_str() != Some("sum_then_normalize")
+    {
+        return Err(refuse(
+            "grpo.multi_objective_aggregation",
+            format!(
+                "{value}: only `sum_then_normalize` (TRL's default: weighted rewards summed, then \
+                 normalised as `scale_rewards` says) is offered yet"
+            ),
+        ));
     }
     Ok(())
 }

@@ -348,6 +348,7 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
         "grpo.beta",
         format!("{} must be ≥ 0 (0 disables the KL term)", g.beta),
     )?;
+    loss_fields(g, &check)?;
     check(
         g.num_iterations >= 1,
         "grpo.num_iterations",
@@ -484,4 +485,60 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
         )?;
     }
     Ok(())
+}
+
+/// The loss variants' fields (ranges as TRL documents them).
+fn loss_fields(
+    g: &crate::Grpo,
+    check: &impl Fn(bool, &str, String) -> Result<(), PlanError>,
+) -> Result<(), PlanError> {
+    if let Some(delta) = g.delta {
+        check(
+            delta.is_finite() && delta > 1.0,
+            "grpo.delta",
+            format!("{delta} must be > 1 (TRL recommends more than 1 + epsilon_high)"),
+        )?;
+    }
+    for (field, value, accepted) in [
+        ("grpo.sapo_temperature_pos", g.sapo_temperature_pos, "> 0"),
+        ("grpo.sapo_temperature_neg", g.sapo_temperature_neg, "> 0"),
+    ] {
+        check(
+            value.is_finite() && value > 0.0,
+            field,
+            format!("{value} must be {accepted}"),
+        )?;
+    }
+    for (field, value) in [
+        ("grpo.vespo_k_pos", g.vespo_k_pos),
+        ("grpo.vespo_lambda_pos", g.vespo_lambda_pos),
+        ("grpo.vespo_k_neg", g.vespo_k_neg),
+        ("grpo.vespo_lambda_neg", g.vespo_lambda_neg),
+    ] {
+        check(
+            value.is_finite() && value >= 0.0,
+            field,
+            format!("{value} must be ≥ 0"),
+        )?;
+    }
+    if let Some(threshold) = g.off_policy_mask_threshold {
+        check(
+            threshold.is_finite() && threshold > 0.0,
+            "grpo.off_policy_mask_threshold",
+            format!("{threshold} must be > 0 (DeepSeek-V3.2 uses 0.5); leave it out to disable"),
+        )?;
+    }
+    check(
+        (0.0..=1.0).contains(&g.top_entropy_quantile),
+        "grpo.top_entropy_quantile",
+        format!(
+            "{} must be in [0, 1] (1 keeps every token; the paper uses 0.2)",
+            g.top_entropy_quantile
+        ),
+    )?;
+    check(
+        g.entropy_coef.is_finite() && g.entropy_coef >= 0.0,
+        "grpo.entropy_coef",
+        format!("{} must be ≥ 0 (0 disables the bonus)", g.entropy_coef),
+    )
 }

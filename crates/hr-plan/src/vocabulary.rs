@@ -75,18 +75,70 @@ pub(crate) fn lora_targets<'de, D: serde::Deserializer<'de>>(
     Ok(names)
 }
 
-/// How per-token losses become one number (TRL's `loss_type`).
+/// The policy-gradient objective and how per-token losses become one number (TRL's
+/// `loss_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LossType {
-    /// Mean over each sequence's tokens, then over sequences (length-biased; the paper's form).
+    /// Clipped surrogate; mean over each sequence's tokens, then over sequences (length-biased;
+    /// the paper's form).
     Grpo,
-    /// Sum over all tokens ÷ active tokens of this batch.
+    /// Clipped surrogate; sum over all tokens ÷ active tokens of this micro-batch.
     Bnpo,
-    /// Sum over all tokens ÷ (sequences × max completion length).
+    /// Clipped surrogate; sum over all tokens ÷ (sequences × max completion length).
     DrGrpo,
-    /// Sum over all tokens ÷ active tokens of the whole accumulated batch (TRL's default).
+    /// Clipped surrogate; sum over all tokens ÷ active tokens of the whole accumulated batch
+    /// (TRL's default).
     Dapo,
+    /// MiniMax-M1: the importance weight clipped above at `epsilon_high` and detached, times the
+    /// advantage and the log-prob; aggregated as `dapo`.
+    Cispo,
+    /// Soft Adaptive Policy Optimization: a sigmoid gate of temperature `sapo_temperature_pos`
+    /// or `_neg` instead of the hard clip; aggregated as `grpo`.
+    Sapo,
+    /// Length-Unbiased Sequence Policy Optimization: the clipped surrogate summed over each
+    /// sequence's tokens, then averaged over sequences (meant with sequence-level importance
+    /// sampling).
+    Luspo,
+    /// Variational Sequence-Level Soft Policy Optimization: a Gamma weighting φ(w) of the
+    /// sequence importance weight (`vespo_k_*`, `vespo_lambda_*`), detached, times the
+    /// advantage and the log-prob; aggregated as `dapo`.
+    Vespo,
+}
+
+impl LossType {
+    /// Whether the objective is the clipped surrogate (whose clip ratios are logged).
+    pub fn clips(self) -> bool {
+        matches!(
+            self,
+            Self::Grpo | Self::Bnpo | Self::DrGrpo | Self::Dapo | Self::Luspo
+        )
+    }
+
+    /// Whether the loss is a mean per micro-batch, divided by the accumulation steps (the
+    /// others, `dapo`, `cispo` and `vespo`, divide by the whole accumulated batch's tokens).
+    pub fn per_micro_batch(self) -> bool {
+        !matches!(self, Self::Dapo | Self::Cispo | Self::Vespo)
+    }
+}
+
+/// Whether importance weights are per token or one per sequence (TRL's
+/// `importance_sampling_level`; `sequence` is GSPO).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ImportanceSamplingLevel {
+    /// `exp(logπ − logπ_old)` per token (TRL's default).
+    #[default]
+    Token,
+    /// `exp` of the mean of the sequence's active log-ratios, shared by its tokens (GSPO).
+    Sequence,
+}
+
+impl ImportanceSamplingLevel {
+    /// Whether this is the default (left out of the serialised plan).
+    pub fn is_token(&self) -> bool {
+        *self == Self::Token
+    }
 }
 
 /// How a task's text becomes the prompt (TRL's conversational and standard dataset formats).

@@ -470,6 +470,65 @@ fn trl_names_that_need_more_than_a_rename_mean_what_trl_means() -> anyhow::Resul
     Ok(())
 }
 
+#[test]
+fn trl_fields_not_offered_pass_at_their_harmless_value_and_are_refused_otherwise()
+-> anyhow::Result<()> {
+    let parse = |v: &Value| Plan::parse(Path::new("plan.json"), &v.to_string());
+    let with = |key: &str, value: Value| {
+        let mut p = example();
+        p["grpo"][key] = value;
+        p
+    };
+    let episodes = {
+        let g = parse(&example())?.grpo;
+        g.tasks_per_step * g.num_generations
+    };
+    for (key, harmless) in [
+        ("use_adaptive_entropy", json!(false)),
+        ("entropy_target", json!(0.2)),
+        ("sync_ref_model", json!(false)),
+        ("ref_model_sync_steps", json!(512)),
+        ("generation_batch_size", json!(episodes)),
+        ("steps_per_generation", json!(1)),
+        ("multi_objective_aggregation", json!("sum_then_normalize")),
+    ] {
+        assert_eq!(parse(&with(key, harmless))?, parse(&example())?, "{key}");
+    }
+    for (key, value, instead) in [
+        ("use_adaptive_entropy", json!(true), "grpo.entropy_coef"),
+        ("entropy_coef_max", json!(0.5), "grpo.entropy_coef"),
+        ("sync_ref_model", json!(true), "grpo.beta"),
+        (
+            "generation_batch_size",
+            json!(episodes * 2),
+            "num_iterations",
+        ),
+        ("steps_per_generation", json!(4), "num_iterations"),
+        (
+            "multi_objective_aggregation",
+            json!("normalize_then_sum"),
+            "sum_then_normalize",
+        ),
+    ] {
+        let (field, message) = field_error(&with(key, value));
+        assert_eq!(field, format!("grpo.{key}"));
+        assert!(message.contains(instead), "{key}: {message}");
+    }
+    for (key, value) in [
+        ("delta", json!(0.9)),
+        ("sapo_temperature_neg", json!(0.0)),
+        ("vespo_k_pos", json!(-1.0)),
+        ("off_policy_mask_threshold", json!(0.0)),
+        ("top_entropy_quantile", json!(1.5)),
+        ("entropy_coef", json!(-0.1)),
+        ("importance_sampling_level", json!("episode")),
+        ("loss_type", json!("ppo")),
+    ] {
+        assert!(field_error(&with(key, value)).0.contains(key), "{key}");
+    }
+    Ok(())
+}
+
 /// Every key path of `value`'s objects (arrays are not entered).
 fn key_paths(value: &Value, prefix: &str, out: &mut Vec<String>) {
     if let Value::Object(map) = value {
@@ -501,6 +560,18 @@ fn docs_plan_md_names_every_field_a_plan_can_hold() -> anyhow::Result<()> {
         ("mask_truncated_completions", json!(true)),
         ("system_prompt", json!("Be brief.")),
         ("prompt_format", json!("chat")),
+        ("importance_sampling_level", json!("sequence")),
+        ("delta", json!(1.5)),
+        ("use_bias_correction_kl", json!(false)),
+        ("sapo_temperature_pos", json!(2.0)),
+        ("sapo_temperature_neg", json!(2.0)),
+        ("vespo_k_pos", json!(1.0)),
+        ("vespo_lambda_pos", json!(1.0)),
+        ("vespo_k_neg", json!(1.0)),
+        ("vespo_lambda_neg", json!(1.0)),
+        ("off_policy_mask_threshold", json!(0.5)),
+        ("top_entropy_quantile", json!(0.2)),
+        ("entropy_coef", json!(0.01)),
     ] {
         full["grpo"][key] = value;
     }

@@ -39,7 +39,7 @@ pub use peft::{
     adapters_from_files, f32_safetensors, load_adapters, parse_adapter_config,
     read_f32_safetensors, save_adapters,
 };
-pub use policy::{Execution, Generation, Policy, Sampler, host_f32, host_reads};
+pub use policy::{Entropy, Execution, Generation, Policy, Sampler, host_f32, host_reads};
 pub use probe::{GemmRate, gemm_rate};
 pub use rng::{PolicyRng, RngState};
 pub use sampling::SamplingConfig;

@@ -22,6 +22,15 @@ use crate::{Adapters, FlopCount, ModelConfig, PolicyError, PolicyRng, SamplingCo
 /// vocabularies.
 const SCORE_CHUNK_ELEMENTS: usize = 8 << 20;
 
+/// Whether the entropies [`Policy::score_with_entropy`] returns carry gradients.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Entropy {
+    /// Values only (metrics, the high-entropy mask).
+    Detached,
+    /// Through the graph, for a loss term (the entropy bonus).
+    Differentiable,
+}
+
 /// The base model and its shape. Adapters are passed per call: `None` gives the reference policy.
 #[derive(Debug, Clone)]
 pub struct Policy<B: Backend> {
@@ -489,21 +498,23 @@ impl<B: Backend> Policy<B> {
         temperature: f64,
     ) -> Result<Tensor<B, 2>, PolicyError> {
         Ok(self
-            .score_inner(adapters, prompts, completions, temperature, false)?
+            .score_inner(adapters, prompts, completions, temperature, None)?
             .0)
     }
 
     /// [`Policy::score`] plus each position's entropy `[batch, max_completion_len]` under
-    /// `softmax(logits / temperature)` (detached; 0 past a completion's end).
+    /// `softmax(logits / temperature)` (0 past a completion's end), detached or differentiable
+    /// as `entropy` says.
     pub fn score_with_entropy(
         &self,
         adapters: Option<&Adapters<B>>,
         prompts: &[Vec<u32>],
         completions: &[Vec<u32>],
         temperature: f64,
+        entropy: Entropy,
     ) -> Result<(Tensor<B, 2>, Tensor<B, 2>), PolicyError> {
         let (logp, entropy) =
-            self.score_inner(adapters, prompts, completions, temperature, true)?;
+            self.score_inner(adapters, prompts, completions, temperature, Some(entropy))?;
         let entropy =
             entropy.ok_or_else(|| PolicyError::Request("entropy was not computed".to_owned()))?;
         Ok((logp, entropy))
@@ -515,7 +526,7 @@ impl<B: Backend> Policy<B> {
         prompts: &[Vec<u32>],
         completions: &[Vec<u32>],
         temperature: f64,
-        want_entropy: bool,
+        want_entropy: Option<Entropy>,
     ) -> Result<(Tensor<B, 2>, Option<Tensor<B, 2>>), PolicyError> {
         self.check_tokens(prompts, "prompt")?;
         self.check_tokens(completions, "completion")?;
@@ -561,7 +572,7 @@ impl<B: Backend> Policy<B> {
             logps.push(logp);
             entropies.extend(entropy);
         }
-        let entropy = want_entropy.then(|| Tensor::cat(entropies, 0));
+        let entropy = want_entropy.map(|_| Tensor::cat(entropies, 0));
         Ok((Tensor::cat(logps, 0), entropy))
     }
 
@@ -573,7 +584,7 @@ impl<B: Backend> Policy<B> {
         completions: &[Vec<u32>],
         c: usize,
         temperature: f64,
-        want_entropy: bool,
+        want_entropy: Option<Entropy>,
         adapters: Option<&Adapters<B>>,
     ) -> (Tensor<B, 2>, Option<Tensor<B, 2>>) {
         let batch = completions.len();
@@ -596,8 +607,11 @@ impl<B: Backend> Policy<B> {
         let targets: Tensor<B, 3, Int> =
             Tensor::from_data(TensorData::new(targets, [batch, c, 1]), &self.device);
         let keep: Tensor<B, 2> = Tensor::from_data(TensorData::new(keep, [batch, c]), &self.device);
-        let entropy = want_entropy.then(|| {
-            let lsm = logp.clone().detach();
+        let entropy = want_entropy.map(|kind| {
+            let lsm = match kind {
+                Entropy::Detached => logp.clone().detach(),
+                Entropy::Differentiable => logp.clone(),
+            };
             (lsm.clone().exp() * lsm)
                 .sum_dim(2)
                 .reshape([batch, c])

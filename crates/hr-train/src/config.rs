@@ -2,7 +2,9 @@
 
 use burn::tensor::FloatDType;
 use burn::tensor::backend::Backend;
-use hr_grpo::{AdamWSettings, AdvantageConfig, GrpoConfig, LossConfig, LrSchedule, RolloutConfig};
+use hr_grpo::{
+    AdamWSettings, AdvantageConfig, GrpoConfig, LossConfig, LrSchedule, RolloutConfig, Vespo,
+};
 use hr_plan::{Dtype, Environment, Plan};
 use hr_policy::{Execution, Policy, PolicyError};
 
@@ -59,6 +61,20 @@ pub fn grpo_config(plan: &Plan) -> GrpoConfig {
             beta: g.beta,
             loss_type: g.loss_type,
             max_completion_length: g.max_completion_length,
+            importance_sampling_level: g.importance_sampling_level,
+            delta: g.delta,
+            use_bias_correction_kl: g.use_bias_correction_kl,
+            sapo_temperature_pos: g.sapo_temperature_pos,
+            sapo_temperature_neg: g.sapo_temperature_neg,
+            vespo: Vespo {
+                k_pos: g.vespo_k_pos,
+                lambda_pos: g.vespo_lambda_pos,
+                k_neg: g.vespo_k_neg,
+                lambda_neg: g.vespo_lambda_neg,
+            },
+            off_policy_mask_threshold: g.off_policy_mask_threshold,
+            top_entropy_quantile: g.top_entropy_quantile,
+            entropy_coef: g.entropy_coef,
         },
         num_iterations: g.num_iterations,
         adamw: AdamWSettings {

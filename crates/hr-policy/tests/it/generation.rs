@@ -451,8 +451,13 @@ fn scoring_in_row_chunks_gives_the_same_scores_and_gradients() -> anyhow::Result
     let prompts = vec![vec![1, 40, 41], vec![5, 6], vec![1, 40, 41], vec![7]];
     let completions = vec![vec![3, 4, 5], vec![9], vec![3, 8], vec![2, 2, 2]];
     let run = |policy: &Policy<Train>| -> anyhow::Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
-        let (logp, entropy) =
-            policy.score_with_entropy(Some(&adapters), &prompts, &completions, 0.7)?;
+        let (logp, entropy) = policy.score_with_entropy(
+            Some(&adapters),
+            &prompts,
+            &completions,
+            0.7,
+            hr_policy::Entropy::Detached,
+        )?;
         let scores = host_f32(logp.clone())?;
         let entropy = host_f32(entropy)?;
         let grads = logp.sum().backward();
