@@ -364,8 +364,18 @@ fn a_plan_with_trl_1_16s_loss_variants_trains_and_logs_trls_metrics() -> Result<
         &s,
         &["train", "--plan", "variants.json", "--output", "runs/v"],
     );
-    let last = read(&s, "runs/v/metrics.jsonl");
-    let metrics: serde_json::Value = serde_json::from_str(last.lines().last().unwrap_or_default())?;
+    let rows: Vec<serde_json::Value> = read(&s, "runs/v/metrics.jsonl")
+        .lines()
+        .map(serde_json::from_str)
+        .collect::<Result<_, _>>()?;
+    let metrics = &rows[1];
+    // TRL's running token count and fractional epoch (5 tasks, 2 a step).
+    let tokens = |row: &serde_json::Value| row["step_tokens"].as_f64().unwrap_or(-1.0);
+    assert_eq!(
+        metrics["num_tokens"].as_f64(),
+        Some(tokens(&rows[0]) + tokens(metrics))
+    );
+    assert_eq!(metrics["epoch"].as_f64(), Some(0.8));
     for key in [
         "clip_ratio/low_min",
         "clip_ratio/high_max",

@@ -361,7 +361,7 @@ fn our_steps(out: &Path, warmup: usize) -> Result<(Vec<Step>, f64)> {
     let (mut steps, mut prompt) = (Vec::new(), 0.0);
     for line in text.lines().skip(warmup) {
         let row: Value = serde_json::from_str(line)?;
-        prompt = (num(&row, "num_tokens")? - num(&row, "completion_tokens")?) / 32.0;
+        prompt = (num(&row, "step_tokens")? - num(&row, "completion_tokens")?) / 32.0;
         let rollout = num(&row, "flops/rollout")?;
         steps.push(Step {
             secs: num(&row, "timing/step_s")?,

@@ -59,7 +59,7 @@ fn measure(name: &str, dir: &Path, completion: usize, steps: usize) -> anyhow::R
         if step > 0 {
             // The first step warms allocations up and is not counted.
             secs += started.elapsed().as_secs_f64();
-            tokens += report.metrics["num_tokens"];
+            tokens += report.metrics["step_tokens"];
         }
     }
     Ok(format!(

@@ -81,6 +81,11 @@ impl TaskSampler {
         self.cursor
     }
 
+    /// Epochs of the task set consumed so far, fractional (TRL's logged `epoch`).
+    pub fn epochs(&self) -> f64 {
+        self.cursor.epoch as f64 + self.cursor.position as f64 / self.tasks.len() as f64
+    }
+
     /// The next `n` tasks, continuing into the next epoch when this one runs out.
     pub fn next_batch(&mut self, n: usize) -> Vec<Task> {
         let mut out = Vec::with_capacity(n);
@@ -119,7 +124,11 @@ mod tests {
     #[test]
     fn every_epoch_is_a_permutation_and_epochs_differ() -> Result<(), GrpoError> {
         let mut s = TaskSampler::new(tasks(6), 9)?;
+        s.next_batch(3);
+        assert_eq!(s.epochs(), 0.5);
+        let mut s = TaskSampler::new(tasks(6), 9)?;
         let (a, b) = (ids(&s.next_batch(6)), ids(&s.next_batch(6)));
+        assert_eq!(s.epochs(), 2.0);
         let mut sorted = a.clone();
         sorted.sort();
         assert_eq!(sorted, ids(&tasks(6)));

@@ -42,6 +42,9 @@ struct TrainerStateFile {
     rng: RngState,
     /// AdamW's step count per adapter tensor.
     adam_steps: BTreeMap<String, usize>,
+    /// Tokens of every step so far (absent from states written before it was kept).
+    #[serde(default)]
+    tokens_seen: u64,
 }
 
 fn host<B: burn::tensor::backend::Backend>(
@@ -88,6 +91,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             step: self.step,
             rng: self.rng.state(),
             adam_steps,
+            tokens_seen: self.tokens_seen,
         };
         let trainer = serde_json::to_vec_pretty(&trainer).map_err(|e| corrupt(e.to_string()))?;
         let files = BTreeMap::from([
@@ -190,6 +194,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         }
         trainer.optimizer = trainer.optimizer.load_record(record);
         trainer.step = meta.step;
+        trainer.tokens_seen = meta.tokens_seen;
         Ok(trainer)
     }
 }

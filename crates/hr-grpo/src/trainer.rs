@@ -79,7 +79,9 @@ pub struct StepReport {
     /// One advantage per episode.
     pub advantages: Vec<f64>,
     /// `reward`, `reward_std`, `frac_reward_zero_std`, `kl`, `clip_ratio/*`, `entropy`,
-    /// `completions/*`, `learning_rate`, `grad_norm`, `loss`, `num_tokens`, `tokens_per_second`,
+    /// `completions/*`, `learning_rate`, `grad_norm`, `loss`, `num_tokens` (prompt and
+    /// completion tokens of all steps so far, as TRL counts them), `step_tokens` (this step's),
+    /// `tokens_per_second`,
     /// the step's matrix arithmetic (`flops/forward`, `flops/backward`, and `flops/rollout`, the
     /// forward's part spent sampling), and the wall-clock split
     /// of the step (`timing/*`, seconds; like `tokens_per_second` they are the only values that
@@ -95,6 +97,8 @@ pub struct Trainer<B: AutodiffBackend> {
     pub(crate) optimizer: OptimizerAdaptor<AdamW, Adapters<B>, B>,
     pub(crate) rng: PolicyRng,
     pub(crate) step: u64,
+    /// Prompt and completion tokens of every step so far (TRL's `num_input_tokens_seen`).
+    pub(crate) tokens_seen: u64,
     config: GrpoConfig,
     /// Bytes of activations the back-propagated chunks running at once may keep, shared
     /// between the policy's lanes ([`ACTIVATION_BUDGET`]).
@@ -127,6 +131,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             optimizer,
             rng,
             step: 0,
+            tokens_seen: 0,
             config,
             activation_budget: ACTIVATION_BUDGET,
         })
@@ -225,6 +230,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             .iter()
             .map(|e| e.prompt.len() + e.completion.len())
             .sum();
+        self.tokens_seen += total_tokens as u64;
         let n = rewards.len() as f64;
         let (mean, std) = mean_std(&rewards);
         let zero_std = rewards
@@ -289,7 +295,9 @@ impl<B: AutodiffBackend> Trainer<B> {
         metrics.insert("learning_rate".to_owned(), lr);
         metrics.insert("grad_norm".to_owned(), grad_norm);
         metrics.insert("loss".to_owned(), loss_mean);
-        metrics.insert("num_tokens".to_owned(), total_tokens as f64);
+        // TRL's `num_tokens` is the running total; this step's count has its own name.
+        metrics.insert("num_tokens".to_owned(), self.tokens_seen as f64);
+        metrics.insert("step_tokens".to_owned(), total_tokens as f64);
         metrics.insert(
             "tokens_per_second".to_owned(),
             total_tokens as f64 / elapsed.max(1e-9),

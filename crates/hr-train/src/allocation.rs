@@ -391,7 +391,10 @@ impl<'d, B: Backend> Allocation<'d, B> {
         let step_started = Instant::now();
         let plan = &self.plan;
         let batch = self.sampler.next_batch(plan.grpo.tasks_per_step);
-        let report = self.trainer.step(&batch, self.env.as_mut())?;
+        let mut report = self.trainer.step(&batch, self.env.as_mut())?;
+        report
+            .metrics
+            .insert("epoch".to_owned(), self.sampler.epochs());
         let step = report.step + 1;
         let state = self.trainer.capture(&plan.model.peft_base())?;
         self.progress.cursor = self.sampler.cursor();
