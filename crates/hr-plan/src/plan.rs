@@ -165,9 +165,10 @@ impl Model {
     }
 }
 
-/// LoRA settings.
+/// LoRA settings; what a plan leaves out takes PEFT's `LoraConfig` default (r 8, alpha 8, the
+/// q and v projections: PEFT's choice for Llama, Mistral and Qwen).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, default)]
 pub struct Lora {
     /// Rank (PEFT's `r` is accepted too).
     #[serde(alias = "r")]
@@ -193,7 +194,7 @@ impl Default for Lora {
     fn default() -> Self {
         Self {
             rank: 8,
-            alpha: 16.0,
+            alpha: 8.0,
             targets: vec!["q_proj".to_owned(), "v_proj".to_owned()],
             use_rslora: false,
         }

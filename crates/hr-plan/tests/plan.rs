@@ -291,6 +291,12 @@ fn peft_and_trl_spellings_mean_exactly_the_plans_own() -> anyhow::Result<()> {
     peft["model"]["lora"] =
         json!({"r": 4, "lora_alpha": 8.0, "target_modules": ["q_proj", "v_proj"]});
     assert_eq!(parse(&peft)?, own);
+    // A partial LoraConfig takes PEFT's defaults for the rest (alpha 8, q and v).
+    peft["model"]["lora"] = json!({"r": 4});
+    assert_eq!(parse(&peft)?, own);
+    peft["model"]["lora"] = json!({"r": 16});
+    let lora = parse(&peft)?.model.lora;
+    assert_eq!((lora.rank, lora.alpha), (16, 8.0));
     // `all-linear`, alone or in a list, is every projection.
     let all: Vec<String> = [
         "q_proj",
