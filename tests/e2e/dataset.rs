@@ -195,7 +195,12 @@ fn evaluate_draws_dev_rows_from_the_dev_file_and_refuses_a_leak() {
     );
     run_ok(&s, &["evaluate", "--resume", "run", "--output", "eval"]);
     assert!(s.path().join("eval/payload/report.md").is_file());
-    assert!(read(&s, "eval/payload/service.log").contains("scored 1"));
+    // One call per policy and task set (1 task × 2 generations), at the checkpoint's step.
+    let log = read(&s, "eval/payload/service.log");
+    assert!(
+        log.contains("scored 2 at step 2") && log.contains("scored 2 at step 0"),
+        "{log}"
+    );
     run_ok(&s, &["snapshot", "verify", "eval"]);
     // A DEV row that is also a TRAIN row: the splits leak, and evaluate says so.
     s.write(
@@ -251,12 +256,18 @@ fn train_model_replaces_the_plans_model_folder() {
     assert!(!s.path().join("c").exists());
 }
 
-/// Reward functions in TRL's `reward_funcs` shape, and three that go wrong.
+/// Reward functions written for TRL 1.16's `reward_funcs` (one call per generation batch, with
+/// `completion_ids` and `trainer_state`; `None` where a reward does not apply), and four that go
+/// wrong.
 const REWARDS_PY: &str = r#"
 import sys, time
-def mentions_answer(prompts, completions, answer, **kwargs):
-    print("scored", len(completions), file=sys.stderr)
-    return [1.0 if str(a) in c else 0.5 * len(c) / 100 for c, a in zip(completions, answer)]
+def mentions_answer(prompts, completions, completion_ids, trainer_state, answer, **kwargs):
+    print("scored", len(completions), "at step", trainer_state.global_step, file=sys.stderr)
+    assert len(completion_ids) == len(completions)
+    return [None if a == 0 else 1.0 if str(a) in c else 0.5 * len(ids) / 100
+            for c, ids, a in zip(completions, completion_ids, answer)]
+async def polite(prompts, completions, **kwargs):
+    return [0.1 if "please" in c else 0.0 for c in completions]
 def broken(prompts, completions, **kwargs):
     raise ValueError("boom")
 def not_float(prompts, completions, **kwargs):
@@ -285,17 +296,26 @@ fn python_plan(function: &str) -> Value {
 fn a_python_reward_with_trls_signature_trains_and_resumes_bit_for_bit() -> Result<()> {
     let s = setup();
     s.write("rewards.py", REWARDS_PY);
-    s.write("py.json", &python_plan("mentions_answer").to_string());
+    let mut plan = python_plan("mentions_answer");
+    plan["environment"]["rewards"]
+        .as_array_mut()
+        .expect("rewards")
+        .push(
+            json!({"name": "polite", "rule": "python", "file": "rewards.py", "function": "polite"}),
+        );
+    s.write("py.json", &plan.to_string());
     run_ok(&s, &["train", "--plan", "py.json", "--output", "full"]);
     let first: Value =
         serde_json::from_str(read(&s, "full/metrics.jsonl").lines().next().unwrap_or(""))?;
     assert!(
-        first["rewards/mine/mean"].as_f64().is_some_and(|m| m > 0.0),
-        "{first}"
+        first["rewards/mine/mean"].as_f64().is_some_and(|m| m > 0.0)
+            && first["rewards/polite/mean"].is_number(),
+        "an async function is awaited: {first}"
     );
+    let log = read(&s, "full/service.log");
     assert!(
-        read(&s, "full/service.log").contains("scored 1"),
-        "its stderr is the run's log"
+        log.contains("scored 8 at step 0") && log.contains("scored 8 at step 2"),
+        "one call per generation batch (2 tasks × 4), its stderr in the run's log: {log}"
     );
     run_ok(
         &s,
@@ -328,8 +348,11 @@ fn a_python_reward_that_raises_answers_no_float_or_hangs_fails_the_step_and_leav
     s.write("rewards.py", REWARDS_PY);
     for (function, expected) in [
         ("broken", "ValueError: boom"),
-        ("not_float", "returned [\"x\"], not one float"),
-        ("nan", "returned [nan]: each reward must be a finite float"),
+        (
+            "not_float",
+            "returned \"x\" for completion 0: each reward must be a float or None",
+        ),
+        ("nan", "each reward must be a finite float"),
         ("slow", "gave no answer within 1 s"),
         ("absent", "has no attribute 'absent'"),
     ] {
@@ -376,7 +399,7 @@ const CHAT_REWARD_PY: &str = r#"
 def conversational(prompts, completions, answer, **kwargs):
     assert prompts[0][-1] == {"role": "user", "content": "What is 2 + 2?"}, prompts
     assert completions[0][0]["role"] == "assistant", completions
-    return [1.0 + len(completions[0][0]["content"]) * 0.0]
+    return [1.0 + len(c[0]["content"]) * 0.0 for c in completions]
 "#;
 
 #[test]

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use burn::tensor::backend::Backend;
 use hr_env::{Split, Task};
 use hr_files::IoResultExt;
-use hr_grpo::rollouts;
+use hr_grpo::{RewardState, rollouts};
 use hr_plan::Plan;
 use hr_policy::{Adapters, ChatTokenizer, Execution, Message, Policy, PolicyRng, SamplingConfig};
 use serde::Serialize;
@@ -261,9 +261,14 @@ pub fn assess<B: Backend>(
         .collect::<Result<Vec<_>, TrainError>>()?;
     let mut rollout = grpo_config(plan).rollout;
     rollout.num_generations = eval.num_generations;
-    let mut episodes = |adapters: Option<&Adapters<B>>, tasks: &[Task]| {
+    // `step`: the checkpoint's, what batch rewards see as `trainer_state.global_step`.
+    let mut episodes = |adapters: Option<&Adapters<B>>, tasks: &[Task], step: u64| {
         // The same seed for every policy: their episodes differ only by the policy.
         let mut rng = PolicyRng::from_seed(eval.seed);
+        let state = RewardState {
+            global_step: step,
+            max_steps: plan.steps,
+        };
         rollouts(
             &policy,
             adapters,
@@ -272,6 +277,7 @@ pub fn assess<B: Backend>(
             envs.as_mut(),
             &rollout,
             &mut rng,
+            state,
         )
         .map(|e| episode_score(&e))
     };
@@ -293,7 +299,7 @@ pub fn assess<B: Backend>(
         };
         let adapters =
             hr_policy::adapters_from_files::<B>(policy.config(), &files, &checkpoint.dir, device)?;
-        let dev_score = episodes(Some(&adapters), &dev)?;
+        let dev_score = episodes(Some(&adapters), &dev, checkpoint.step)?;
         tracing::info!(
             "dev: step {} mean reward {:.3}",
             checkpoint.step,
@@ -313,8 +319,8 @@ pub fn assess<B: Backend>(
     let (selected, _, adapters) =
         best.ok_or_else(|| TrainError::Refused("no checkpoint to assess".to_owned()))?;
     let selected_step = scores[selected].checkpoint.step;
-    let held_out_base = episodes(None, &held_out)?;
-    let held_out_selected = episodes(Some(&adapters), &held_out)?;
+    let held_out_base = episodes(None, &held_out, 0)?;
+    let held_out_selected = episodes(Some(&adapters), &held_out, selected_step)?;
     tracing::info!(
         "held-out: base {:.3}, step {selected_step} {:.3}",
         held_out_base.mean_reward,
@@ -323,7 +329,7 @@ pub fn assess<B: Backend>(
     let held_out_compared = others
         .iter()
         .map(|(name, adapter_sha256, adapters)| {
-            let held_out = episodes(Some(adapters), &held_out)?;
+            let held_out = episodes(Some(adapters), &held_out, plan.steps)?;
             tracing::info!("held-out: {name} {:.3}", held_out.mean_reward);
             Ok(ComparedScore {
                 name: name.clone(),

@@ -16,7 +16,7 @@ use hr_eval::{CallMatch, call_matches, number_matches};
 use hr_plan::{Reward, RewardRule};
 use serde_json::{Map, Value, json};
 
-use crate::{EnvError, Environment, Observation, PythonReward, StepOutcome, Task};
+use crate::{EnvError, Environment, Observation, PythonReward, RewardBatch, StepOutcome, Task};
 
 /// A row (or file) that cannot be used: the file, the row's 1-based line, the field and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -263,22 +263,48 @@ pub fn start_python_rewards(rewards: &[Reward], log: &Path) -> Result<PythonRewa
     Ok(Arc::new(Mutex::new(running)))
 }
 
-/// The dataset backend's environment: one turn per episode, scored by the plan's rewards.
+/// A `python` reward's scores of a generation batch: its name, weight, and one score per
+/// episode (`None`: not applicable).
+pub type BatchScores = (String, f64, Vec<Option<f64>>);
+
+/// Scores `batch` with every `python` reward of `rewards`, one call each, in the plan's order.
+pub fn score_python_batch(
+    rewards: &[Reward],
+    python: &PythonRewards,
+    batch: &RewardBatch<'_>,
+) -> Result<Vec<BatchScores>, EnvError> {
+    let mut running = python.lock().map_err(|_| EnvError::Malformed {
+        service: "python rewards".to_owned(),
+        message: "an earlier call panicked".to_owned(),
+    })?;
+    rewards
+        .iter()
+        .filter(|r| r.rule == RewardRule::Python)
+        .map(|r| {
+            let function = running
+                .get_mut(&r.name)
+                .ok_or_else(|| EnvError::Malformed {
+                    service: format!("reward {}", r.name),
+                    message: "its process was not started".to_owned(),
+                })?;
+            Ok((r.name.clone(), r.weight, function.score_batch(batch)?))
+        })
+        .collect()
+}
+
+/// The dataset backend's environment: one turn per episode, scored by the plan's built-in
+/// reward rules (its `python` rewards score the whole generation batch afterwards,
+/// [`score_python_batch`]).
 #[derive(Debug, Clone)]
 pub struct DatasetEnvironment {
     rewards: Vec<Reward>,
-    python: PythonRewards,
     row: Option<Value>,
 }
 
 impl DatasetEnvironment {
-    /// An environment scoring with `rewards`, its `python` ones by the running `python`.
-    pub fn new(rewards: Vec<Reward>, python: PythonRewards) -> Self {
-        Self {
-            rewards,
-            python,
-            row: None,
-        }
+    /// An environment scoring with the built-in rules among `rewards`.
+    pub fn new(rewards: Vec<Reward>) -> Self {
+        Self { rewards, row: None }
     }
 }
 
@@ -314,27 +340,15 @@ impl Environment for DatasetEnvironment {
             service: "dataset".to_owned(),
             message: "step before reset".to_owned(),
         })?;
+        // The built-in rules score here; `python` ones once per generation batch
+        // ([`score_python_batch`]), as TRL calls its reward functions.
         let mut parts = Map::new();
         let mut reward = 0.0;
         for r in &self.rewards {
-            let score = match reward_score(r, &row, action) {
-                Some(score) => score,
-                None => {
-                    let mut running = self.python.lock().map_err(|_| EnvError::Malformed {
-                        service: format!("reward {}", r.name),
-                        message: "an earlier call panicked".to_owned(),
-                    })?;
-                    let function = running
-                        .get_mut(&r.name)
-                        .ok_or_else(|| EnvError::Malformed {
-                            service: format!("reward {}", r.name),
-                            message: "its process was not started".to_owned(),
-                        })?;
-                    function.score(&row, action)?
-                }
-            };
-            reward += r.weight * score;
-            parts.insert(r.name.clone(), json!(score));
+            if let Some(score) = reward_score(r, &row, action) {
+                reward += r.weight * score;
+                parts.insert(r.name.clone(), json!(score));
+            }
         }
         Ok(StepOutcome {
             observation: Observation {
@@ -430,7 +444,7 @@ mod tests {
         ];
         rewards[1].name = "short".into();
         rewards[1].weight = 0.5;
-        let mut env = DatasetEnvironment::new(rewards, PythonRewards::default());
+        let mut env = DatasetEnvironment::new(rewards);
         let task = Task {
             id: "t-1".into(),
             payload: json!({"prompt": "What is 5 + 7?", "answer": 12}),
@@ -472,7 +486,7 @@ mod tests {
         );
         assert!(prompt_problem(None, true).is_some_and(|m| m.starts_with("is missing")));
 
-        let mut env = DatasetEnvironment::new(Vec::new(), PythonRewards::default());
+        let mut env = DatasetEnvironment::new(Vec::new());
         let task = Task {
             id: "t-1".into(),
             payload: json!({ "prompt": messages }),

@@ -3,8 +3,9 @@
 //! the [`EnvError`] every environment reports, and the built-in fixture environment (generated
 //! arithmetic, tool-call, calculator and digits task families and authored word-problem and
 //! tool-use ones, each with TRAIN/DEV/HELD-OUT splits), which needs no service, and the dataset
-//! backend (your own JSON-lines prompts scored by weighted built-in reward rules, or by your own
-//! Python function in a child process speaking JSON lines over pipes). Rewards are scored by
+//! backend (your own JSON-lines prompts scored by weighted built-in reward rules per episode, or
+//! by your own Python functions in child processes speaking JSON lines over pipes, one call per
+//! generation batch as TRL makes it). Rewards are scored by
 //! `hr-eval`'s one scoring rule.
 //!
 //! [`GroupWatchdog`] keeps a child's process group from outliving the run that started it.
@@ -21,12 +22,12 @@ mod python_reward;
 mod watchdog;
 
 pub use dataset::{
-    DatasetEnvironment, PythonRewards, RowError, dataset_tasks, draw_rows, reward_score,
-    start_python_rewards,
+    BatchScores, DatasetEnvironment, PythonRewards, RowError, dataset_tasks, draw_rows,
+    reward_score, score_python_batch, start_python_rewards,
 };
 pub use environment::{Environment, Observation, StepOutcome, Task};
 pub use error::EnvError;
 pub use fixture::{FixtureEnvironment, Split, fixture_split_tasks, fixture_tasks};
 pub use hr_plan::FixtureKind;
-pub use python_reward::PythonReward;
+pub use python_reward::{PythonReward, RewardBatch};
 pub use watchdog::GroupWatchdog;

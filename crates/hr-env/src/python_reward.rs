@@ -1,10 +1,11 @@
-//! Reward functions written in Python, with TRL's `reward_funcs` signature: a child process per
-//! function (`python -c DRIVER FILE FUNCTION`) that imports the file once, says it is ready, and
-//! then answers one JSON line per request on stdin, `{"prompts": [...], "completions": [...],
-//! "columns": {...}}` → `{"rewards": [...]}`, calling `f(prompts=..., completions=...,
-//! **columns)`. A failed import, a crash, an exception, an answer that is not one float per
-//! completion, or no answer within the timeout is an error naming the function and carrying the
-//! tail of its log. The driver leads a process group of its own (a terminal's Ctrl-C reaches
+//! Reward functions written in Python, with TRL 1.16's `reward_funcs` contract: a child process
+//! per function (`python -c DRIVER FILE FUNCTION`) that imports the file once, says it is ready,
+//! and then answers one JSON line per request on stdin (one request per generation batch, its
+//! episodes in order), calling `f(prompts=..., completions=..., completion_ids=...,
+//! trainer_state=..., log_extra=..., log_metric=..., **columns)` as TRL does (awaiting it when it
+//! is `async`) and answering one float or `None` ("not applicable") per completion. A failed
+//! import, a crash, an exception, an answer that is not one float or `None` per completion, or no
+//! answer within the timeout is an error naming the function and carrying the tail of its log. The driver leads a process group of its own (a terminal's Ctrl-C reaches
 //! `train`, which stops cleanly, not the reward mid-answer); the whole group, with whatever the
 //! function started, is killed when its owner is dropped, and by its [`GroupWatchdog`] when
 //! `train` ends without dropping it (a SIGKILL).
@@ -23,7 +24,7 @@ use crate::{EnvError, GroupWatchdog};
 
 /// The driver the interpreter runs: import, then answer requests line by line.
 const DRIVER: &str = r#"
-import importlib.util, json, math, sys, traceback
+import asyncio, importlib.util, inspect, json, math, sys, traceback, types
 path, name = sys.argv[1], sys.argv[2]
 try:
     spec = importlib.util.spec_from_file_location("hessian_recipes_rewards", path)
@@ -33,11 +34,26 @@ try:
 except Exception:
     print(json.dumps({"error": traceback.format_exc()}), flush=True)
     sys.exit(1)
+def ignored(*args, **kwargs):
+    pass
 print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
     request = json.loads(line)
     try:
-        rewards = list(function(prompts=request["prompts"], completions=request["completions"], **request["columns"]))
+        result = function(
+            prompts=request["prompts"],
+            completions=request["completions"],
+            completion_ids=request["completion_ids"],
+            trainer_state=types.SimpleNamespace(**request["trainer_state"]),
+            log_extra=ignored,
+            log_metric=ignored,
+            **request["columns"],
+        )
+        if inspect.isawaitable(result):
+            async def wait():
+                return await result
+            result = asyncio.run(wait())
+        rewards = list(result)
         if any(isinstance(r, float) and not math.isfinite(r) for r in rewards):
             print(json.dumps({"nonfinite": repr(rewards)}), flush=True)
         else:
@@ -65,6 +81,81 @@ pub struct PythonReward {
     lines: Receiver<String>,
     log: PathBuf,
     timeout: Duration,
+}
+
+/// Names the call passes itself: a dataset column of one of these names is not passed (TRL
+/// passes its own `completion_ids` and `trainer_state` too).
+const RESERVED: [&str; 8] = [
+    "prompt",
+    "prompts",
+    "completion",
+    "completions",
+    "completion_ids",
+    "trainer_state",
+    "log_extra",
+    "log_metric",
+];
+
+/// One generation batch as a reward function is called with it, in episode order.
+#[derive(Debug, Clone, Copy)]
+pub struct RewardBatch<'a> {
+    /// Each episode's dataset row: its `prompt` (a string or chat messages) and columns.
+    pub rows: &'a [&'a Value],
+    /// Each episode's completion text.
+    pub completions: &'a [String],
+    /// Each episode's completion tokens.
+    pub completion_ids: &'a [Vec<u32>],
+    /// What the function sees as `trainer_state` (attributes of TRL's `TrainerState`).
+    pub trainer_state: &'a Value,
+}
+
+impl RewardBatch<'_> {
+    /// The driver's request: the prompts, the completions (a chat row's as the assistant's
+    /// message, as TRL passes conversational completions), the ids, the state, and each other
+    /// column as a list over the batch (`null` where a row lacks it).
+    fn request(&self) -> Value {
+        let prompts: Vec<Value> = self
+            .rows
+            .iter()
+            .map(|row| row.get("prompt").cloned().unwrap_or(Value::Null))
+            .collect();
+        let completions: Vec<Value> = prompts
+            .iter()
+            .zip(self.completions)
+            .map(|(prompt, text)| {
+                if prompt.is_array() {
+                    json!([{"role": "assistant", "content": text}])
+                } else {
+                    json!(text)
+                }
+            })
+            .collect();
+        let names: std::collections::BTreeSet<&String> = self
+            .rows
+            .iter()
+            .filter_map(|row| row.as_object())
+            .flat_map(serde_json::Map::keys)
+            .filter(|k| !RESERVED.contains(&k.as_str()))
+            .collect();
+        let columns: serde_json::Map<String, Value> = names
+            .into_iter()
+            .map(|name| {
+                let values = self
+                    .rows
+                    .iter()
+                    .map(|row| row.get(name).cloned().unwrap_or(Value::Null))
+                    .collect();
+                (name.clone(), Value::Array(values))
+            })
+            .collect();
+        json!({
+            "prompts": prompts,
+            "completions": completions,
+            "completion_ids": self.completion_ids,
+            "trainer_state": self.trainer_state,
+            "columns": columns,
+        })
+    }
 }
 
 impl std::fmt::Debug for PythonReward {
@@ -156,41 +247,38 @@ impl PythonReward {
         Ok(reward)
     }
 
-    /// The function's reward for one completion of `row` (whose `prompt` and other columns are
-    /// passed as TRL passes a dataset's; a chat row's completion as `[{"role": "assistant",
-    /// "content": ...}]`, as TRL passes conversational completions).
-    pub fn score(&mut self, row: &Value, completion: &str) -> Result<f64, EnvError> {
-        let mut columns = row.as_object().cloned().unwrap_or_default();
-        let prompt = columns.remove("prompt").unwrap_or(Value::Null);
-        let columns: serde_json::Map<String, Value> = columns
-            .into_iter()
-            .map(|(k, v)| (k, Value::Array(vec![v])))
-            .collect();
-        // As TRL passes them: a chat row's completion as the assistant's message.
-        let completion = if prompt.is_array() {
-            json!([{"role": "assistant", "content": completion}])
-        } else {
-            json!(completion)
-        };
-        let request = json!({"prompts": [prompt], "completions": [completion], "columns": columns});
+    /// The function's reward for each completion of a generation batch (`None`: not
+    /// applicable), from one call.
+    pub fn score_batch(&mut self, batch: &RewardBatch<'_>) -> Result<Vec<Option<f64>>, EnvError> {
+        let n = batch.rows.len();
+        let request = batch.request();
         writeln!(self.stdin, "{request}")
             .and_then(|()| self.stdin.flush())
             .map_err(|e| self.failed(format!("could not be sent a request: {e}")))?;
         let answer = self.answer()?;
-        match answer
-            .get("rewards")
-            .and_then(Value::as_array)
-            .map(Vec::as_slice)
-        {
-            Some([Value::Number(n)]) => n
-                .as_f64()
-                .ok_or_else(|| self.failed(format!("returned {n}, not a float"))),
-            Some(other) => Err(self.failed(format!(
-                "returned {}, not one float for the one completion",
-                Value::Array(other.to_vec())
-            ))),
-            None => Err(self.failed(format!("answered {answer}"))),
+        let Some(rewards) = answer.get("rewards").and_then(Value::as_array) else {
+            return Err(self.failed(format!("answered {answer}")));
+        };
+        if rewards.len() != n {
+            return Err(self.failed(format!(
+                "returned {} rewards for {n} completions: return one float (or None) per \
+                 completion, in order",
+                rewards.len()
+            )));
         }
+        rewards
+            .iter()
+            .enumerate()
+            .map(|(i, r)| match r {
+                Value::Null => Ok(None),
+                Value::Number(x) => x.as_f64().map(Some).ok_or_else(|| {
+                    self.failed(format!("returned {x} for completion {i}, not a float"))
+                }),
+                other => Err(self.failed(format!(
+                    "returned {other} for completion {i}: each reward must be a float or None"
+                ))),
+            })
+            .collect()
     }
 
     /// The next answer line, or why there is none.
@@ -268,6 +356,76 @@ mod tests {
             .ok()
             .and_then(|s| s.rfind(')').map(|i| !s[i + 2..].starts_with('Z')))
             .unwrap_or(false)
+    }
+
+    /// Functions written against TRL 1.16's contract.
+    const TRL_REWARDS: &str = r#"
+import asyncio
+def batch(prompts, completions, completion_ids, trainer_state, answer, **kwargs):
+    assert len(prompts) == len(completions) == len(completion_ids) == len(answer) == 3
+    assert trainer_state.global_step == 7 and trainer_state.max_steps == 10
+    kwargs["log_metric"]("seen", len(completions))
+    return [None if a is None else float(len(ids)) + (c == a) for c, ids, a in zip(completions, completion_ids, answer)]
+async def later(prompts, completions, **kwargs):
+    await asyncio.sleep(0)
+    return [0.5 for _ in completions]
+def short(prompts, completions, **kwargs):
+    return [1.0]
+def words(prompts, completions, **kwargs):
+    return ["one" for _ in completions]
+"#;
+
+    fn start(dir: &Path, function: &str) -> PythonReward {
+        let file = dir.join("rewards.py");
+        std::fs::write(&file, TRL_REWARDS).expect("write");
+        PythonReward::start(
+            function,
+            Path::new("python3"),
+            (&file, function),
+            &dir.join("log"),
+            DEFAULT_TIMEOUT,
+        )
+        .expect("starts")
+    }
+
+    #[test]
+    fn one_call_scores_a_batch_as_trl_calls_its_reward_functions() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let rows = [
+            json!({"prompt": "2 + 2 =", "answer": "4"}),
+            json!({"prompt": "3 + 3 =", "answer": null}),
+            json!({"prompt": "1 + 1 =", "answer": "2", "completion_ids": "not passed"}),
+        ];
+        let rows: Vec<&Value> = rows.iter().collect();
+        let completions = ["4".to_owned(), "6".to_owned(), "3".to_owned()];
+        let ids = [vec![1, 2], vec![3], vec![4, 5, 6]];
+        let batch = RewardBatch {
+            rows: &rows,
+            completions: &completions,
+            completion_ids: &ids,
+            trainer_state: &json!({"global_step": 7, "max_steps": 10}),
+        };
+        let scores = start(dir.path(), "batch")
+            .score_batch(&batch)
+            .expect("scores");
+        assert_eq!(scores, [Some(3.0), None, Some(3.0)]);
+        let scores = start(dir.path(), "later")
+            .score_batch(&batch)
+            .expect("awaited");
+        assert_eq!(scores, [Some(0.5); 3]);
+        for (function, expected) in [
+            ("short", "returned 1 rewards for 3 completions"),
+            (
+                "words",
+                "returned \"one\" for completion 0: each reward must be a float or None",
+            ),
+        ] {
+            let err = start(dir.path(), function)
+                .score_batch(&batch)
+                .expect_err(function)
+                .to_string();
+            assert!(err.contains(expected), "{function}: {err}");
+        }
     }
 
     #[test]

@@ -27,18 +27,25 @@ impl Default for AdvantageConfig {
     }
 }
 
+/// The mean of the values that are not NaN (torch's `nanmean`; NaN when there are none).
 fn mean(xs: &[f64]) -> f64 {
-    xs.iter().sum::<f64>() / xs.len() as f64
+    let scored = || xs.iter().filter(|x| !x.is_nan());
+    scored().sum::<f64>() / scored().count() as f64
 }
 
-/// Bessel-corrected standard deviation (torch's `std`, TRL's `nanstd`).
+/// Bessel-corrected standard deviation of the values that are not NaN (TRL's `nanstd`; NaN
+/// for fewer than two).
 fn std(xs: &[f64]) -> f64 {
     let m = mean(xs);
-    (xs.iter().map(|x| (x - m).powi(2)).sum::<f64>() / (xs.len() as f64 - 1.0)).sqrt()
+    let scored = || xs.iter().filter(|x| !x.is_nan());
+    let squares: f64 = scored().map(|x| (x - m).powi(2)).sum();
+    (squares / (scored().count() as f64 - 1.0)).sqrt()
 }
 
 /// Advantages of `rewards`, laid out as consecutive groups of `group_size` completions of one
-/// task each. A group whose rewards are all equal gets advantage 0 for every member.
+/// task each. A group whose rewards are all equal gets advantage 0 for every member. A NaN
+/// reward is an unscorable completion (no reward function applied to it, TRL's NaN row): it is
+/// left out of its group's mean and standard deviation (and the batch's) and gets advantage 0.
 pub fn advantages(
     rewards: &[f64],
     group_size: usize,
@@ -56,7 +63,7 @@ pub fn advantages(
             rewards.len()
         )));
     }
-    if let Some(bad) = rewards.iter().find(|r| !r.is_finite()) {
+    if let Some(bad) = rewards.iter().find(|r| r.is_infinite()) {
         return Err(GrpoError::Shape(format!("reward {bad} is not finite")));
     }
     if !(config.epsilon.is_finite() && config.epsilon >= 0.0) {
@@ -68,8 +75,8 @@ pub fn advantages(
     let batch_std = std(rewards);
     let mut out = Vec::with_capacity(rewards.len());
     for group in rewards.chunks(group_size) {
-        let sum: f64 = group.iter().sum();
-        let g = group.len() as f64;
+        let scored = || group.iter().filter(|r| !r.is_nan());
+        let (sum, g) = (scored().sum::<f64>(), scored().count() as f64);
         let scale = match config.scale_rewards {
             ScaleRewards::Group => std(group) + config.epsilon,
             ScaleRewards::Batch => batch_std + config.epsilon,
@@ -81,7 +88,9 @@ pub fn advantages(
             } else {
                 sum / g
             };
-            out.push((r - baseline) / scale);
+            // NaN (unscorable, or a group too small to centre or scale) carries no signal.
+            let a = (r - baseline) / scale;
+            out.push(if a.is_nan() { 0.0 } else { a });
         }
     }
     Ok(out)

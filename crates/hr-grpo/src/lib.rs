@@ -25,7 +25,9 @@ pub use advantage::{AdvantageConfig, advantages};
 pub use data::{DataCursor, TaskSampler};
 pub use error::GrpoError;
 pub use loss::{LossConfig, LossInputs, LossOutput, Vespo, Whole, grpo_loss, high_entropy_mask};
-pub use rollout::{EnvironmentFactory, Episode, RolloutConfig, check_prompts, rollouts};
+pub use rollout::{
+    EnvironmentFactory, Episode, RewardState, RolloutConfig, check_prompts, rollouts,
+};
 pub use schedule::LrSchedule;
 // The plan's vocabulary, defined once in `hr-plan`.
 pub use hr_plan::{Decay, ImportanceSamplingLevel, LossType, PromptFormat, ScaleRewards};

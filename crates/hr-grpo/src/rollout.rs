@@ -3,15 +3,23 @@
 //! reply formatted as a ChatML user turn (masked out of the loss).
 
 use burn::tensor::backend::Backend;
-use hr_env::{Environment, Observation, Task};
+use hr_env::{BatchScores, Environment, Observation, RewardBatch, Task};
 use hr_policy::{Adapters, ChatTokenizer, Message, Policy, PolicyRng, SamplingConfig};
 
 use crate::{GrpoError, PromptFormat};
 
-/// Makes one environment per episode (episodes of a step run side by side).
+/// Makes one environment per episode (episodes of a step run side by side), and scores what is
+/// scored once per generation batch.
 pub trait EnvironmentFactory {
     /// A fresh environment.
     fn create(&mut self) -> Result<Box<dyn Environment>, GrpoError>;
+
+    /// The rewards scored once per generation batch, after all its episodes ended (TRL's reward
+    /// functions: a dataset's `python` rewards): each one's name, weight and one score per
+    /// episode, `None` where it does not apply. None by default.
+    fn score_batch(&mut self, _batch: &RewardBatch<'_>) -> Result<Vec<BatchScores>, GrpoError> {
+        Ok(Vec::new())
+    }
 }
 
 impl<F: FnMut() -> Result<Box<dyn Environment>, GrpoError>> EnvironmentFactory for F {
@@ -34,8 +42,14 @@ pub struct Episode {
     /// Sum of the step rewards.
     pub reward: f64,
     /// Each named reward function's score, summed over the steps, when the environment reports
-    /// them (the dataset backend: `{"rewards": {name: score}}` in a step's raw observation).
+    /// them (the dataset backend: `{"rewards": {name: score}}` in a step's raw observation), and
+    /// each batch reward's where it applies.
     pub reward_parts: std::collections::BTreeMap<String, f64>,
+    /// False when every reward function returned `None` for it: TRL's unscorable completion,
+    /// left out of its group's statistics with advantage 0 (its `reward` is 0).
+    pub scorable: bool,
+    /// What the policy wrote, decoded (its turns' texts, one after the other).
+    pub text: String,
     /// Turns taken.
     pub turns: usize,
     /// Whether the environment ended the episode (false: cut by the turn or length limit).
@@ -113,7 +127,9 @@ fn tok_err(e: &hr_policy::PolicyError) -> GrpoError {
 
 /// Samples `num_generations` episodes per task, in task order, consuming `rng` only for sampling
 /// (episode seeds are drawn from it first, in order), in waves of at most
-/// `max_concurrent_episodes`. Every environment is closed, also on error.
+/// `max_concurrent_episodes`, then scores the batch rewards on all of them at once with
+/// `state` as their `trainer_state`. Every environment is closed, also on error.
+#[allow(clippy::too_many_arguments)]
 pub fn rollouts<B: Backend>(
     policy: &Policy<B>,
     adapters: Option<&Adapters<B>>,
@@ -122,6 +138,7 @@ pub fn rollouts<B: Backend>(
     envs: &mut dyn EnvironmentFactory,
     config: &RolloutConfig,
     rng: &mut PolicyRng,
+    state: RewardState,
 ) -> Result<Vec<Episode>, GrpoError> {
     let seeds: Vec<u64> = (0..tasks.len() * config.num_generations)
         .map(|_| rng.next_u64())
@@ -152,7 +169,50 @@ pub fn rollouts<B: Backend>(
         episodes.extend(result?);
         closing?;
     }
+    let rows: Vec<&serde_json::Value> = jobs.iter().map(|(task, _)| &task.payload).collect();
+    let completions: Vec<String> = episodes.iter().map(|e| e.text.clone()).collect();
+    let completion_ids: Vec<Vec<u32>> = episodes.iter().map(|e| e.completion.clone()).collect();
+    let batch = RewardBatch {
+        rows: &rows,
+        completions: &completions,
+        completion_ids: &completion_ids,
+        trainer_state: &serde_json::to_value(state).unwrap_or_default(),
+    };
+    add_batch_scores(&mut episodes, &envs.score_batch(&batch)?);
     Ok(episodes)
+}
+
+/// Where the run stands, as a batch reward sees it (`trainer_state`; the names of the
+/// attributes of transformers' `TrainerState` it has).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct RewardState {
+    /// Optimiser steps completed (the checkpoint's step when evaluating).
+    pub global_step: u64,
+    /// The run's planned steps.
+    pub max_steps: u64,
+}
+
+/// Adds each batch reward's weighted score to the episodes it applies to (`None`: not
+/// applicable, as TRL's NaN-summed rewards); an episode no reward function applies to is
+/// unscorable.
+fn add_batch_scores(episodes: &mut [Episode], scores: &[BatchScores]) {
+    if scores.is_empty() {
+        return;
+    }
+    for (i, episode) in episodes.iter_mut().enumerate() {
+        let mut applied = !episode.reward_parts.is_empty();
+        for (name, weight, values) in scores {
+            if let Some(Some(score)) = values.get(i) {
+                episode.reward += weight * score;
+                episode.reward_parts.insert(name.clone(), *score);
+                applied = true;
+            }
+        }
+        if !applied {
+            episode.scorable = false;
+            episode.reward = 0.0;
+        }
+    }
 }
 
 /// An episode's opening conversation and its prompt tokens: the conversation the environment
@@ -265,6 +325,8 @@ fn run_episodes<B: Backend>(
             policy_mask: Vec::new(),
             reward: 0.0,
             reward_parts: std::collections::BTreeMap::new(),
+            scorable: true,
+            text: String::new(),
             turns: 0,
             done: false,
             truncated: false,
@@ -313,6 +375,7 @@ fn run_episodes<B: Backend>(
                 .extend(std::iter::repeat_n(true, tokens.len()));
             episode.turns += 1;
             episode.truncated = !generated.stopped[k];
+            episode.text.push_str(&text);
             let outcome = live[i].step(&text).map_err(|e| env_err(&e))?;
             episode.reward += outcome.reward;
             if let Some(parts) = outcome

@@ -15,7 +15,7 @@ use hr_env::Task;
 use hr_policy::{Adapters, ChatTokenizer, Entropy, LoraPair, Policy, PolicyRng, Target};
 use rayon::prelude::*;
 
-use crate::rollout::{EnvironmentFactory, Episode, RolloutConfig, rollouts};
+use crate::rollout::{EnvironmentFactory, Episode, RewardState, RolloutConfig, rollouts};
 use crate::{
     AdvantageConfig, GrpoError, LossConfig, LossInputs, LrSchedule, Whole, advantages, grpo_loss,
     high_entropy_mask,
@@ -188,7 +188,16 @@ impl<B: AutodiffBackend> Trainer<B> {
             envs,
             &rollout,
             &mut PolicyRng::from_seed(seed),
+            self.reward_state(),
         )
+    }
+
+    /// Where the run stands for batch rewards' `trainer_state`.
+    fn reward_state(&self) -> RewardState {
+        RewardState {
+            global_step: self.step,
+            max_steps: self.config.schedule.total_steps,
+        }
     }
 
     /// Runs one GRPO step on `tasks` (each sampled `num_generations` times).
@@ -204,6 +213,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         let inference = self.policy.valid();
         let frozen_adapters = self.adapters.valid();
         let mut timing = Timing::default();
+        let state = self.reward_state();
         let episodes = rollouts(
             &inference,
             Some(&frozen_adapters),
@@ -212,10 +222,15 @@ impl<B: AutodiffBackend> Trainer<B> {
             envs,
             &self.config.rollout,
             &mut self.rng,
+            state,
         )?;
         timing.rollout = started.elapsed().as_secs_f64();
         let rollout_flops = self.policy.flops().since(&flops).forward;
-        let rewards: Vec<f64> = episodes.iter().map(|e| e.reward).collect();
+        // An unscorable episode's reward is NaN here: out of the statistics, advantage 0.
+        let rewards: Vec<f64> = episodes
+            .iter()
+            .map(|e| if e.scorable { e.reward } else { f64::NAN })
+            .collect();
         let adv = advantages(&rewards, g, &self.config.advantage)?;
         let (loss_mean, grad_norm, mut metrics) =
             self.optimise(&episodes, &adv, lr, &mut timing)?;
@@ -235,7 +250,11 @@ impl<B: AutodiffBackend> Trainer<B> {
         let (mean, std) = mean_std(&rewards);
         let zero_std = rewards
             .chunks(g)
-            .filter(|grp| grp.iter().all(|r| *r == grp[0]))
+            .filter(|grp| {
+                let mut scored = grp.iter().filter(|r| !r.is_nan());
+                let first = scored.next();
+                scored.all(|r| Some(r) == first)
+            })
             .count() as f64
             / (rewards.len() / g) as f64;
         let elapsed = started.elapsed().as_secs_f64();
@@ -247,9 +266,10 @@ impl<B: AutodiffBackend> Trainer<B> {
             .flat_map(|e| e.reward_parts.keys())
             .collect();
         for name in names {
+            // Over the episodes it applies to (TRL's nanmean of a function's `None`s).
             let scores: Vec<f64> = episodes
                 .iter()
-                .map(|e| e.reward_parts.get(name).copied().unwrap_or(0.0))
+                .map(|e| e.reward_parts.get(name).copied().unwrap_or(f64::NAN))
                 .collect();
             let (m, s) = mean_std(&scores);
             metrics.insert(format!("rewards/{name}/mean"), m);
@@ -890,9 +910,14 @@ pub(crate) fn named_params<B: AutodiffBackend>(
 }
 
 /// The mean and the sample standard deviation (TRL's `reward_std`) of `values`.
+/// Mean and Bessel standard deviation of the values that are not NaN (0 and 0 when none is).
 fn mean_std(values: &[f64]) -> (f64, f64) {
-    let n = values.len() as f64;
-    let mean = values.iter().sum::<f64>() / n;
-    let var = values.iter().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
+    let scored = || values.iter().filter(|v| !v.is_nan());
+    let n = scored().count() as f64;
+    if n == 0.0 {
+        return (0.0, 0.0);
+    }
+    let mean = scored().sum::<f64>() / n;
+    let var = scored().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
     (mean, var.sqrt())
 }

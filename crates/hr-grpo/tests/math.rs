@@ -45,6 +45,37 @@ fn group_advantages_use_the_bessel_std_plus_epsilon() -> anyhow::Result<()> {
 }
 
 #[test]
+fn an_unscorable_reward_is_left_out_of_its_group_and_gets_zero_advantage() -> anyhow::Result<()> {
+    // TRL's NaN row: group [1, NaN, 0, 1] is centred and scaled on [1, 0, 1] alone.
+    let nan = f64::NAN;
+    let a = advantages(
+        &[1.0, nan, 0.0, 1.0, nan, 2.0, nan, nan],
+        4,
+        &config(ScaleRewards::Group, false),
+    )?;
+    let (mean, std) = (2.0 / 3.0, (1.0f64 / 3.0).sqrt());
+    let scaled = |r: f64| (r - mean) / (std + 1e-4);
+    // The second group has one scored member: no spread to scale by, so no signal.
+    close(
+        &a,
+        &[
+            scaled(1.0),
+            0.0,
+            scaled(0.0),
+            scaled(1.0),
+            0.0,
+            0.0,
+            0.0,
+            0.0,
+        ],
+    );
+    let a = advantages(&[1.0, nan, 0.0, 1.0], 4, &config(ScaleRewards::None, true))?;
+    // Leave-one-out over the other scored members: 1 − 0.5, 0 − 1, 1 − 0.5.
+    close(&a, &[0.5, 0.0, -1.0, 0.5]);
+    Ok(())
+}
+
+#[test]
 fn a_zero_std_group_gets_zero_advantage() -> anyhow::Result<()> {
     for scale in [ScaleRewards::Group, ScaleRewards::Batch, ScaleRewards::None] {
         let a = advantages(&[1.0, 1.0, 1.0, 0.0, 0.0, 0.0], 3, &config(scale, false))?;
@@ -97,9 +128,10 @@ fn bad_advantage_inputs_are_refused() {
             .to_string()
             .contains("whole groups")
     );
+    // NaN is an unscorable completion (see below); an infinite reward is refused.
     assert!(
-        advantages(&[f64::NAN, 0.0], 2, &cfg)
-            .expect_err("NaN")
+        advantages(&[f64::INFINITY, 0.0], 2, &cfg)
+            .expect_err("inf")
             .to_string()
             .contains("not finite")
     );

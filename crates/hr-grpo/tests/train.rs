@@ -8,8 +8,8 @@ use hr_env::{
     fixture_tasks,
 };
 use hr_grpo::{
-    AdamWSettings, AdvantageConfig, Decay, GrpoConfig, GrpoError, LossConfig, LrSchedule,
-    RolloutConfig, Trainer,
+    AdamWSettings, AdvantageConfig, Decay, EnvironmentFactory, GrpoConfig, GrpoError, LossConfig,
+    LrSchedule, RolloutConfig, Trainer,
 };
 use hr_policy::{
     Adapters, ChatTokenizer, Execution, LoraConfig, Policy, PolicyRng, Target, save_adapters,
@@ -414,5 +414,62 @@ fn mask_truncated_completions_leaves_cut_episodes_out_of_the_loss() -> anyhow::R
         masked_same && masked_norm == 0.0,
         "with it nothing counts: {masked_norm}"
     );
+    Ok(())
+}
+
+/// Fixture episodes plus one batch reward that applies to no episode of the first task and to
+/// every other one, and is called once per batch with the completions in episode order.
+struct HalfScored {
+    calls: Vec<usize>,
+}
+
+impl EnvironmentFactory for HalfScored {
+    fn create(&mut self) -> Result<Box<dyn Environment>, GrpoError> {
+        fixture()
+    }
+
+    fn score_batch(
+        &mut self,
+        batch: &hr_env::RewardBatch<'_>,
+    ) -> Result<Vec<hr_env::BatchScores>, GrpoError> {
+        self.calls.push(batch.completions.len());
+        let first = batch.rows[0];
+        let scores = batch
+            .rows
+            .iter()
+            .zip(batch.completion_ids)
+            .map(|(row, ids)| (*row != first).then_some(ids.len() as f64 / 8.0))
+            .collect();
+        Ok(vec![("length".to_owned(), 2.0, scores)])
+    }
+}
+
+#[test]
+fn batch_rewards_score_once_per_step_and_none_leaves_an_episode_out() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let tasks = fixture_tasks(FixtureKind::Digits, 2, 3);
+    let mut t = trainer(dir.path(), config(1))?;
+    let mut factory = HalfScored { calls: Vec::new() };
+    let report = t.step(&tasks, &mut factory)?;
+    assert_eq!(
+        factory.calls,
+        [8],
+        "one call for the step's 2 tasks × 4 episodes"
+    );
+    // The fixture reports no reward parts, so the first task's episodes have no reward that
+    // applies: unscorable, advantage 0; the others carry the weighted batch reward.
+    for (i, episode) in report.episodes.iter().enumerate() {
+        assert_eq!(episode.scorable, i >= 4, "episode {i}");
+        if i < 4 {
+            assert_eq!((episode.reward, report.advantages[i]), (0.0, 0.0));
+        } else {
+            let part = episode.reward_parts["length"];
+            assert!(
+                (part - episode.completion.len() as f64 / 8.0).abs() < 1e-12,
+                "{part}"
+            );
+        }
+    }
+    assert!(report.metrics["reward"].is_finite() && report.metrics["rewards/length/mean"] > 0.0);
     Ok(())
 }

@@ -7,16 +7,35 @@ use hr_bridge::{
     NemoGymClient, NemoGymEnvironment, OpenEnvClient, OpenEnvEnvironment, OwnedService, presets,
 };
 use hr_env::{
-    DatasetEnvironment, Environment, FixtureEnvironment, Split, Task, dataset_tasks,
-    fixture_split_tasks, fixture_tasks, start_python_rewards,
+    BatchScores, DatasetEnvironment, Environment, FixtureEnvironment, PythonRewards, RewardBatch,
+    Split, Task, dataset_tasks, fixture_split_tasks, fixture_tasks, score_python_batch,
+    start_python_rewards,
 };
 use hr_grpo::{EnvironmentFactory, GrpoError};
-use hr_plan::{Environment as PlanEnvironment, Plan, TaskSet};
+use hr_plan::{Environment as PlanEnvironment, Plan, Reward, TaskSet};
 
 use crate::TrainError;
 
 /// One environment per episode.
 pub type Factory = Box<dyn EnvironmentFactory>;
+
+/// The dataset backend's episodes: the built-in rules score each one, the running `python`
+/// rewards each generation batch.
+struct DatasetFactory {
+    rewards: Vec<Reward>,
+    python: PythonRewards,
+}
+
+impl EnvironmentFactory for DatasetFactory {
+    fn create(&mut self) -> Result<Box<dyn Environment>, GrpoError> {
+        Ok(Box::new(DatasetEnvironment::new(self.rewards.clone())))
+    }
+
+    fn score_batch(&mut self, batch: &RewardBatch<'_>) -> Result<Vec<BatchScores>, GrpoError> {
+        score_python_batch(&self.rewards, &self.python, batch)
+            .map_err(|e| GrpoError::Environment(e.to_string()))
+    }
+}
 
 pub(crate) fn numbered(payloads: &[serde_json::Value]) -> Vec<Task> {
     payloads
@@ -95,12 +114,9 @@ pub fn environment(
                 .map_err(|e| TrainError::Refused(e.to_string()))?;
             let python = start_python_rewards(rewards, log)
                 .map_err(|e| GrpoError::Environment(e.to_string()))?;
-            let rewards = rewards.clone();
-            let factory = move || -> Result<Box<dyn Environment>, GrpoError> {
-                Ok(Box::new(DatasetEnvironment::new(
-                    rewards.clone(),
-                    python.clone(),
-                )))
+            let factory = DatasetFactory {
+                rewards: rewards.clone(),
+                python,
             };
             (list, None, Box::new(factory))
         }

@@ -15,12 +15,14 @@ pub struct EpisodeScore {
     pub solved: f64,
 }
 
-/// How `episodes` scored.
+/// How `episodes` scored: the mean and the share solved over the scorable ones (an episode
+/// no reward function applied to counts for neither).
 pub fn episode_score(episodes: &[Episode]) -> EpisodeScore {
-    let n = episodes.len().max(1) as f64;
+    let scored = || episodes.iter().filter(|e| e.scorable);
+    let n = scored().count().max(1) as f64;
     EpisodeScore {
         episodes: episodes.len(),
-        mean_reward: episodes.iter().map(|e| e.reward).sum::<f64>() / n,
-        solved: episodes.iter().filter(|e| e.reward >= 1.0).count() as f64 / n,
+        mean_reward: scored().map(|e| e.reward).sum::<f64>() / n,
+        solved: scored().filter(|e| e.reward >= 1.0).count() as f64 / n,
     }
 }
