@@ -208,6 +208,33 @@ def check_family(name, model_dir, hub_id, results):
             check(f"{name}: PEFT loads the intermediate checkpoint's adapter", lora, "no LoRA weights loaded")
 
 
+def check_lora_variant(name, model_dir, results):
+    """PEFT loads an adapter trained on fewer projections (layers_to_transform, a regular-expression
+    target_modules), adapts exactly the projections it holds, and gives our log-probs."""
+    from peft import AutoPeftModelForCausalLM
+    from safetensors import safe_open
+    import torch
+    folder = results / "adapter"
+    with safe_open(str(folder / "adapter_model.safetensors"), "pt") as f:
+        ours = sorted(k.removesuffix(".lora_A.weight") for k in f.keys() if k.endswith(".lora_A.weight"))
+    peft_model = AutoPeftModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
+                                                          attn_implementation="eager").eval()
+    theirs = sorted(k.removesuffix(".lora_A.default.weight") for k in peft_model.state_dict()
+                    if k.endswith(".lora_A.default.weight"))
+    check(f"{name}: PEFT adapts exactly the projections we trained", theirs == ours and ours,
+          f"PEFT {theirs}, ours {ours}")
+    adapted = read_lines(results / "adapter.jsonl")
+    worst, greedy = compare(peft_model, adapted)
+    check(f"{name}: PEFT's greedy tokens with our adapter are ours", greedy)
+    check(f"{name}: PEFT log-probs with our adapter within {TOLERANCE:g}", worst <= TOLERANCE,
+          f"worst relative error {worst:.3g}")
+    with peft_model.disable_adapter():
+        off, _ = compare(peft_model, adapted)
+    check(f"{name}: negative control: the base alone does not match the adapter", off > 100 * TOLERANCE,
+          f"relative error {off:.3g}")
+    print(f"{name}: {len(ours)} projections, worst relative error {worst:.3g}, {off:.3g} without it", flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -229,6 +256,13 @@ def main():
             check_family(name, pathlib.Path(m["dir"]), m["hub_id"], args.results / name)
         except Exception as e:  # a crash in one family is a failure, not the end of the others
             check(f"{name}: checked without an error", False, repr(e))
+    variants = read_lines(args.results / "lora_variants.jsonl")
+    check("every LoRA variant was trained", len(variants) == 2)
+    for v in variants:
+        try:
+            check_lora_variant(v["name"], pathlib.Path(v["dir"]), args.results / v["name"])
+        except Exception as e:
+            check(f"{v['name']}: checked without an error", False, repr(e))
     passed = sum(ok for _, ok in RESULTS)
     failed = len(RESULTS) - passed
     print(f"families-conformance: {passed} passed, {failed} failed", flush=True)

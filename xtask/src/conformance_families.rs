@@ -70,7 +70,7 @@ pub(crate) fn families(root: &Path) -> Result<(u64, u64)> {
             Some(id) => ModelSource::HubId(id, &hub_cache),
             None => ModelSource::Folder(&model),
         };
-        let run = train_lora(root, &bin, &dir, name, source)?;
+        let run = train_lora(root, &bin, &dir, name, source, &all_seven())?;
         generate_json(
             &bin,
             &model,
@@ -82,6 +82,31 @@ pub(crate) fn families(root: &Path) -> Result<(u64, u64)> {
         let checkpoint = first_checkpoint_adapter(&run)?;
         std::fs::rename(checkpoint, dir.join("checkpoint"))?;
     }
+    // PEFT's ways to pick fewer projections, on the first family's model: PEFT must adapt
+    // exactly what we trained and give our log-probs.
+    let first: serde_json::Value =
+        serde_json::from_str(manifest.lines().next().context("no family was written")?)?;
+    let model = PathBuf::from(first["dir"].as_str().context("a family without dir")?);
+    let mut variants = String::new();
+    for (name, lora) in lora_variants() {
+        let dir = results.join(name);
+        std::fs::create_dir_all(&dir)?;
+        eprintln!("conformance families: LoRA {name}");
+        let run = train_lora(root, &bin, &dir, name, ModelSource::Folder(&model), &lora)?;
+        generate_json(
+            &bin,
+            &model,
+            Some(&run.join("adapter")),
+            12,
+            &dir.join("adapter.jsonl"),
+        )?;
+        std::fs::rename(run.join("adapter"), dir.join("adapter"))?;
+        variants.push_str(&format!(
+            "{}\n",
+            serde_json::json!({"name": name, "dir": model})
+        ));
+    }
+    std::fs::write(results.join("lora_variants.jsonl"), variants)?;
     let mut driver = offline(&python);
     driver
         .env("HF_HUB_CACHE", &hub_cache)
@@ -130,14 +155,38 @@ enum ModelSource<'a> {
     HubId(&'a str, &'a Path),
 }
 
-/// Trains a model for two steps with LoRA (rank 4) on all seven target modules, one checkpoint
-/// per step, into `work/run`; returns the run folder.
+/// LoRA (rank 4) on all seven projections.
+fn all_seven() -> serde_json::Value {
+    serde_json::json!({"rank": 4, "alpha": 8.0, "targets":
+        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]})
+}
+
+/// LoRA on fewer projections, in PEFT's spellings: some layers only (`layers_to_transform`),
+/// and a regular-expression `target_modules`.
+fn lora_variants() -> [(&'static str, serde_json::Value); 2] {
+    [
+        (
+            "lora-layers",
+            serde_json::json!({"r": 4, "lora_alpha": 8.0,
+                "target_modules": ["q_proj", "v_proj", "down_proj"], "layers_to_transform": 1}),
+        ),
+        (
+            "lora-regex",
+            serde_json::json!({"r": 4, "lora_alpha": 8.0,
+                "target_modules": r"model\.layers\.0\.(self_attn\.(q|k)_proj|mlp\.up_proj)"}),
+        ),
+    ]
+}
+
+/// Trains a model for two steps with `lora`, one checkpoint per step, into `work/run`; returns
+/// the run folder.
 fn train_lora(
     root: &Path,
     bin: &Path,
     work: &Path,
     name: &str,
     model: ModelSource<'_>,
+    lora: &serde_json::Value,
 ) -> Result<PathBuf> {
     let environment = serde_json::json!({"backend": "fixture",
         "tasks": {"kind": "digits", "count": 4, "seed": 1}});
@@ -153,8 +202,7 @@ fn train_lora(
             train.env("HF_HUB_CACHE", cache);
         }
     }
-    plan["model"]["lora"] = serde_json::json!({"rank": 4, "alpha": 8.0, "targets":
-        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]});
+    plan["model"]["lora"] = lora.clone();
     plan["optimizer"]["learning_rate"] = serde_json::json!(0.05);
     std::fs::write(&plan_path, serde_json::to_vec_pretty(&plan)?)?;
     let run = work.join("run");

@@ -188,6 +188,15 @@ pub struct Lora {
     /// instead of `alpha / rank`; the adapter files say so, and PEFT loads them alike.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub use_rslora: bool,
+    /// PEFT's `layers_to_transform`: only these decoder layers get adapters (all when absent;
+    /// one index is read as a list of one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub layers_to_transform: Option<Vec<usize>>,
+    /// PEFT's `target_modules` given as a regular expression (a string that is neither a
+    /// projection's name nor `"all-linear"`): full-matched against each projection's module
+    /// name, `model.layers.3.self_attn.q_proj`; `targets` is then empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_regex: Option<String>,
 }
 
 impl Default for Lora {
@@ -197,6 +206,8 @@ impl Default for Lora {
             alpha: 8.0,
             targets: vec!["q_proj".to_owned(), "v_proj".to_owned()],
             use_rslora: false,
+            layers_to_transform: None,
+            target_regex: None,
         }
     }
 }

@@ -5,6 +5,8 @@
 //! - `max_steps` → `steps`; `save_steps` → `checkpoints.every`;
 //! - `model.lora.lora_dropout`: 0 (PEFT's default, and what LoRA here does) is dropped; any
 //!   other value is refused, since dropout is not implemented;
+//! - `model.lora.target_modules` as a regular expression → `model.lora.target_regex` (with
+//!   `targets` empty); `layers_to_transform` as one index → a list of one;
 //! - `grpo.epsilon` → `grpo.epsilon_low`, and `grpo.epsilon_high` unless it is given (TRL's
 //!   `epsilon_high` defaults to `epsilon`);
 //! - `optimizer.lr_scheduler_type` → `optimizer.decay`: `linear`, `cosine`,
@@ -65,13 +67,16 @@ pub(crate) fn normalise(plan: &mut Value) -> Result<(), Refusal> {
         .get_mut("model")
         .and_then(|m| m.get_mut("lora"))
         .and_then(Value::as_object_mut)
-        && let Some(dropout) = lora.remove("lora_dropout")
-        && dropout.as_f64() != Some(0.0)
     {
-        return Err(refuse(
-            "model.lora.lora_dropout",
-            format!("{dropout}: LoRA dropout is not implemented here; use 0 (PEFT's default)"),
-        ));
+        if let Some(dropout) = lora.remove("lora_dropout")
+            && dropout.as_f64() != Some(0.0)
+        {
+            return Err(refuse(
+                "model.lora.lora_dropout",
+                format!("{dropout}: LoRA dropout is not implemented here; use 0 (PEFT's default)"),
+            ));
+        }
+        lora_selection(lora)?;
     }
     let steps = top.get("steps").and_then(Value::as_u64);
     if let Some(grpo) = top.get_mut("grpo").and_then(Value::as_object_mut) {
@@ -183,6 +188,42 @@ fn not_offered(grpo: &mut Map<String, Value>) -> Result<(), Refusal> {
                  normalised as `scale_rewards` says) is offered yet"
             ),
         ));
+    }
+    Ok(())
+}
+
+/// PEFT's `target_modules` as one string that is neither a projection's name nor
+/// `"all-linear"` is a regular expression: it becomes `target_regex` (and `targets` empty);
+/// `layers_to_transform` as one index becomes a list of one.
+fn lora_selection(lora: &mut Map<String, Value>) -> Result<(), Refusal> {
+    for name in ["target_modules", "targets"] {
+        let regex = lora
+            .get(name)
+            .and_then(Value::as_str)
+            .filter(|s| *s != "all-linear" && !crate::vocabulary::LORA_TARGETS.contains(s));
+        if let Some(regex) = regex.map(str::to_owned) {
+            if lora.contains_key("target_regex") {
+                return Err(refuse(
+                    "model.lora.target_regex",
+                    format!("give `{name}` or `target_regex`, not both"),
+                ));
+            }
+            lora.remove(name);
+            lora.insert("target_regex".to_owned(), regex.into());
+        }
+    }
+    if lora.contains_key("target_regex")
+        && !lora.contains_key("targets")
+        && !lora.contains_key("target_modules")
+    {
+        lora.insert("targets".to_owned(), Value::Array(Vec::new()));
+    }
+    if let Some(layer) = lora
+        .get("layers_to_transform")
+        .filter(|v| v.is_number())
+        .cloned()
+    {
+        lora.insert("layers_to_transform".to_owned(), Value::Array(vec![layer]));
     }
     Ok(())
 }

@@ -28,6 +28,8 @@ pub mod limits {
     pub const MAX_LORA_RANK: usize = 4096;
     /// `environment.max_sessions` (OpenEnv sessions held open at once).
     pub const MAX_SESSIONS: usize = 4096;
+    /// Entries of `model.lora.layers_to_transform` (more than any model's decoder layers).
+    pub const MAX_LAYERS: usize = 1024;
 }
 
 pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
@@ -94,11 +96,7 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
         "model.lora.alpha",
         "must be > 0".to_owned(),
     )?;
-    check(
-        !plan.model.lora.targets.is_empty(),
-        "model.lora.targets",
-        format!("name at least one of {TARGETS:?}"),
-    )?;
+    lora_selection(&plan.model.lora, &check)?;
     for t in &plan.model.lora.targets {
         check(
             TARGETS.contains(&t.as_str()),
@@ -541,4 +539,51 @@ fn loss_fields(
         "grpo.entropy_coef",
         format!("{} must be ≥ 0 (0 disables the bonus)", g.entropy_coef),
     )
+}
+
+/// Which projections get adapters: `targets`, or PEFT's regular-expression `target_regex`
+/// (then `targets` is empty and `layers_to_transform` unused, as PEFT ignores it there).
+fn lora_selection(
+    lora: &crate::Lora,
+    check: &impl Fn(bool, &str, String) -> Result<(), PlanError>,
+) -> Result<(), PlanError> {
+    if let Some(pattern) = &lora.target_regex {
+        check(
+            lora.targets.is_empty(),
+            "model.lora.target_regex",
+            "give `targets` or `target_regex`, not both".to_owned(),
+        )?;
+        check(
+            regex::Regex::new(&format!("^(?:{pattern})$")).is_ok(),
+            "model.lora.target_regex",
+            format!(
+                "`{pattern}` is not a regular expression this reads (the regex crate's syntax: no \
+                 look-around or back-references)"
+            ),
+        )?;
+        check(
+            lora.layers_to_transform.is_none(),
+            "model.lora.layers_to_transform",
+            "PEFT ignores it beside a regular-expression target_modules: put the layers in the \
+             expression (`model\\.layers\\.(0|1)\\..*_proj`)"
+                .to_owned(),
+        )?;
+    } else {
+        check(
+            !lora.targets.is_empty(),
+            "model.lora.targets",
+            format!("name at least one of {TARGETS:?}"),
+        )?;
+    }
+    if let Some(layers) = &lora.layers_to_transform {
+        check(
+            !layers.is_empty() && layers.len() <= limits::MAX_LAYERS,
+            "model.lora.layers_to_transform",
+            format!(
+                "name between 1 and {} layer indices, or leave it out for all",
+                limits::MAX_LAYERS
+            ),
+        )?;
+    }
+    Ok(())
 }

@@ -297,6 +297,41 @@ fn peft_and_trl_spellings_mean_exactly_the_plans_own() -> anyhow::Result<()> {
     peft["model"]["lora"] = json!({"r": 16});
     let lora = parse(&peft)?.model.lora;
     assert_eq!((lora.rank, lora.alpha), (16, 8.0));
+    let mut selected = peft.clone();
+    // PEFT's layer subset (one index is a list of one) and regular-expression target_modules.
+    selected["model"]["lora"] =
+        json!({"r": 4, "target_modules": ["q_proj"], "layers_to_transform": 1});
+    assert_eq!(
+        parse(&selected)?.model.lora.layers_to_transform,
+        Some(vec![1])
+    );
+    selected["model"]["lora"] = json!({"r": 4, "target_modules": r"model\.layers\.0\..*_proj"});
+    let lora = parse(&selected)?.model.lora;
+    assert_eq!(
+        (lora.target_regex.as_deref(), lora.targets.len()),
+        (Some(r"model\.layers\.0\..*_proj"), 0)
+    );
+    for (lora, field) in [
+        (
+            json!({"target_modules": "(?<=x)q_proj"}),
+            "model.lora.target_regex",
+        ),
+        (
+            json!({"target_modules": "q.*", "layers_to_transform": [0]}),
+            "model.lora.layers_to_transform",
+        ),
+        (
+            json!({"target_regex": "q.*", "targets": ["q_proj"]}),
+            "model.lora.target_regex",
+        ),
+        (
+            json!({"layers_to_transform": []}),
+            "model.lora.layers_to_transform",
+        ),
+    ] {
+        selected["model"]["lora"] = lora;
+        assert_eq!(field_error(&selected).0, field);
+    }
     // `all-linear`, alone or in a list, is every projection.
     let all: Vec<String> = [
         "q_proj",
@@ -559,6 +594,7 @@ fn docs_plan_md_names_every_field_a_plan_can_hold() -> anyhow::Result<()> {
     full["model"]["hub_id"] = json!("HuggingFaceTB/SmolLM2-135M-Instruct");
     full["model"]["dtype"] = json!("bf16");
     full["model"]["lora"]["use_rslora"] = json!(true);
+    full["model"]["lora"]["layers_to_transform"] = json!([0]);
     for (key, value) in [
         ("top_k", json!(50)),
         ("min_p", json!(0.05)),
@@ -591,8 +627,10 @@ fn docs_plan_md_names_every_field_a_plan_can_hold() -> anyhow::Result<()> {
         json!({"backend": "nemo", "python": "/p", "server_dir": "/s", "tasks": [{}]});
     full["evaluation"] = json!({"checkpoints": [4], "dev": {"count": 1, "seed": 1},
         "held_out": {"tasks": [{"kind": "digits", "question": "q"}]}});
+    let mut regex = full.clone();
+    regex["model"]["lora"] = json!({"r": 2, "target_modules": r"model\.layers\.0\..*"});
     let mut paths = vec!["model.lora.lora_dropout".to_owned()];
-    for plan in [full, openenv, nemo, dataset] {
+    for plan in [full, openenv, nemo, dataset, regex] {
         let parsed = Plan::parse(Path::new("plan.json"), &plan.to_string())?;
         key_paths(&serde_json::to_value(&parsed)?, "", &mut paths);
     }

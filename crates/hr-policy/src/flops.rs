@@ -79,10 +79,11 @@ pub(crate) fn decoder(
     let kv = (config.num_kv_heads * config.head_dim) as u64;
     let tokens = (batch * new) as u64;
     let projections = 2 * tokens * (d * q + 2 * d * kv + q * d + 3 * d * i);
-    let adapters = lora.map_or(0, |l| {
-        l.targets
+    // Summed over every adapted (layer, projection): a config may adapt some layers only.
+    let adapters: u64 = lora.map_or(0, |l| {
+        l.adapted(config.num_layers)
             .iter()
-            .map(|t| {
+            .map(|(_, t)| {
                 let (d_in, d_out) = t.dims(config);
                 2 * tokens * (l.rank * (d_in + d_out)) as u64
             })
@@ -91,9 +92,9 @@ pub(crate) fn decoder(
     let attention = 4 * tokens * (config.num_heads * (past + new) * config.head_dim) as u64;
     let layers = config.num_layers as u64;
     FlopCount {
-        forward: layers * (projections + adapters + attention),
+        forward: layers * (projections + attention) + adapters,
         backward: if backward {
-            layers * (projections + 2 * adapters + 2 * attention)
+            layers * (projections + 2 * attention) + 2 * adapters
         } else {
             0
         },

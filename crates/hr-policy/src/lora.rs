@@ -95,6 +95,13 @@ pub struct LoraConfig {
     pub targets: Vec<Target>,
     /// Rank-stabilised LoRA (PEFT's `use_rslora`): the update is scaled by `alpha / √r`.
     pub rslora: bool,
+    /// PEFT's `layers_to_transform`: only these decoder layers, sorted and unique (all when
+    /// `None`).
+    pub layers: Option<Vec<usize>>,
+    /// PEFT's `target_modules` as a regular expression, full-matched (Python's `re.fullmatch`)
+    /// against each projection's module name, `model.layers.3.self_attn.q_proj`; `targets`
+    /// are then all seven kinds it may pick from and `layers` is unused, as in PEFT.
+    pub pattern: Option<String>,
 }
 
 impl LoraConfig {
@@ -122,7 +129,73 @@ impl LoraConfig {
             alpha,
             targets,
             rslora: false,
+            layers: None,
+            pattern: None,
         })
+    }
+
+    /// The same config on `layers` only (PEFT's `layers_to_transform`; `None`: all).
+    #[must_use]
+    pub fn with_layers(mut self, layers: Option<Vec<usize>>) -> Self {
+        self.layers = layers.map(|mut l| {
+            l.sort_unstable();
+            l.dedup();
+            l
+        });
+        self
+    }
+
+    /// The same config selecting projections by PEFT's regular-expression `target_modules`
+    /// (see [`LoraConfig::pattern`]); refused when it is not a regular expression this crate
+    /// reads (the `regex` crate's syntax: no look-around or back-references).
+    pub fn with_pattern(mut self, pattern: &str) -> Result<Self, PolicyError> {
+        full_match(pattern).map_err(|e| {
+            PolicyError::Request(format!(
+                "target_modules `{pattern}` is not a regular expression this reads: {e}"
+            ))
+        })?;
+        self.pattern = Some(pattern.to_owned());
+        self.targets = Target::ALL.to_vec();
+        Ok(self)
+    }
+
+    /// The module name a regular-expression `target_modules` is matched against.
+    pub fn module_name(layer: usize, target: Target) -> String {
+        format!("model.layers.{layer}.{}", target.module_path())
+    }
+
+    /// Every (layer, projection) that gets an adapter in a model of `num_layers` layers, in
+    /// layer and target order (layers past the model's are not there to adapt).
+    pub fn adapted(&self, num_layers: usize) -> Vec<(usize, Target)> {
+        let pattern = self.pattern.as_deref().and_then(|p| full_match(p).ok());
+        (0..num_layers)
+            .filter(|l| self.layers.as_ref().is_none_or(|keep| keep.contains(l)))
+            .flat_map(|l| self.targets.iter().map(move |t| (l, *t)))
+            .filter(|(l, t)| {
+                pattern
+                    .as_ref()
+                    .is_none_or(|re| re.is_match(&Self::module_name(*l, *t)))
+            })
+            .collect()
+    }
+
+    /// Checks the config against a model of `num_layers` layers: every layer it names exists
+    /// and at least one projection is adapted; the message names PEFT's field.
+    pub fn check_fits(&self, num_layers: usize) -> Result<(), PolicyError> {
+        if let Some(bad) = self.layers.iter().flatten().find(|l| **l >= num_layers) {
+            return Err(PolicyError::Request(format!(
+                "layers_to_transform names layer {bad}, but the model has {num_layers} (0 to {})",
+                num_layers.saturating_sub(1)
+            )));
+        }
+        if self.adapted(num_layers).is_empty() {
+            return Err(PolicyError::Request(format!(
+                "target_modules `{}` matches no projection: names look like `{}`",
+                self.pattern.as_deref().unwrap_or_default(),
+                Self::module_name(0, Target::QProj)
+            )));
+        }
+        Ok(())
     }
 
     /// The same config with rank-stabilised scaling on or off.
@@ -157,6 +230,11 @@ pub struct LoraPair<B: Backend> {
 pub struct LayerAdapters<B: Backend> {
     /// `None` where the projection is not a target.
     pub slots: Vec<Option<LoraPair<B>>>,
+}
+
+/// `pattern` anchored at both ends, as Python's `re.fullmatch` reads it.
+fn full_match(pattern: &str) -> Result<regex::Regex, regex::Error> {
+    regex::Regex::new(&format!("^(?:{pattern})$"))
 }
 
 /// All adapters of a model: the only trainable parameters.
@@ -206,11 +284,12 @@ impl<B: Backend> Adapters<B> {
         mut fill: impl FnMut(usize, Target, usize, usize, usize) -> Result<(Vec<f32>, Vec<f32>), E>,
     ) -> Result<Self, E> {
         let r = config.rank;
+        let adapted = config.adapted(model.num_layers);
         let mut layers = Vec::with_capacity(model.num_layers);
         for layer in 0..model.num_layers {
             let mut slots: Vec<Option<LoraPair<B>>> =
                 (0..Target::ALL.len()).map(|_| None).collect();
-            for &target in &config.targets {
+            for &(_, target) in adapted.iter().filter(|(l, _)| *l == layer) {
                 let (d_in, d_out) = target.dims(model);
                 let (a, b) = fill(layer, target, d_in, d_out, r)?;
                 slots[slot(target)] = Some(LoraPair {

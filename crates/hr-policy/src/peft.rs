@@ -42,13 +42,16 @@ pub fn adapter_config_json(config: &LoraConfig, base_model: &str) -> Value {
         "fan_in_fan_out": false,
         "inference_mode": true,
         "init_lora_weights": true,
-        "layers_to_transform": null,
+        "layers_to_transform": config.layers,
         "lora_alpha": config.alpha,
         "lora_dropout": 0.0,
         "modules_to_save": null,
         "peft_type": "LORA",
         "r": config.rank,
-        "target_modules": config.targets.iter().map(|t| t.name()).collect::<Vec<_>>(),
+        "target_modules": match &config.pattern {
+            Some(pattern) => json!(pattern),
+            None => json!(config.targets.iter().map(|t| t.name()).collect::<Vec<_>>()),
+        },
         "task_type": "CAUSAL_LM",
         "use_dora": false,
         "use_rslora": config.rslora,
@@ -185,8 +188,9 @@ pub fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig, Polic
                 .is_none_or(|x| x == &json!(false) || x.is_null()),
         ),
         (
-            "layers_to_transform",
-            v.get("layers_to_transform").is_none_or(Value::is_null),
+            "layers_pattern",
+            v.get("layers_pattern")
+                .is_none_or(|x| x.is_null() || x == "layers" || x == &json!(["layers"])),
         ),
         (
             "modules_to_save",
@@ -197,7 +201,7 @@ pub fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig, Polic
         if !ok {
             return Err(err(
                 field,
-                "is not supported: only LoRA and rsLoRA (no DoRA, biases, extra modules or layer subsets)",
+                "is not supported: only LoRA and rsLoRA (no DoRA, biases, extra modules or other layer names)",
             ));
         }
     }
@@ -209,13 +213,46 @@ pub fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig, Polic
         .get("lora_alpha")
         .and_then(Value::as_f64)
         .ok_or_else(|| err("lora_alpha", "must be a number"))?;
+    let layers = match v.get("layers_to_transform") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => Some(vec![n.as_u64().ok_or_else(|| {
+            err(
+                "layers_to_transform",
+                "must be a layer index or a list of them",
+            )
+        })? as usize]),
+        Some(Value::Array(list)) => Some(
+            list.iter()
+                .map(|x| x.as_u64().map(|i| i as usize))
+                .collect::<Option<Vec<usize>>>()
+                .ok_or_else(|| err("layers_to_transform", "must be a list of layer indices"))?,
+        ),
+        Some(_) => {
+            return Err(err(
+                "layers_to_transform",
+                "must be a layer index or a list of them",
+            ));
+        }
+    };
+    let rslora = match v.get("use_rslora") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(b)) => *b,
+        Some(_) => return Err(err("use_rslora", "must be true or false")),
+    };
+    // A string is PEFT's regular expression over module names.
+    if let Some(pattern) = v.get("target_modules").and_then(Value::as_str) {
+        return LoraConfig::new(rank, alpha, Target::ALL.to_vec())
+            .and_then(|c| c.with_pattern(pattern))
+            .map(|c| c.with_rslora(rslora))
+            .map_err(|e| err("target_modules", &e.to_string()));
+    }
     let names = v
         .get("target_modules")
         .and_then(Value::as_array)
         .ok_or_else(|| {
             err(
                 "target_modules",
-                "must be a list of module names such as [\"q_proj\", \"v_proj\"]",
+                "must be a list of module names such as [\"q_proj\", \"v_proj\"] or a regular expression",
             )
         })?;
     let mut targets = Vec::new();
@@ -225,13 +262,8 @@ pub fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig, Polic
             err("target_modules", &format!("`{name}` is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj"))
         })?);
     }
-    let rslora = match v.get("use_rslora") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(err("use_rslora", "must be true or false")),
-    };
     LoraConfig::new(rank, alpha, targets)
-        .map(|c| c.with_rslora(rslora))
+        .map(|c| c.with_rslora(rslora).with_layers(layers))
         .map_err(|e| err("r", &e.to_string()))
 }
 
@@ -277,6 +309,7 @@ fn build_adapters<B: Backend>(
     mut file: TensorFile,
     device: &B::Device,
 ) -> Result<Adapters<B>, PolicyError> {
+    config.check_fits(model.num_layers)?;
     let adapters = Adapters::build(model, config, device, |layer, target, d_in, d_out, r| {
         let a = file.take_finite(&key(layer, target, "lora_A"), &[r, d_in])?;
         let b = file.take_finite(&key(layer, target, "lora_B"), &[d_out, r])?;

@@ -85,8 +85,7 @@ pub(crate) fn fresh<B: Backend>(
         .iter()
         .filter_map(|t| Target::from_name(t))
         .collect();
-    let lora = LoraConfig::new(plan.model.lora.rank, plan.model.lora.alpha, targets)?
-        .with_rslora(plan.model.lora.use_rslora);
+    let lora = lora_config(plan, targets, policy.config().num_layers)?;
     let adapters = Adapters::init(
         policy.config(),
         lora,
@@ -133,4 +132,33 @@ fn apply_control(
         serde_json::to_vec(&meta).map_err(bad)?,
     );
     Ok(())
+}
+
+/// The plan's LoRA for a model of `num_layers` layers: a layer the model lacks or a regular
+/// expression that selects nothing is refused naming the plan's field.
+fn lora_config(
+    plan: &Plan,
+    targets: Vec<Target>,
+    num_layers: usize,
+) -> Result<LoraConfig, TrainError> {
+    let l = &plan.model.lora;
+    let refused = |field: &str, e: hr_policy::PolicyError| {
+        TrainError::Refused(format!("model.lora.{field}: {e}"))
+    };
+    let mut lora = match &l.target_regex {
+        Some(pattern) => LoraConfig::new(l.rank, l.alpha, Target::ALL.to_vec())?
+            .with_pattern(pattern)
+            .map_err(|e| refused("target_regex", e))?,
+        None => LoraConfig::new(l.rank, l.alpha, targets)?,
+    };
+    lora = lora
+        .with_rslora(l.use_rslora)
+        .with_layers(l.layers_to_transform.clone());
+    let field = if l.target_regex.is_some() {
+        "target_regex"
+    } else {
+        "layers_to_transform"
+    };
+    lora.check_fits(num_layers).map_err(|e| refused(field, e))?;
+    Ok(lora)
 }

@@ -232,3 +232,58 @@ fn an_adapter_holding_a_nan_is_refused_naming_the_tensor() -> anyhow::Result<()>
     );
     Ok(())
 }
+
+#[test]
+fn a_layer_subset_or_a_regular_expression_adapts_what_peft_would_and_round_trips()
+-> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (_, policy) = tiny(&dir.path().join("model"), &TinySpec::default())?;
+    let layers = policy.config().num_layers;
+    assert!(layers >= 2, "the tiny model has {layers} layers");
+    let subset = LoraConfig::new(2, 4.0, vec![Target::QProj, Target::DownProj])?
+        .with_layers(Some(vec![1, 1]));
+    assert_eq!(
+        subset.adapted(layers),
+        [(1, Target::QProj), (1, Target::DownProj)]
+    );
+    let regex = LoraConfig::new(2, 4.0, vec![Target::QProj])?
+        .with_pattern(r"model\.layers\.0\.(self_attn\.v|mlp\.up)_proj")?;
+    assert_eq!(
+        regex.adapted(layers),
+        [(0, Target::VProj), (0, Target::UpProj)]
+    );
+    for (name, lora) in [("subset", subset), ("regex", regex)] {
+        let adapters = Adapters::<Cpu>::init(
+            policy.config(),
+            lora.clone(),
+            &mut PolicyRng::from_seed(1),
+            policy.device(),
+        );
+        let present: usize = adapters
+            .layers
+            .iter()
+            .map(|l| l.slots.iter().flatten().count())
+            .sum();
+        assert_eq!(present, 2, "{name}");
+        save_adapters(&adapters, "tiny", &dir.path().join(name))?;
+        let back = load_adapters::<Cpu>(policy.config(), &dir.path().join(name), policy.device())?;
+        assert_eq!(back.config(), &lora, "{name}");
+        save_adapters(&back, "tiny", &dir.path().join(format!("{name}-again")))?;
+        assert_eq!(
+            files(&dir.path().join(name))?,
+            files(&dir.path().join(format!("{name}-again")))?,
+            "{name}"
+        );
+    }
+    // A layer the model lacks, an expression that selects nothing, and one this cannot read.
+    let outside = LoraConfig::new(2, 4.0, vec![Target::QProj])?.with_layers(Some(vec![layers]));
+    assert!(outside.check_fits(layers).is_err());
+    let nothing = LoraConfig::new(2, 4.0, vec![Target::QProj])?.with_pattern("lm_head")?;
+    assert!(nothing.check_fits(layers).is_err());
+    assert!(
+        LoraConfig::new(2, 4.0, vec![Target::QProj])?
+            .with_pattern("(?<=a)b")
+            .is_err()
+    );
+    Ok(())
+}
