@@ -199,9 +199,10 @@ pub struct LossOutput<B: Backend> {
     /// The scalar loss, differentiable through the policy log-probs (and the entropies when the
     /// bonus is on).
     pub loss: Tensor<B, 1>,
-    /// The policy term alone, before the bonus (TRL's `policy_loss`; for `grpo`, `bnpo`,
+    /// With the entropy bonus on (when TRL logs it): the policy term alone, before the bonus
+    /// (TRL's `policy_loss`; for `grpo`, `bnpo`,
     /// `dr_grpo`, `sapo` and `luspo` not yet divided by the accumulation steps, as TRL logs it).
-    pub policy_loss: f64,
+    pub policy_loss: Option<f64>,
     /// Share of active tokens with w < 1 − ε_low and A < 0 (`clip_ratio/low_mean`; at sequence
     /// level a share of rows).
     pub clip_ratio_low: f64,
@@ -449,7 +450,9 @@ pub fn grpo_loss<B: Backend>(
     } else {
         1.0
     };
-    let policy_loss = f64::from(host(policy.clone().detach())[0]);
+    // Read back only when it is logged: each read waits for the device.
+    let policy_loss =
+        (config.entropy_coef > 0.0).then(|| f64::from(host(policy.clone().detach())[0]));
     let mut loss = policy.div_scalar(logged_divisor);
     if config.entropy_coef > 0.0
         && let Some(entropy) = entropy

@@ -552,7 +552,7 @@ struct ChunkStats {
     kl: Option<f64>,
     cispo: Option<f64>,
     vespo_phi: Option<f64>,
-    policy_loss: f64,
+    policy_loss: Option<f64>,
     row_low: Vec<Option<f64>>,
     row_high: Vec<Option<f64>>,
     entropy: Vec<f64>,
@@ -567,7 +567,7 @@ struct Totals {
     kl: Option<f64>,
     cispo: Option<f64>,
     vespo_phi: Option<f64>,
-    policy_loss: f64,
+    policy_loss: Option<f64>,
     low_min: Option<f64>,
     high_max: Option<f64>,
     entropy: f64,
@@ -587,7 +587,7 @@ impl Totals {
         sum(&mut self.kl, stats.kl);
         sum(&mut self.cispo, stats.cispo);
         sum(&mut self.vespo_phi, stats.vespo_phi);
-        self.policy_loss += stats.policy_loss;
+        sum(&mut self.policy_loss, stats.policy_loss);
         for v in stats.row_low.into_iter().flatten() {
             self.low_min = Some(self.low_min.map_or(v, |m| m.min(v)));
         }
@@ -626,8 +626,8 @@ impl Totals {
                 metrics.insert(key.to_owned(), value);
             }
         }
-        if loss.entropy_coef > 0.0 {
-            metrics.insert("policy_loss".to_owned(), self.policy_loss);
+        if let Some(policy_loss) = self.policy_loss {
+            metrics.insert("policy_loss".to_owned(), policy_loss);
             metrics.insert("entropy_coef".to_owned(), loss.entropy_coef);
         }
         metrics.insert("entropy".to_owned(), self.entropy / self.counted.max(1.0));
@@ -756,11 +756,13 @@ impl<B: AutodiffBackend> Trainer<B> {
                     .vespo_phi_mean
                     .map(|v| v * row_share / m.whole.accumulation.max(1) as f64),
                 // Averaged over the micro-batches, as TRL's logs average its per-call values.
-                policy_loss: if self.config.loss.loss_type.per_micro_batch() {
-                    out.policy_loss / m.whole.accumulation.max(1) as f64
-                } else {
-                    out.policy_loss
-                },
+                policy_loss: out.policy_loss.map(|v| {
+                    if self.config.loss.loss_type.per_micro_batch() {
+                        v / m.whole.accumulation.max(1) as f64
+                    } else {
+                        v
+                    }
+                }),
                 row_low: out.row_clip_low,
                 row_high: out.row_clip_high,
                 entropy,

@@ -191,8 +191,8 @@ fn ours(case: &Case) -> anyhow::Result<Ours> {
             metrics.insert(key.to_owned(), value);
         }
     }
-    if config.entropy_coef > 0.0 {
-        metrics.insert("policy_loss".to_owned(), out.policy_loss);
+    if let Some(policy_loss) = out.policy_loss {
+        metrics.insert("policy_loss".to_owned(), policy_loss);
         metrics.insert("entropy_coef".to_owned(), config.entropy_coef);
     }
     Ok(Ours {
