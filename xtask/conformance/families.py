@@ -194,18 +194,25 @@ def check_family(name, model_dir, hub_id, results):
         peft_model = AutoPeftModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
                                                               attn_implementation="eager").eval()
         if label == "final adapter":
-            worst, greedy = compare(peft_model, adapted)
-            check(f"{name}: PEFT's greedy tokens with our adapter are ours", greedy)
-            check(f"{name}: PEFT log-probs with our adapter within {TOLERANCE:g}", worst <= TOLERANCE,
-                  f"worst relative error {worst:.3g}")
-            with peft_model.disable_adapter():
-                off, _ = compare(peft_model, adapted)
-            check(f"{name}: negative control: the base alone does not match the adapter", off > 100 * TOLERANCE,
-                  f"relative error {off:.3g}")
+            worst, off = check_adapted(name, peft_model, adapted)
             print(f"{name}: worst relative error {worst:.3g} (adapter), {off:.3g} without it", flush=True)
         else:
             lora = [k for k in peft_model.state_dict() if "lora_A" in k]
             check(f"{name}: PEFT loads the intermediate checkpoint's adapter", lora, "no LoRA weights loaded")
+
+
+def check_adapted(name, peft_model, adapted):
+    """PEFT's greedy tokens and log-probs with our adapter are ours, and the base alone's are not;
+    returns (worst relative error, the base's)."""
+    worst, greedy = compare(peft_model, adapted)
+    check(f"{name}: PEFT's greedy tokens with our adapter are ours", greedy)
+    check(f"{name}: PEFT log-probs with our adapter within {TOLERANCE:g}", worst <= TOLERANCE,
+          f"worst relative error {worst:.3g}")
+    with peft_model.disable_adapter():
+        off, _ = compare(peft_model, adapted)
+    check(f"{name}: negative control: the base alone does not match the adapter", off > 100 * TOLERANCE,
+          f"relative error {off:.3g}")
+    return worst, off
 
 
 def check_lora_variant(name, model_dir, results):
@@ -223,15 +230,7 @@ def check_lora_variant(name, model_dir, results):
                     if k.endswith(".lora_A.default.weight"))
     check(f"{name}: PEFT adapts exactly the projections we trained", theirs == ours and ours,
           f"PEFT {theirs}, ours {ours}")
-    adapted = read_lines(results / "adapter.jsonl")
-    worst, greedy = compare(peft_model, adapted)
-    check(f"{name}: PEFT's greedy tokens with our adapter are ours", greedy)
-    check(f"{name}: PEFT log-probs with our adapter within {TOLERANCE:g}", worst <= TOLERANCE,
-          f"worst relative error {worst:.3g}")
-    with peft_model.disable_adapter():
-        off, _ = compare(peft_model, adapted)
-    check(f"{name}: negative control: the base alone does not match the adapter", off > 100 * TOLERANCE,
-          f"relative error {off:.3g}")
+    worst, off = check_adapted(name, peft_model, read_lines(results / "adapter.jsonl"))
     print(f"{name}: {len(ours)} projections, worst relative error {worst:.3g}, {off:.3g} without it", flush=True)
 
 

@@ -52,6 +52,20 @@ fn free_kib(path: &Path) -> Option<u64> {
     text.lines().nth(1)?.split_whitespace().nth(3)?.parse().ok()
 }
 
+/// `cargo test` over CI's selection and features, the same as its build, so nothing is compiled
+/// again (a suite narrows it with `--test NAME`).
+pub(crate) fn tests() -> std::process::Command {
+    let mut test = cargo();
+    test.args([
+        "test",
+        "--workspace",
+        "--locked",
+        "--features",
+        crate::CI_FEATURES,
+    ]);
+    test
+}
+
 pub(crate) fn run_ci(root: &Path) -> Result<()> {
     let started = Instant::now();
     let mut phases = Phases { last: started };
@@ -90,16 +104,7 @@ pub(crate) fn run_ci(root: &Path) -> Result<()> {
     phases.done("clippy");
     crate::debug_binaries(root)?;
     phases.done("build");
-    let mut test = cargo();
-    // The same selection and features as the build above, so nothing is compiled again.
-    test.args([
-        "test",
-        "--workspace",
-        "--locked",
-        "--features",
-        crate::CI_FEATURES,
-    ]);
-    let (mut passed, mut failed) = run_tests(test)?;
+    let (mut passed, mut failed) = run_tests(tests())?;
     phases.done("test");
     for (name, suite) in crate::SUITES {
         if failed == 0 {

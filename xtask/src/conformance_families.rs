@@ -71,14 +71,7 @@ pub(crate) fn families(root: &Path) -> Result<(u64, u64)> {
             None => ModelSource::Folder(&model),
         };
         let run = train_lora(root, &bin, &dir, name, source, &all_seven())?;
-        generate_json(
-            &bin,
-            &model,
-            Some(&run.join("adapter")),
-            12,
-            &dir.join("adapter.jsonl"),
-        )?;
-        std::fs::rename(run.join("adapter"), dir.join("adapter"))?;
+        keep_adapter(&bin, &model, &run, &dir)?;
         let checkpoint = first_checkpoint_adapter(&run)?;
         std::fs::rename(checkpoint, dir.join("checkpoint"))?;
     }
@@ -93,14 +86,7 @@ pub(crate) fn families(root: &Path) -> Result<(u64, u64)> {
         std::fs::create_dir_all(&dir)?;
         eprintln!("conformance families: LoRA {name}");
         let run = train_lora(root, &bin, &dir, name, ModelSource::Folder(&model), &lora)?;
-        generate_json(
-            &bin,
-            &model,
-            Some(&run.join("adapter")),
-            12,
-            &dir.join("adapter.jsonl"),
-        )?;
-        std::fs::rename(run.join("adapter"), dir.join("adapter"))?;
+        keep_adapter(&bin, &model, &run, &dir)?;
         variants.push_str(&format!(
             "{}\n",
             serde_json::json!({"name": name, "dir": model})
@@ -153,6 +139,20 @@ enum ModelSource<'a> {
     Folder(&'a Path),
     /// `model.hub_id` alone, found in this Hugging Face cache.
     HubId(&'a str, &'a Path),
+}
+
+/// Generates with the final adapter of `run` on `model` into `dir/adapter.jsonl` and moves the
+/// adapter to `dir/adapter`, where the check reads both.
+fn keep_adapter(bin: &Path, model: &Path, run: &Path, dir: &Path) -> Result<()> {
+    generate_json(
+        bin,
+        model,
+        Some(&run.join("adapter")),
+        12,
+        &dir.join("adapter.jsonl"),
+    )?;
+    std::fs::rename(run.join("adapter"), dir.join("adapter"))?;
+    Ok(())
 }
 
 /// LoRA (rank 4) on all seven projections.

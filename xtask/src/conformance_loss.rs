@@ -27,18 +27,9 @@ pub(crate) fn loss(root: &Path) -> Result<(u64, u64)> {
         .arg(root.join("xtask/conformance/trl_loss.py"))
         .arg(&cases);
     crate::run(write).context("TRL's loss on the cases")?;
-    let mut test = crate::cargo();
-    // CI's test selection and features, so nothing is compiled again.
-    test.args([
-        "test",
-        "--workspace",
-        "--locked",
-        "--features",
-        crate::CI_FEATURES,
-        "--test",
-        "trl_loss",
-    ])
-    .env("HR_TRL_LOSS_CASES", &cases);
+    let mut test = crate::ci::tests();
+    test.args(["--test", "trl_loss"])
+        .env("HR_TRL_LOSS_CASES", &cases);
     let verdict = match crate::run(test) {
         Ok(()) => (1, 0),
         Err(e) => {
