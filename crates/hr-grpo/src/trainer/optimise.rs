@@ -1,0 +1,382 @@
+//! The update half of a step: μ iterations over the episodes in micro-batches, each scored
+//! and back-propagated in chunks whose activations fit a budget, the loss of each chunk a share
+//! of its micro-batch's, and the loss statistics folded in chunk order.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::time::Instant;
+
+use burn::module::AutodiffModule;
+use burn::optim::{GradientsAccumulator, GradientsParams, Optimizer};
+use burn::tensor::Tensor;
+use burn::tensor::backend::AutodiffBackend;
+use hr_policy::{Adapters, Entropy};
+use rayon::prelude::*;
+
+use super::stats::{ChunkStats, Shares, Totals};
+use super::{Timing, Trainer, clip_global_norm, scalar};
+use crate::rollout::Episode;
+use crate::{GrpoError, LossInputs, Whole, grpo_loss, high_entropy_mask};
+
+impl<B: AutodiffBackend> Trainer<B> {
+    /// μ iterations over the episodes, each accumulating gradients over
+    /// `gradient_accumulation_steps` micro-batches before one AdamW step. Returns the mean loss,
+    /// the last gradient norm (before clipping) and the loss statistics.
+    pub(super) fn optimise(
+        &mut self,
+        episodes: &[Episode],
+        adv: &[f64],
+        lr: f64,
+        timing: &mut Timing,
+    ) -> Result<(f64, f64, BTreeMap<String, f64>), GrpoError> {
+        let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
+        let temperature = self.config.rollout.temperature;
+        let k = self
+            .config
+            .gradient_accumulation_steps
+            .clamp(1, episodes.len().max(1));
+        let size = episodes.len().div_ceil(k);
+        // TRL's mask_truncated_completions: an episode cut by a token limit counts for nothing.
+        let mask_truncated = self.config.mask_truncated_completions;
+        let loss_mask = |e: &Episode| -> Vec<bool> {
+            if mask_truncated && e.truncated {
+                vec![false; e.policy_mask.len()]
+            } else {
+                e.policy_mask.clone()
+            }
+        };
+        let active: usize = episodes
+            .iter()
+            .map(|e| loss_mask(e).iter().filter(|m| **m).count())
+            .sum();
+        let (inference, frozen) = (self.policy.valid(), self.adapters.valid());
+        let mut micros = Vec::new();
+        for start in (0..episodes.len()).step_by(size.max(1)) {
+            let rows = start..(start + size).min(episodes.len());
+            let chunk = &episodes[rows.clone()];
+            let prompts: Vec<Vec<u32>> = chunk.iter().map(|e| e.prompt.clone()).collect();
+            let completions: Vec<Vec<u32>> = chunk.iter().map(|e| e.completion.clone()).collect();
+            let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
+            let mask: Vec<Vec<bool>> = chunk
+                .iter()
+                .map(|e| {
+                    let mut m = loss_mask(e);
+                    m.resize(width, false);
+                    m
+                })
+                .collect();
+            let micro_active = mask.iter().flatten().filter(|x| **x).count() as f64;
+            // The reference (β > 0) and, when μ > 1, the old policy are scored once, before any update.
+            // Both on the inference view: no graph is built for what is never back-propagated.
+            let reference = (self.config.loss.beta > 0.0)
+                .then(|| inference.score(None, &prompts, &completions, temperature))
+                .transpose()
+                .map_err(policy_err)?
+                .map(Tensor::from_inner);
+            let old = (self.config.num_iterations > 1)
+                .then(|| inference.score(Some(&frozen), &prompts, &completions, temperature))
+                .transpose()
+                .map_err(policy_err)?
+                .map(Tensor::from_inner);
+            micros.push(Micro {
+                advantages: adv[rows.clone()].to_vec(),
+                whole: Whole {
+                    batch_active_tokens: Some(active as f64),
+                    micro_batch: Some((rows.len(), micro_active)),
+                    entropy_tokens: Some(micro_active),
+                    accumulation: 0,
+                },
+                prompts,
+                completions,
+                mask,
+                entropy_mask: None,
+                reference,
+                old,
+            });
+        }
+        let accumulation = micros.len();
+        for m in &mut micros {
+            m.whole.accumulation = accumulation;
+        }
+        let mut metrics = BTreeMap::new();
+        let (mut loss_sum, mut grad_norm) = (0.0, 0.0);
+        let mut totals = Totals::default();
+        let lanes = self.policy.execution().lanes;
+        for iteration in 0..self.config.num_iterations {
+            if self.config.loss.top_entropy_quantile < 1.0 {
+                self.mask_high_entropy(&mut micros)?;
+            }
+            let mut accumulator = GradientsAccumulator::new();
+            // Every chunk of every micro-batch, in order; `lanes` of them run side by side, each
+            // on its own copy of the adapters (its own autodiff graph), and their results are
+            // folded in this order, so the sums do not depend on which lane finished first.
+            let chunks: Vec<(&Micro<B>, Range<usize>)> = micros
+                .iter()
+                .flat_map(|m| {
+                    self.backward_chunks(&m.prompts, &m.completions, lanes)
+                        .into_iter()
+                        .map(move |rows| (m, rows))
+                })
+                .collect();
+            for group in chunks.chunks(lanes) {
+                let run = |(m, rows): &(&Micro<B>, Range<usize>)| {
+                    let adapters = if lanes > 1 {
+                        self.adapters.fresh_leaves()
+                    } else {
+                        self.adapters.clone()
+                    };
+                    self.chunk(m, rows.clone(), &adapters, iteration, active)
+                };
+                let outs: Vec<Result<ChunkOut, GrpoError>> = if lanes > 1 {
+                    group.par_iter().map(run).collect()
+                } else {
+                    group.iter().map(run).collect()
+                };
+                let mut slowest = 0.0f64;
+                for out in outs {
+                    let out = out?;
+                    loss_sum += out.loss;
+                    if let Some(stats) = out.stats {
+                        totals.add(stats);
+                    }
+                    slowest = slowest.max(out.backward_s);
+                    accumulator.accumulate(&self.adapters, out.grads);
+                }
+                timing.backward += slowest;
+            }
+            let clock = Instant::now();
+            let mut grads = accumulator.grads();
+            grad_norm = clip_global_norm(&self.adapters, &mut grads, self.config.max_grad_norm);
+            self.adapters = self.optimizer.step(lr, self.adapters.clone(), grads);
+            timing.optimizer += clock.elapsed().as_secs_f64();
+        }
+        totals.record(&self.config.loss, &mut metrics);
+        Ok((
+            loss_sum / self.config.num_iterations as f64,
+            grad_norm,
+            metrics,
+        ))
+    }
+}
+
+/// One micro-batch of a step: its rows' advantages and tokens, the loss's mask and
+/// denominators, and the log-probs of the reference and old policies where the loss needs them.
+struct Micro<B: AutodiffBackend> {
+    /// Its rows' advantages.
+    advantages: Vec<f64>,
+    /// The denominators of its loss.
+    whole: Whole,
+    prompts: Vec<Vec<u32>>,
+    completions: Vec<Vec<u32>>,
+    mask: Vec<Vec<bool>>,
+    /// The tokens the high-entropy mask keeps this iteration, when `top_entropy_quantile` < 1.
+    entropy_mask: Option<Vec<Vec<bool>>>,
+    reference: Option<Tensor<B, 2>>,
+    old: Option<Tensor<B, 2>>,
+}
+
+/// What scoring and back-propagating one chunk of a micro-batch gave.
+struct ChunkOut {
+    /// The chunk's share of the loss.
+    loss: f64,
+    /// The loss statistics, weighted by the chunk's share of the active tokens (first
+    /// iteration only).
+    stats: Option<ChunkStats>,
+    /// The adapters' gradients.
+    grads: GradientsParams,
+    /// Seconds its backward pass took.
+    backward_s: f64,
+}
+
+impl<B: AutodiffBackend> Trainer<B> {
+    /// The high-entropy mask of each micro-batch under the current adapters (TRL's
+    /// `top_entropy_quantile`): the quantile is over the micro-batch's active tokens, so its
+    /// entropies are computed first, on the inference view, whole; the bonus then averages over
+    /// the tokens the mask keeps.
+    fn mask_high_entropy(&self, micros: &mut [Micro<B>]) -> Result<(), GrpoError> {
+        let (inference, frozen) = (self.policy.valid(), self.adapters.valid());
+        let temperature = self.config.rollout.temperature;
+        for m in micros {
+            let (_, entropy) = inference
+                .score_with_entropy(
+                    Some(&frozen),
+                    &m.prompts,
+                    &m.completions,
+                    temperature,
+                    Entropy::Detached,
+                )
+                .map_err(|e| GrpoError::Policy(e.to_string()))?;
+            let width = m.mask.first().map_or(0, Vec::len);
+            let values =
+                hr_policy::host_f32(entropy).map_err(|e| GrpoError::Policy(e.to_string()))?;
+            let rows: Vec<Vec<f32>> = values.chunks(width.max(1)).map(<[f32]>::to_vec).collect();
+            let kept = high_entropy_mask(&rows, &m.mask, self.config.loss.top_entropy_quantile);
+            m.whole.entropy_tokens = Some(kept.iter().flatten().filter(|k| **k).count() as f64);
+            m.entropy_mask = Some(kept);
+        }
+        Ok(())
+    }
+
+    /// Scores rows `rows` of micro-batch `m` with `adapters` (the trainer's, or a fresh copy of
+    /// them for a lane of its own), computes their loss (their share of the micro-batch's,
+    /// itself a share of the step's) and back-propagates it; the statistics are weighted by the
+    /// rows' share of the step's `active` tokens.
+    fn chunk(
+        &self,
+        m: &Micro<B>,
+        rows: Range<usize>,
+        adapters: &Adapters<B>,
+        iteration: usize,
+        active: usize,
+    ) -> Result<ChunkOut, GrpoError> {
+        let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
+        let temperature = self.config.rollout.temperature;
+        let completions = &m.completions[rows.clone()];
+        let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let part = |t: &Tensor<B, 2>| {
+            t.clone()
+                .narrow(0, rows.start, rows.len())
+                .narrow(1, 0, width)
+        };
+        let mask: Vec<Vec<bool>> = m.mask[rows.clone()]
+            .iter()
+            .map(|row| row[..width].to_vec())
+            .collect();
+        // Entropy is reported for the first iteration only (later ones skip its pass over the
+        // vocabulary unless the bonus needs it, through the graph).
+        let prompts = &m.prompts[rows.clone()];
+        let bonus = self.config.loss.entropy_coef > 0.0;
+        let (logp, ent) = if iteration == 0 || bonus {
+            let kind = if bonus {
+                Entropy::Differentiable
+            } else {
+                Entropy::Detached
+            };
+            let (logp, ent) = self
+                .policy
+                .score_with_entropy(Some(adapters), prompts, completions, temperature, kind)
+                .map_err(policy_err)?;
+            (logp, Some(ent))
+        } else {
+            let logp = self
+                .policy
+                .score(Some(adapters), prompts, completions, temperature);
+            (logp.map_err(policy_err)?, None)
+        };
+        let entropy_mask: Option<Vec<Vec<bool>>> = m.entropy_mask.as_ref().map(|k| {
+            k[rows.clone()]
+                .iter()
+                .map(|row| row[..width].to_vec())
+                .collect()
+        });
+        let out = grpo_loss(
+            LossInputs {
+                logp,
+                old_logp: m.old.as_ref().map(part),
+                ref_logp: m.reference.as_ref().map(part),
+                entropy: ent.clone().filter(|_| bonus),
+                advantages: &m.advantages[rows.clone()],
+                mask: &mask,
+                entropy_mask: entropy_mask.as_deref(),
+            },
+            &self.config.loss,
+            m.whole,
+        )?;
+        let loss = out.loss;
+        let loss_value = scalar(loss.clone());
+        let stats = ent.filter(|_| iteration == 0).map(|ent| {
+            let share = mask.iter().flatten().filter(|x| **x).count() as f64 / active.max(1) as f64;
+            let ent = host_f64(ent.detach());
+            let entropy = mask
+                .iter()
+                .enumerate()
+                .flat_map(|(i, row)| {
+                    row.iter()
+                        .enumerate()
+                        .filter(|(_, on)| **on)
+                        .map(move |(j, _)| i * width + j)
+                })
+                .map(|k| ent[k])
+                .collect();
+            let row_share = rows.len() as f64
+                / m.whole.micro_batch.map_or(rows.len(), |(r, _)| r).max(1) as f64;
+            let shares = Shares {
+                low: out.clip_ratio_low * share,
+                high: out.clip_ratio_high * share,
+                region: out.clip_ratio_region * share,
+                kl: out.kl.map(|v| v * share),
+                cispo: out.cispo_clip_ratio.map(|v| v * share),
+                vespo_phi: out
+                    .vespo_phi_mean
+                    .map(|v| v * row_share / m.whole.accumulation.max(1) as f64),
+                // Averaged over the micro-batches, as TRL's logs average its per-call values.
+                policy_loss: out.policy_loss.map(|v| {
+                    if self.config.loss.loss_type.per_micro_batch() {
+                        v / m.whole.accumulation.max(1) as f64
+                    } else {
+                        v
+                    }
+                }),
+            };
+            ChunkStats {
+                shares,
+                row_low: out.row_clip_low,
+                row_high: out.row_clip_high,
+                entropy,
+            }
+        });
+        let clock = Instant::now();
+        let grads = GradientsParams::from_grads(loss.backward(), adapters);
+        Ok(ChunkOut {
+            loss: loss_value,
+            stats,
+            grads,
+            backward_s: clock.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+/// The activations one back-propagated chunk of a micro-batch may keep for its backward pass by
+/// default (estimated from the model's shapes, [`Trainer::backward_chunks`]).
+pub(super) const ACTIVATION_BUDGET: usize = 1280 << 20;
+
+impl<B: AutodiffBackend> Trainer<B> {
+    /// The row ranges of a micro-batch (`prompts` and `completions`, one per episode) that are scored and back-propagated
+    /// one after the other, or `lanes` at a time, their gradients summed (the loss's
+    /// denominators stay the micro-batch's, [`Whole`], so the update is the micro-batch's):
+    /// whole groups of `num_generations` rows, so each prompt is still run once, as many as keep
+    /// the estimated activations within the trainer's budget shared by `lanes` chunks; when not
+    /// even one group fits (long completions of a large model: Qwen2.5-0.5B's 8 × 256 tokens
+    /// came to 24 GB and were killed), as many rows as fit, at least one, each running its
+    /// prompt. A single row over the budget still runs (no recompute yet). The estimate per row
+    /// and layer: 12 hidden-wide and 6 intermediate-wide values and 4 attention scores per head
+    /// and column, for every completion position, in f32 (it overestimates SmolLM2's by about a
+    /// quarter).
+    fn backward_chunks(
+        &self,
+        prompts: &[Vec<u32>],
+        completions: &[Vec<u32>],
+        lanes: usize,
+    ) -> Vec<Range<usize>> {
+        let c = self.policy.config();
+        let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
+        let columns = prompts.iter().map(Vec::len).max().unwrap_or(0) + width;
+        let per_position = 12 * c.hidden_size + 6 * c.intermediate_size + 4 * c.num_heads * columns;
+        let per_row = (width * c.num_layers * per_position * 4).max(1);
+        let g = self.config.rollout.num_generations.max(1);
+        let fit = self.activation_budget / lanes.max(1) / per_row;
+        let chunk = if fit >= g { fit / g * g } else { fit.max(1) };
+        let rows = prompts.len();
+        (0..rows)
+            .step_by(chunk)
+            .map(|start| start..(start + chunk).min(rows))
+            .collect()
+    }
+}
+
+fn host_f64<B: burn::tensor::backend::Backend>(t: Tensor<B, 2>) -> Vec<f64> {
+    t.into_data()
+        .convert::<f64>()
+        .to_vec::<f64>()
+        .unwrap_or_default()
+}
