@@ -36,6 +36,15 @@ except Exception:
     sys.exit(1)
 def ignored(*args, **kwargs):
     pass
+def number(r):
+    # What TRL's torch.tensor(..., dtype=float32) takes: None, or anything float() reads
+    # (bools, numpy and torch scalars); anything else is left for the caller to name.
+    if r is None or isinstance(r, str):
+        return r
+    try:
+        return float(r)
+    except (TypeError, ValueError):
+        return r
 print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
     request = json.loads(line)
@@ -53,7 +62,7 @@ for line in sys.stdin:
             async def wait():
                 return await result
             result = asyncio.run(wait())
-        rewards = list(result)
+        rewards = [number(r) for r in result]
         if any(isinstance(r, float) and not math.isfinite(r) for r in rewards):
             print(json.dumps({"nonfinite": repr(rewards)}), flush=True)
         else:

@@ -166,11 +166,6 @@ impl LossConfig {
         }
         Ok(())
     }
-
-    /// Whether the loss reads per-token entropies: the entropy mask or the bonus is on.
-    pub fn needs_entropy(&self) -> bool {
-        self.top_entropy_quantile < 1.0 || self.entropy_coef > 0.0
-    }
 }
 
 /// What the loss is computed from, for `n` rows of `t` completion positions.
@@ -206,6 +201,8 @@ pub struct LossOutput<B: Backend> {
     /// Share of active tokens with w < 1 − ε_low and A < 0 (`clip_ratio/low_mean`; at sequence
     /// level a share of rows).
     pub clip_ratio_low: f64,
+    /// What the clip ratios are shares of: the active tokens, or the rows at sequence level.
+    pub clip_counted: f64,
     /// Share with w > 1 + ε_high and A > 0 (`clip_ratio/high_mean`).
     pub clip_ratio_high: f64,
     /// Share clipped either way (`clip_ratio/region_mean`).
@@ -364,6 +361,10 @@ pub fn grpo_loss<B: Backend>(
         log_ratio.clone()
     };
     let weights = log_weights.exp();
+    // Read back once, only for what needs it on the host (each read waits for the device).
+    let log_ratio_host = (config.loss_type == LossType::Vespo
+        || config.off_policy_mask_threshold.is_some())
+    .then(|| host(log_ratio.clone().detach()));
     let kl = (config.beta > 0.0).then(|| {
         let diff = ref_logp
             .clone()
@@ -399,7 +400,12 @@ pub fn grpo_loss<B: Backend>(
             (gate * adv.clone()).neg()
         }
         LossType::Vespo => {
-            let phi = gamma_weights(&host(log_ratio.clone().detach()), mask, &adv32, config);
+            let phi = gamma_weights(
+                log_ratio_host.as_deref().unwrap_or_default(),
+                mask,
+                &adv32,
+                config,
+            );
             let phi_t = rows_of::<B>(phi.clone(), &device);
             vespo_phi = Some(phi);
             (phi_t * adv.clone() * logp.clone()).neg()
@@ -418,7 +424,12 @@ pub fn grpo_loss<B: Backend>(
         }
     };
     if let Some(threshold) = config.off_policy_mask_threshold {
-        let kept = off_policy_mask(&host(log_ratio.clone().detach()), mask, &adv32, threshold);
+        let kept = off_policy_mask(
+            log_ratio_host.as_deref().unwrap_or_default(),
+            mask,
+            &adv32,
+            threshold,
+        );
         per_token = per_token * rows_of::<B>(kept, &device);
     }
     let entropy_mask_t = entropy_mask.map(|m| masks_of::<B>(m, t, &device));
@@ -487,6 +498,7 @@ pub fn grpo_loss<B: Backend>(
         loss,
         policy_loss,
         clip_ratio_low: stats.low,
+        clip_counted: stats.counted,
         clip_ratio_high: stats.high,
         clip_ratio_region: stats.region,
         row_clip_low: stats.row_low,
@@ -560,6 +572,7 @@ struct Stats {
     row_low: Vec<Option<f64>>,
     row_high: Vec<Option<f64>>,
     cispo: Option<f64>,
+    counted: f64,
 }
 
 impl Stats {
@@ -610,6 +623,7 @@ impl Stats {
             row_low,
             row_high,
             cispo: (config.loss_type == LossType::Cispo).then(|| share(cispo)),
+            counted,
         }
     }
 }

@@ -250,9 +250,9 @@ impl<B: AutodiffBackend> Trainer<B> {
         let zero_std = rewards
             .chunks(g)
             .filter(|grp| {
-                let mut scored = grp.iter().filter(|r| !r.is_nan());
-                let first = scored.next();
-                scored.all(|r| Some(r) == first)
+                // TRL's nanstd of fewer than two scored rewards is NaN, not zero.
+                let scored: Vec<&f64> = grp.iter().filter(|r| !r.is_nan()).collect();
+                scored.len() >= 2 && scored.iter().all(|r| *r == scored[0])
             })
             .count() as f64
             / (rewards.len() / g) as f64;

@@ -236,6 +236,7 @@ fn gradient_accumulation_and_chunked_backward_give_the_same_update_and_entropy_i
     let tasks = fixture_tasks(FixtureKind::Digits, 2, 3);
     let mut adapters = Vec::new();
     let mut losses = Vec::new();
+    let mut logged = Vec::new();
     // One micro-batch; three; one back-propagated a row at a time (a budget of one byte), in
     // one lane and in two side by side; the first, third and fourth with a reference (β > 0),
     // two iterations (μ = 2) and the `grpo` aggregation, whose old and reference log-probs the
@@ -281,6 +282,7 @@ fn gradient_accumulation_and_chunked_backward_give_the_same_update_and_entropy_i
         }
         let report = t.step(&tasks, &mut fixture)?;
         losses.push(report.metrics["loss"]);
+        logged.push(report.metrics.clone());
         let entropy = report.metrics["entropy"];
         assert!(
             entropy > 0.0 && entropy < (hr_tests::tiny_model::VOCAB as f64).ln() + 1e-6,
@@ -301,6 +303,21 @@ fn gradient_accumulation_and_chunked_backward_give_the_same_update_and_entropy_i
         worst
     };
     // Same update up to float summation order, and the same loss.
+    // The loss statistics are each micro-batch's, however it is chunked.
+    for (first, other) in [(0, 2), (0, 3), (4, 5), (4, 6), (7, 8), (7, 9)] {
+        for (key, value) in &logged[first] {
+            let loss_stat = ["clip_ratio", "kl", "entropy", "policy_loss"]
+                .iter()
+                .any(|p| key.starts_with(p));
+            if loss_stat {
+                let theirs = logged[other].get(key).copied().unwrap_or(f64::NAN);
+                assert!(
+                    (value - theirs).abs() < 1e-6,
+                    "runs {first} and {other}: {key} {value} vs {theirs}"
+                );
+            }
+        }
+    }
     for (first, other) in [(0, 1), (0, 2), (0, 3), (4, 5), (4, 6), (7, 8), (7, 9)] {
         let w = worst(&adapters[first], &adapters[other]);
         assert!(w < 1e-5, "runs {first} and {other}: largest difference {w}");

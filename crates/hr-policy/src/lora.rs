@@ -168,8 +168,10 @@ impl LoraConfig {
     /// layer and target order (layers past the model's are not there to adapt).
     pub fn adapted(&self, num_layers: usize) -> Vec<(usize, Target)> {
         let pattern = self.pattern.as_deref().and_then(|p| full_match(p).ok());
+        // A pattern picks layers itself: PEFT ignores `layers_to_transform` beside one.
+        let layers = self.layers.as_ref().filter(|_| pattern.is_none());
         (0..num_layers)
-            .filter(|l| self.layers.as_ref().is_none_or(|keep| keep.contains(l)))
+            .filter(|l| layers.is_none_or(|keep| keep.contains(l)))
             .flat_map(|l| self.targets.iter().map(move |t| (l, *t)))
             .filter(|(l, t)| {
                 pattern
@@ -186,6 +188,18 @@ impl LoraConfig {
             return Err(PolicyError::Request(format!(
                 "layers_to_transform names layer {bad}, but the model has {num_layers} (0 to {})",
                 num_layers.saturating_sub(1)
+            )));
+        }
+        // PEFT full-matches every module name: a pattern that also names a module other than the
+        // seven projections would adapt (or be refused on) something this cannot.
+        if let Some(pattern) = self.pattern.as_deref().and_then(|p| full_match(p).ok())
+            && let Some(other) = other_modules(num_layers).find(|m| pattern.is_match(m))
+        {
+            return Err(PolicyError::Request(format!(
+                "target_modules `{}` also matches `{other}`, which PEFT would adapt too: only the \
+                 projections `model.layers.N.self_attn.{{q,k,v,o}}_proj` and \
+                 `model.layers.N.mlp.{{gate,up,down}}_proj` can be",
+                self.pattern.as_deref().unwrap_or_default()
             )));
         }
         if self.adapted(num_layers).is_empty() {
@@ -230,6 +244,37 @@ pub struct LoraPair<B: Backend> {
 pub struct LayerAdapters<B: Backend> {
     /// `None` where the projection is not a target.
     pub slots: Vec<Option<LoraPair<B>>>,
+}
+
+/// The names of a decoder's modules other than the seven projections, as `transformers` names
+/// them (what a PEFT regular expression is also matched against).
+fn other_modules(num_layers: usize) -> impl Iterator<Item = String> {
+    let top = [
+        "",
+        "model",
+        "model.embed_tokens",
+        "model.layers",
+        "model.norm",
+        "model.rotary_emb",
+        "lm_head",
+    ];
+    let inner = [
+        "",
+        ".self_attn",
+        ".self_attn.q_norm",
+        ".self_attn.k_norm",
+        ".mlp",
+        ".mlp.act_fn",
+        ".input_layernorm",
+        ".post_attention_layernorm",
+    ];
+    top.into_iter()
+        .map(str::to_owned)
+        .chain((0..num_layers).flat_map(move |l| {
+            inner
+                .into_iter()
+                .map(move |m| format!("model.layers.{l}{m}"))
+        }))
 }
 
 /// `pattern` anchored at both ends, as Python's `re.fullmatch` reads it.

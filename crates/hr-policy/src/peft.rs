@@ -221,6 +221,8 @@ pub fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig, Polic
                 "must be a layer index or a list of them",
             )
         })? as usize]),
+        // PEFT reads an empty list as every layer.
+        Some(Value::Array(list)) if list.is_empty() => None,
         Some(Value::Array(list)) => Some(
             list.iter()
                 .map(|x| x.as_u64().map(|i| i as usize))

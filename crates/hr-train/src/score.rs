@@ -9,10 +9,18 @@ use serde::Serialize;
 pub struct EpisodeScore {
     /// Episodes run.
     pub episodes: usize,
+    /// Of them, those no reward function applied to (every one returned `None`): left out of
+    /// the mean and the share solved, as TRL leaves them out of its logged reward.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub unscorable: usize,
     /// Mean episode reward.
     pub mean_reward: f64,
     /// Share of episodes with reward ≥ 1 (fully solved).
     pub solved: f64,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// How `episodes` scored: the mean and the share solved over the scorable ones (an episode
@@ -22,6 +30,7 @@ pub fn episode_score(episodes: &[Episode]) -> EpisodeScore {
     let n = scored().count().max(1) as f64;
     EpisodeScore {
         episodes: episodes.len(),
+        unscorable: episodes.len() - scored().count(),
         mean_reward: scored().map(|e| e.reward).sum::<f64>() / n,
         solved: scored().filter(|e| e.reward >= 1.0).count() as f64 / n,
     }

@@ -13,7 +13,7 @@ use burn::tensor::backend::AutodiffBackend;
 use hr_policy::{Adapters, Entropy};
 use rayon::prelude::*;
 
-use super::stats::{ChunkStats, Shares, Totals};
+use super::stats::{Sums, Totals};
 use super::{Timing, Trainer, clip_global_norm, scalar};
 use crate::rollout::Episode;
 use crate::{GrpoError, LossInputs, Whole, grpo_loss, high_entropy_mask};
@@ -79,6 +79,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                 .map_err(policy_err)?
                 .map(Tensor::from_inner);
             micros.push(Micro {
+                index: micros.len(),
                 advantages: adv[rows.clone()].to_vec(),
                 whole: Whole {
                     batch_active_tokens: Some(active as f64),
@@ -125,7 +126,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                     } else {
                         self.adapters.clone()
                     };
-                    self.chunk(m, rows.clone(), &adapters, iteration, active)
+                    self.chunk(m, rows.clone(), &adapters, iteration)
                 };
                 let outs: Vec<Result<ChunkOut, GrpoError>> = if lanes > 1 {
                     group.par_iter().map(run).collect()
@@ -136,8 +137,8 @@ impl<B: AutodiffBackend> Trainer<B> {
                 for out in outs {
                     let out = out?;
                     loss_sum += out.loss;
-                    if let Some(stats) = out.stats {
-                        totals.add(stats);
+                    if let Some((micro, sums)) = out.stats {
+                        totals.add(micro, sums);
                     }
                     slowest = slowest.max(out.backward_s);
                     accumulator.accumulate(&self.adapters, out.grads);
@@ -162,6 +163,8 @@ impl<B: AutodiffBackend> Trainer<B> {
 /// One micro-batch of a step: its rows' advantages and tokens, the loss's mask and
 /// denominators, and the log-probs of the reference and old policies where the loss needs them.
 struct Micro<B: AutodiffBackend> {
+    /// Its place among the step's micro-batches.
+    index: usize,
     /// Its rows' advantages.
     advantages: Vec<f64>,
     /// The denominators of its loss.
@@ -179,9 +182,9 @@ struct Micro<B: AutodiffBackend> {
 struct ChunkOut {
     /// The chunk's share of the loss.
     loss: f64,
-    /// The loss statistics, weighted by the chunk's share of the active tokens (first
+    /// Its micro-batch's index and what the chunk adds to its loss statistics (first
     /// iteration only).
-    stats: Option<ChunkStats>,
+    stats: Option<(usize, Sums)>,
     /// The adapters' gradients.
     grads: GradientsParams,
     /// Seconds its backward pass took.
@@ -219,15 +222,14 @@ impl<B: AutodiffBackend> Trainer<B> {
 
     /// Scores rows `rows` of micro-batch `m` with `adapters` (the trainer's, or a fresh copy of
     /// them for a lane of its own), computes their loss (their share of the micro-batch's,
-    /// itself a share of the step's) and back-propagates it; the statistics are weighted by the
-    /// rows' share of the step's `active` tokens.
+    /// itself a share of the step's) and back-propagates it; the statistics are what the rows
+    /// add to their micro-batch's.
     fn chunk(
         &self,
         m: &Micro<B>,
         rows: Range<usize>,
         adapters: &Adapters<B>,
         iteration: usize,
-        active: usize,
     ) -> Result<ChunkOut, GrpoError> {
         let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
         let temperature = self.config.rollout.temperature;
@@ -285,9 +287,8 @@ impl<B: AutodiffBackend> Trainer<B> {
         let loss = out.loss;
         let loss_value = scalar(loss.clone());
         let stats = ent.filter(|_| iteration == 0).map(|ent| {
-            let share = mask.iter().flatten().filter(|x| **x).count() as f64 / active.max(1) as f64;
             let ent = host_f64(ent.detach());
-            let entropy = mask
+            let active: Vec<usize> = mask
                 .iter()
                 .enumerate()
                 .flat_map(|(i, row)| {
@@ -296,34 +297,28 @@ impl<B: AutodiffBackend> Trainer<B> {
                         .filter(|(_, on)| **on)
                         .map(move |(j, _)| i * width + j)
                 })
-                .map(|k| ent[k])
                 .collect();
-            let row_share = rows.len() as f64
-                / m.whole.micro_batch.map_or(rows.len(), |(r, _)| r).max(1) as f64;
-            let shares = Shares {
-                low: out.clip_ratio_low * share,
-                high: out.clip_ratio_high * share,
-                region: out.clip_ratio_region * share,
-                kl: out.kl.map(|v| v * share),
-                cispo: out.cispo_clip_ratio.map(|v| v * share),
-                vespo_phi: out
-                    .vespo_phi_mean
-                    .map(|v| v * row_share / m.whole.accumulation.max(1) as f64),
-                // Averaged over the micro-batches, as TRL's logs average its per-call values.
-                policy_loss: out.policy_loss.map(|v| {
-                    if self.config.loss.loss_type.per_micro_batch() {
-                        v / m.whole.accumulation.max(1) as f64
-                    } else {
-                        v
-                    }
-                }),
+            let tokens = active.len() as f64;
+            let n = rows.len() as f64;
+            // Counts from the loss's shares (each a count over `clip_counted`).
+            let count = |share: f64| (share * out.clip_counted).round();
+            let sums = Sums {
+                low: count(out.clip_ratio_low),
+                high: count(out.clip_ratio_high),
+                region: count(out.clip_ratio_region),
+                cispo: out.cispo_clip_ratio.map_or(0.0, count),
+                counted: out.clip_counted,
+                row_low: out.row_clip_low.iter().flatten().copied().collect(),
+                row_high: out.row_clip_high.iter().flatten().copied().collect(),
+                kl: out.kl.map(|kl| kl * tokens),
+                active: tokens,
+                entropy: active.iter().map(|k| ent[*k]).sum(),
+                positions: tokens,
+                phi: out.vespo_phi_mean.map(|phi| phi * n),
+                rows: n,
+                policy_loss: out.policy_loss,
             };
-            ChunkStats {
-                shares,
-                row_low: out.row_clip_low,
-                row_high: out.row_clip_high,
-                entropy,
-            }
+            (m.index, sums)
         });
         let clock = Instant::now();
         let grads = GradientsParams::from_grads(loss.backward(), adapters);

@@ -1,104 +1,122 @@
-//! The loss statistics of a step: what each back-propagated chunk contributes and how they
-//! add up to the metrics TRL logs.
+//! The loss statistics of a step as TRL logs them: each micro-batch's value (what one TRL
+//! `_compute_loss` call logs), from sums over its chunks so that how a micro-batch is chunked
+//! changes nothing, then their mean over the step's micro-batches (TRL averages its calls).
 
 use std::collections::BTreeMap;
 
 use crate::LossConfig;
 
-/// Loss statistics that add up over a step's chunks: each chunk's weighted by its share (of
-/// the step's active tokens, or of its rows and micro-batches).
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Shares {
+/// What one chunk adds to its micro-batch's statistics.
+#[derive(Debug, Clone, Default)]
+pub(super) struct Sums {
+    /// Low-, high- and either-way-clipped, and `cispo`-clipped, out of `counted` (active
+    /// tokens; rows at sequence level).
     pub(super) low: f64,
     pub(super) high: f64,
     pub(super) region: f64,
+    pub(super) cispo: f64,
+    pub(super) counted: f64,
+    /// Each row's share of low- and high-clipped (rows with something counted).
+    pub(super) row_low: Vec<f64>,
+    pub(super) row_high: Vec<f64>,
+    /// The KL term summed over active tokens (β > 0), and the active tokens.
     pub(super) kl: Option<f64>,
-    pub(super) cispo: Option<f64>,
-    pub(super) vespo_phi: Option<f64>,
+    pub(super) active: f64,
+    /// Entropy summed over active positions, and their count.
+    pub(super) entropy: f64,
+    pub(super) positions: f64,
+    /// `vespo`'s φ summed over rows, and the rows.
+    pub(super) phi: Option<f64>,
+    pub(super) rows: f64,
+    /// The chunk's part of the micro-batch's policy loss (with the entropy bonus on).
     pub(super) policy_loss: Option<f64>,
 }
 
-impl Shares {
-    pub(super) fn add(&mut self, other: Self) {
-        let sum = |total: &mut Option<f64>, v: Option<f64>| {
-            if let Some(v) = v {
-                *total = Some(total.unwrap_or(0.0) + v);
-            }
-        };
+fn add_some(total: &mut Option<f64>, value: Option<f64>) {
+    if let Some(v) = value {
+        *total = Some(total.unwrap_or(0.0) + v);
+    }
+}
+
+impl Sums {
+    fn add(&mut self, other: Self) {
         self.low += other.low;
         self.high += other.high;
         self.region += other.region;
-        sum(&mut self.kl, other.kl);
-        sum(&mut self.cispo, other.cispo);
-        sum(&mut self.vespo_phi, other.vespo_phi);
-        sum(&mut self.policy_loss, other.policy_loss);
+        self.cispo += other.cispo;
+        self.counted += other.counted;
+        self.row_low.extend(other.row_low);
+        self.row_high.extend(other.row_high);
+        add_some(&mut self.kl, other.kl);
+        self.active += other.active;
+        self.entropy += other.entropy;
+        self.positions += other.positions;
+        add_some(&mut self.phi, other.phi);
+        self.rows += other.rows;
+        add_some(&mut self.policy_loss, other.policy_loss);
+    }
+
+    /// The micro-batch's metrics under TRL's names.
+    fn metrics(&self, loss: &LossConfig) -> Vec<(&'static str, f64)> {
+        let share = |x: f64| x / self.counted.max(1.0);
+        let mut out = vec![("entropy", self.entropy / self.positions.max(1.0))];
+        if loss.loss_type.clips() {
+            out.extend([
+                ("clip_ratio/low_mean", share(self.low)),
+                ("clip_ratio/high_mean", share(self.high)),
+                ("clip_ratio/region_mean", share(self.region)),
+            ]);
+            // TRL's nanmin and nanmax over rows: none when no row counted anything.
+            if let Some(min) = self.row_low.iter().copied().reduce(f64::min) {
+                out.push(("clip_ratio/low_min", min));
+            }
+            if let Some(max) = self.row_high.iter().copied().reduce(f64::max) {
+                out.push(("clip_ratio/high_max", max));
+            }
+        }
+        if loss.loss_type == crate::LossType::Cispo {
+            out.push(("cispo_clip_ratio", share(self.cispo)));
+        }
+        if let Some(kl) = self.kl {
+            out.push(("kl", kl / self.active.max(1.0)));
+        }
+        if let Some(phi) = self.phi {
+            out.push(("vespo/phi_seq_mean", phi / self.rows.max(1.0)));
+        }
+        if let Some(policy_loss) = self.policy_loss {
+            out.extend([
+                ("policy_loss", policy_loss),
+                ("entropy_coef", loss.entropy_coef),
+            ]);
+        }
+        out
     }
 }
 
-/// A chunk's loss statistics: its shares, its rows' clip shares, and the entropy of each of its
-/// active positions in row order.
-pub(super) struct ChunkStats {
-    pub(super) shares: Shares,
-    pub(super) row_low: Vec<Option<f64>>,
-    pub(super) row_high: Vec<Option<f64>>,
-    pub(super) entropy: Vec<f64>,
-}
-
-/// The step's loss statistics, summed over its chunks (first iteration).
+/// The step's loss statistics by micro-batch (first iteration).
 #[derive(Default)]
 pub(super) struct Totals {
-    pub(super) shares: Shares,
-    pub(super) low_min: Option<f64>,
-    pub(super) high_max: Option<f64>,
-    pub(super) entropy: f64,
-    pub(super) counted: f64,
+    micros: BTreeMap<usize, Sums>,
 }
 
 impl Totals {
-    pub(super) fn add(&mut self, stats: ChunkStats) {
-        self.shares.add(stats.shares);
-        for v in stats.row_low.into_iter().flatten() {
-            self.low_min = Some(self.low_min.map_or(v, |m| m.min(v)));
-        }
-        for v in stats.row_high.into_iter().flatten() {
-            self.high_max = Some(self.high_max.map_or(v, |m| m.max(v)));
-        }
-        for e in stats.entropy {
-            self.entropy += e;
-            self.counted += 1.0;
-        }
+    /// Adds a chunk of micro-batch `micro`.
+    pub(super) fn add(&mut self, micro: usize, sums: Sums) {
+        self.micros.entry(micro).or_default().add(sums);
     }
 
-    /// Writes TRL's metric names: the clip ratios for the clipped objectives (`low_min` and
-    /// `high_max` over every row of the step), `cispo_clip_ratio`, `vespo/phi_seq_mean`, `kl`,
-    /// `entropy`, and `policy_loss` with `entropy_coef` when the bonus is on.
+    /// Writes each metric's mean over the micro-batches that have it.
     pub(super) fn record(self, loss: &LossConfig, metrics: &mut BTreeMap<String, f64>) {
-        if loss.loss_type.clips() {
-            for (key, value) in [
-                ("clip_ratio/low_mean", Some(self.shares.low)),
-                ("clip_ratio/high_mean", Some(self.shares.high)),
-                ("clip_ratio/region_mean", Some(self.shares.region)),
-                ("clip_ratio/low_min", self.low_min),
-                ("clip_ratio/high_max", self.high_max),
-            ] {
-                if let Some(value) = value {
-                    metrics.insert(key.to_owned(), value);
-                }
+        let mut means: BTreeMap<&str, (f64, f64)> = BTreeMap::new();
+        for sums in self.micros.values() {
+            for (key, value) in sums.metrics(loss) {
+                let (total, count) = means.entry(key).or_default();
+                *total += value;
+                *count += 1.0;
             }
         }
-        for (key, value) in [
-            ("cispo_clip_ratio", self.shares.cispo),
-            ("vespo/phi_seq_mean", self.shares.vespo_phi),
-            ("kl", self.shares.kl),
-        ] {
-            if let Some(value) = value {
-                metrics.insert(key.to_owned(), value);
-            }
+        for (key, (total, count)) in means {
+            metrics.insert(key.to_owned(), total / count);
         }
-        if let Some(policy_loss) = self.shares.policy_loss {
-            metrics.insert("policy_loss".to_owned(), policy_loss);
-            metrics.insert("entropy_coef".to_owned(), loss.entropy_coef);
-        }
-        metrics.insert("entropy".to_owned(), self.entropy / self.counted.max(1.0));
     }
 }

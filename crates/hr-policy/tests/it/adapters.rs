@@ -278,8 +278,12 @@ fn a_layer_subset_or_a_regular_expression_adapts_what_peft_would_and_round_trips
     // A layer the model lacks, an expression that selects nothing, and one this cannot read.
     let outside = LoraConfig::new(2, 4.0, vec![Target::QProj])?.with_layers(Some(vec![layers]));
     assert!(outside.check_fits(layers).is_err());
-    let nothing = LoraConfig::new(2, 4.0, vec![Target::QProj])?.with_pattern("lm_head")?;
+    let nothing = LoraConfig::new(2, 4.0, vec![Target::QProj])?.with_pattern("model.q_proj")?;
     assert!(nothing.check_fits(layers).is_err());
+    // PEFT would adapt the LM head too: refused, naming it.
+    let more = LoraConfig::new(2, 4.0, vec![Target::QProj])?.with_pattern(r".*q_proj|lm_head")?;
+    let err = more.check_fits(layers).expect_err("lm_head").to_string();
+    assert!(err.contains("also matches `lm_head`"), "{err}");
     assert!(
         LoraConfig::new(2, 4.0, vec![Target::QProj])?
             .with_pattern("(?<=a)b")
