@@ -28,14 +28,14 @@ impl Default for AdvantageConfig {
 }
 
 /// The mean of the values that are not NaN (torch's `nanmean`; NaN when there are none).
-fn mean(xs: &[f64]) -> f64 {
+pub(crate) fn mean(xs: &[f64]) -> f64 {
     let scored = || xs.iter().filter(|x| !x.is_nan());
     scored().sum::<f64>() / scored().count() as f64
 }
 
 /// Bessel-corrected standard deviation of the values that are not NaN (TRL's `nanstd`; NaN
 /// for fewer than two).
-fn std(xs: &[f64]) -> f64 {
+pub(crate) fn std(xs: &[f64]) -> f64 {
     let m = mean(xs);
     let scored = || xs.iter().filter(|x| !x.is_nan());
     let squares: f64 = scored().map(|x| (x - m).powi(2)).sum();

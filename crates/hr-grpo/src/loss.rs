@@ -490,10 +490,8 @@ pub fn grpo_loss<B: Backend>(
         &adv32,
         config,
     );
-    let kl_mean = kl.map(|kl| {
-        let values = host((kl * mask_t).detach());
-        values.iter().map(|v| f64::from(*v)).sum::<f64>() / active.max(1.0)
-    });
+    // One value read back, not the whole [n, t] term.
+    let kl_mean = kl.map(|kl| f64::from(host((kl * mask_t).sum().detach())[0]) / active.max(1.0));
     Ok(LossOutput {
         loss,
         policy_loss,

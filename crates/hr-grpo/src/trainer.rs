@@ -461,14 +461,12 @@ pub(crate) fn named_params<B: AutodiffBackend>(
     out
 }
 
-/// Mean and Bessel standard deviation of the values that are not NaN (0 and 0 when none is).
+/// Mean and Bessel standard deviation of the values that are not NaN, as the advantages take
+/// them, with 0 where they are undefined (no value, or one), so a metric is always a number.
 fn mean_std(values: &[f64]) -> (f64, f64) {
-    let scored = || values.iter().filter(|v| !v.is_nan());
-    let n = scored().count() as f64;
-    if n == 0.0 {
-        return (0.0, 0.0);
-    }
-    let mean = scored().sum::<f64>() / n;
-    let var = scored().map(|r| (r - mean).powi(2)).sum::<f64>() / (n - 1.0).max(1.0);
-    (mean, var.sqrt())
+    let defined = |x: f64| if x.is_nan() { 0.0 } else { x };
+    (
+        defined(crate::advantage::mean(values)),
+        defined(crate::advantage::std(values)),
+    )
 }
