@@ -4,7 +4,7 @@ Run by `cargo xtask conformance families` in the Hugging Face venv, in two steps
 
 `write --out DIR --tokenizer tokenizer.json` has `transformers` build a tiny random model per family
 from a config (varied shapes, grouped-query ratios, tied and untied heads, head_dim apart from
-hidden/heads, RoPE scaling, sliding windows on every layer or on some), stores it as f32, bf16 or f16 safetensors with
+hidden/heads, RoPE scaling, sliding windows on every layer or on some, Gemma 2 and 3), stores it as f32, bf16 or f16 safetensors with
 `save_pretrained`, and rewrites the config in the Hub's spelling (`rope_theta`, `rope_scaling`)
 for some and keeps the `rope_parameters` that `transformers` 5 writes for others. One family is
 stored as `huggingface_hub` lays out its cache (`DIR/hub/models--ORG--NAME/snapshots/COMMIT`)
@@ -20,8 +20,9 @@ checkpoint's PEFT folder. It then checks, against `transformers`' own forward pa
 - both adapters name the base model (its Hub id, else its absolute folder), and
   `AutoPeftModelForCausalLM` loads our final adapter and an intermediate checkpoint's through
   that `base_model_name_or_path`, and matches the adapter generations the same way;
-- negative controls differ: Qwen3 without its q/k norms, Llama 3 without its RoPE scaling,
-  Mistral and Qwen2 without their windows, and the base model without the adapter.
+- negative controls differ: Qwen3 and Gemma 3 without their q/k norms, Llama 3 without its RoPE
+  scaling, Mistral, Qwen2 and Gemma 2 without their windows, Gemma 2 without soft-capping, Gemma 3
+  with the global RoPE on its window layers, and the base model without the adapter.
 Prints `families-conformance: N passed, M failed` last.
 """
 import argparse
@@ -52,6 +53,21 @@ FAMILIES = {
                                  tie_word_embeddings=True), "float16", "hub"),
     "mistral": ("mistral", dict(num_attention_heads=4, num_key_value_heads=2, head_dim=12, sliding_window=4),
                 "bfloat16", "v5"),
+    # Gemma: scaled embeddings, (1 + w) norms, four norms a block, GeGLU, query_pre_attn_scalar apart
+    # from head_dim; Gemma 2 soft-caps scores and logits and windows every other layer.
+    "gemma2": ("gemma2", dict(num_attention_heads=4, num_key_value_heads=2, head_dim=8, query_pre_attn_scalar=12,
+                              sliding_window=4, attn_logit_softcapping=3.0, final_logit_softcapping=10.0),
+               "bfloat16", "hub"),
+    # Gemma 3 (text): per-head q/k norms, windows on all but every third layer, which alone rotate
+    # with the scaled global base; the window layers have their own base.
+    "gemma3": ("gemma3_text", dict(num_hidden_layers=3, num_attention_heads=4, num_key_value_heads=1, head_dim=16,
+                                   query_pre_attn_scalar=16, sliding_window=4, sliding_window_pattern=3,
+                                   rope_parameters={
+                                       "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1e6},
+                                       "sliding_attention": {"rope_type": "default", "rope_theta": 100.0}}),
+               "float32", "v5"),
+    "gemma3-hub": ("gemma3_text", dict(num_attention_heads=2, num_key_value_heads=2, head_dim=8, sliding_window=3,
+                                       sliding_window_pattern=2, tie_word_embeddings=False), "float16", "hub"),
 }
 
 # Families named by a Hub id and found in the cache, as a plan's `model.hub_id` finds them.
@@ -73,7 +89,8 @@ def randomise(model, seed):
         for name, p in model.named_parameters():
             u = torch.rand(p.shape, generator=g, dtype=torch.float64) * 2 - 1
             if name.endswith("norm.weight"):
-                p.copy_(1 + 0.2 * u)
+                # Gemma's norms multiply by (1 + w).
+                p.copy_((0 if model.config.model_type.startswith("gemma") else 1) + 0.2 * u)
             elif name.endswith(".bias"):
                 p.copy_(0.1 * u)
             else:
@@ -81,9 +98,16 @@ def randomise(model, seed):
 
 
 def hub_spelling(path):
-    """Rewrites transformers 5's `rope_parameters` as the Hub's `rope_theta` and `rope_scaling`."""
+    """Rewrites transformers 5's `rope_parameters` as the Hub's `rope_theta` and `rope_scaling`
+    (and Gemma 3's `rope_local_base_freq`); Gemma's `layer_types` go, as the Hub's configs lack
+    them, so the window pattern is the family's own."""
     config = json.loads(path.read_text())
     params = dict(config.pop("rope_parameters"))
+    if "full_attention" in params:
+        config["rope_local_base_freq"] = params["sliding_attention"]["rope_theta"]
+        params = dict(params["full_attention"])
+    if config["model_type"].startswith("gemma"):
+        config.pop("layer_types", None)
     config["rope_theta"] = params.pop("rope_theta")
     config["rope_scaling"] = None if params.get("rope_type") == "default" else params
     path.write_text(json.dumps(config, indent=2))
@@ -177,6 +201,17 @@ def check_family(name, model_dir, hub_id, results):
                          reference(model_dir, rope_parameters={"rope_type": "default", "rope_theta": theta})))
     if name == "mistral":
         controls.append(("without the sliding window", reference(model_dir, sliding_window=None)))
+    if name == "gemma2":
+        controls.append(("without soft-capping",
+                         reference(model_dir, attn_logit_softcapping=None, final_logit_softcapping=None)))
+        controls.append(("without the sliding window",
+                         reference(model_dir, layer_types=["full_attention"] * model.config.num_hidden_layers)))
+    if name.startswith("gemma3"):
+        controls.append(("without q_norm/k_norm", without_qk_norm(reference(model_dir))))
+    if name == "gemma3":
+        params = json.loads(json.dumps(model.config.rope_parameters))
+        params["sliding_attention"] = dict(params["full_attention"])
+        controls.append(("with the global RoPE on the window layers", reference(model_dir, rope_parameters=params)))
     if name == "qwen2-sliding":
         controls.append(("without the sliding window",
                          reference(model_dir, layer_types=["full_attention"] * model.config.num_hidden_layers)))

@@ -3,7 +3,8 @@
 //!
 //! `xtask/conformance/families.py` has `transformers` write a tiny random model per family
 //! (Llama, Llama 3 with RoPE scaling, linear RoPE, Qwen2 with and without a sliding window on
-//! some layers, Qwen3 tied and untied, Mistral with a sliding window; f32, bf16 and f16
+//! some layers, Qwen3 tied and untied, Mistral with a sliding window, Gemma 2 with soft-capping,
+//! Gemma 3 with its own RoPE base on the window layers, in both spellings; f32, bf16 and f16
 //! weights; both config spellings; one named by its Hub id from a Hugging Face cache). Each is
 //! generated from greedily, trained for two steps with LoRA on all seven target modules (a
 //! learning rate high enough that the adapters move away from PEFT's zero-initialised B) and

@@ -1,5 +1,5 @@
-//! The model's shape, read from a Hugging Face `config.json` (the Llama, Mistral, Qwen2 and
-//! Qwen3 families), in the Hub's spelling (`rope_theta`, `rope_scaling`) or the one
+//! The model's shape, read from a Hugging Face `config.json` (the Llama, Mistral, Qwen2, Qwen3,
+//! Gemma 2 and Gemma 3 families), in the Hub's spelling (`rope_theta`, `rope_scaling`) or the one
 //! `transformers` 5 writes (`rope_parameters`).
 
 use std::path::{Path, PathBuf};
@@ -7,6 +7,10 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value};
 
 use crate::PolicyError;
+
+mod rope;
+
+pub use rope::RopeScaling;
 
 /// Which HF architecture the checkpoint follows; it decides the attention biases, the per-head
 /// q/k norms and where a sliding window may apply.
@@ -21,11 +25,21 @@ pub enum Family {
     /// `model_type: qwen3`: RMSNorm of each query and key head before RoPE; biases only with
     /// `attention_bias`.
     Qwen3,
+    /// `model_type: gemma2`: embeddings scaled by √hidden, RMSNorms of `(1 + w)`, the attention's
+    /// and the MLP's outputs normed too, GeGLU (tanh GELU), attention scaled by
+    /// `query_pre_attn_scalar`, attention and final logits soft-capped, sliding windows on every
+    /// other layer; tied embeddings unless the config says otherwise.
+    Gemma2,
+    /// `model_type: gemma3_text` (the text-only Gemma 3, e.g. gemma-3-1b): Gemma 2's layout with
+    /// Qwen3's per-head q/k norms and no soft-capping by default; five sliding layers in six, which
+    /// rotate with their own unscaled RoPE base (`rope_local_base_freq`).
+    Gemma3,
 }
 
 impl Family {
     /// The `model_type` values the loader accepts.
-    pub const SUPPORTED: &'static str = "`llama`, `mistral`, `qwen2` or `qwen3`";
+    pub const SUPPORTED: &'static str =
+        "`llama`, `mistral`, `qwen2`, `qwen3`, `gemma2` or `gemma3_text`";
 
     fn from_model_type(name: &str) -> Option<Self> {
         Some(match name {
@@ -33,39 +47,25 @@ impl Family {
             "mistral" => Self::Mistral,
             "qwen2" => Self::Qwen2,
             "qwen3" => Self::Qwen3,
+            "gemma2" => Self::Gemma2,
+            "gemma3_text" => Self::Gemma3,
             _ => return None,
         })
     }
+
+    /// Whether this is a Gemma family (the layout and constants the two share).
+    pub fn is_gemma(self) -> bool {
+        matches!(self, Self::Gemma2 | Self::Gemma3)
+    }
 }
 
-/// How RoPE's frequencies are scaled for contexts longer than the model was trained on
-/// (`rope_scaling` on the Hub, `rope_parameters` in `transformers` 5).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum RopeScaling {
-    /// `rope_type: default` (or no scaling at all).
-    None,
-    /// `rope_type: linear`: every frequency divided by `factor`.
-    Linear {
-        /// The divisor.
-        factor: f64,
-    },
-    /// `rope_type: llama3` (Llama 3.1/3.2): long wavelengths divided by `factor`, short ones
-    /// kept, the band between interpolated.
-    Llama3 {
-        /// Divisor of the low frequencies.
-        factor: f64,
-        /// Wavelengths above `original_max_position_embeddings / low_freq_factor` are scaled.
-        low_freq_factor: f64,
-        /// Wavelengths below `original_max_position_embeddings / high_freq_factor` are kept.
-        high_freq_factor: f64,
-        /// The context length of pre-training.
-        original_max_position_embeddings: f64,
-    },
-}
-
-impl RopeScaling {
-    /// The `rope_type` values the loader accepts.
-    pub const SUPPORTED: &'static str = "`default`, `linear` or `llama3`";
+/// The MLP's gate activation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    /// `silu` (SwiGLU).
+    Silu,
+    /// `gelu_pytorch_tanh`, GELU's tanh approximation (GeGLU, Gemma).
+    GeluTanh,
 }
 
 /// The shape and constants of a decoder-only causal LM of a supported family.
@@ -93,6 +93,27 @@ pub struct ModelConfig {
     pub rope_theta: f64,
     /// RoPE frequency scaling.
     pub rope_scaling: RopeScaling,
+    /// The RoPE base of the sliding-window layers, unscaled, where it is not `rope_theta` (Gemma
+    /// 3's `rope_local_base_freq`); the full-attention layers use `rope_theta` and `rope_scaling`.
+    pub sliding_rope_theta: Option<f64>,
+    /// The MLP's gate activation.
+    pub activation: Activation,
+    /// What the attention scores `q·k` are multiplied by: `1/√head_dim`, or Gemma's
+    /// `query_pre_attn_scalar^-½`.
+    pub attn_scale: f64,
+    /// Gemma 2's `attn_logit_softcapping`: scores become `c·tanh(s/c)` before the mask.
+    pub attn_softcap: Option<f64>,
+    /// Gemma 2's `final_logit_softcapping`: logits become `c·tanh(l/c)`.
+    pub final_softcap: Option<f64>,
+    /// Gemma's embedding scale, `√hidden_size`.
+    pub embed_scale: Option<f64>,
+    /// Whether RMSNorm weights are stored as offsets from 1 (Gemma's `x̂·(1 + w)`); the loader
+    /// adds the 1 once, in f32, as Gemma's norm does at every use.
+    pub norm_offset: bool,
+    /// Whether the attention's and the MLP's outputs are RMS-normed before the residual sum
+    /// (Gemma's `post_attention_layernorm` and `post_feedforward_layernorm`; its
+    /// `pre_feedforward_layernorm` is the norm before the MLP).
+    pub sandwich_norms: bool,
     /// Whether each query and key head is RMS-normalised before RoPE (Qwen3's `q_norm`/`k_norm`).
     pub qk_norm: bool,
     /// Per decoder block: the sliding attention window (a query sees the `w` latest positions,
@@ -196,21 +217,21 @@ impl ModelConfig {
                 ),
             )
         })?;
-        if let Some(act) = map.get("hidden_act")
-            && act != "silu"
-        {
-            return Err(err(
-                "hidden_act",
-                format!("{act} is not supported; only `silu` (SwiGLU)"),
-            ));
-        }
+        let activation = activation(family, &map, &err)?;
         if map.get("mlp_bias").is_some_and(|v| v == &Value::Bool(true)) {
             return Err(err(
                 "mlp_bias",
                 "MLP biases are not supported; it must be false".to_owned(),
             ));
         }
-        let (rope_theta, rope_scaling) = rope(&map, &err)?;
+        if family.is_gemma() && reader.opt_bool("use_bidirectional_attention")? == Some(true) {
+            return Err(err(
+                "use_bidirectional_attention",
+                "bidirectional attention (EmbeddingGemma) is not a causal LM; it must be false"
+                    .to_owned(),
+            ));
+        }
+        let rope = rope::read(family, &map, &err)?;
         let hidden_size = reader.usize("hidden_size")?;
         let num_heads = reader.usize("num_attention_heads")?;
         let num_kv_heads = reader
@@ -239,7 +260,9 @@ impl ModelConfig {
         }
         let attention_bias = reader.opt_bool("attention_bias")?.unwrap_or(false);
         let (qkv_bias, o_bias) = match family {
-            Family::Llama | Family::Qwen3 => (attention_bias, attention_bias),
+            Family::Llama | Family::Qwen3 | Family::Gemma2 | Family::Gemma3 => {
+                (attention_bias, attention_bias)
+            }
             Family::Mistral => (false, false),
             Family::Qwen2 => (true, false),
         };
@@ -255,11 +278,28 @@ impl ModelConfig {
             num_kv_heads,
             head_dim,
             rms_norm_eps: reader.opt_f64("rms_norm_eps")?.unwrap_or(1e-6),
-            rope_theta,
-            rope_scaling,
-            qk_norm: family == Family::Qwen3,
+            rope_theta: rope.theta,
+            rope_scaling: rope.scaling,
+            sliding_rope_theta: rope.sliding_theta,
+            activation,
+            attn_scale: match family {
+                // transformers' default `query_pre_attn_scalar` for both.
+                Family::Gemma2 | Family::Gemma3 => reader
+                    .opt_f64("query_pre_attn_scalar")?
+                    .unwrap_or(256.0)
+                    .powf(-0.5),
+                _ => 1.0 / (head_dim as f64).sqrt(),
+            },
+            attn_softcap: reader.softcap("attn_logit_softcapping", family, 50.0)?,
+            final_softcap: reader.softcap("final_logit_softcapping", family, 30.0)?,
+            embed_scale: family.is_gemma().then(|| (hidden_size as f64).sqrt()),
+            norm_offset: family.is_gemma(),
+            sandwich_norms: family.is_gemma(),
+            qk_norm: matches!(family, Family::Qwen3 | Family::Gemma3),
             sliding_windows: sliding_windows(family, num_layers, &reader)?,
-            tie_word_embeddings: reader.opt_bool("tie_word_embeddings")?.unwrap_or(false),
+            tie_word_embeddings: reader
+                .opt_bool("tie_word_embeddings")?
+                .unwrap_or(family.is_gemma()),
             qkv_bias,
             o_bias,
             max_position_embeddings: reader.opt_usize("max_position_embeddings")?.unwrap_or(4096),
@@ -275,12 +315,17 @@ impl ModelConfig {
         Ok(config)
     }
 
-    /// RoPE's inverse frequencies, one per pair of head dimensions, with the scaling applied
-    /// (as `transformers`' `ROPE_INIT_FUNCTIONS` compute them, in f64).
-    pub fn rope_inv_freq(&self) -> Vec<f64> {
+    /// Block `layer`'s RoPE inverse frequencies, one per pair of head dimensions, with the
+    /// scaling applied (as `transformers`' `ROPE_INIT_FUNCTIONS` compute them, in f64).
+    pub fn rope_inv_freq(&self, layer: usize) -> Vec<f64> {
         let hd = self.head_dim;
-        let base = (0..hd / 2).map(|i| self.rope_theta.powf(-((2 * i) as f64) / hd as f64));
-        match self.rope_scaling {
+        let sliding = self.sliding_windows.get(layer).copied().flatten().is_some();
+        let (theta, scaling) = match self.sliding_rope_theta {
+            Some(theta) if sliding => (theta, RopeScaling::None),
+            _ => (self.rope_theta, self.rope_scaling),
+        };
+        let base = (0..hd / 2).map(|i| theta.powf(-((2 * i) as f64) / hd as f64));
+        match scaling {
             RopeScaling::None => base.collect(),
             RopeScaling::Linear { factor } => base.map(|f| f / factor).collect(),
             RopeScaling::Llama3 {
@@ -314,112 +359,38 @@ impl ModelConfig {
     }
 }
 
-/// RoPE's base and scaling: `rope_parameters` (as `transformers` 5 writes it, theta inside) or
-/// the Hub's `rope_theta` and `rope_scaling`.
-fn rope<F: Fn(&str, String) -> PolicyError>(
+/// The MLP's activation: `hidden_act` must be `silu`, except in Gemma, which reads
+/// `hidden_activation` (else `hidden_act`) and must be `gelu_pytorch_tanh`.
+fn activation<F: Fn(&str, String) -> PolicyError>(
+    family: Family,
     map: &Map<String, Value>,
     err: &F,
-) -> Result<(f64, RopeScaling), PolicyError> {
-    let present = |key: &str| map.get(key).filter(|v| !v.is_null());
-    let (section, params) = match (present("rope_parameters"), present("rope_scaling")) {
-        (Some(p), _) => ("rope_parameters", Some(p)),
-        (None, s) => ("rope_scaling", s),
-    };
-    let empty = Map::new();
-    let params = match params {
-        None => &empty,
-        Some(Value::Object(p)) => p,
-        Some(_) => {
-            return Err(err(
-                section,
-                "must be an object like {\"rope_type\": \"llama3\", \"factor\": 8.0, ...} or null"
-                    .to_owned(),
-            ));
+) -> Result<Activation, PolicyError> {
+    let (field, wanted, activation) = match family {
+        Family::Gemma2 | Family::Gemma3 if map.contains_key("hidden_activation") => (
+            "hidden_activation",
+            "gelu_pytorch_tanh",
+            Activation::GeluTanh,
+        ),
+        Family::Gemma2 | Family::Gemma3 => {
+            ("hidden_act", "gelu_pytorch_tanh", Activation::GeluTanh)
         }
+        _ => ("hidden_act", "silu", Activation::Silu),
     };
-    let field = |name: &str| format!("{section}.{name}");
-    let positive = |source: &Map<String, Value>, name: &str, field: &str| match source.get(name) {
-        None | Some(Value::Null) => Ok(None),
-        Some(v) => match v.as_f64() {
-            Some(x) if x.is_finite() && x > 0.0 => Ok(Some(x)),
-            _ => Err(err(field, format!("must be a positive number, found {v}"))),
-        },
-    };
-    let theta = match positive(params, "rope_theta", &field("rope_theta"))? {
-        Some(t) => t,
-        None => positive(map, "rope_theta", "rope_theta")?.unwrap_or(10_000.0),
-    };
-    for (source, name) in [
-        (params, field("partial_rotary_factor")),
-        (map, "partial_rotary_factor".to_owned()),
-    ] {
-        if let Some(f) = positive(source, "partial_rotary_factor", &name)?
-            && f != 1.0
-        {
-            return Err(err(
-                &name,
-                format!("{f} is not supported; RoPE must rotate every dimension (1.0)"),
-            ));
-        }
+    match map.get(field) {
+        None | Some(Value::Null) => Ok(activation),
+        Some(Value::String(s)) if s == wanted => Ok(activation),
+        Some(other) => Err(err(
+            field,
+            format!("{other} is not supported for this family; only `{wanted}`"),
+        )),
     }
-    // Older configs spell the key `type`.
-    let type_key = if params.contains_key("rope_type") {
-        "rope_type"
-    } else {
-        "type"
-    };
-    let rope_type = match params.get(type_key) {
-        None | Some(Value::Null) => "default",
-        Some(Value::String(s)) => s.as_str(),
-        Some(v) => {
-            return Err(err(
-                &field(type_key),
-                format!("must be a string, found {v}"),
-            ));
-        }
-    };
-    let required = |name: &str| {
-        positive(params, name, &field(name))?.ok_or_else(|| {
-            err(
-                &field(name),
-                format!("is missing; `{rope_type}` RoPE needs it"),
-            )
-        })
-    };
-    let scaling = match rope_type {
-        "default" => RopeScaling::None,
-        "linear" => RopeScaling::Linear {
-            factor: required("factor")?,
-        },
-        "llama3" => {
-            let low_freq_factor = required("low_freq_factor")?;
-            let high_freq_factor = required("high_freq_factor")?;
-            if high_freq_factor <= low_freq_factor {
-                return Err(err(
-                    &field("high_freq_factor"),
-                    format!("{high_freq_factor} must exceed low_freq_factor {low_freq_factor}"),
-                ));
-            }
-            RopeScaling::Llama3 {
-                factor: required("factor")?,
-                low_freq_factor,
-                high_freq_factor,
-                original_max_position_embeddings: required("original_max_position_embeddings")?,
-            }
-        }
-        other => {
-            return Err(err(
-                &field(type_key),
-                format!("`{other}` is not supported; use {}", RopeScaling::SUPPORTED),
-            ));
-        }
-    };
-    Ok((theta, scaling))
 }
 
 /// Each block's sliding window, as `transformers` decides it: `layer_types` where the config
-/// lists them, else every Mistral layer and the Qwen layers from `max_window_layers` on. Qwen
-/// applies `sliding_window` only with `use_sliding_window`; Llama never.
+/// lists them, else every Mistral layer, the Qwen layers from `max_window_layers` on, every
+/// other Gemma 2 layer (the first included) and all but every `sliding_window_pattern`-th Gemma 3
+/// layer. Qwen applies `sliding_window` only with `use_sliding_window`; Llama never.
 fn sliding_windows<F: Fn(&str, String) -> PolicyError>(
     family: Family,
     num_layers: usize,
@@ -432,6 +403,10 @@ fn sliding_windows<F: Fn(&str, String) -> PolicyError>(
             Some(true) => Some(reader.usize("sliding_window")?),
             _ => None,
         },
+        // transformers' default window for both.
+        Family::Gemma2 | Family::Gemma3 => {
+            Some(reader.opt_usize("sliding_window")?.unwrap_or(4096))
+        }
     };
     match reader.map.get("layer_types").filter(|v| !v.is_null()) {
         Some(Value::Array(types)) if types.len() == num_layers => types
@@ -452,14 +427,23 @@ fn sliding_windows<F: Fn(&str, String) -> PolicyError>(
             ),
         )),
         None => {
-            let from = match family {
-                Family::Qwen2 | Family::Qwen3 => {
-                    reader.opt_usize("max_window_layers")?.unwrap_or(num_layers)
-                }
-                Family::Llama | Family::Mistral => 0,
+            // Windowed from layer `from` on, except every `full_every`-th layer.
+            let (from, full_every) = match family {
+                Family::Qwen2 | Family::Qwen3 => (
+                    reader.opt_usize("max_window_layers")?.unwrap_or(num_layers),
+                    None,
+                ),
+                Family::Llama | Family::Mistral => (0, None),
+                Family::Gemma2 => (0, Some(2)),
+                Family::Gemma3 => (
+                    0,
+                    Some(reader.opt_usize("sliding_window_pattern")?.unwrap_or(6)),
+                ),
             };
             Ok((0..num_layers)
-                .map(|i| window.filter(|_| i >= from))
+                .map(|i| {
+                    window.filter(|_| i >= from && full_every.is_none_or(|n| (i + 1) % n != 0))
+                })
                 .collect())
         }
     }
@@ -476,6 +460,7 @@ fn largest(field: &str) -> usize {
         "vocab_size" => 1 << 22,
         // Longest context in positions (RoPE tables and masks are sized by what is used).
         "max_position_embeddings" | "sliding_window" => 1 << 24,
+        "sliding_window_pattern" => 1 << 16,
         // A layer index from which windows apply; configs may name one past the last layer.
         "max_window_layers" => 1 << 16,
         _ => usize::MAX,
@@ -536,6 +521,20 @@ impl<F: Fn(&str, String) -> PolicyError> Reader<'_, F> {
                     format!("must be a positive number, found {v}"),
                 )),
             },
+        }
+    }
+
+    /// A soft-capping constant: the family's default (Gemma 2's) when absent, none when null.
+    fn softcap(
+        &self,
+        field: &str,
+        family: Family,
+        gemma2_default: f64,
+    ) -> Result<Option<f64>, PolicyError> {
+        match self.map.get(field) {
+            None if family == Family::Gemma2 => Ok(Some(gemma2_default)),
+            _ if !family.is_gemma() => Ok(None),
+            _ => self.opt_f64(field),
         }
     }
 

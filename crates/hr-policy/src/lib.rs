@@ -1,7 +1,8 @@
-//! The policy model: a decoder-only causal LM of the Llama, Mistral, Qwen2 and Qwen3 families on
-//! Burn (RMSNorm, rotate-half RoPE with `linear` or `llama3` scaling, grouped-query attention
-//! with full or sliding-window masks, SwiGLU, tied or untied embeddings, Qwen2's q/k/v biases,
-//! Qwen3's per-head q/k norms), generic over the Burn backend. It loads HF `config.json`,
+//! The policy model: a decoder-only causal LM of the Llama, Mistral, Qwen2, Qwen3, Gemma 2 and
+//! Gemma 3 (text) families on Burn (RMSNorm, rotate-half RoPE with `linear` or `llama3` scaling,
+//! grouped-query attention with full or sliding-window masks, SwiGLU or GeGLU, tied or untied
+//! embeddings, Qwen2's q/k/v biases, per-head q/k norms, Gemma's extra norms and soft-capping),
+//! generic over the Burn backend. It loads HF `config.json`,
 //! `model.safetensors` (single or sharded, read tensor by tensor) and `tokenizer.json`; adds LoRA
 //! adapters that alone train, saved and loaded as PEFT files; samples completions with a KV
 //! cache, temperature, top-k, top-p and min-p from an explicit, serialisable RNG (on the host, or
@@ -29,7 +30,7 @@ mod tokenizer;
 mod weights;
 
 pub use chat::{ChatTemplate, IM_END, IM_START, Message};
-pub use config::{Family, ModelConfig, RopeScaling};
+pub use config::{Activation, Family, ModelConfig, RopeScaling};
 pub use error::PolicyError;
 pub use flops::FlopCount;
 pub use lora::{Adapters, LayerAdapters, LoraConfig, LoraPair, Target};

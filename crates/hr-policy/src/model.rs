@@ -1,6 +1,9 @@
-//! The decoder: embedding, blocks of RMSNorm → grouped-query attention (Qwen3's per-head q/k
-//! RMSNorm, rotate-half RoPE with the config's scaling, full or sliding-window causal mask) →
-//! RMSNorm → SwiGLU MLP, a final RMSNorm and the LM head (tied or not). Linear weights are kept
+//! The decoder: embedding (scaled by √hidden in Gemma), blocks of RMSNorm → grouped-query
+//! attention (Qwen3's and Gemma 3's per-head q/k RMSNorm, rotate-half RoPE with the config's
+//! scaling and, in Gemma 3, a base of its own for the sliding layers, full or sliding-window
+//! causal mask, Gemma 2's soft-capped scores) → RMSNorm → SwiGLU or GeGLU MLP (Gemma norms the
+//! attention's and the MLP's outputs too), a final RMSNorm and the LM head (tied or not, its
+//! logits soft-capped in Gemma 2). Linear weights are kept
 //! as HF stores them, `[out, in]` (see [`linear`] for how they multiply). The weight matrices may be
 //! held in f16 or bf16: each is widened to f32 where it is used, so every activation, LoRA
 //! product and gradient is f32 and the only error a half dtype brings is its weights' rounding.
@@ -12,6 +15,7 @@ use burn::tensor::module::embedding;
 use burn::tensor::{DType, FloatDType, Int, Tensor, TensorData};
 
 use crate::ModelConfig;
+use crate::config::Activation;
 use crate::lora::{Adapters, LoraPair, Target};
 
 /// The attention projections of one block.
@@ -61,6 +65,10 @@ pub struct Block<B: Backend> {
     pub post_norm: Param<Tensor<B, 1>>,
     /// The MLP.
     pub mlp: Mlp<B>,
+    /// RMSNorm weight of the attention's output, before the residual sum (Gemma).
+    pub attn_out_norm: Option<Param<Tensor<B, 1>>>,
+    /// RMSNorm weight of the MLP's output, before the residual sum (Gemma).
+    pub mlp_out_norm: Option<Param<Tensor<B, 1>>>,
 }
 
 /// The base model's parameters. They never train: the reference policy is this model without
@@ -297,57 +305,101 @@ pub(crate) fn hidden_states<B: Backend>(
     let device = tokens.device();
     let new = tokens.dims()[1];
     let past = cache.as_ref().map_or(0, |c| c.len());
-    let rope = Rope::new(config, layout, past, new, &device);
-    // One mask per distinct window (full attention is `None`), built once for all blocks.
+    // One mask per distinct window (full attention is `None`) and one set of RoPE tables per
+    // distinct base, each built once for all blocks.
     let mut masks: Vec<(Option<usize>, Tensor<B, 4>)> = Vec::new();
-    for window in &config.sliding_windows {
+    let mut ropes: Vec<(Vec<f64>, Rope<B>)> = Vec::new();
+    for (i, window) in config.sliding_windows.iter().enumerate() {
         if !masks.iter().any(|(w, _)| w == window) {
             masks.push((
                 *window,
                 attention_mask::<B>(config, layout, past, new, *window, &device),
             ));
         }
+        let inv_freq = config.rope_inv_freq(i);
+        if !ropes.iter().any(|(f, _)| *f == inv_freq) {
+            let rope = Rope::new(config, &inv_freq, layout, past, new, &device);
+            ropes.push((inv_freq, rope));
+        }
     }
     let mut x = f32_of(embedding(base.embed.val(), tokens));
+    if let Some(scale) = config.embed_scale {
+        x = x.mul_scalar(scale);
+    }
+    let norm = |x: Tensor<B, 3>, weight: &Param<Tensor<B, 1>>| {
+        rms_norm(x, weight.val(), config.rms_norm_eps)
+    };
+    let out_norm = |x: Tensor<B, 3>, weight: &Option<Param<Tensor<B, 1>>>| match weight {
+        Some(w) => norm(x, w),
+        None => x,
+    };
     for (i, block) in base.blocks.iter().enumerate() {
         let products = Products {
             lora: adapters.map(|a| (a, i)),
             weight_left_rows,
         };
-        let h = rms_norm(x.clone(), block.input_norm.val(), config.rms_norm_eps);
+        let h = norm(x.clone(), &block.input_norm);
         let layer_cache = cache.as_mut().map(|c| (&mut **c, i));
         let window = config.sliding_windows.get(i).copied().flatten();
         let mask = masks
             .iter()
             .find_map(|(w, m)| (*w == window).then_some(m))
             .expect("a mask for every block's window");
-        let attn = attention(config, &block.attn, products, h, &rope, mask, layer_cache);
-        x = x + attn;
-        let h = rms_norm(x.clone(), block.post_norm.val(), config.rms_norm_eps);
+        let inv_freq = config.rope_inv_freq(i);
+        let rope = ropes
+            .iter()
+            .find_map(|(f, r)| (*f == inv_freq).then_some(r))
+            .expect("RoPE tables for every block's base");
+        let attn = attention(config, &block.attn, products, h, rope, mask, layer_cache);
+        x = x + out_norm(attn, &block.attn_out_norm);
+        let h = norm(x.clone(), &block.post_norm);
         let gate = project(h.clone(), &block.mlp.gate, None, products, Target::GateProj);
         let up = project(h, &block.mlp.up, None, products, Target::UpProj);
-        x = x + project(
-            silu(gate) * up,
-            &block.mlp.down,
-            None,
-            products,
-            Target::DownProj,
-        );
+        let gate = match config.activation {
+            Activation::Silu => silu(gate),
+            Activation::GeluTanh => gelu_tanh(gate),
+        };
+        let mlp = project(gate * up, &block.mlp.down, None, products, Target::DownProj);
+        x = x + out_norm(mlp, &block.mlp_out_norm);
     }
-    rms_norm(x, base.norm.val(), config.rms_norm_eps)
+    norm(x, &base.norm)
 }
 
-/// Projects hidden states `[batch, t, hidden]` to vocabulary logits `[batch, t, vocab]`.
-pub(crate) fn lm_logits<B: Backend>(base: &BaseModel<B>, hidden: Tensor<B, 3>) -> Tensor<B, 3> {
+/// GELU's tanh approximation, `x/2·(1 + tanh(√(2/π)·(x + 0.044715·x³)))`, as PyTorch's
+/// `gelu(approximate="tanh")` (Burn's `gelu_approximate` takes `x³` through `powf`, which a GPU
+/// may compute as `exp(3·ln x)`, NaN for x < 0).
+fn gelu_tanh<B: Backend, const D: usize>(x: Tensor<B, D>) -> Tensor<B, D> {
+    const SQRT_2_OVER_PI: f64 = std::f64::consts::FRAC_2_SQRT_PI * std::f64::consts::FRAC_1_SQRT_2;
+    let cube = x.clone() * x.clone() * x.clone();
+    let inner = (x.clone() + cube.mul_scalar(0.044715)).mul_scalar(SQRT_2_OVER_PI);
+    (x * inner.tanh().add_scalar(1.0)).mul_scalar(0.5)
+}
+
+/// `c·tanh(x/c)`: Gemma 2's soft cap of attention scores and logits.
+fn soft_cap<B: Backend, const D: usize>(x: Tensor<B, D>, cap: Option<f64>) -> Tensor<B, D> {
+    match cap {
+        Some(c) => x.div_scalar(c).tanh().mul_scalar(c),
+        None => x,
+    }
+}
+
+/// Projects hidden states `[batch, t, hidden]` to vocabulary logits `[batch, t, vocab]` (soft-
+/// capped where the config says).
+pub(crate) fn lm_logits<B: Backend>(
+    config: &ModelConfig,
+    base: &BaseModel<B>,
+    hidden: Tensor<B, 3>,
+) -> Tensor<B, 3> {
     let head = base.lm_head.as_ref().unwrap_or(&base.embed).val();
     let [batch, t, d] = hidden.dims();
     let vocab = head.dims()[0];
     // Always `x·Wᵀ`: `(W·xᵀ)ᵀ` would leave `[vocab, rows]` to be transposed back, a strided copy
     // of every logit that costs more than the product saves.
-    hidden
+    let logits = hidden
         .reshape([batch * t, d])
         .matmul(f32_of(head).transpose())
-        .reshape([batch, t, vocab])
+        .reshape([batch, t, vocab]);
+    soft_cap(logits, config.final_softcap)
 }
 
 /// Rows up to which [`linear`] multiplies the weight by the transposed input on the CPU (the
@@ -504,10 +556,8 @@ fn attention<B: Backend>(
     // query heads sharing a key/value head are stacked along the rows of one product.
     let groups = config.kv_groups();
     let q = q.reshape([batch, kv_heads, groups * new, hd]);
-    let scores = q
-        .matmul(k.swap_dims(2, 3))
-        .mul_scalar(1.0 / (hd as f64).sqrt())
-        + mask.clone();
+    let scores = q.matmul(k.swap_dims(2, 3)).mul_scalar(config.attn_scale);
+    let scores = soft_cap(scores, config.attn_softcap) + mask.clone();
     let out = softmax(scores, 3)
         .matmul(v)
         .reshape([batch, heads, new, hd])
@@ -537,10 +587,11 @@ struct RopeTables<B: Backend> {
 }
 
 impl<B: Backend> Rope<B> {
-    /// The tables of columns `past..past+new`, computed in f64 on the host from each row's
-    /// positions.
+    /// The tables of columns `past..past+new` for the inverse frequencies `inv_freq`, computed
+    /// in f64 on the host from each row's positions.
     fn new(
         config: &ModelConfig,
+        inv_freq: &[f64],
         layout: &Layout,
         past: usize,
         new: usize,
@@ -548,7 +599,6 @@ impl<B: Backend> Rope<B> {
     ) -> Self {
         let hd = config.head_dim;
         let half = hd / 2;
-        let inv_freq = config.rope_inv_freq();
         let (mut cos, mut sin) = (Vec::new(), Vec::new());
         for row in 0..layout.pad_left.len() {
             for col in past..past + new {

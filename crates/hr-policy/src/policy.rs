@@ -217,7 +217,7 @@ impl<B: Backend> Policy<B> {
         let backward = self.backpropagated(adapters);
         self.flops
             .add(flops::lm_head(&self.config, rows * t, backward));
-        lm_logits(&self.base, hidden)
+        lm_logits(&self.config, &self.base, hidden)
     }
 
     /// Whether a pass through `adapters` builds a graph the trainer back-propagates.

@@ -354,6 +354,8 @@ struct Loader<'a, B: Backend> {
     file: TensorFile,
     /// The dtype of the weight matrices.
     dtype: FloatDType,
+    /// Whether norm weights are stored as offsets from 1 ([`ModelConfig::norm_offset`]).
+    norm_offset: bool,
     device: &'a B::Device,
 }
 
@@ -369,7 +371,7 @@ impl<B: Backend> Loader<'_, B> {
         Ok(frozen(data, [d_out, d_in], self.dtype, self.device))
     }
 
-    /// A norm weight or a bias, in f32.
+    /// A bias, in f32.
     fn vector(&mut self, name: &str, len: usize) -> Result<Param<Tensor<B, 1>>, PolicyError> {
         Ok(frozen(
             self.file.take(name, &[len])?,
@@ -379,7 +381,27 @@ impl<B: Backend> Loader<'_, B> {
         ))
     }
 
-    /// An optional vector (a bias or a norm weight), read only when the config has it.
+    /// An RMSNorm weight, in f32, plus 1 where the config stores it as an offset from 1 (Gemma's
+    /// `x̂·(1 + w)`: the sum is made once here, in f32, as Gemma's norm makes it at every use).
+    fn norm(&mut self, name: &str, len: usize) -> Result<Param<Tensor<B, 1>>, PolicyError> {
+        let mut data = self.file.take(name, &[len])?;
+        if self.norm_offset {
+            data.iter_mut().for_each(|w| *w += 1.0);
+        }
+        Ok(frozen(data, [len], FloatDType::F32, self.device))
+    }
+
+    /// An optional norm weight, read only when the config has it.
+    fn optional_norm(
+        &mut self,
+        present: bool,
+        name: &str,
+        len: usize,
+    ) -> Result<Option<Param<Tensor<B, 1>>>, PolicyError> {
+        present.then(|| self.norm(name, len)).transpose()
+    }
+
+    /// An optional bias, read only when the config has it.
     fn optional(
         &mut self,
         present: bool,
@@ -401,6 +423,7 @@ pub(crate) fn load_base<B: Backend>(
     let mut l = Loader::<B> {
         file: TensorFile::open_model_dir(dir)?,
         dtype,
+        norm_offset: config.norm_offset,
         device,
     };
     let (h, inter) = (config.hidden_size, config.intermediate_size);
@@ -423,11 +446,19 @@ pub(crate) fn load_base<B: Backend>(
             ),
         });
     }
+    // Gemma's four norms a block: `post_attention_layernorm` norms the attention's output and
+    // `pre_feedforward_layernorm` is the norm before the MLP.
+    let sandwich = config.sandwich_norms;
+    let pre_mlp_norm = if sandwich {
+        "pre_feedforward_layernorm"
+    } else {
+        "post_attention_layernorm"
+    };
     let mut blocks = Vec::with_capacity(config.num_layers);
     for i in 0..config.num_layers {
         let p = format!("model.layers.{i}");
         blocks.push(Block {
-            input_norm: l.vector(&format!("{p}.input_layernorm.weight"), h)?,
+            input_norm: l.norm(&format!("{p}.input_layernorm.weight"), h)?,
             attn: Attention {
                 q: l.linear(&format!("{p}.self_attn.q_proj.weight"), h, q)?,
                 k: l.linear(&format!("{p}.self_attn.k_proj.weight"), h, kv)?,
@@ -437,18 +468,36 @@ pub(crate) fn load_base<B: Backend>(
                 k_bias: l.optional(config.qkv_bias, &format!("{p}.self_attn.k_proj.bias"), kv)?,
                 v_bias: l.optional(config.qkv_bias, &format!("{p}.self_attn.v_proj.bias"), kv)?,
                 o_bias: l.optional(config.o_bias, &format!("{p}.self_attn.o_proj.bias"), h)?,
-                q_norm: l.optional(config.qk_norm, &format!("{p}.self_attn.q_norm.weight"), hd)?,
-                k_norm: l.optional(config.qk_norm, &format!("{p}.self_attn.k_norm.weight"), hd)?,
+                q_norm: l.optional_norm(
+                    config.qk_norm,
+                    &format!("{p}.self_attn.q_norm.weight"),
+                    hd,
+                )?,
+                k_norm: l.optional_norm(
+                    config.qk_norm,
+                    &format!("{p}.self_attn.k_norm.weight"),
+                    hd,
+                )?,
             },
-            post_norm: l.vector(&format!("{p}.post_attention_layernorm.weight"), h)?,
+            post_norm: l.norm(&format!("{p}.{pre_mlp_norm}.weight"), h)?,
             mlp: Mlp {
                 gate: l.linear(&format!("{p}.mlp.gate_proj.weight"), h, inter)?,
                 up: l.linear(&format!("{p}.mlp.up_proj.weight"), h, inter)?,
                 down: l.linear(&format!("{p}.mlp.down_proj.weight"), inter, h)?,
             },
+            attn_out_norm: l.optional_norm(
+                sandwich,
+                &format!("{p}.post_attention_layernorm.weight"),
+                h,
+            )?,
+            mlp_out_norm: l.optional_norm(
+                sandwich,
+                &format!("{p}.post_feedforward_layernorm.weight"),
+                h,
+            )?,
         });
     }
-    let norm = l.vector("model.norm.weight", h)?;
+    let norm = l.norm("model.norm.weight", h)?;
     let tied = config.tie_word_embeddings;
     // Kept as HF stores it, `[vocab, hidden]`, like every linear weight; a tied head is the
     // embedding itself, no copy.

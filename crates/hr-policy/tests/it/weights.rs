@@ -254,8 +254,8 @@ fn families_rope_scaling_and_windows_read_in_both_spellings() -> anyhow::Result<
     let (hub, v5) = (parse(&hub)?, parse(&v5)?);
     assert_eq!(hub, v5);
     assert_eq!(hub.head_dim, 16, "head_dim need not be hidden / heads");
-    let plain = parse(&base)?.rope_inv_freq();
-    let scaled = hub.rope_inv_freq();
+    let plain = parse(&base)?.rope_inv_freq(0);
+    let scaled = hub.rope_inv_freq(0);
     // transformers' `_compute_llama3_parameters`: wavelengths under 8192/4 = 2048 are kept,
     // over 8192 divided by 8, between interpolated.
     for (f, s) in plain.iter().zip(&scaled) {
@@ -273,7 +273,7 @@ fn families_rope_scaling_and_windows_read_in_both_spellings() -> anyhow::Result<
     assert!(scaled.iter().zip(&plain).any(|(s, f)| s != f));
     let mut linear = base.clone();
     linear["rope_scaling"] = serde_json::json!({"type": "linear", "factor": 4.0});
-    let linear = parse(&linear)?.rope_inv_freq();
+    let linear = parse(&linear)?.rope_inv_freq(0);
     assert!(linear.iter().zip(&plain).all(|(l, p)| *l == p / 4.0));
 
     // Qwen3: q/k norms, biases only with attention_bias; Mistral: every layer windowed.
@@ -299,6 +299,118 @@ fn families_rope_scaling_and_windows_read_in_both_spellings() -> anyhow::Result<
     mistral["sliding_window"] = serde_json::Value::Null;
     assert_eq!(parse(&mistral)?.sliding_windows, vec![None, None]);
     assert_eq!(parse(&base)?.rope_scaling, RopeScaling::None);
+    Ok(())
+}
+
+#[test]
+fn gemma_configs_read_transformers_defaults_and_both_spellings() -> anyhow::Result<()> {
+    use hr_policy::{Activation, Family};
+    let path = std::path::Path::new("config.json");
+    let parse = |v: &serde_json::Value| ModelConfig::from_json(path, &v.to_string());
+    let gemma2 = serde_json::json!({
+        "model_type": "gemma2", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": 4, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "head_dim": 8, "hidden_act": "gelu_pytorch_tanh", "hidden_activation": "gelu_pytorch_tanh",
+    });
+    let g = parse(&gemma2)?;
+    assert_eq!(g.family, Family::Gemma2);
+    assert_eq!(g.activation, Activation::GeluTanh);
+    // transformers' Gemma2Config defaults: soft caps 50 and 30, query_pre_attn_scalar 256, a
+    // 4096 window on layers 0, 2, ..., tied embeddings.
+    assert_eq!((g.attn_softcap, g.final_softcap), (Some(50.0), Some(30.0)));
+    assert_eq!(g.attn_scale, 1.0 / 16.0);
+    assert_eq!(g.sliding_windows, vec![Some(4096), None, Some(4096), None]);
+    assert!(g.tie_word_embeddings && g.norm_offset && g.sandwich_norms && !g.qk_norm);
+    assert_eq!(g.embed_scale, Some(32f64.sqrt()));
+    assert_eq!(g.sliding_rope_theta, None);
+    assert_eq!(g.rope_inv_freq(0), g.rope_inv_freq(1));
+    let mut uncapped = gemma2.clone();
+    uncapped["attn_logit_softcapping"] = serde_json::Value::Null;
+    uncapped["final_logit_softcapping"] = serde_json::json!(12.5);
+    let u = parse(&uncapped)?;
+    assert_eq!((u.attn_softcap, u.final_softcap), (None, Some(12.5)));
+
+    // Gemma 3 as the Hub writes it and as transformers 5 does.
+    let mut hub = gemma2.clone();
+    hub["model_type"] = serde_json::json!("gemma3_text");
+    hub["num_hidden_layers"] = serde_json::json!(3);
+    hub["sliding_window"] = serde_json::json!(5);
+    hub["sliding_window_pattern"] = serde_json::json!(3);
+    hub["rope_theta"] = serde_json::json!(1e6);
+    hub["rope_local_base_freq"] = serde_json::json!(1e4);
+    hub["rope_scaling"] = serde_json::json!({"rope_type": "linear", "factor": 8.0});
+    let mut v5 = hub.clone();
+    for key in [
+        "rope_theta",
+        "rope_local_base_freq",
+        "rope_scaling",
+        "sliding_window_pattern",
+    ] {
+        v5.as_object_mut().expect("object").remove(key);
+    }
+    v5["layer_types"] =
+        serde_json::json!(["sliding_attention", "sliding_attention", "full_attention"]);
+    v5["rope_parameters"] = serde_json::json!({
+        "full_attention": {"rope_type": "linear", "factor": 8.0, "rope_theta": 1e6},
+        "sliding_attention": {"rope_type": "default", "rope_theta": 1e4},
+    });
+    let (hub, v5) = (parse(&hub)?, parse(&v5)?);
+    assert_eq!(hub, v5);
+    assert_eq!(hub.family, Family::Gemma3);
+    assert!(hub.qk_norm && hub.attn_softcap.is_none() && hub.final_softcap.is_none());
+    assert_eq!(hub.sliding_windows, vec![Some(5), Some(5), None]);
+    // Window layers rotate with the local base, unscaled; the full layer with the scaled global.
+    let local = hub.rope_inv_freq(0);
+    let global = hub.rope_inv_freq(2);
+    assert_eq!(local[1], 1e4f64.powf(-2.0 / 8.0));
+    assert_eq!(global[1], 1e6f64.powf(-2.0 / 8.0) / 8.0);
+
+    for (field, key, value) in [
+        (
+            "hidden_activation",
+            "hidden_activation",
+            serde_json::json!("gelu"),
+        ),
+        ("hidden_act", "hidden_act", serde_json::json!("silu")),
+        (
+            "attn_logit_softcapping",
+            "attn_logit_softcapping",
+            serde_json::json!(-1.0),
+        ),
+        (
+            "use_bidirectional_attention",
+            "use_bidirectional_attention",
+            serde_json::json!(true),
+        ),
+        (
+            "rope_parameters.sliding_attention.rope_type",
+            "rope_parameters",
+            serde_json::json!({"full_attention": {"rope_theta": 1e6},
+                "sliding_attention": {"rope_type": "linear", "factor": 2.0}}),
+        ),
+    ] {
+        let mut bad = gemma2.clone();
+        bad["model_type"] = serde_json::json!("gemma3_text");
+        if field == "hidden_act" {
+            bad.as_object_mut()
+                .expect("object")
+                .remove("hidden_activation");
+        }
+        bad[key] = value;
+        match ModelConfig::from_json(path, &bad.to_string()) {
+            Err(PolicyError::Config { field: named, .. }) => assert_eq!(named, field),
+            other => panic!("{field}: expected a config error, got {other:?}"),
+        }
+    }
+    // Per-layer-type RoPE is Gemma 3's; elsewhere it is refused, not read as unscaled.
+    let mut llama = gemma2;
+    llama["model_type"] = serde_json::json!("llama");
+    llama.as_object_mut().expect("object").remove("hidden_act");
+    llama["rope_parameters"] = serde_json::json!({"full_attention": {"rope_theta": 1e6}});
+    match ModelConfig::from_json(path, &llama.to_string()) {
+        Err(PolicyError::Config { field, .. }) => assert_eq!(field, "rope_parameters"),
+        other => panic!("expected a config error, got {other:?}"),
+    }
     Ok(())
 }
 
