@@ -1,12 +1,15 @@
 """TRL 1.16's own GRPO loss on fixed inputs: the reference the `hr-grpo` loss is checked against.
 
 For each configuration (every loss type x importance-sampling level, each with the clipping,
-KL, off-policy mask, entropy mask, entropy bonus and gradient-accumulation variants) this draws
+KL, off-policy mask, entropy mask, entropy bonus, adaptive entropy control and
+gradient-accumulation variants) this draws
 small f32 inputs from a seeded generator (policy, old and reference log-probs, advantages, a
 completion mask with a fully masked row and a masked tool token, per-token entropies), calls the
 installed `GRPOTrainer._compute_loss` on an object that carries exactly the attributes it reads,
 and writes one JSON line per case: the inputs, the loss, its gradient with respect to the
-log-probs (and to the entropies when the bonus is on), and every metric TRL logs from the loss.
+log-probs (and to the entropies when the bonus is on), every metric TRL logs from the loss, and
+under adaptive entropy control the controller's state after the call (one optimiser step: the
+case's `last_world_entropy`, null for TRL's initial infinity, is its state before).
 
 usage: trl_loss.py OUT.jsonl
 """
@@ -64,6 +67,16 @@ def configs():
             yield f"{loss}-{level}-opsm", {**base, "off_policy_mask_threshold": 0.02}, False, 1, None
             yield f"{loss}-{level}-top-entropy", {**base, "top_entropy_quantile": 0.3}, False, 1, None
             yield f"{loss}-{level}-entropy-bonus", {**base, "entropy_coef": 0.01}, False, 1, None
+            # Adaptive entropy control: applied (the last step's entropy under target), capped at
+            # entropy_coef_max; on the high-entropy tokens; and at the first step (nothing
+            # applied yet, the coefficient lowered).
+            adaptive = dict(use_adaptive_entropy=True, entropy_coef=0.03, entropy_coef_delta=0.01,
+                            entropy_coef_max=0.035, entropy_target=2.0, last_world_entropy=1.0)
+            yield f"{loss}-{level}-adaptive", {**base, **adaptive}, False, 1, None
+            yield (f"{loss}-{level}-adaptive-top-entropy",
+                   {**base, **adaptive, "top_entropy_quantile": 0.5, "entropy_target": 2.5}, False, 1, None)
+            yield (f"{loss}-{level}-adaptive-first-step",
+                   {**base, "use_adaptive_entropy": True, "entropy_coef": 0.01}, False, 1, None)
             yield f"{loss}-{level}-accumulated", base, False, 2, 23.0
             yield (
                 f"{loss}-{level}-everything",
@@ -76,6 +89,8 @@ def configs():
 
 
 def trl_loss(overrides: dict, x: dict, on_policy: bool, accumulation: int, window_tokens) -> dict:
+    overrides = dict(overrides)
+    last_world_entropy = overrides.pop("last_world_entropy", None)
     args = GRPOConfig(
         output_dir="/nonexistent",
         report_to=[],
@@ -117,7 +132,7 @@ def trl_loss(overrides: dict, x: dict, on_policy: bool, accumulation: int, windo
         use_adaptive_entropy=args.use_adaptive_entropy,
         _entropy_bonus_enabled=args.entropy_coef != 0.0 or args.use_adaptive_entropy,
         _entropy_window_stats=None,
-        _last_world_entropy=float("inf"),
+        _last_world_entropy=float("inf") if last_world_entropy is None else last_world_entropy,
         _metrics=metrics,
         get_off_policy_mask=GRPOTrainer.get_off_policy_mask,
         get_gamma_weights=GRPOTrainer.get_gamma_weights,
@@ -139,12 +154,15 @@ def trl_loss(overrides: dict, x: dict, on_policy: bool, accumulation: int, windo
     loss = GRPOTrainer._compute_loss(this, None, batch)
     loss.backward()
     train = metrics["train"]
-    return {
+    out = {
         "loss": loss.item(),
         "grad_logp": logp.grad.tolist(),
         "grad_entropy": entropy.grad.tolist() if entropy.grad is not None else None,
         "metrics": {k: v[-1] for k, v in train.items() if not math.isnan(v[-1])},
     }
+    if args.use_adaptive_entropy:
+        out["entropy_control"] = {"coef": this.entropy_coef, "last_world_entropy": this._last_world_entropy}
+    return out
 
 
 def short(value):

@@ -2,7 +2,8 @@
 //! (`scale_rewards` group / batch / none, optional leave-one-out baseline) and TRL's loss
 //! variants (token or sequence importance weights; the clipped surrogate aggregated as `grpo`,
 //! `bnpo`, `dr_grpo`, `dapo` or `luspo`, or `cispo`, `sapo`, `vespo`; δ, the off-policy and
-//! high-entropy masks, k3 KL to the reference weighted by β, the entropy bonus), with the
+//! high-entropy masks, k3 KL to the reference weighted by β, the entropy bonus, fixed or under
+//! adaptive control), with the
 //! statistics TRL logs, checked against TRL's own code.
 //!
 //! On top: rollouts of G episodes per task through `hr-env`'s `Environment` trait (multi-turn,
@@ -14,6 +15,7 @@
 
 mod advantage;
 mod data;
+mod entropy_control;
 mod error;
 mod loss;
 mod rollout;
@@ -23,6 +25,7 @@ mod trainer;
 
 pub use advantage::{AdvantageConfig, advantages};
 pub use data::{DataCursor, TaskSampler};
+pub use entropy_control::{AdaptiveEntropy, EntropyControl};
 pub use error::GrpoError;
 pub use loss::{LossConfig, LossInputs, LossOutput, Vespo, Whole, grpo_loss, high_entropy_mask};
 pub use rollout::{

@@ -19,6 +19,7 @@ use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 use serde::{Deserialize, Serialize};
 
+use crate::entropy_control::AdaptiveEntropy;
 use crate::{GrpoError, ImportanceSamplingLevel, LossType};
 
 /// The loss hyper-parameters, under TRL's names and with its defaults.
@@ -52,8 +53,13 @@ pub struct LossConfig {
     pub off_policy_mask_threshold: Option<f64>,
     /// Keep only the top `ρ` quantile of tokens by entropy in the loss (1 keeps all).
     pub top_entropy_quantile: f64,
-    /// Weight of the entropy bonus (0: none).
+    /// Weight of the entropy bonus (0: none); under adaptive control, the coefficient this
+    /// update applies ([`crate::EntropyControl::applied`]).
     pub entropy_coef: f64,
+    /// Adaptive entropy control's settings: the bonus is then on even while its coefficient is
+    /// 0, so `policy_loss` is reported, as TRL reports it.
+    #[serde(default)]
+    pub adaptive_entropy: Option<AdaptiveEntropy>,
 }
 
 /// `vespo`'s Gamma weighting `φ(w) = e^λ·w^k·e^{−λw}`, its parameters by the advantage's sign.
@@ -98,6 +104,7 @@ impl Default for LossConfig {
             off_policy_mask_threshold: None,
             top_entropy_quantile: 1.0,
             entropy_coef: 0.0,
+            adaptive_entropy: None,
         }
     }
 }
@@ -462,8 +469,8 @@ pub fn grpo_loss<B: Backend>(
         1.0
     };
     // Read back only when it is logged: each read waits for the device.
-    let policy_loss =
-        (config.entropy_coef > 0.0).then(|| f64::from(host(policy.clone().detach())[0]));
+    let policy_loss = (config.entropy_coef > 0.0 || config.adaptive_entropy.is_some())
+        .then(|| f64::from(host(policy.clone().detach())[0]));
     let mut loss = policy.div_scalar(logged_divisor);
     if config.entropy_coef > 0.0
         && let Some(entropy) = entropy

@@ -17,7 +17,7 @@ use hr_policy::{
 use serde::{Deserialize, Serialize};
 
 use crate::trainer::named_params;
-use crate::{GrpoConfig, GrpoError, Trainer};
+use crate::{EntropyControl, GrpoConfig, GrpoError, Trainer};
 
 /// AdamW's state, by adapter tensor name.
 pub const OPTIMIZER_STATE: &str = "optimizer.safetensors";
@@ -45,6 +45,9 @@ struct TrainerStateFile {
     /// Tokens of every step so far (absent from states written before it was kept).
     #[serde(default)]
     tokens_seen: u64,
+    /// The adaptive entropy controller, under adaptive control only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    entropy_control: Option<EntropyControl>,
 }
 
 fn host<B: burn::tensor::backend::Backend>(
@@ -92,6 +95,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             rng: self.rng.state(),
             adam_steps,
             tokens_seen: self.tokens_seen,
+            entropy_control: self.entropy_control,
         };
         let trainer = serde_json::to_vec_pretty(&trainer).map_err(|e| corrupt(e.to_string()))?;
         let files = BTreeMap::from([
@@ -195,6 +199,23 @@ impl<B: AutodiffBackend> Trainer<B> {
         trainer.optimizer = trainer.optimizer.load_record(record);
         trainer.step = meta.step;
         trainer.tokens_seen = meta.tokens_seen;
+        match (meta.entropy_control, trainer.entropy_control.is_some()) {
+            (Some(control), true) => trainer.entropy_control = Some(control),
+            (None, false) => {}
+            (kept, _) => {
+                return Err(corrupt(format!(
+                    "{}: {TRAINER_STATE} {} adaptive entropy state, but the plan {} \
+                     `grpo.use_adaptive_entropy`; resume with the plan that wrote it",
+                    origin.display(),
+                    if kept.is_some() { "holds" } else { "lacks" },
+                    if kept.is_some() {
+                        "does not set"
+                    } else {
+                        "sets"
+                    },
+                )));
+            }
+        }
         Ok(trainer)
     }
 }

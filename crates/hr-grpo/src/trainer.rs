@@ -17,7 +17,7 @@ use hr_env::Task;
 use hr_policy::{Adapters, ChatTokenizer, LoraPair, Policy, PolicyRng, Target};
 
 use crate::rollout::{EnvironmentFactory, Episode, RewardState, RolloutConfig, rollouts};
-use crate::{AdvantageConfig, GrpoError, LossConfig, LrSchedule, advantages};
+use crate::{AdvantageConfig, EntropyControl, GrpoError, LossConfig, LrSchedule, advantages};
 use optimise::ACTIVATION_BUDGET;
 
 /// AdamW's constants (set explicitly: Burn's defaults differ from torch's).
@@ -98,6 +98,8 @@ pub struct Trainer<B: AutodiffBackend> {
     pub(crate) step: u64,
     /// Prompt and completion tokens of every step so far (TRL's `num_input_tokens_seen`).
     pub(crate) tokens_seen: u64,
+    /// The adaptive entropy controller, when the loss has one.
+    pub(crate) entropy_control: Option<EntropyControl>,
     config: GrpoConfig,
     /// Bytes of activations the back-propagated chunks running at once may keep, shared
     /// between the policy's lanes ([`ACTIVATION_BUDGET`]).
@@ -131,6 +133,10 @@ impl<B: AutodiffBackend> Trainer<B> {
             rng,
             step: 0,
             tokens_seen: 0,
+            entropy_control: config
+                .loss
+                .adaptive_entropy
+                .map(|_| EntropyControl::new(config.loss.entropy_coef)),
             config,
             activation_budget: ACTIVATION_BUDGET,
         })

@@ -1,11 +1,12 @@
 //! Native state: stopping after step 2 and resuming in a new trainer (fresh model load, state
-//! read back from files) continues bit for bit; dropping the RNG or optimizer state does not.
+//! read back from files) continues bit for bit; dropping the RNG, optimizer or adaptive entropy
+//! state does not.
 
 use burn::backend::{Autodiff, Flex};
 use hr_env::{Environment, FixtureEnvironment, FixtureKind, Task, fixture_tasks};
 use hr_grpo::{
-    AdamWSettings, AdvantageConfig, Decay, GrpoConfig, GrpoError, LossConfig, LrSchedule,
-    NativeState, RolloutConfig, TRAINER_STATE, Trainer,
+    AdamWSettings, AdaptiveEntropy, AdvantageConfig, Decay, GrpoConfig, GrpoError, LossConfig,
+    LrSchedule, NativeState, RolloutConfig, TRAINER_STATE, Trainer,
 };
 use hr_policy::{Adapters, ChatTokenizer, LoraConfig, Policy, PolicyRng, Target};
 use hr_tests::tiny_model::{TinySpec, write_tiny_model};
@@ -22,12 +23,20 @@ fn config() -> GrpoConfig {
             ..RolloutConfig::default()
         },
         advantage: AdvantageConfig::default(),
-        // The high-entropy mask and the bonus read the policy between updates: resumed, they
-        // must read the same.
+        // The high-entropy mask and the bonus read the policy between updates, and the adaptive
+        // controller carries its coefficient and the last entropy from step to step (a target
+        // above any entropy: the bonus applies from the second update on): resumed, they must
+        // read the same.
         loss: LossConfig {
             max_completion_length: 8,
             top_entropy_quantile: 0.5,
             entropy_coef: 0.01,
+            adaptive_entropy: Some(AdaptiveEntropy {
+                coef_min: 0.0,
+                coef_max: 1.0,
+                coef_delta: 0.005,
+                target: 100.0,
+            }),
             ..LossConfig::default()
         },
         num_iterations: 2,
@@ -123,9 +132,17 @@ fn resuming_from_files_equals_the_uninterrupted_run_and_controls_diverge() -> an
         all[2..],
         "steps 3-4 after resume"
     );
+    let resumed_state = second.capture("tiny")?;
+    for (name, bytes) in &final_state.files {
+        assert!(
+            resumed_state.files.get(name) == Some(bytes),
+            "{name} differs after resume:\n{}\nvs\n{}",
+            String::from_utf8_lossy(&resumed_state.files[name]),
+            String::from_utf8_lossy(bytes)
+        );
+    }
     assert_eq!(
-        second.capture("tiny")?,
-        final_state,
+        resumed_state, final_state,
         "adapter, optimizer, step and RNG bytes"
     );
 
@@ -143,6 +160,30 @@ fn resuming_from_files_equals_the_uninterrupted_run_and_controls_diverge() -> an
         all[2].0,
         "step 3 samples must differ"
     );
+
+    // Control: the adaptive controller's state is kept, and resuming without it is refused
+    // (it would silently restart the coefficient and skip the next bonus).
+    meta = serde_json::from_str(&text)?;
+    let control = &meta["entropy_control"];
+    assert!(
+        control["coef"]
+            .as_f64()
+            .is_some_and(|c| (c - (0.01 + 4.0 * 0.005)).abs() < 1e-12)
+            && control["last_world_entropy"].as_f64().is_some(),
+        "two steps of two updates each, every one under target: {control}"
+    );
+    meta.as_object_mut()
+        .expect("object")
+        .remove("entropy_control");
+    let mut no_control = state.clone();
+    no_control
+        .files
+        .insert(TRAINER_STATE.to_owned(), serde_json::to_vec(&meta)?);
+    let err = resumed(&model, &no_control, &saved)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("use_adaptive_entropy"), "{err}");
 
     // Control: dropped optimizer state is refused at load, naming a tensor without state,
     // instead of silently restarting AdamW from zero moments.

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use burn::backend::{Autodiff, Flex};
 use burn::tensor::{Tensor, TensorData};
 use hr_grpo::{
-    ImportanceSamplingLevel, LossConfig, LossInputs, LossType, Vespo, Whole, grpo_loss,
-    high_entropy_mask,
+    AdaptiveEntropy, EntropyControl, ImportanceSamplingLevel, LossConfig, LossInputs, LossType,
+    Vespo, Whole, grpo_loss, high_entropy_mask,
 };
 use serde::Deserialize;
 
@@ -25,6 +25,8 @@ struct Trl {
     grad_logp: Vec<Vec<f64>>,
     grad_entropy: Option<Vec<Vec<f64>>>,
     metrics: BTreeMap<String, f64>,
+    /// The adaptive entropy controller after the call.
+    entropy_control: Option<EntropyControl>,
 }
 
 /// One case: TRL's config overrides, the inputs and TRL's results.
@@ -80,6 +82,26 @@ impl Case {
                 .and_then(serde_json::Value::as_f64),
             top_entropy_quantile: f("top_entropy_quantile", 1.0),
             entropy_coef: f("entropy_coef", 0.0),
+            adaptive_entropy: get("use_adaptive_entropy")
+                .and_then(serde_json::Value::as_bool)
+                .unwrap_or(false)
+                .then(|| AdaptiveEntropy {
+                    coef_min: f("entropy_coef_min", 0.0),
+                    coef_max: f("entropy_coef_max", 1.0),
+                    coef_delta: f("entropy_coef_delta", 0.005),
+                    target: f("entropy_target", 0.2),
+                }),
+        })
+    }
+
+    /// The controller before the call, under adaptive control.
+    fn entropy_control(&self, config: &LossConfig) -> Option<EntropyControl> {
+        config.adaptive_entropy.map(|_| EntropyControl {
+            coef: config.entropy_coef,
+            last_world_entropy: self
+                .config
+                .get("last_world_entropy")
+                .and_then(serde_json::Value::as_f64),
         })
     }
 }
@@ -101,11 +123,19 @@ struct Ours {
     grad_logp: Vec<f64>,
     grad_entropy: Option<Vec<f64>>,
     metrics: BTreeMap<String, f64>,
+    /// The adaptive entropy controller after the step.
+    entropy_control: Option<EntropyControl>,
 }
 
 /// [`Ours`] for a case.
 fn ours(case: &Case) -> anyhow::Result<Ours> {
-    let config = case.loss_config()?;
+    let mut config = case.loss_config()?;
+    // As the trainer runs it: the coefficient the controller applies, then its update from the
+    // mean entropy of the tokens the bonus acts on.
+    let mut control = case.entropy_control(&config);
+    if let (Some(settings), Some(control)) = (&config.adaptive_entropy, &control) {
+        config.entropy_coef = control.applied(settings);
+    }
     let logp = tensor(&case.logp).require_grad();
     let entropy = tensor(&case.entropy).require_grad();
     let kept = (config.top_entropy_quantile < 1.0)
@@ -191,15 +221,26 @@ fn ours(case: &Case) -> anyhow::Result<Ours> {
             metrics.insert(key.to_owned(), value);
         }
     }
+    if let (Some(settings), Some(control)) = (&config.adaptive_entropy, &mut control) {
+        let kept_tokens: Vec<f64> = active
+            .iter()
+            .filter(|(i, j)| kept.as_ref().is_none_or(|k| k[*i][*j]))
+            .map(|(i, j)| f64::from(case.entropy[*i][*j]))
+            .collect();
+        let world = kept_tokens.iter().sum::<f64>() / (kept_tokens.len() as f64).max(1.0);
+        control.update(settings, world);
+    }
     if let Some(policy_loss) = out.policy_loss {
         metrics.insert("policy_loss".to_owned(), policy_loss);
-        metrics.insert("entropy_coef".to_owned(), config.entropy_coef);
+        let coef = control.map_or(config.entropy_coef, |c| c.coef);
+        metrics.insert("entropy_coef".to_owned(), coef);
     }
     Ok(Ours {
         loss,
         grad_logp,
         grad_entropy,
         metrics,
+        entropy_control: control,
     })
 }
 
@@ -225,6 +266,7 @@ fn every_configuration_gives_trls_loss_gradients_and_metrics() -> anyhow::Result
             grad_logp,
             grad_entropy,
             metrics,
+            entropy_control,
         } = ours(&case)?;
         let name = &case.name;
         let before = failures.len();
@@ -247,9 +289,10 @@ fn every_configuration_gives_trls_loss_gradients_and_metrics() -> anyhow::Result
             .copied()
             .collect();
         let got_entropy = grad_entropy.unwrap_or_default();
+        // TRL's bonus with a coefficient of 0 (adaptive control above target) leaves zeros.
         let zero = |g: &[f64]| g.iter().all(|v| *v == 0.0);
-        if want_entropy.is_empty() != zero(&got_entropy)
-            || (!want_entropy.is_empty()
+        if zero(&want_entropy) != zero(&got_entropy)
+            || (!zero(&want_entropy)
                 && (0..want_entropy.len()).any(|k| !near(got_entropy[k], want_entropy[k])))
         {
             failures.push(format!(
@@ -267,6 +310,22 @@ fn every_configuration_gives_trls_loss_gradients_and_metrics() -> anyhow::Result
             .filter(|k| !case.trl.metrics.contains_key(*k))
         {
             failures.push(format!("{name}: metric {key} that TRL does not log"));
+        }
+        let same_control = match (&entropy_control, &case.trl.entropy_control) {
+            (Some(ours), Some(trl)) => {
+                near(ours.coef, trl.coef)
+                    && match (ours.last_world_entropy, trl.last_world_entropy) {
+                        (Some(a), Some(b)) => near(a, b),
+                        (a, b) => a == b,
+                    }
+            }
+            (ours, trl) => ours.is_none() && trl.is_none(),
+        };
+        if !same_control {
+            failures.push(format!(
+                "{name}: entropy control after the step {entropy_control:?} vs TRL's {:?}",
+                case.trl.entropy_control
+            ));
         }
         differing += usize::from(failures.len() > before);
     }

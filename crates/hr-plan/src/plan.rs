@@ -86,6 +86,27 @@ fn is_two(v: &f64) -> bool {
     *v == 2.0
 }
 
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+
+fn is_entropy_coef_max(v: &f64) -> bool {
+    *v == ENTROPY_COEF_MAX
+}
+
+fn is_entropy_coef_delta(v: &f64) -> bool {
+    *v == ENTROPY_COEF_DELTA
+}
+
+fn is_entropy_target(v: &f64) -> bool {
+    *v == ENTROPY_TARGET
+}
+
+/// TRL 1.16's defaults for adaptive entropy control.
+const ENTROPY_COEF_MAX: f64 = 1.0;
+const ENTROPY_COEF_DELTA: f64 = 0.005;
+const ENTROPY_TARGET: f64 = 0.2;
+
 fn is_three(v: &f64) -> bool {
     *v == 3.0
 }
@@ -537,9 +558,28 @@ pub struct Grpo {
     /// `top_entropy_quantile`; 1 keeps all, the paper uses 0.2).
     #[serde(skip_serializing_if = "is_one")]
     pub top_entropy_quantile: f64,
-    /// Weight of the entropy bonus, `loss − coef · mean entropy` (TRL's `entropy_coef`; 0 off).
+    /// Weight of the entropy bonus, `loss − coef · mean entropy` (TRL's `entropy_coef`; 0 off);
+    /// with adaptive control, its starting value.
     #[serde(skip_serializing_if = "is_zero_f64")]
     pub entropy_coef: f64,
+    /// Adaptive entropy control (Skywork-OR1, TRL's `use_adaptive_entropy`): after each
+    /// optimiser step the coefficient moves by `entropy_coef_delta` within
+    /// [`entropy_coef_min`, `entropy_coef_max`], up when the step's mean entropy was at most
+    /// `entropy_target`, down otherwise, and the bonus applies only while it was.
+    #[serde(skip_serializing_if = "is_false")]
+    pub use_adaptive_entropy: bool,
+    /// The adaptive coefficient's floor (TRL 0).
+    #[serde(skip_serializing_if = "is_zero_f64")]
+    pub entropy_coef_min: f64,
+    /// The adaptive coefficient's ceiling (TRL 1).
+    #[serde(skip_serializing_if = "is_entropy_coef_max")]
+    pub entropy_coef_max: f64,
+    /// The adaptive coefficient's step (TRL 0.005).
+    #[serde(skip_serializing_if = "is_entropy_coef_delta")]
+    pub entropy_coef_delta: f64,
+    /// The mean token entropy, in nats, the adaptive control aims at (TRL 0.2).
+    #[serde(skip_serializing_if = "is_entropy_target")]
+    pub entropy_target: f64,
     /// μ.
     pub num_iterations: usize,
     /// Micro-batches per optimiser step (gradients summed).
@@ -581,6 +621,11 @@ impl Default for Grpo {
             off_policy_mask_threshold: None,
             top_entropy_quantile: 1.0,
             entropy_coef: 0.0,
+            use_adaptive_entropy: false,
+            entropy_coef_min: 0.0,
+            entropy_coef_max: ENTROPY_COEF_MAX,
+            entropy_coef_delta: ENTROPY_COEF_DELTA,
+            entropy_target: ENTROPY_TARGET,
             num_iterations: 1,
             gradient_accumulation_steps: 1,
         }

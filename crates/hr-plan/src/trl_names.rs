@@ -14,9 +14,9 @@
 //!   refused beside one;
 //! - `optimizer.warmup_ratio` → `optimizer.warmup_steps` = ⌈ratio · steps⌉, as transformers'
 //!   `get_warmup_steps` counts them;
-//! - TRL fields not offered yet (adaptive entropy, `sync_ref_model`, `generation_batch_size`,
-//!   `steps_per_generation`, `multi_objective_aggregation`) are dropped at the value that
-//!   changes nothing and otherwise refused, saying what to use instead.
+//! - TRL fields not offered (`sync_ref_model`, which TRL itself refuses with a PEFT model,
+//!   `generation_batch_size`, `steps_per_generation`, `multi_objective_aggregation`) are dropped
+//!   at the value that changes nothing and otherwise refused, saying what to use instead.
 
 use serde_json::{Map, Value};
 
@@ -147,17 +147,11 @@ fn not_offered(grpo: &mut Map<String, Value>) -> Result<(), Refusal> {
     let count = |key: &str, default: u64| grpo.get(key).and_then(Value::as_u64).unwrap_or(default);
     let episodes = count("tasks_per_step", 4).saturating_mul(count("num_generations", 8));
     let accumulation = count("gradient_accumulation_steps", 1);
-    let adaptive = "adaptive entropy control is not offered yet: use a fixed `grpo.entropy_coef`";
-    let sync = "the reference is the base model throughout: syncing it (TR-DPO) is not offered yet; \
-                lower `grpo.beta` for a looser reference";
+    let sync = "the reference is the base model throughout, as in TRL with a PEFT model (whose \
+                GRPOTrainer refuses `sync_ref_model` then); lower `grpo.beta` for a looser reference";
     let batches = "each step generates its own batch (`tasks_per_step` × `num_generations` \
                    episodes) and makes `num_iterations` updates on it: set those instead";
-    let rules: [(&str, Value, &str); 10] = [
-        ("use_adaptive_entropy", false.into(), adaptive),
-        ("entropy_coef_min", 0.0.into(), adaptive),
-        ("entropy_coef_max", 1.0.into(), adaptive),
-        ("entropy_coef_delta", 0.005.into(), adaptive),
-        ("entropy_target", 0.2.into(), adaptive),
+    let rules: [(&str, Value, &str); 5] = [
         ("sync_ref_model", false.into(), sync),
         ("ref_model_mixup_alpha", 0.6.into(), sync),
         ("ref_model_sync_steps", 512.into(), sync),

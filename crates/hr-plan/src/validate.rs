@@ -538,6 +538,56 @@ fn loss_fields(
         g.entropy_coef.is_finite() && g.entropy_coef >= 0.0,
         "grpo.entropy_coef",
         format!("{} must be ≥ 0 (0 disables the bonus)", g.entropy_coef),
+    )?;
+    adaptive_entropy(g, check)
+}
+
+/// The adaptive entropy settings: in range, and given only with `use_adaptive_entropy`.
+fn adaptive_entropy(
+    g: &crate::Grpo,
+    check: &impl Fn(bool, &str, String) -> Result<(), PlanError>,
+) -> Result<(), PlanError> {
+    let defaults = crate::Grpo::default();
+    let settings = [
+        (
+            "entropy_coef_min",
+            g.entropy_coef_min,
+            defaults.entropy_coef_min,
+        ),
+        (
+            "entropy_coef_max",
+            g.entropy_coef_max,
+            defaults.entropy_coef_max,
+        ),
+        (
+            "entropy_coef_delta",
+            g.entropy_coef_delta,
+            defaults.entropy_coef_delta,
+        ),
+        ("entropy_target", g.entropy_target, defaults.entropy_target),
+    ];
+    for (name, value, default) in settings {
+        let field = format!("grpo.{name}");
+        check(
+            value.is_finite() && value >= 0.0,
+            &field,
+            format!("{value} must be a number ≥ 0"),
+        )?;
+        check(
+            g.use_adaptive_entropy || value == default,
+            &field,
+            format!(
+                "{value} is read only with `use_adaptive_entropy: true`; set that, or leave this out"
+            ),
+        )?;
+    }
+    check(
+        g.entropy_coef_min <= g.entropy_coef_max,
+        "grpo.entropy_coef_max",
+        format!(
+            "{} must be ≥ entropy_coef_min {}",
+            g.entropy_coef_max, g.entropy_coef_min
+        ),
     )
 }
 

@@ -525,8 +525,6 @@ fn trl_fields_not_offered_pass_at_their_harmless_value_and_are_refused_otherwise
         g.tasks_per_step * g.num_generations
     };
     for (key, harmless) in [
-        ("use_adaptive_entropy", json!(false)),
-        ("entropy_target", json!(0.2)),
         ("sync_ref_model", json!(false)),
         ("ref_model_sync_steps", json!(512)),
         ("generation_batch_size", json!(episodes)),
@@ -536,8 +534,6 @@ fn trl_fields_not_offered_pass_at_their_harmless_value_and_are_refused_otherwise
         assert_eq!(parse(&with(key, harmless))?, parse(&example())?, "{key}");
     }
     for (key, value, instead) in [
-        ("use_adaptive_entropy", json!(true), "grpo.entropy_coef"),
-        ("entropy_coef_max", json!(0.5), "grpo.entropy_coef"),
         ("sync_ref_model", json!(true), "grpo.beta"),
         (
             "generation_batch_size",
@@ -562,11 +558,22 @@ fn trl_fields_not_offered_pass_at_their_harmless_value_and_are_refused_otherwise
         ("off_policy_mask_threshold", json!(0.0)),
         ("top_entropy_quantile", json!(1.5)),
         ("entropy_coef", json!(-0.1)),
+        // Read only with adaptive control.
+        ("entropy_target", json!(0.5)),
+        ("entropy_coef_delta", json!(0.01)),
         ("importance_sampling_level", json!("episode")),
         ("loss_type", json!("ppo")),
     ] {
         assert!(field_error(&with(key, value)).0.contains(key), "{key}");
     }
+    // With adaptive control on, the settings are ranges checked.
+    let mut adaptive = example();
+    adaptive["grpo"]["use_adaptive_entropy"] = json!(true);
+    adaptive["grpo"]["entropy_target"] = json!(0.5);
+    let parsed = parse(&adaptive)?.grpo;
+    assert!(parsed.use_adaptive_entropy && parsed.entropy_target == 0.5);
+    adaptive["grpo"]["entropy_coef_min"] = json!(2.0);
+    assert_eq!(field_error(&adaptive).0, "grpo.entropy_coef_max");
     Ok(())
 }
 
@@ -614,6 +621,11 @@ fn docs_plan_md_names_every_field_a_plan_can_hold() -> anyhow::Result<()> {
         ("off_policy_mask_threshold", json!(0.5)),
         ("top_entropy_quantile", json!(0.2)),
         ("entropy_coef", json!(0.01)),
+        ("use_adaptive_entropy", json!(true)),
+        ("entropy_coef_min", json!(0.001)),
+        ("entropy_coef_max", json!(0.1)),
+        ("entropy_coef_delta", json!(0.002)),
+        ("entropy_target", json!(0.3)),
     ] {
         full["grpo"][key] = value;
     }

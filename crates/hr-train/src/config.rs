@@ -3,7 +3,8 @@
 use burn::tensor::FloatDType;
 use burn::tensor::backend::Backend;
 use hr_grpo::{
-    AdamWSettings, AdvantageConfig, GrpoConfig, LossConfig, LrSchedule, RolloutConfig, Vespo,
+    AdamWSettings, AdaptiveEntropy, AdvantageConfig, GrpoConfig, LossConfig, LrSchedule,
+    RolloutConfig, Vespo,
 };
 use hr_plan::{Dtype, Environment, Plan};
 use hr_policy::{Execution, Policy, PolicyError};
@@ -75,6 +76,12 @@ pub fn grpo_config(plan: &Plan) -> GrpoConfig {
             off_policy_mask_threshold: g.off_policy_mask_threshold,
             top_entropy_quantile: g.top_entropy_quantile,
             entropy_coef: g.entropy_coef,
+            adaptive_entropy: g.use_adaptive_entropy.then_some(AdaptiveEntropy {
+                coef_min: g.entropy_coef_min,
+                coef_max: g.entropy_coef_max,
+                coef_delta: g.entropy_coef_delta,
+                target: g.entropy_target,
+            }),
         },
         num_iterations: g.num_iterations,
         adamw: AdamWSettings {

@@ -16,7 +16,7 @@ use rayon::prelude::*;
 use super::stats::{Sums, Totals};
 use super::{Timing, Trainer, clip_global_norm, scalar};
 use crate::rollout::Episode;
-use crate::{GrpoError, LossInputs, Whole, grpo_loss, high_entropy_mask};
+use crate::{GrpoError, LossConfig, LossInputs, Whole, grpo_loss, high_entropy_mask};
 
 impl<B: AutodiffBackend> Trainer<B> {
     /// μ iterations over the episodes, each accumulating gradients over
@@ -103,10 +103,21 @@ impl<B: AutodiffBackend> Trainer<B> {
         let (mut loss_sum, mut grad_norm) = (0.0, 0.0);
         let mut totals = Totals::default();
         let lanes = self.policy.execution().lanes;
+        // The adaptive entropy coefficient after each update (TRL logs it per optimiser step).
+        let mut coefs = Vec::new();
         for iteration in 0..self.config.num_iterations {
             if self.config.loss.top_entropy_quantile < 1.0 {
                 self.mask_high_entropy(&mut micros)?;
             }
+            // Every micro-batch of an update applies the coefficient the controller held at its
+            // start, as TRL's do.
+            let mut loss = self.config.loss.clone();
+            if let (Some(settings), Some(control)) = (&loss.adaptive_entropy, &self.entropy_control)
+            {
+                loss.entropy_coef = control.applied(settings);
+            }
+            // The update's entropy over the tokens the bonus acts on: (sum, count).
+            let mut world = (0.0, 0.0);
             let mut accumulator = GradientsAccumulator::new();
             // Every chunk of every micro-batch, in order; `lanes` of them run side by side, each
             // on its own copy of the adapters (its own autodiff graph), and their results are
@@ -126,7 +137,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                     } else {
                         self.adapters.clone()
                     };
-                    self.chunk(m, rows.clone(), &adapters, iteration)
+                    self.chunk(m, rows.clone(), &adapters, iteration, &loss)
                 };
                 let outs: Vec<Result<ChunkOut, GrpoError>> = if lanes > 1 {
                     group.par_iter().map(run).collect()
@@ -140,6 +151,10 @@ impl<B: AutodiffBackend> Trainer<B> {
                     if let Some((micro, sums)) = out.stats {
                         totals.add(micro, sums);
                     }
+                    if let Some((sum, count)) = out.world_entropy {
+                        world.0 += sum;
+                        world.1 += count;
+                    }
                     slowest = slowest.max(out.backward_s);
                     accumulator.accumulate(&self.adapters, out.grads);
                 }
@@ -150,8 +165,21 @@ impl<B: AutodiffBackend> Trainer<B> {
             grad_norm = clip_global_norm(&self.adapters, &mut grads, self.config.max_grad_norm);
             self.adapters = self.optimizer.step(lr, self.adapters.clone(), grads);
             timing.optimizer += clock.elapsed().as_secs_f64();
+            if let (Some(settings), Some(control)) = (
+                &self.config.loss.adaptive_entropy,
+                &mut self.entropy_control,
+            ) {
+                control.update(settings, world.0 / f64::max(world.1, 1.0));
+                coefs.push(control.coef);
+            }
         }
         totals.record(&self.config.loss, &mut metrics);
+        if !coefs.is_empty() {
+            metrics.insert(
+                "entropy_coef".to_owned(),
+                coefs.iter().sum::<f64>() / coefs.len() as f64,
+            );
+        }
         Ok((
             loss_sum / self.config.num_iterations as f64,
             grad_norm,
@@ -185,6 +213,9 @@ struct ChunkOut {
     /// Its micro-batch's index and what the chunk adds to its loss statistics (first
     /// iteration only).
     stats: Option<(usize, Sums)>,
+    /// The entropy summed over the rows' tokens the bonus acts on, and their count, under
+    /// adaptive entropy control.
+    world_entropy: Option<(f64, f64)>,
     /// The adapters' gradients.
     grads: GradientsParams,
     /// Seconds its backward pass took.
@@ -223,13 +254,15 @@ impl<B: AutodiffBackend> Trainer<B> {
     /// Scores rows `rows` of micro-batch `m` with `adapters` (the trainer's, or a fresh copy of
     /// them for a lane of its own), computes their loss (their share of the micro-batch's,
     /// itself a share of the step's) and back-propagates it; the statistics are what the rows
-    /// add to their micro-batch's.
+    /// add to their micro-batch's. `loss` is the configured one with the entropy coefficient this
+    /// update applies.
     fn chunk(
         &self,
         m: &Micro<B>,
         rows: Range<usize>,
         adapters: &Adapters<B>,
         iteration: usize,
+        loss_config: &LossConfig,
     ) -> Result<ChunkOut, GrpoError> {
         let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
         let temperature = self.config.rollout.temperature;
@@ -247,8 +280,9 @@ impl<B: AutodiffBackend> Trainer<B> {
         // Entropy is reported for the first iteration only (later ones skip its pass over the
         // vocabulary unless the bonus needs it, through the graph).
         let prompts = &m.prompts[rows.clone()];
-        let bonus = self.config.loss.entropy_coef > 0.0;
-        let (logp, ent) = if iteration == 0 || bonus {
+        let bonus = loss_config.entropy_coef > 0.0;
+        let adaptive = loss_config.adaptive_entropy.is_some();
+        let (logp, ent) = if iteration == 0 || bonus || adaptive {
             let kind = if bonus {
                 Entropy::Differentiable
             } else {
@@ -281,13 +315,28 @@ impl<B: AutodiffBackend> Trainer<B> {
                 mask: &mask,
                 entropy_mask: entropy_mask.as_deref(),
             },
-            &self.config.loss,
+            loss_config,
             m.whole,
         )?;
         let loss = out.loss;
         let loss_value = scalar(loss.clone());
+        let ent = ent
+            .filter(|_| iteration == 0 || adaptive)
+            .map(|ent| host_f64(ent.detach()));
+        let world_entropy = ent.as_ref().filter(|_| adaptive).map(|ent| {
+            let mut kept = (0.0, 0.0);
+            for (i, row) in mask.iter().enumerate() {
+                for (j, on) in row.iter().enumerate() {
+                    let high = entropy_mask.as_ref().is_none_or(|k| k[i][j]);
+                    if *on && high {
+                        kept.0 += ent[i * width + j];
+                        kept.1 += 1.0;
+                    }
+                }
+            }
+            kept
+        });
         let stats = ent.filter(|_| iteration == 0).map(|ent| {
-            let ent = host_f64(ent.detach());
             let active: Vec<usize> = mask
                 .iter()
                 .enumerate()
@@ -325,6 +374,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         Ok(ChunkOut {
             loss: loss_value,
             stats,
+            world_entropy,
             grads,
             backward_s: clock.elapsed().as_secs_f64(),
         })
