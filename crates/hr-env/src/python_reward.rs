@@ -90,6 +90,11 @@ pub struct PythonReward {
     lines: Receiver<String>,
     log: PathBuf,
     timeout: Duration,
+    /// Whether a call went unanswered within the timeout: the process was then stopped, so that
+    /// its late answer can never be read as a later batch's.
+    timed_out: bool,
+    /// Whether [`PythonReward::stop`] ran.
+    stopped: bool,
 }
 
 /// Names the call passes itself: a dataset column of one of these names is not passed (TRL
@@ -248,6 +253,8 @@ impl PythonReward {
             lines,
             log: log.to_owned(),
             timeout,
+            timed_out: false,
+            stopped: false,
         };
         let first = reward.answer()?;
         if first.get("ready") != Some(&Value::Bool(true)) {
@@ -259,6 +266,13 @@ impl PythonReward {
     /// The function's reward for each completion of a generation batch (`None`: not
     /// applicable), from one call.
     pub fn score_batch(&mut self, batch: &RewardBatch<'_>) -> Result<Vec<Option<f64>>, EnvError> {
+        if self.timed_out {
+            return Err(self.failed(format!(
+                "was stopped after an earlier batch got no answer within {} s; raise its \
+                 `timeout_s` or make it faster",
+                self.timeout.as_secs()
+            )));
+        }
         let n = batch.rows.len();
         let request = batch.request();
         writeln!(self.stdin, "{request}")
@@ -295,6 +309,8 @@ impl PythonReward {
         let line = match self.lines.recv_timeout(self.timeout) {
             Ok(line) => line,
             Err(RecvTimeoutError::Timeout) => {
+                self.timed_out = true;
+                self.stop();
                 return Err(self.failed(format!(
                     "gave no answer within {} s",
                     self.timeout.as_secs()
@@ -340,8 +356,12 @@ impl PythonReward {
     }
 }
 
-impl Drop for PythonReward {
-    fn drop(&mut self) {
+impl PythonReward {
+    /// Kills the driver's process group and reaps the driver, once.
+    fn stop(&mut self) {
+        if std::mem::replace(&mut self.stopped, true) {
+            return;
+        }
         // The group is the driver's pid; it still exists until the driver is reaped below.
         if let Some(group) = i32::try_from(self.child.id())
             .ok()
@@ -352,6 +372,12 @@ impl Drop for PythonReward {
         let _ = self.child.kill();
         let _ = self.child.wait();
         self.stderr.finish(LOG_FLUSH);
+    }
+}
+
+impl Drop for PythonReward {
+    fn drop(&mut self) {
+        self.stop();
     }
 }
 
@@ -435,6 +461,49 @@ def words(prompts, completions, **kwargs):
                 .to_string();
             assert!(err.contains(expected), "{function}: {err}");
         }
+    }
+
+    #[test]
+    fn a_batch_that_timed_out_stops_the_function_so_its_late_answer_is_never_read() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let file = dir.path().join("rewards.py");
+        // The first call outlasts the timeout by far; a second would answer at once.
+        std::fs::write(
+            &file,
+            "import time\ncalls = 0\n\
+             def r(prompts, completions, **kw):\n    global calls\n    calls += 1\n\
+             \x20   if calls == 1:\n        time.sleep(600)\n    return [float(calls) for _ in completions]\n",
+        )
+        .expect("write");
+        let mut reward = PythonReward::start(
+            "r",
+            Path::new("python3"),
+            (&file, "r"),
+            &dir.path().join("log"),
+            Duration::from_secs(1),
+        )
+        .expect("starts");
+        let rows = [json!({"prompt": "p"})];
+        let rows: Vec<&Value> = rows.iter().collect();
+        let batch = RewardBatch {
+            rows: &rows,
+            completions: &["c".to_owned()],
+            completion_ids: &[vec![1]],
+            trainer_state: &json!({"global_step": 0}),
+        };
+        let err = reward
+            .score_batch(&batch)
+            .expect_err("times out")
+            .to_string();
+        assert!(err.contains("gave no answer within 1 s"), "{err}");
+        let pid = reward.child.id();
+        assert!(!running(pid), "the timed-out function is stopped");
+        let err = reward.score_batch(&batch).expect_err("refused").to_string();
+        assert!(
+            err.contains("was stopped after an earlier batch got no answer")
+                && err.contains("timeout_s"),
+            "{err}"
+        );
     }
 
     #[test]
