@@ -80,7 +80,8 @@ Tasks:
               the repo
   conformance families
               for each model family (llama, llama3 RoPE scaling, linear RoPE, qwen2 with and
-              without windows, qwen3 tied and untied, mistral) a tiny random model written by
+              without windows, qwen3 tied and untied, mistral, gemma2, gemma3 in both
+              spellings) a tiny random model written by
               transformers in f32/bf16/f16 and both config spellings: greedy tokens equal and
               log-probs within 1e-4 of transformers; a 2-step LoRA run's RUN/adapter and an
               intermediate checkpoint's load with the real peft and match; negative controls

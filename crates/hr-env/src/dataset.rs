@@ -263,6 +263,16 @@ pub fn start_python_rewards(rewards: &[Reward], log: &Path) -> Result<PythonRewa
     Ok(Arc::new(Mutex::new(running)))
 }
 
+/// The running functions, for one caller at a time.
+fn lock(
+    python: &PythonRewards,
+) -> Result<std::sync::MutexGuard<'_, BTreeMap<String, PythonReward>>, EnvError> {
+    python.lock().map_err(|_| EnvError::Malformed {
+        service: "python rewards".to_owned(),
+        message: "an earlier call panicked".to_owned(),
+    })
+}
+
 /// A `python` reward's scores of a generation batch: its name, weight, and one score per
 /// episode (`None`: not applicable).
 pub type BatchScores = (String, f64, Vec<Option<f64>>);
@@ -273,10 +283,7 @@ pub fn score_python_batch(
     python: &PythonRewards,
     batch: &RewardBatch<'_>,
 ) -> Result<Vec<BatchScores>, EnvError> {
-    let mut running = python.lock().map_err(|_| EnvError::Malformed {
-        service: "python rewards".to_owned(),
-        message: "an earlier call panicked".to_owned(),
-    })?;
+    let mut running = lock(python)?;
     rewards
         .iter()
         .filter(|r| r.rule == RewardRule::Python)
@@ -290,6 +297,25 @@ pub fn score_python_batch(
             Ok((r.name.clone(), r.weight, function.score_batch(batch)?))
         })
         .collect()
+}
+
+/// What the `python` rewards passed to TRL's `log_metric` since the last take: each name's mean
+/// over every value any function logged under it, as TRL averages its pending metrics.
+pub fn take_python_metrics(python: &PythonRewards) -> Result<BTreeMap<String, f64>, EnvError> {
+    let mut running = lock(python)?;
+    let mut totals: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    for function in running.values_mut() {
+        for (name, (sum, count)) in function.take_metrics() {
+            let total = totals.entry(name).or_default();
+            total.0 += sum;
+            total.1 += count;
+        }
+    }
+    Ok(totals
+        .into_iter()
+        .filter(|(_, (_, count))| *count > 0)
+        .map(|(name, (sum, count))| (name, sum / count as f64))
+        .collect())
 }
 
 /// The dataset backend's environment: one turn per episode, scored by the plan's built-in

@@ -23,7 +23,7 @@ mod watchdog;
 
 pub use dataset::{
     BatchScores, DatasetEnvironment, PythonRewards, RowError, dataset_tasks, draw_rows,
-    reward_score, score_python_batch, start_python_rewards,
+    reward_score, score_python_batch, start_python_rewards, take_python_metrics,
 };
 pub use environment::{Environment, Observation, StepOutcome, Task};
 pub use error::EnvError;

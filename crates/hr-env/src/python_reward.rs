@@ -3,13 +3,15 @@
 //! and then answers one JSON line per request on stdin (one request per generation batch, its
 //! episodes in order), calling `f(prompts=..., completions=..., completion_ids=...,
 //! trainer_state=..., log_extra=..., log_metric=..., **columns)` as TRL does (awaiting it when it
-//! is `async`) and answering one float or `None` ("not applicable") per completion. A failed
+//! is `async`) and answering one float or `None` ("not applicable") per completion, with what it
+//! passed to `log_metric` (kept until the trainer takes it; `log_extra` is accepted and unused). A failed
 //! import, a crash, an exception, an answer that is not one float or `None` per completion, or no
 //! answer within the timeout is an error naming the function and carrying the tail of its log. The driver leads a process group of its own (a terminal's Ctrl-C reaches
 //! `train`, which stops cleanly, not the reward mid-answer); the whole group, with whatever the
 //! function started, is killed when its owner is dropped, and by its [`GroupWatchdog`] when
 //! `train` ends without dropping it (a SIGKILL).
 
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -36,6 +38,13 @@ except Exception:
     sys.exit(1)
 def ignored(*args, **kwargs):
     pass
+metrics = {}
+def log_metric(name, value):
+    # TRL's log_metric: averaged with the step's other values of the name and logged under it.
+    value = float(value)
+    if not isinstance(name, str) or not math.isfinite(value):
+        raise ValueError(f"log_metric({name!r}, {value!r}): give a str name and a finite float")
+    metrics.setdefault(name, []).append(value)
 def number(r):
     # What TRL's torch.tensor(..., dtype=float32) takes: None, or anything float() reads
     # (bools, numpy and torch scalars); anything else is left for the caller to name.
@@ -48,6 +57,7 @@ def number(r):
 print(json.dumps({"ready": True}), flush=True)
 for line in sys.stdin:
     request = json.loads(line)
+    metrics.clear()
     try:
         result = function(
             prompts=request["prompts"],
@@ -55,7 +65,7 @@ for line in sys.stdin:
             completion_ids=request["completion_ids"],
             trainer_state=types.SimpleNamespace(**request["trainer_state"]),
             log_extra=ignored,
-            log_metric=ignored,
+            log_metric=log_metric,
             **request["columns"],
         )
         if inspect.isawaitable(result):
@@ -66,7 +76,7 @@ for line in sys.stdin:
         if any(isinstance(r, float) and not math.isfinite(r) for r in rewards):
             print(json.dumps({"nonfinite": repr(rewards)}), flush=True)
         else:
-            print(json.dumps({"rewards": rewards}), flush=True)
+            print(json.dumps({"rewards": rewards, "metrics": metrics}), flush=True)
     except Exception:
         print(json.dumps({"error": traceback.format_exc()}), flush=True)
 "#;
@@ -95,6 +105,9 @@ pub struct PythonReward {
     timed_out: bool,
     /// Whether [`PythonReward::stop`] ran.
     stopped: bool,
+    /// What its calls passed to `log_metric` since [`PythonReward::take_metrics`]: by name, the
+    /// sum and the count of the values.
+    metrics: BTreeMap<String, (f64, usize)>,
 }
 
 /// Names the call passes itself: a dataset column of one of these names is not passed (TRL
@@ -255,6 +268,7 @@ impl PythonReward {
             timeout,
             timed_out: false,
             stopped: false,
+            metrics: BTreeMap::new(),
         };
         let first = reward.answer()?;
         if first.get("ready") != Some(&Value::Bool(true)) {
@@ -282,6 +296,15 @@ impl PythonReward {
         let Some(rewards) = answer.get("rewards").and_then(Value::as_array) else {
             return Err(self.failed(format!("answered {answer}")));
         };
+        if let Some(Value::Object(logged)) = answer.get("metrics") {
+            for (name, values) in logged {
+                let entry = self.metrics.entry(name.clone()).or_default();
+                for value in values.as_array().into_iter().flatten() {
+                    entry.0 += value.as_f64().unwrap_or(f64::NAN);
+                    entry.1 += 1;
+                }
+            }
+        }
         if rewards.len() != n {
             return Err(self.failed(format!(
                 "returned {} rewards for {n} completions: return one float (or None) per \
@@ -302,6 +325,12 @@ impl PythonReward {
                 ))),
             })
             .collect()
+    }
+
+    /// What the calls since the last take passed to TRL's `log_metric`: by name, the sum and
+    /// the count of the values.
+    pub fn take_metrics(&mut self) -> BTreeMap<String, (f64, usize)> {
+        std::mem::take(&mut self.metrics)
     }
 
     /// The next answer line, or why there is none.
@@ -440,10 +469,16 @@ def words(prompts, completions, **kwargs):
             completion_ids: &ids,
             trainer_state: &json!({"global_step": 7, "max_steps": 10}),
         };
-        let scores = start(dir.path(), "batch")
-            .score_batch(&batch)
-            .expect("scores");
+        let mut reward = start(dir.path(), "batch");
+        let scores = reward.score_batch(&batch).expect("scores");
         assert_eq!(scores, [Some(3.0), None, Some(3.0)]);
+        // What it passed to log_metric is kept until taken (the trainer logs each name's mean).
+        reward.score_batch(&batch).expect("scores");
+        assert_eq!(
+            reward.take_metrics(),
+            BTreeMap::from([("seen".to_owned(), (6.0, 2))])
+        );
+        assert!(reward.take_metrics().is_empty());
         let scores = start(dir.path(), "later")
             .score_batch(&batch)
             .expect("awaited");

@@ -2,6 +2,8 @@
 //! appends the policy's tokens (trained on) and, when the episode goes on, the environment's
 //! reply formatted as a ChatML user turn (masked out of the loss).
 
+use std::collections::BTreeMap;
+
 use burn::tensor::backend::Backend;
 use hr_env::{BatchScores, Environment, Observation, RewardBatch, Task};
 use hr_policy::{Adapters, ChatTokenizer, Message, Policy, PolicyRng, SamplingConfig};
@@ -19,6 +21,12 @@ pub trait EnvironmentFactory {
     /// episode, `None` where it does not apply. None by default.
     fn score_batch(&mut self, _batch: &RewardBatch<'_>) -> Result<Vec<BatchScores>, GrpoError> {
         Ok(Vec::new())
+    }
+
+    /// What those rewards logged since the last call (TRL's `log_metric`): each name's mean.
+    /// None by default.
+    fn reward_metrics(&mut self) -> Result<BTreeMap<String, f64>, GrpoError> {
+        Ok(BTreeMap::new())
     }
 }
 
@@ -44,7 +52,7 @@ pub struct Episode {
     /// Each named reward function's score, summed over the steps, when the environment reports
     /// them (the dataset backend: `{"rewards": {name: score}}` in a step's raw observation), and
     /// each batch reward's where it applies.
-    pub reward_parts: std::collections::BTreeMap<String, f64>,
+    pub reward_parts: BTreeMap<String, f64>,
     /// False when every reward function returned `None` for it: TRL's unscorable completion,
     /// left out of its group's statistics with advantage 0 (its `reward` is 0).
     pub scorable: bool,
@@ -324,7 +332,7 @@ fn run_episodes<B: Backend>(
             completion: Vec::new(),
             policy_mask: Vec::new(),
             reward: 0.0,
-            reward_parts: std::collections::BTreeMap::new(),
+            reward_parts: BTreeMap::new(),
             scorable: true,
             text: String::new(),
             turns: 0,

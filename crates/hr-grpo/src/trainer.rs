@@ -229,6 +229,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             &mut self.rng,
             state,
         )?;
+        let logged = envs.reward_metrics()?;
         timing.rollout = started.elapsed().as_secs_f64();
         let rollout_flops = self.policy.flops().since(&flops).forward;
         // An unscorable episode's reward is NaN here: out of the statistics, advantage 0.
@@ -337,6 +338,17 @@ impl<B: AutodiffBackend> Trainer<B> {
         metrics.insert("flops/forward".to_owned(), work.forward as f64);
         metrics.insert("flops/backward".to_owned(), work.backward as f64);
         metrics.insert("flops/rollout".to_owned(), rollout_flops as f64);
+        // What the reward functions logged, under their names as TRL logs them (never over one
+        // of the trainer's own).
+        for (name, value) in logged {
+            if metrics.contains_key(&name) {
+                return Err(GrpoError::Environment(format!(
+                    "a reward function called log_metric({name:?}, ...), which is one of the \
+                     trainer's own metrics; log it under another name"
+                )));
+            }
+            metrics.insert(name, value);
+        }
         Ok(StepReport {
             step,
             episodes,

@@ -2,6 +2,8 @@
 //! masking, and learning.
 #![allow(clippy::print_stderr)]
 
+use std::collections::BTreeMap;
+
 use burn::backend::{Autodiff, Flex};
 use hr_env::{
     EnvError, Environment, FixtureEnvironment, FixtureKind, Observation, StepOutcome, Task,
@@ -438,6 +440,8 @@ fn mask_truncated_completions_leaves_cut_episodes_out_of_the_loss() -> anyhow::R
 /// every other one, and is called once per batch with the completions in episode order.
 struct HalfScored {
     calls: Vec<usize>,
+    /// What its reward "logs" with TRL's `log_metric`, by name.
+    logged: &'static str,
 }
 
 impl EnvironmentFactory for HalfScored {
@@ -459,6 +463,10 @@ impl EnvironmentFactory for HalfScored {
             .collect();
         Ok(vec![("length".to_owned(), 2.0, scores)])
     }
+
+    fn reward_metrics(&mut self) -> Result<BTreeMap<String, f64>, GrpoError> {
+        Ok(BTreeMap::from([(self.logged.to_owned(), 0.25)]))
+    }
 }
 
 #[test]
@@ -466,7 +474,10 @@ fn batch_rewards_score_once_per_step_and_none_leaves_an_episode_out() -> anyhow:
     let dir = tempfile::tempdir()?;
     let tasks = fixture_tasks(FixtureKind::Digits, 2, 3);
     let mut t = trainer(dir.path(), config(1))?;
-    let mut factory = HalfScored { calls: Vec::new() };
+    let mut factory = HalfScored {
+        calls: Vec::new(),
+        logged: "judge/agreement",
+    };
     let report = t.step(&tasks, &mut factory)?;
     assert_eq!(
         factory.calls,
@@ -488,5 +499,17 @@ fn batch_rewards_score_once_per_step_and_none_leaves_an_episode_out() -> anyhow:
         }
     }
     assert!(report.metrics["reward"].is_finite() && report.metrics["rewards/length/mean"] > 0.0);
+    // What the reward logged is a metric under its own name, as TRL logs it; one of the
+    // trainer's own names is refused, not overwritten.
+    assert_eq!(report.metrics["judge/agreement"], 0.25);
+    factory.logged = "loss";
+    let err = t
+        .step(&tasks, &mut factory)
+        .expect_err("collides")
+        .to_string();
+    assert!(
+        err.contains("log_metric(\"loss\"") && err.contains("another name"),
+        "{err}"
+    );
     Ok(())
 }

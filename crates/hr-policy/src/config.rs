@@ -234,11 +234,15 @@ impl ModelConfig {
         let rope = rope::read(family, &map, &err)?;
         let hidden_size = reader.usize("hidden_size")?;
         let num_heads = reader.usize("num_attention_heads")?;
+        // Gemma's configuration classes default to 4 key/value heads of width 256, the others to
+        // one per query head of width hidden / heads.
+        let gemma = family.is_gemma();
         let num_kv_heads = reader
             .opt_usize("num_key_value_heads")?
-            .unwrap_or(num_heads);
+            .unwrap_or(if gemma { 4 } else { num_heads });
         let head_dim = match reader.opt_usize("head_dim")? {
             Some(d) => d,
+            None if gemma => 256,
             None if hidden_size % num_heads == 0 => hidden_size / num_heads,
             None => {
                 return Err(err(
@@ -260,11 +264,9 @@ impl ModelConfig {
         }
         let attention_bias = reader.opt_bool("attention_bias")?.unwrap_or(false);
         let (qkv_bias, o_bias) = match family {
-            Family::Llama | Family::Qwen3 | Family::Gemma2 | Family::Gemma3 => {
-                (attention_bias, attention_bias)
-            }
             Family::Mistral => (false, false),
             Family::Qwen2 => (true, false),
+            _ => (attention_bias, attention_bias),
         };
         let num_layers = reader.usize("num_hidden_layers")?;
         let eos_token_ids = Self::eos_ids(path, map.get("eos_token_id"))?;
@@ -282,27 +284,38 @@ impl ModelConfig {
             rope_scaling: rope.scaling,
             sliding_rope_theta: rope.sliding_theta,
             activation,
-            attn_scale: match family {
+            attn_scale: if gemma {
                 // transformers' default `query_pre_attn_scalar` for both.
-                Family::Gemma2 | Family::Gemma3 => reader
+                reader
                     .opt_f64("query_pre_attn_scalar")?
                     .unwrap_or(256.0)
-                    .powf(-0.5),
-                _ => 1.0 / (head_dim as f64).sqrt(),
+                    .powf(-0.5)
+            } else {
+                1.0 / (head_dim as f64).sqrt()
             },
-            attn_softcap: reader.softcap("attn_logit_softcapping", family, 50.0)?,
+            // Gemma 3's attention reads no `attn_logit_softcapping` in transformers, whatever
+            // its config says.
+            attn_softcap: match family {
+                Family::Gemma3 => None,
+                _ => reader.softcap("attn_logit_softcapping", family, 50.0)?,
+            },
             final_softcap: reader.softcap("final_logit_softcapping", family, 30.0)?,
-            embed_scale: family.is_gemma().then(|| (hidden_size as f64).sqrt()),
-            norm_offset: family.is_gemma(),
-            sandwich_norms: family.is_gemma(),
+            embed_scale: gemma.then(|| (hidden_size as f64).sqrt()),
+            norm_offset: gemma,
+            sandwich_norms: gemma,
             qk_norm: matches!(family, Family::Qwen3 | Family::Gemma3),
             sliding_windows: sliding_windows(family, num_layers, &reader)?,
-            tie_word_embeddings: reader
-                .opt_bool("tie_word_embeddings")?
-                .unwrap_or(family.is_gemma()),
+            tie_word_embeddings: reader.opt_bool("tie_word_embeddings")?.unwrap_or(gemma),
             qkv_bias,
             o_bias,
-            max_position_embeddings: reader.opt_usize("max_position_embeddings")?.unwrap_or(4096),
+            // transformers' defaults where a config omits it.
+            max_position_embeddings: reader.opt_usize("max_position_embeddings")?.unwrap_or(
+                match family {
+                    Family::Gemma2 => 8192,
+                    Family::Gemma3 => 131_072,
+                    _ => 4096,
+                },
+            ),
             bos_token_id: match map.get("bos_token_id") {
                 None | Some(Value::Null) => None,
                 Some(v) => Some(v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(
@@ -359,23 +372,23 @@ impl ModelConfig {
     }
 }
 
-/// The MLP's activation: `hidden_act` must be `silu`, except in Gemma, which reads
-/// `hidden_activation` (else `hidden_act`) and must be `gelu_pytorch_tanh`.
+/// The MLP's activation: `hidden_act` must be `silu`, except in Gemma, which reads only
+/// `hidden_activation` and must be `gelu_pytorch_tanh` (its default).
 fn activation<F: Fn(&str, String) -> PolicyError>(
     family: Family,
     map: &Map<String, Value>,
     err: &F,
 ) -> Result<Activation, PolicyError> {
-    let (field, wanted, activation) = match family {
-        Family::Gemma2 | Family::Gemma3 if map.contains_key("hidden_activation") => (
+    // transformers' Gemma classes read `hidden_activation` only (a `hidden_act` beside it is
+    // ignored).
+    let (field, wanted, activation) = if family.is_gemma() {
+        (
             "hidden_activation",
             "gelu_pytorch_tanh",
             Activation::GeluTanh,
-        ),
-        Family::Gemma2 | Family::Gemma3 => {
-            ("hidden_act", "gelu_pytorch_tanh", Activation::GeluTanh)
-        }
-        _ => ("hidden_act", "silu", Activation::Silu),
+        )
+    } else {
+        ("hidden_act", "silu", Activation::Silu)
     };
     match map.get(field) {
         None | Some(Value::Null) => Ok(activation),
@@ -403,10 +416,18 @@ fn sliding_windows<F: Fn(&str, String) -> PolicyError>(
             Some(true) => Some(reader.usize("sliding_window")?),
             _ => None,
         },
-        // transformers' default window for both.
-        Family::Gemma2 | Family::Gemma3 => {
-            Some(reader.opt_usize("sliding_window")?.unwrap_or(4096))
-        }
+        // transformers' default window for both; null it refuses.
+        Family::Gemma2 | Family::Gemma3 => match reader.map.get("sliding_window") {
+            Some(Value::Null) => {
+                return Err((reader.err)(
+                    "sliding_window",
+                    "must be a window size: Gemma's window layers need one (transformers' \
+                     default is 4096)"
+                        .to_owned(),
+                ));
+            }
+            _ => Some(reader.opt_usize("sliding_window")?.unwrap_or(4096)),
+        },
     };
     match reader.map.get("layer_types").filter(|v| !v.is_null()) {
         Some(Value::Array(types)) if types.len() == num_layers => types

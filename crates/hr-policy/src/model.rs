@@ -61,8 +61,9 @@ pub struct Block<B: Backend> {
     pub input_norm: Param<Tensor<B, 1>>,
     /// Attention projections.
     pub attn: Attention<B>,
-    /// RMSNorm weight before the MLP.
-    pub post_norm: Param<Tensor<B, 1>>,
+    /// RMSNorm weight before the MLP (`post_attention_layernorm`, Gemma's
+    /// `pre_feedforward_layernorm`).
+    pub pre_mlp_norm: Param<Tensor<B, 1>>,
     /// The MLP.
     pub mlp: Mlp<B>,
     /// RMSNorm weight of the attention's output, before the residual sum (Gemma).
@@ -309,6 +310,8 @@ pub(crate) fn hidden_states<B: Backend>(
     // distinct base, each built once for all blocks.
     let mut masks: Vec<(Option<usize>, Tensor<B, 4>)> = Vec::new();
     let mut ropes: Vec<(Vec<f64>, Rope<B>)> = Vec::new();
+    // Each block's RoPE tables, as an index into `ropes`.
+    let mut rope_of = Vec::with_capacity(config.num_layers);
     for (i, window) in config.sliding_windows.iter().enumerate() {
         if !masks.iter().any(|(w, _)| w == window) {
             masks.push((
@@ -317,10 +320,14 @@ pub(crate) fn hidden_states<B: Backend>(
             ));
         }
         let inv_freq = config.rope_inv_freq(i);
-        if !ropes.iter().any(|(f, _)| *f == inv_freq) {
-            let rope = Rope::new(config, &inv_freq, layout, past, new, &device);
-            ropes.push((inv_freq, rope));
-        }
+        rope_of.push(match ropes.iter().position(|(f, _)| *f == inv_freq) {
+            Some(at) => at,
+            None => {
+                let rope = Rope::new(config, &inv_freq, layout, past, new, &device);
+                ropes.push((inv_freq, rope));
+                ropes.len() - 1
+            }
+        });
     }
     let mut x = f32_of(embedding(base.embed.val(), tokens));
     if let Some(scale) = config.embed_scale {
@@ -345,14 +352,10 @@ pub(crate) fn hidden_states<B: Backend>(
             .iter()
             .find_map(|(w, m)| (*w == window).then_some(m))
             .expect("a mask for every block's window");
-        let inv_freq = config.rope_inv_freq(i);
-        let rope = ropes
-            .iter()
-            .find_map(|(f, r)| (*f == inv_freq).then_some(r))
-            .expect("RoPE tables for every block's base");
+        let rope = &ropes[rope_of[i]].1;
         let attn = attention(config, &block.attn, products, h, rope, mask, layer_cache);
         x = x + out_norm(attn, &block.attn_out_norm);
-        let h = norm(x.clone(), &block.post_norm);
+        let h = norm(x.clone(), &block.pre_mlp_norm);
         let gate = project(h.clone(), &block.mlp.gate, None, products, Target::GateProj);
         let up = project(h, &block.mlp.up, None, products, Target::UpProj);
         let gate = match config.activation {

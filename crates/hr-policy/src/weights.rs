@@ -479,7 +479,7 @@ pub(crate) fn load_base<B: Backend>(
                     hd,
                 )?,
             },
-            post_norm: l.norm(&format!("{p}.{pre_mlp_norm}.weight"), h)?,
+            pre_mlp_norm: l.norm(&format!("{p}.{pre_mlp_norm}.weight"), h)?,
             mlp: Mlp {
                 gate: l.linear(&format!("{p}.mlp.gate_proj.weight"), h, inter)?,
                 up: l.linear(&format!("{p}.mlp.up_proj.weight"), h, inter)?,

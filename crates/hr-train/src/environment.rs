@@ -1,6 +1,7 @@
 //! The plan's environment: its tasks, the owned service it needs (started here, logging to the
 //! run folder) and a factory of one environment per episode.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use hr_bridge::{
@@ -9,7 +10,7 @@ use hr_bridge::{
 use hr_env::{
     BatchScores, DatasetEnvironment, Environment, FixtureEnvironment, PythonRewards, RewardBatch,
     Split, Task, dataset_tasks, fixture_split_tasks, fixture_tasks, score_python_batch,
-    start_python_rewards,
+    start_python_rewards, take_python_metrics,
 };
 use hr_grpo::{EnvironmentFactory, GrpoError};
 use hr_plan::{Environment as PlanEnvironment, Plan, Reward, TaskSet};
@@ -34,6 +35,10 @@ impl EnvironmentFactory for DatasetFactory {
     fn score_batch(&mut self, batch: &RewardBatch<'_>) -> Result<Vec<BatchScores>, GrpoError> {
         score_python_batch(&self.rewards, &self.python, batch)
             .map_err(|e| GrpoError::Environment(e.to_string()))
+    }
+
+    fn reward_metrics(&mut self) -> Result<BTreeMap<String, f64>, GrpoError> {
+        take_python_metrics(&self.python).map_err(|e| GrpoError::Environment(e.to_string()))
     }
 }
 

@@ -173,13 +173,13 @@ impl<B: AutodiffBackend> Trainer<B> {
                 coefs.push(control.coef);
             }
         }
-        totals.record(&self.config.loss, &mut metrics);
+        // Under adaptive control the logged coefficient is the mean of the step's updates' (TRL
+        // logs one per optimiser step), not the plan's starting one.
+        let mut logged = self.config.loss.clone();
         if !coefs.is_empty() {
-            metrics.insert(
-                "entropy_coef".to_owned(),
-                coefs.iter().sum::<f64>() / coefs.len() as f64,
-            );
+            logged.entropy_coef = coefs.iter().sum::<f64>() / coefs.len() as f64;
         }
+        totals.record(&logged, &mut metrics);
         Ok((
             loss_sum / self.config.num_iterations as f64,
             grad_norm,

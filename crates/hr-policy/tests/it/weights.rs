@@ -371,10 +371,10 @@ fn gemma_configs_read_transformers_defaults_and_both_spellings() -> anyhow::Resu
             "hidden_activation",
             serde_json::json!("gelu"),
         ),
-        ("hidden_act", "hidden_act", serde_json::json!("silu")),
+        ("sliding_window", "sliding_window", serde_json::Value::Null),
         (
-            "attn_logit_softcapping",
-            "attn_logit_softcapping",
+            "final_logit_softcapping",
+            "final_logit_softcapping",
             serde_json::json!(-1.0),
         ),
         (
@@ -391,17 +391,25 @@ fn gemma_configs_read_transformers_defaults_and_both_spellings() -> anyhow::Resu
     ] {
         let mut bad = gemma2.clone();
         bad["model_type"] = serde_json::json!("gemma3_text");
-        if field == "hidden_act" {
-            bad.as_object_mut()
-                .expect("object")
-                .remove("hidden_activation");
-        }
         bad[key] = value;
         match ModelConfig::from_json(path, &bad.to_string()) {
             Err(PolicyError::Config { field: named, .. }) => assert_eq!(named, field),
             other => panic!("{field}: expected a config error, got {other:?}"),
         }
     }
+    // As transformers reads them: Gemma ignores `hidden_act`, Gemma 3 its attention soft cap; a
+    // config without head sizes gets the Gemma classes' 4 key/value heads of width 256.
+    let mut lenient = gemma2.clone();
+    lenient["model_type"] = serde_json::json!("gemma3_text");
+    lenient["hidden_act"] = serde_json::json!("gelu");
+    lenient["attn_logit_softcapping"] = serde_json::json!(50.0);
+    for key in ["hidden_activation", "head_dim", "num_key_value_heads"] {
+        lenient.as_object_mut().expect("object").remove(key);
+    }
+    let l = parse(&lenient)?;
+    assert_eq!(l.activation, Activation::GeluTanh);
+    assert_eq!((l.attn_softcap, l.num_kv_heads, l.head_dim), (None, 4, 256));
+    assert_eq!(l.max_position_embeddings, 131_072);
     // Per-layer-type RoPE is Gemma 3's; elsewhere it is refused, not read as unscaled.
     let mut llama = gemma2;
     llama["model_type"] = serde_json::json!("llama");
