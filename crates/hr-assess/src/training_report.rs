@@ -121,7 +121,7 @@ pub fn write_report(out: &Path, name: &str, rows: &[Value]) -> Result<(), Report
         for r in rows {
             let cells: Vec<String> = cols
                 .iter()
-                .map(|c| r[*c].as_f64().map_or("-".to_owned(), |v| format!("{v:.4}")))
+                .map(|c| r[*c].as_f64().map_or("-".to_owned(), cell))
                 .collect();
             let _ = writeln!(md, "| {} | {} |", r["step"], cells.join(" | "));
         }
@@ -131,9 +131,28 @@ pub fn write_report(out: &Path, name: &str, rows: &[Value]) -> Result<(), Report
     Ok(())
 }
 
+/// A table cell: four decimals for values of everyday size, scientific notation for the very
+/// small and very large (a learning rate of 1e-5 reads `1.000e-5`, not `0.0000`).
+fn cell(v: f64) -> String {
+    if v == 0.0 || (1e-3..1e6).contains(&v.abs()) {
+        format!("{v:.4}")
+    } else {
+        format!("{v:.3e}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn table_cells_keep_small_and_large_values_readable() {
+        assert_eq!(cell(1e-5), "1.000e-5");
+        assert_eq!(cell(0.25), "0.2500");
+        assert_eq!(cell(0.0), "0.0000");
+        assert_eq!(cell(-3e-4), "-3.000e-4");
+        assert_eq!(cell(2.5e7), "2.500e7");
+    }
 
     #[test]
     fn the_plot_set_is_what_the_run_logged() {

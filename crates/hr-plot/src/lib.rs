@@ -103,6 +103,7 @@ fn draw_lines(
     let root = SVGBackend::with_string(svg, (WIDTH, HEIGHT)).into_drawing_area();
     root.fill(&WHITE)?;
     let xs = curves.iter().flat_map(|c| c.points.iter().map(|p| p.0));
+    let whole = xs.clone().all(|x| x.fract() == 0.0);
     let (x0, x1) = xs.fold((f64::MAX, f64::MIN), |(a, b), x| (a.min(x), b.max(x)));
     let (x0, x1) = if x0 > x1 {
         (0.0, 1.0)
@@ -120,6 +121,13 @@ fn draw_lines(
     let legend = curves.len() > 1 || curves.iter().any(|c| !c.band.is_empty());
     let y = y_range(ys, if legend { 0.3 } else { 0.0 });
     let span = y.end - y.start;
+    // Steps are whole numbers: at most one tick per step, and none labelled between two (a
+    // 3-step run's ticks read 1 2 3, not 1 2 2 2 3).
+    let x_ticks = if whole {
+        ((x1 - x0) as usize + 1).min(8)
+    } else {
+        8
+    };
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 16))
         .margin(12)
@@ -130,9 +138,12 @@ fn draw_lines(
         .configure_mesh()
         .x_desc("step")
         .y_desc(y_desc)
-        .x_labels(8)
+        .x_labels(x_ticks)
         .y_labels(6)
-        .x_label_formatter(&|x| format!("{x:.0}"))
+        .x_label_formatter(&|x| match whole {
+            true if x.fract() != 0.0 => String::new(),
+            _ => format!("{x:.0}"),
+        })
         .y_label_formatter(&|y| tick(*y, span))
         .light_line_style(WHITE.mix(0.0))
         .bold_line_style(BLACK.mix(0.08))
@@ -299,6 +310,14 @@ mod tests {
         for label in ["\nstep\n", "\nreward\n", "\nours\n", "\nTRL\n", "\n0.00\n"] {
             assert!(svg.contains(label), "{label:?}: {svg}");
         }
+        // A 4-step run's axis labels each step once, in order.
+        let steps = Curve::new("ours", (1..=4).map(|s| (f64::from(s), 0.5)).collect());
+        let svg = line_svg("Reward", "reward", &[steps]).unwrap();
+        let labels: Vec<&str> = svg
+            .lines()
+            .filter(|l| matches!(*l, "1" | "2" | "3" | "4"))
+            .collect();
+        assert_eq!(labels, ["1", "2", "3", "4"], "{svg}");
         assert_eq!(y_range([-1.0, 1.0].into_iter(), 0.0).start, -1.16);
         assert_eq!(y_range([0.5, 1.0].into_iter(), 0.0).start, 0.0);
     }
