@@ -332,7 +332,9 @@ fn a_bad_plan_is_refused_before_any_work() {
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("model.path:") && stderr.contains("no-model/config.json"),
+        stderr.contains("model.path: no model folder at")
+            && stderr.contains("no-model:")
+            && stderr.contains("pass --model DIR"),
         "{stderr}"
     );
     assert!(

@@ -19,6 +19,18 @@ pub(crate) fn resolve(model: &Path, what: &str) -> Result<PathBuf, Refused> {
 /// Reads the folder's `config.json` as the policy does: a missing file, an unsupported family
 /// or RoPE type, or a bad field is refused naming `what` and the config's field.
 pub(crate) fn check(dir: &Path, what: &str) -> Result<(), Refused> {
+    if !dir.is_dir() {
+        let how = if what == "--model" {
+            "give a Hugging Face model folder, or the Hub id of a model in the local cache"
+        } else {
+            "a plan's model.path is read relative to the plan's folder; pass --model DIR (or a \
+             cached Hub id) to train another folder"
+        };
+        return Err(Refused(format!(
+            "{what}: no model folder at {}: {how}",
+            dir.display()
+        )));
+    }
     hr_policy::ModelConfig::from_file(&dir.join("config.json"))
         .map(drop)
         .map_err(|e| Refused(format!("{what}: {e}")))
