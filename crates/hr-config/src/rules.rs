@@ -36,6 +36,20 @@ pub(crate) fn check(value: &Value, kind: ConfigKind) -> Vec<Finding> {
                         .to_owned(),
                 ));
             }
+            if let Some(slots) = value
+                .pointer("/resources/slots_per_trial")
+                .and_then(Value::as_u64)
+                .filter(|s| *s > 1 && runs_our_trial(value))
+            {
+                out.push(finding(
+                    "resources.slots_per_trial",
+                    format!(
+                        "a hessian-recipes trial trains on one device, so {slots} slots would \
+                         hold {slots} GPUs and use one (the trial refuses to start). Fix: set \
+                         `slots_per_trial: 1`; training over several GPUs is not offered yet."
+                    ),
+                ));
+            }
             if value.pointer("/searcher/name").and_then(Value::as_str) == Some("single")
                 && present(value, "/searcher/max_length").is_none()
             {
@@ -115,6 +129,20 @@ fn shell_holds_no_gpu(value: &Value) -> Option<Finding> {
                 )
             ),
         )
+    })
+}
+
+/// Whether the entrypoint runs this project's binary as a trial (`hessian-recipes
+/// managed-training ...` or `managed-trial ...`, the binary named by any path).
+fn runs_our_trial(value: &Value) -> bool {
+    let words: Vec<&str> = match value.get("entrypoint") {
+        Some(Value::Array(words)) => words.iter().filter_map(Value::as_str).collect(),
+        Some(Value::String(line)) => line.split_whitespace().collect(),
+        _ => return false,
+    };
+    words.windows(2).any(|w| {
+        std::path::Path::new(w[0]).file_name() == Some("hessian-recipes".as_ref())
+            && matches!(w[1], "managed-training" | "managed-trial")
     })
 }
 

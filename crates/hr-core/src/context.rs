@@ -70,6 +70,7 @@ impl CoreContext {
     /// Like [`CoreContext::from_environment`] with an explicit info folder.
     pub fn from_info_dir(dir: &Path) -> Result<Self, CoreError> {
         let info = TrialInfo::from_environment_in(dir)?;
+        info.check_one_device()?;
         let storage_cfg = info
             .config
             .get("checkpoint_storage")

@@ -4,7 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
-use hr_det::task_info::{CLUSTER_FILE, ClusterInfoFile, INFO_DIR, TRIAL_FILE, TrialInfoFile, env};
+use hr_det::task_info::{
+    CLUSTER_FILE, ClusterInfoFile, INFO_DIR, RENDEZVOUS_FILE, RendezvousInfoFile, TRIAL_FILE,
+    TrialInfoFile, env,
+};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -43,6 +46,10 @@ pub struct TrialInfo {
     /// The name the master's certificate is checked against: `master_cert_name`, else
     /// `DET_MASTER_CERT_NAME`.
     pub master_cert_name: Option<String>,
+    /// The slots (GPUs) the trial was given: `slot_ids`, else `DET_SLOT_IDS`; none on a CPU.
+    pub slot_ids: Vec<i32>,
+    /// The containers running the trial (`rendezvous.json`'s addresses; 1 without the file).
+    pub containers: usize,
     pub(crate) user_token: Option<String>,
 }
 
@@ -56,6 +63,8 @@ impl std::fmt::Debug for TrialInfo {
             .field("trial_run_id", &self.trial_run_id)
             .field("steps_completed", &self.steps_completed)
             .field("latest_checkpoint", &self.latest_checkpoint)
+            .field("slot_ids", &self.slot_ids)
+            .field("containers", &self.containers)
             .field(
                 "user_token",
                 &self.user_token.as_ref().map(|_| "<redacted>"),
@@ -109,6 +118,8 @@ impl TrialInfo {
             read_file::<ClusterInfoFile>(&dir.join(CLUSTER_FILE))?,
             read_file::<TrialInfoFile>(&dir.join(TRIAL_FILE))?,
         );
+        let containers = read_file::<RendezvousInfoFile>(&dir.join(RENDEZVOUS_FILE))?
+            .map_or(1, |r| r.container_addrs.len().max(1));
         if let (Some(cluster), Some(trial)) = files {
             let steps = u64::try_from(trial.steps_completed).map_err(|_| {
                 CoreError::Environment(format!(
@@ -137,6 +148,8 @@ impl TrialInfo {
                     .master_cert_name
                     .filter(|n| !n.is_empty())
                     .or_else(|| set(hr_det::CERT_NAME_VAR)),
+                slot_ids: cluster.slot_ids,
+                containers,
                 user_token,
             });
         }
@@ -161,7 +174,30 @@ impl TrialInfo {
             config,
             master_cert_file: set(hr_det::CERT_FILE_VAR),
             master_cert_name: set(hr_det::CERT_NAME_VAR),
+            slot_ids: match set(env::SLOT_IDS) {
+                Some(_) => serde_json::from_value(json(env::SLOT_IDS)?)
+                    .map_err(|e| CoreError::Environment(format!("{}: {e}", env::SLOT_IDS)))?,
+                None => Vec::new(),
+            },
+            containers,
             user_token,
         })
+    }
+
+    /// Refuses a trial given more than one slot or container: a Rust trial trains on one
+    /// device, so the others would sit reserved and idle (Python's `core.init` refuses this case
+    /// too, without a distributed context).
+    pub fn check_one_device(&self) -> Result<(), CoreError> {
+        let slots = self.slot_ids.len();
+        if slots > 1 || self.containers > 1 {
+            return Err(CoreError::Environment(format!(
+                "this trial was given {slots} slots in {} container(s) \
+                 (resources.slots_per_trial), but it trains on one device: the rest would be \
+                 held and left idle. Set resources.slots_per_trial: 1 (0 for the CPU); training \
+                 over several GPUs is not offered yet",
+                self.containers
+            )));
+        }
+        Ok(())
     }
 }

@@ -62,6 +62,8 @@ impl CoreContext {
             cluster_id: None,
             master_cert_file: None,
             master_cert_name: None,
+            slot_ids: Vec::new(),
+            containers: 1,
             user_token: None,
         };
         let runtime = tokio::runtime::Builder::new_multi_thread()

@@ -31,6 +31,25 @@ fn slots_per_trial_in_a_command_is_rejected() -> Result<()> {
 }
 
 #[test]
+fn a_trial_of_ours_asking_for_more_than_one_slot_is_rejected() -> Result<()> {
+    let main = template_value("managed-nemo-main.yaml")?;
+    assert!(check_value(&main, ConfigKind::Experiment)?.is_empty());
+    let mut two = main.clone();
+    two["resources"]["slots_per_trial"] = serde_json::json!(2);
+    let findings = check_value(&two, ConfigKind::Experiment)?;
+    assert_eq!(
+        fields(&findings),
+        ["resources.slots_per_trial"],
+        "{findings:?}"
+    );
+    assert!(findings[0].message.contains("`slots_per_trial: 1`"));
+    // Another program's experiment may use its slots as it likes.
+    two["entrypoint"] = serde_json::json!("python3 train.py");
+    assert!(check_value(&two, ConfigKind::Experiment)?.is_empty());
+    Ok(())
+}
+
+#[test]
 fn a_shell_that_holds_a_gpu_or_takes_the_default_slot_is_rejected() -> Result<()> {
     let shell = template_value("jaif-shell.yaml")?;
     assert!(check_value(&shell, ConfigKind::Shell)?.is_empty());

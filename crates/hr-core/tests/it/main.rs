@@ -201,6 +201,59 @@ async fn a_rust_trial_runs_pauses_acks_and_restores_under_the_devmaster() {
 }
 
 #[tokio::test]
+async fn a_trial_given_two_slots_is_refused_instead_of_leaving_one_idle() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let state = tmp.path().join("state");
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir_all(&shared).expect("shared");
+    let config = DevmasterConfig {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        state_dir: state.clone(),
+        trial_info: hr_devmaster::TrialInfo::Private,
+        preemption_timeout: Duration::from_secs(60),
+        record_requests: None,
+        password: None,
+        tls: None,
+        slots: 2,
+    };
+    let master = Devmaster::start(config).await.expect("start");
+    let mut client = hr_det::Client::new(master.url()).expect("client");
+    client.login("determined", "").await.expect("login");
+    let yaml = format!(
+        "name: rust-trial-two-slots\nentrypoint: [{TRIAL:?}]\nsearcher: {{name: single, metric: loss, max_length: {{batches: 2}}}}\n\
+         resources: {{slots_per_trial: 2}}\nmax_restarts: 0\n\
+         checkpoint_storage: {{type: shared_fs, host_path: {:?}, storage_path: ckpts}}\n\
+         environment: {{environment_variables: [STEP_SECONDS=0]}}\n",
+        shared.display().to_string()
+    );
+    let id = client
+        .create_experiment(&yaml, None, true)
+        .await
+        .expect("create")
+        .experiment
+        .id;
+    wait_for("a terminal state", async || {
+        client
+            .get_experiment(id)
+            .await
+            .is_ok_and(|e| e.experiment.state.is_terminal())
+    })
+    .await;
+    let experiment = client.get_experiment(id).await.expect("get").experiment;
+    let log = log_of(&state);
+    assert_eq!(experiment.state, State::Error, "{log}");
+    assert!(
+        log.contains("given 2 slots") && log.contains("resources.slots_per_trial: 1"),
+        "{log}"
+    );
+    assert!(
+        training_metrics(&client, id).await.is_empty(),
+        "nothing trained"
+    );
+    master.shutdown();
+}
+
+#[tokio::test]
 async fn a_rust_trial_trusts_a_tls_master_through_the_certificate_it_is_handed() {
     let tmp = tempfile::tempdir().expect("tmp");
     let ca = hr_tests::private_ca::PrivateCa::new(tmp.path(), "cluster");
