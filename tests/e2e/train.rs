@@ -566,8 +566,10 @@ fn the_deadline_is_fixed_at_the_first_start_and_ends_a_resumed_run_with_a_final_
             "runs/a",
             "--stop-after-step",
             "1",
+            // Only the start (before step 1, after which the requested stop comes first) must
+            // fit in it: generous for a loaded machine.
             "--max-wall-seconds",
-            "4",
+            "12",
         ],
     );
     let a = allocations(&s, "runs/a");
@@ -593,8 +595,17 @@ fn the_deadline_is_fixed_at_the_first_start_and_ends_a_resumed_run_with_a_final_
     let remaining = |r: &serde_json::Value| r["deadline_remaining_s"].as_u64().expect("remaining");
     assert!(remaining(&b[0]) + 2 <= remaining(&a[0]), "{a:?} {b:?}");
     // Past the deadline, a resumed run saves a final checkpoint at once and exits 4; the
-    // selected checkpoint at that step is reused, not published again.
-    std::thread::sleep(Duration::from_secs(3));
+    // selected checkpoint at that step is reused, not published again. Waits until the recorded
+    // deadline has passed, however long the runs above took.
+    let deadline = a[0]["deadline_unix_s"].as_u64().expect("deadline");
+    let now = || {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    };
+    while now() <= deadline {
+        std::thread::sleep(Duration::from_millis(200));
+    }
     let from = if out.status.success() {
         "runs/b"
     } else {
