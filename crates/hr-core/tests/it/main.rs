@@ -36,14 +36,16 @@ fn log_of(dir: &std::path::Path) -> String {
 
 /// A devmaster in `state` and a logged-in client.
 async fn start_master(state: &std::path::Path) -> (Devmaster, hr_det::Client) {
-    start_master_with(state, None, hr_det::MasterTrust::default()).await
+    start_master_with(state, None, hr_det::MasterTrust::default(), 0).await
 }
 
-/// A devmaster in `state` serving `tls`, and a client logged in trusting it as `trust` says.
+/// A devmaster in `state` serving `tls` with `slots` slots, and a client logged in trusting it
+/// as `trust` says.
 async fn start_master_with(
     state: &std::path::Path,
     tls: Option<hr_devmaster::TlsFiles>,
     trust: hr_det::MasterTrust,
+    slots: u32,
 ) -> (Devmaster, hr_det::Client) {
     let config = DevmasterConfig {
         listen: "127.0.0.1:0".parse().expect("addr"),
@@ -53,12 +55,49 @@ async fn start_master_with(
         record_requests: None,
         password: None,
         tls,
-        slots: 0,
+        slots,
     };
     let master = Devmaster::start(config).await.expect("start");
     let mut client = hr_det::Client::with_trust(master.url(), trust).expect("client");
     client.login("determined", "").await.expect("login");
     (master, client)
+}
+
+/// Runs a two-step experiment of the conformance trial on `slots_per_trial` slots to its end;
+/// returns its id and final state.
+async fn two_steps(
+    client: &hr_det::Client,
+    name: &str,
+    slots_per_trial: usize,
+    shared: &std::path::Path,
+) -> (i32, State) {
+    let yaml = format!(
+        "name: {name}\nentrypoint: [{TRIAL:?}]\nsearcher: {{name: single, metric: loss, max_length: {{batches: 2}}}}\n\
+         resources: {{slots_per_trial: {slots_per_trial}}}\nmax_restarts: 0\n\
+         checkpoint_storage: {{type: shared_fs, host_path: {:?}, storage_path: ckpts}}\n\
+         environment: {{environment_variables: [STEP_SECONDS=0]}}\n",
+        shared.display().to_string()
+    );
+    let id = client
+        .create_experiment(&yaml, None, true)
+        .await
+        .expect("create")
+        .experiment
+        .id;
+    wait_for("a terminal state", async || {
+        client
+            .get_experiment(id)
+            .await
+            .is_ok_and(|e| e.experiment.state.is_terminal())
+    })
+    .await;
+    let state = client
+        .get_experiment(id)
+        .await
+        .expect("get")
+        .experiment
+        .state;
+    (id, state)
 }
 
 /// The training metrics the master holds for the experiment's trial.
@@ -206,42 +245,10 @@ async fn a_trial_given_two_slots_is_refused_instead_of_leaving_one_idle() {
     let state = tmp.path().join("state");
     let shared = tmp.path().join("shared");
     std::fs::create_dir_all(&shared).expect("shared");
-    let config = DevmasterConfig {
-        listen: "127.0.0.1:0".parse().expect("addr"),
-        state_dir: state.clone(),
-        trial_info: hr_devmaster::TrialInfo::Private,
-        preemption_timeout: Duration::from_secs(60),
-        record_requests: None,
-        password: None,
-        tls: None,
-        slots: 2,
-    };
-    let master = Devmaster::start(config).await.expect("start");
-    let mut client = hr_det::Client::new(master.url()).expect("client");
-    client.login("determined", "").await.expect("login");
-    let yaml = format!(
-        "name: rust-trial-two-slots\nentrypoint: [{TRIAL:?}]\nsearcher: {{name: single, metric: loss, max_length: {{batches: 2}}}}\n\
-         resources: {{slots_per_trial: 2}}\nmax_restarts: 0\n\
-         checkpoint_storage: {{type: shared_fs, host_path: {:?}, storage_path: ckpts}}\n\
-         environment: {{environment_variables: [STEP_SECONDS=0]}}\n",
-        shared.display().to_string()
-    );
-    let id = client
-        .create_experiment(&yaml, None, true)
-        .await
-        .expect("create")
-        .experiment
-        .id;
-    wait_for("a terminal state", async || {
-        client
-            .get_experiment(id)
-            .await
-            .is_ok_and(|e| e.experiment.state.is_terminal())
-    })
-    .await;
-    let experiment = client.get_experiment(id).await.expect("get").experiment;
+    let (master, client) = start_master_with(&state, None, hr_det::MasterTrust::default(), 2).await;
+    let (id, end) = two_steps(&client, "rust-trial-two-slots", 2, &shared).await;
     let log = log_of(&state);
-    assert_eq!(experiment.state, State::Error, "{log}");
+    assert_eq!(end, State::Error, "{log}");
     assert!(
         log.contains("given 2 slots") && log.contains("resources.slots_per_trial: 1"),
         "{log}"
@@ -266,34 +273,9 @@ async fn a_rust_trial_trusts_a_tls_master_through_the_certificate_it_is_handed()
         key: cert.key,
     };
     let trust = hr_det::MasterTrust::from_pem_file(&ca.ca_pem).expect("bundle");
-    let (master, client) = start_master_with(&state, Some(tls), trust).await;
-    let yaml = format!(
-        "name: rust-trial-tls\nentrypoint: [{TRIAL:?}]\nsearcher: {{name: single, metric: loss, max_length: {{batches: 2}}}}\n\
-         resources: {{slots_per_trial: 0}}\nmax_restarts: 0\n\
-         checkpoint_storage: {{type: shared_fs, host_path: {:?}, storage_path: ckpts}}\n\
-         environment: {{environment_variables: [STEP_SECONDS=0]}}\n",
-        shared.display().to_string()
-    );
-    let id = client
-        .create_experiment(&yaml, None, true)
-        .await
-        .expect("create")
-        .experiment
-        .id;
-    wait_for("COMPLETED", async || {
-        client
-            .get_experiment(id)
-            .await
-            .is_ok_and(|e| e.experiment.state.is_terminal())
-    })
-    .await;
-    let state_now = client
-        .get_experiment(id)
-        .await
-        .expect("get")
-        .experiment
-        .state;
-    assert_eq!(state_now, State::Completed, "{}", log_of(&state));
+    let (master, client) = start_master_with(&state, Some(tls), trust, 0).await;
+    let (id, end) = two_steps(&client, "rust-trial-tls", 0, &shared).await;
+    assert_eq!(end, State::Completed, "{}", log_of(&state));
     assert_eq!(
         training_metrics(&client, id).await.len(),
         2,
