@@ -1,7 +1,10 @@
 //! What a trial process gets: the `DET_*` environment and the info files
 //! (`cluster.json`, `trial.json`, `rendezvous.json`, `resources.json`) the Python client reads.
 
-use std::{collections::BTreeMap, path::Path};
+use std::{
+    collections::{BTreeMap, BTreeSet},
+    path::Path,
+};
 
 use hr_det::task_info::{
     CLUSTER_FILE, ClusterInfoFile, RENDEZVOUS_FILE, RESOURCES_FILE, RendezvousInfoFile,
@@ -82,6 +85,35 @@ pub(crate) struct Allocation<'a> {
     /// The slots it was given (`resources.slots_per_trial`), numbered from 0: a multi-slot
     /// trial's launcher starts a worker per slot, as on an agent.
     pub(crate) slots: u32,
+    /// Its unique ports, by environment variable ([`TRIAL_PORTS`]).
+    pub(crate) ports: &'a [(&'static str, u16)],
+}
+
+/// The ports every trial allocation of Determined 0.35 is given, each the lowest free one from
+/// its base and unique among the live allocations (`master/pkg/tasks/task_trial.go`,
+/// `UniqueExposedPortRequests`; `master/internal/portregistry`): distributed launchers take
+/// their rendezvous and SSH ports from them, so two trials on one machine do not collide.
+pub(crate) const TRIAL_PORTS: [(&str, u16); 4] = [
+    ("DTRAIN_SSH_PORT", 12350),
+    ("INTER_TRAIN_PROCESS_COMM_PORT_1", 12360),
+    ("INTER_TRAIN_PROCESS_COMM_PORT_2", 12365),
+    ("C10D_PORT", 29400),
+];
+
+/// One port per [`TRIAL_PORTS`] entry, each the lowest from its base that `taken` (the live
+/// allocations' ports) and the earlier entries leave free, as Determined's registry hands them.
+pub(crate) fn unique_ports(taken: &BTreeSet<u16>) -> Vec<(&'static str, u16)> {
+    let mut used = taken.clone();
+    TRIAL_PORTS
+        .iter()
+        .map(|&(name, base)| {
+            let port = (base..=u16::MAX)
+                .find(|p| !used.contains(p))
+                .unwrap_or(base);
+            used.insert(port);
+            (name, port)
+        })
+        .collect()
 }
 
 /// The master's certificate beside the info files, as a container gets it.
@@ -129,6 +161,9 @@ impl Allocation<'_> {
         .collect();
         if let Some(uuid) = self.latest_checkpoint {
             env.insert(env::LATEST_CHECKPOINT.to_owned(), uuid.to_owned());
+        }
+        for (name, port) in self.ports {
+            env.insert((*name).to_owned(), port.to_string());
         }
         if self.master_cert.is_some() {
             let file = self.work_dir.join("info").join(CERT_FILE);
@@ -244,10 +279,20 @@ mod tests {
             master_cert: None,
             hparams: &serde_json::json!({}),
             slots: 2,
+            ports: &super::unique_ports(&std::collections::BTreeSet::from([12350, 12351, 29400])),
         };
         info.write_info(dir.path()).expect("write");
         // Each slot is numbered, in the environment, the cluster info and the rendezvous.
         assert_eq!(info.env()["DET_SLOT_IDS"], "[0,1]");
+        // The lowest ports the live allocations leave free, from each base.
+        for (name, port) in [
+            ("DTRAIN_SSH_PORT", "12352"),
+            ("INTER_TRAIN_PROCESS_COMM_PORT_1", "12360"),
+            ("INTER_TRAIN_PROCESS_COMM_PORT_2", "12365"),
+            ("C10D_PORT", "29401"),
+        ] {
+            assert_eq!(info.env()[name], port, "{name}");
+        }
         let cluster: serde_json::Value =
             serde_json::from_slice(&std::fs::read(dir.path().join("cluster.json")).expect("read"))
                 .expect("json");

@@ -53,6 +53,8 @@ pub(crate) struct Alloc {
     /// The master asked it to stop (pause, kill, cancel): its exit is no failure of the trial.
     pub(crate) stopped: bool,
     pub(crate) pid: Option<u32>,
+    /// Its unique ports ([`crate::info::TRIAL_PORTS`]), free again when it leaves.
+    pub(crate) ports: Vec<u16>,
 }
 
 /// The queue of failed logins: each waits its turn, and how many wait is known.

@@ -270,6 +270,16 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
     } else {
         trial.hparams.clone()
     };
+    // Unique among the live allocations (this function holds the state lock, so no other
+    // allocation picks ports meanwhile); they are free again when the allocation leaves.
+    let ports = {
+        let taken = master
+            .allocs()
+            .values()
+            .flat_map(|a| a.ports.iter().copied())
+            .collect();
+        crate::info::unique_ports(&taken)
+    };
     let alloc = Allocation {
         master_url: &master.url,
         cluster_id: &state.cluster_id,
@@ -292,6 +302,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
             .pointer("/resources/slots_per_trial")
             .and_then(Value::as_u64)
             .map_or(1, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+        ports: &ports,
     };
     let own_info = work_dir.join("info");
     let prepared = std::fs::create_dir_all(&work_dir)
@@ -337,6 +348,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
             acked: false,
             stopped: false,
             pid: child.id(),
+            ports: ports.iter().map(|(_, port)| *port).collect(),
         },
     );
     drop(state);

@@ -8,7 +8,7 @@ use hr_det::{
 };
 use serde_json::json;
 
-use crate::support::{config, eventually, start};
+use crate::support::{config, create_trial, eventually, start};
 
 fn checkpoint(task: &str, run: i32, uuid: &str, steps: i64, time: &str) -> Checkpoint {
     Checkpoint {
@@ -334,7 +334,7 @@ async fn a_paused_allocation_can_publish_nothing_and_leaves_no_process_behind() 
         "cd {out:?}; echo $DET_SESSION_TOKEN > token; echo $DET_ALLOCATION_ID > alloc; \
          sleep 3600 & echo $! > helper.tmp && mv helper.tmp helper; exec sleep 3600"
     );
-    let trial = crate::support::create_trial(&client, &config(&script, 0)).await;
+    let trial = create_trial(&client, &config(&script, 0)).await;
     eventually("the helper runs", || async { out.join("helper").is_file() }).await;
     let helper: u32 = read_trimmed(&out.join("helper")).parse().expect("pid");
     let token = read_trimmed(&out.join("token"));
@@ -399,7 +399,7 @@ async fn a_pause_activate_storm_never_fails_or_restarts_a_healthy_trial() {
     let script = format!(
         "echo $$ > {out:?}/run.tmp && mv {out:?}/run.tmp {out:?}/run-$DET_TRIAL_RUN_ID; exec sleep 3600"
     );
-    let trial = crate::support::create_trial(&client, &config(&script, 0)).await;
+    let trial = create_trial(&client, &config(&script, 0)).await;
     let id = trial.experiment_id;
     for run in 1..=5 {
         eventually("the allocation runs", || async {
@@ -501,5 +501,56 @@ async fn a_relative_state_folder_hands_trials_absolute_paths() {
     })
     .await;
     assert!(marker.exists(), "the trial saw relative paths");
+    master.shutdown();
+}
+
+#[tokio::test]
+async fn live_trials_get_unique_ports_and_a_trial_that_left_frees_its_own() {
+    let tmp = tempfile::tempdir().expect("tmp");
+    let (master, client) = start(tmp.path(), Duration::from_secs(3600)).await;
+    // Each trial records the ports it was handed, then waits.
+    let script = "env | grep -E '^(DTRAIN_SSH|INTER_TRAIN_PROCESS_COMM|C10D)_PORT' | sort > p.tmp && mv p.tmp ports.txt; exec sleep 3600";
+    let mut seen = Vec::new();
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        let trial = create_trial(&client, &config(script, 0)).await;
+        let task = trial.task_id.clone().expect("task id");
+        let file = tmp.path().join("work").join(format!("{task}.1/ports.txt"));
+        eventually("the trial wrote its ports", || async { file.exists() }).await;
+        seen.push(std::fs::read_to_string(&file).expect("ports"));
+        ids.push(trial.experiment_id);
+        if ids.len() == 2 {
+            // The first leaves: its ports are free for the next.
+            client
+                .experiment_action(ids[0], ExperimentAction::Kill)
+                .await
+                .expect("kill");
+            eventually("the first trial ended", || async {
+                client
+                    .list_trials(ids[0])
+                    .await
+                    .is_ok_and(|t| t.trials[0].state.is_terminal())
+            })
+            .await;
+        }
+    }
+    assert_eq!(
+        seen[0],
+        "C10D_PORT=29400\nDTRAIN_SSH_PORT=12350\nINTER_TRAIN_PROCESS_COMM_PORT_1=12360\n\
+         INTER_TRAIN_PROCESS_COMM_PORT_2=12365\n"
+    );
+    assert_eq!(
+        seen[1],
+        "C10D_PORT=29401\nDTRAIN_SSH_PORT=12351\nINTER_TRAIN_PROCESS_COMM_PORT_1=12361\n\
+         INTER_TRAIN_PROCESS_COMM_PORT_2=12366\n",
+        "unique while the first runs"
+    );
+    assert_eq!(seen[2], seen[0], "the first's ports, freed");
+    for id in &ids[1..] {
+        client
+            .experiment_action(*id, ExperimentAction::Kill)
+            .await
+            .expect("kill");
+    }
     master.shutdown();
 }
