@@ -71,7 +71,7 @@ fn generate_refuses_a_missing_or_unsupported_model_or_an_unavailable_device() {
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.contains("--model: ./nowhere/config.json"),
+        stderr.contains("--model: no model folder at ./nowhere: give a Hugging Face model folder"),
         "{stderr}"
     );
     // A name spelled as a Hub id is looked up in the Hugging Face cache (here, an empty one).
