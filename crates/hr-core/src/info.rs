@@ -46,10 +46,11 @@ pub struct TrialInfo {
     /// The name the master's certificate is checked against: `master_cert_name`, else
     /// `DET_MASTER_CERT_NAME`.
     pub master_cert_name: Option<String>,
-    /// The slots (GPUs) the trial was given: `slot_ids`, else `DET_SLOT_IDS`; none on a CPU.
+    /// This container's slots (GPUs): `slot_ids`, else `DET_SLOT_IDS`; none on a CPU.
     pub slot_ids: Vec<i32>,
-    /// The containers running the trial (`rendezvous.json`'s addresses; 1 without the file).
-    pub containers: usize,
+    /// The containers running the trial and their slots in all (`rendezvous.json`'s addresses
+    /// and `container_slot_counts`; without the file, one container with `slot_ids`).
+    pub containers: (usize, usize),
     pub(crate) user_token: Option<String>,
 }
 
@@ -118,8 +119,7 @@ impl TrialInfo {
             read_file::<ClusterInfoFile>(&dir.join(CLUSTER_FILE))?,
             read_file::<TrialInfoFile>(&dir.join(TRIAL_FILE))?,
         );
-        let containers = read_file::<RendezvousInfoFile>(&dir.join(RENDEZVOUS_FILE))?
-            .map_or(1, |r| r.container_addrs.len().max(1));
+        let rendezvous = read_file::<RendezvousInfoFile>(&dir.join(RENDEZVOUS_FILE))?;
         if let (Some(cluster), Some(trial)) = files {
             let steps = u64::try_from(trial.steps_completed).map_err(|_| {
                 CoreError::Environment(format!(
@@ -148,12 +148,17 @@ impl TrialInfo {
                     .master_cert_name
                     .filter(|n| !n.is_empty())
                     .or_else(|| set(hr_det::CERT_NAME_VAR)),
+                containers: containers(rendezvous.as_ref(), &cluster.slot_ids),
                 slot_ids: cluster.slot_ids,
-                containers,
                 user_token,
             });
         }
         let config = json(env::EXPERIMENT_CONFIG)?;
+        let slot_ids: Vec<i32> = match set(env::SLOT_IDS) {
+            Some(_) => serde_json::from_value(json(env::SLOT_IDS)?)
+                .map_err(|e| CoreError::Environment(format!("{}: {e}", env::SLOT_IDS)))?,
+            None => Vec::new(),
+        };
         Ok(Self {
             master_url: var(env::MASTER)?,
             task_id: var(env::TASK_ID)?,
@@ -174,12 +179,8 @@ impl TrialInfo {
             config,
             master_cert_file: set(hr_det::CERT_FILE_VAR),
             master_cert_name: set(hr_det::CERT_NAME_VAR),
-            slot_ids: match set(env::SLOT_IDS) {
-                Some(_) => serde_json::from_value(json(env::SLOT_IDS)?)
-                    .map_err(|e| CoreError::Environment(format!("{}: {e}", env::SLOT_IDS)))?,
-                None => Vec::new(),
-            },
-            containers,
+            containers: containers(rendezvous.as_ref(), &slot_ids),
+            slot_ids,
             user_token,
         })
     }
@@ -188,16 +189,80 @@ impl TrialInfo {
     /// device, so the others would sit reserved and idle (Python's `core.init` refuses this case
     /// too, without a distributed context).
     pub fn check_one_device(&self) -> Result<(), CoreError> {
-        let slots = self.slot_ids.len();
-        if slots > 1 || self.containers > 1 {
+        let (containers, slots) = self.containers;
+        if self.slot_ids.len() > 1 || containers > 1 {
             return Err(CoreError::Environment(format!(
-                "this trial was given {slots} slots in {} container(s) \
+                "this trial was given {slots} slots in {containers} container(s) \
                  (resources.slots_per_trial), but it trains on one device: the rest would be \
                  held and left idle. Set resources.slots_per_trial: 1 (0 for the CPU); training \
-                 over several GPUs is not offered yet",
-                self.containers
+                 over several GPUs is not offered yet"
             )));
         }
         Ok(())
+    }
+}
+
+/// The containers and their slots in all: from the rendezvous where there is one, else this
+/// container alone.
+fn containers(rendezvous: Option<&RendezvousInfoFile>, slot_ids: &[i32]) -> (usize, usize) {
+    match rendezvous {
+        Some(r) => (
+            r.container_addrs.len().max(1),
+            r.container_slot_counts
+                .iter()
+                .map(|n| usize::try_from(*n).unwrap_or(0))
+                .sum::<usize>()
+                .max(slot_ids.len()),
+        ),
+        None => (1, slot_ids.len()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_trial_on_more_than_one_slot_or_container_is_refused_counting_every_slot() {
+        let trial = |slot_ids: Vec<i32>, rendezvous: Option<RendezvousInfoFile>| TrialInfo {
+            master_url: String::new(),
+            task_id: "t".into(),
+            allocation_id: "t.1".into(),
+            trial_id: 1,
+            experiment_id: 1,
+            trial_run_id: 1,
+            trial_seed: 0,
+            steps_completed: 0,
+            latest_checkpoint: None,
+            config: Value::Null,
+            hparams: Value::Null,
+            cluster_id: None,
+            master_cert_file: None,
+            master_cert_name: None,
+            containers: containers(rendezvous.as_ref(), &slot_ids),
+            slot_ids,
+            user_token: None,
+        };
+        assert!(trial(vec![], None).check_one_device().is_ok(), "the CPU");
+        assert!(trial(vec![0], None).check_one_device().is_ok(), "one GPU");
+        let err = trial(vec![0, 1], None).check_one_device().expect_err("two");
+        assert!(
+            err.to_string().contains("given 2 slots in 1 container(s)")
+                && err.to_string().contains("resources.slots_per_trial: 1"),
+            "{err}"
+        );
+        // Two agents of 8 GPUs each: this container sees its own 8, the rendezvous all 16.
+        let two_nodes = RendezvousInfoFile {
+            container_addrs: vec!["10.0.0.1".into(), "10.0.0.2".into()],
+            container_rank: 0,
+            container_slot_counts: vec![8, 8],
+        };
+        let err = trial((0..8).collect(), Some(two_nodes))
+            .check_one_device()
+            .expect_err("sixteen");
+        assert!(
+            err.to_string().contains("given 16 slots in 2 container(s)"),
+            "{err}"
+        );
     }
 }

@@ -63,7 +63,7 @@ impl CoreContext {
             master_cert_file: None,
             master_cert_name: None,
             slot_ids: Vec::new(),
-            containers: 1,
+            containers: (1, 0),
             user_token: None,
         };
         let runtime = tokio::runtime::Builder::new_multi_thread()

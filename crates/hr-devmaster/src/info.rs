@@ -102,6 +102,10 @@ pub(crate) const TRIAL_PORTS: [(&str, u16); 4] = [
 
 /// One port per [`TRIAL_PORTS`] entry, each the lowest from its base that `taken` (the live
 /// allocations' ports) and the earlier entries leave free, as Determined's registry hands them.
+/// The entries are served in a fixed order (Determined walks a Go map, in no set order), so once
+/// the ranges meet (six live allocations) a port may differ from the one Determined would pick,
+/// never its uniqueness. The ranges end at 65535 only after tens of thousands of live
+/// allocations; `base` is then handed out again.
 pub(crate) fn unique_ports(taken: &BTreeSet<u16>) -> Vec<(&'static str, u16)> {
     let mut used = taken.clone();
     TRIAL_PORTS
@@ -284,6 +288,11 @@ mod tests {
         info.write_info(dir.path()).expect("write");
         // Each slot is numbered, in the environment, the cluster info and the rendezvous.
         assert_eq!(info.env()["DET_SLOT_IDS"], "[0,1]");
+        // Where the ranges meet, the next free port past the other range's.
+        let crowded = super::unique_ports(&(12350..12365).collect());
+        assert_eq!(crowded[0], ("DTRAIN_SSH_PORT", 12365));
+        assert_eq!(crowded[1], ("INTER_TRAIN_PROCESS_COMM_PORT_1", 12366));
+        assert_eq!(crowded[2], ("INTER_TRAIN_PROCESS_COMM_PORT_2", 12367));
         // The lowest ports the live allocations leave free, from each base.
         for (name, port) in [
             ("DTRAIN_SSH_PORT", "12352"),

@@ -100,9 +100,10 @@ pub struct PythonReward {
     lines: Receiver<String>,
     log: PathBuf,
     timeout: Duration,
-    /// Whether a call went unanswered within the timeout: the process was then stopped, so that
-    /// its late answer can never be read as a later batch's.
-    timed_out: bool,
+    /// Why an earlier call left the answers out of step (no answer within the timeout, or a
+    /// line that is not one): the process was then stopped, so that an answer still on its way
+    /// can never be read as a later batch's.
+    broken: Option<String>,
     /// Whether [`PythonReward::stop`] ran.
     stopped: bool,
     /// What its calls passed to `log_metric` since [`PythonReward::take_metrics`]: by name, the
@@ -266,7 +267,7 @@ impl PythonReward {
             lines,
             log: log.to_owned(),
             timeout,
-            timed_out: false,
+            broken: None,
             stopped: false,
             metrics: BTreeMap::new(),
         };
@@ -280,12 +281,8 @@ impl PythonReward {
     /// The function's reward for each completion of a generation batch (`None`: not
     /// applicable), from one call.
     pub fn score_batch(&mut self, batch: &RewardBatch<'_>) -> Result<Vec<Option<f64>>, EnvError> {
-        if self.timed_out {
-            return Err(self.failed(format!(
-                "was stopped after an earlier batch got no answer within {} s; raise its \
-                 `timeout_s` or make it faster",
-                self.timeout.as_secs()
-            )));
+        if let Some(why) = &self.broken {
+            return Err(self.failed(format!("was stopped after an earlier batch: {why}")));
         }
         let n = batch.rows.len();
         let request = batch.request();
@@ -338,12 +335,12 @@ impl PythonReward {
         let line = match self.lines.recv_timeout(self.timeout) {
             Ok(line) => line,
             Err(RecvTimeoutError::Timeout) => {
-                self.timed_out = true;
-                self.stop();
-                return Err(self.failed(format!(
-                    "gave no answer within {} s",
+                let why = format!(
+                    "it gave no answer within {} s (raise this reward's `timeout_s` in the \
+                     plan's `environment.rewards`, or make it faster)",
                     self.timeout.as_secs()
-                )));
+                );
+                return Err(self.out_of_step(why));
             }
             Err(RecvTimeoutError::Disconnected) => {
                 let status = self
@@ -355,9 +352,13 @@ impl PythonReward {
                 return Err(self.failed(format!("exited ({status})")));
             }
         };
-        let value: Value = serde_json::from_str(&line).map_err(|_| {
-            self.failed(format!("printed {line:?} on stdout (use stderr for logs)"))
-        })?;
+        let value: Value = match serde_json::from_str(&line) {
+            Ok(value) => value,
+            Err(_) => {
+                let why = format!("it printed {line:?} on stdout (use stderr for logs)");
+                return Err(self.out_of_step(why));
+            }
+        };
         if let Some(rewards) = value.get("nonfinite").and_then(Value::as_str) {
             return Err(self.failed(format!(
                 "returned {rewards}: each reward must be a finite float"
@@ -367,6 +368,15 @@ impl PythonReward {
             Some(trace) => Err(self.failed(format!("raised:\n{}", trace.trim_end()))),
             None => Ok(value),
         }
+    }
+
+    /// Stops the function whose answers are out of step with its requests, so nothing it still
+    /// sends is read as a later answer; the error says why.
+    fn out_of_step(&mut self, why: String) -> EnvError {
+        self.stop();
+        let error = self.failed(why.clone());
+        self.broken = Some(why);
+        error
     }
 
     fn failed(&self, message: String) -> EnvError {
@@ -515,7 +525,8 @@ def words(prompts, completions, **kwargs):
             Path::new("python3"),
             (&file, "r"),
             &dir.path().join("log"),
-            Duration::from_secs(1),
+            // Also the import's bound: generous for a loaded machine, and far below the sleep.
+            Duration::from_secs(5),
         )
         .expect("starts");
         let rows = [json!({"prompt": "p"})];
@@ -530,13 +541,15 @@ def words(prompts, completions, **kwargs):
             .score_batch(&batch)
             .expect_err("times out")
             .to_string();
-        assert!(err.contains("gave no answer within 1 s"), "{err}");
+        assert!(
+            err.contains("gave no answer within 5 s") && err.contains("`timeout_s`"),
+            "{err}"
+        );
         let pid = reward.child.id();
         assert!(!running(pid), "the timed-out function is stopped");
         let err = reward.score_batch(&batch).expect_err("refused").to_string();
         assert!(
-            err.contains("was stopped after an earlier batch got no answer")
-                && err.contains("timeout_s"),
+            err.contains("was stopped after an earlier batch: it gave no answer"),
             "{err}"
         );
     }

@@ -339,9 +339,9 @@ impl<B: AutodiffBackend> Trainer<B> {
         metrics.insert("flops/backward".to_owned(), work.backward as f64);
         metrics.insert("flops/rollout".to_owned(), rollout_flops as f64);
         // What the reward functions logged, under their names as TRL logs them (never over one
-        // of the trainer's own).
+        // of the trainer's own, nor over a metrics row's step number or the sampler's epoch).
         for (name, value) in logged {
-            if metrics.contains_key(&name) {
+            if metrics.contains_key(&name) || ["step", "epoch"].contains(&name.as_str()) {
                 return Err(GrpoError::Environment(format!(
                     "a reward function called log_metric({name:?}, ...), which is one of the \
                      trainer's own metrics; log it under another name"

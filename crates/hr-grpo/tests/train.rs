@@ -502,14 +502,17 @@ fn batch_rewards_score_once_per_step_and_none_leaves_an_episode_out() -> anyhow:
     // What the reward logged is a metric under its own name, as TRL logs it; one of the
     // trainer's own names is refused, not overwritten.
     assert_eq!(report.metrics["judge/agreement"], 0.25);
-    factory.logged = "loss";
-    let err = t
-        .step(&tasks, &mut factory)
-        .expect_err("collides")
-        .to_string();
-    assert!(
-        err.contains("log_metric(\"loss\"") && err.contains("another name"),
-        "{err}"
-    );
+    // Nor a metrics row's own fields.
+    for name in ["loss", "epoch", "step"] {
+        factory.logged = name;
+        let err = t
+            .step(&tasks, &mut factory)
+            .expect_err("collides")
+            .to_string();
+        assert!(
+            err.contains(&format!("log_metric({name:?}")) && err.contains("another name"),
+            "{err}"
+        );
+    }
     Ok(())
 }

@@ -50,10 +50,15 @@ impl DevProbe {
         }
         let episodes =
             trainer.episodes_from_seed(&self.tasks, envs, self.num_generations, self.seed)?;
+        // What the rewards logged while scoring DEV is DEV's (TRL's `eval_` metrics), never the
+        // next training step's.
+        let logged = envs.reward_metrics()?;
         let score = episode_score(&episodes);
         tracing::info!("dev: step {step} mean reward {:.3}", score.mean_reward);
-        Ok(Some(
-            json!({ DEV_REWARD: score.mean_reward, "dev_solved": score.solved }),
-        ))
+        let mut metrics = json!({ DEV_REWARD: score.mean_reward, "dev_solved": score.solved });
+        for (name, value) in logged {
+            metrics[format!("eval_{name}")] = json!(value);
+        }
+        Ok(Some(metrics))
     }
 }
