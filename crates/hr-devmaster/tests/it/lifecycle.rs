@@ -360,10 +360,19 @@ async fn a_paused_allocation_can_publish_nothing_and_leaves_no_process_behind() 
     })
     .await;
     // The exit is recorded once the group is gone: from then on the token acts for nothing.
-    eventually("the token is refused", || async {
-        matches!(publish(777).await, Err(hr_det::DetError::Forbidden(_)))
+    // Waits on a read that changes nothing (a report tried before the exit is recorded would
+    // still be kept: the allocation runs until then).
+    eventually("the exit is recorded", || async {
+        matches!(
+            own.preemption(&alloc, 0).await,
+            Err(hr_det::DetError::Forbidden(_))
+        )
     })
     .await;
+    assert!(
+        matches!(publish(777).await, Err(hr_det::DetError::Forbidden(_))),
+        "the token is refused"
+    );
     client
         .experiment_action(trial.experiment_id, ExperimentAction::Activate)
         .await
