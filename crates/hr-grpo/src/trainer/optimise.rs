@@ -323,30 +323,26 @@ impl<B: AutodiffBackend> Trainer<B> {
         let ent = ent
             .filter(|_| iteration == 0 || adaptive)
             .map(|ent| host_f64(ent.detach()));
+        // The rows' active positions `(row, column)`, read by the statistics and the controller.
+        let active: Vec<(usize, usize)> = mask
+            .iter()
+            .enumerate()
+            .flat_map(|(i, row)| {
+                row.iter()
+                    .enumerate()
+                    .filter(|(_, on)| **on)
+                    .map(move |(j, _)| (i, j))
+            })
+            .collect();
         let world_entropy = ent.as_ref().filter(|_| adaptive).map(|ent| {
-            let mut kept = (0.0, 0.0);
-            for (i, row) in mask.iter().enumerate() {
-                for (j, on) in row.iter().enumerate() {
-                    let high = entropy_mask.as_ref().is_none_or(|k| k[i][j]);
-                    if *on && high {
-                        kept.0 += ent[i * width + j];
-                        kept.1 += 1.0;
-                    }
-                }
-            }
-            kept
+            active
+                .iter()
+                .filter(|(i, j)| entropy_mask.as_ref().is_none_or(|k| k[*i][*j]))
+                .fold((0.0, 0.0), |(sum, count), (i, j)| {
+                    (sum + ent[i * width + j], count + 1.0)
+                })
         });
         let stats = ent.filter(|_| iteration == 0).map(|ent| {
-            let active: Vec<usize> = mask
-                .iter()
-                .enumerate()
-                .flat_map(|(i, row)| {
-                    row.iter()
-                        .enumerate()
-                        .filter(|(_, on)| **on)
-                        .map(move |(j, _)| i * width + j)
-                })
-                .collect();
             let tokens = active.len() as f64;
             let n = rows.len() as f64;
             // Counts from the loss's shares (each a count over `clip_counted`).
@@ -361,7 +357,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                 row_high: out.row_clip_high.iter().flatten().copied().collect(),
                 kl: out.kl.map(|kl| kl * tokens),
                 active: tokens,
-                entropy: active.iter().map(|k| ent[*k]).sum(),
+                entropy: active.iter().map(|(i, j)| ent[i * width + j]).sum(),
                 positions: tokens,
                 phi: out.vespo_phi_mean.map(|phi| phi * n),
                 rows: n,
