@@ -96,7 +96,7 @@ fn generate_refuses_a_missing_or_unsupported_model_or_an_unavailable_device() {
         (
             "\"llama\"",
             "\"gpt2\"",
-            "`model_type`: `gpt2` is not supported; use a `llama`, `mistral`, `qwen2`, `qwen3`, `gemma2` or `gemma3_text`",
+            "`model_type`: `gpt2` is not supported; use a `llama`, `mistral`, `qwen2`, `qwen3`, `gemma2`, `gemma3_text` or `phi3`",
         ),
         (
             "\"rope_scaling\": null",

@@ -576,3 +576,55 @@ fn proofs_made_with_relative_folders_hold_from_any_working_folder() {
         .expect("run");
     assert!(verify.status.success(), "{}", text(&verify).0);
 }
+
+#[test]
+fn a_dora_plan_with_dropout_on_every_projection_qualifies_natively_equal() {
+    let s = setup();
+    let mut plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path().join("plan.json")).expect("plan"))
+            .expect("json");
+    plan["model"]["lora"]["use_dora"] = json!(true);
+    plan["model"]["lora"]["lora_dropout"] = json!(0.05);
+    plan["model"]["lora"]["targets"] = json!("all-linear");
+    s.write("plan.json", &plan.to_string());
+    let out = s.run(&["qualify", "native", "--plan", "plan.json", "--output", "n"]);
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{stderr}");
+    let proof: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(s.path().join("n/proof.json")).expect("proof.json"))
+            .expect("json");
+    assert_eq!(proof["equal"], true, "{proof}");
+    let verified = s.run(&["proof", "verify", "n/proof.json"]);
+    assert_eq!(verified.status.code(), Some(0), "{:?}", text(&verified));
+    // The runs trained DoRA with dropout: their adapters say so.
+    let configs: Vec<_> = walkdir(s.path().join("n"))
+        .into_iter()
+        .filter(|p| p.ends_with("adapter/adapter_config.json"))
+        .collect();
+    assert!(!configs.is_empty(), "no adapter under n/");
+    for config in configs {
+        let text = std::fs::read_to_string(&config).expect("adapter config");
+        assert!(
+            text.contains("\"use_dora\": true") && text.contains("\"lora_dropout\": 0.05"),
+            "{}: {text}",
+            config.display()
+        );
+    }
+}
+
+/// Every file under `dir`.
+fn walkdir(dir: std::path::PathBuf) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                todo.push(path);
+            } else {
+                out.push(path);
+            }
+        }
+    }
+    out
+}

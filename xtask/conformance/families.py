@@ -4,7 +4,8 @@ Run by `cargo xtask conformance families` in the Hugging Face venv, in two steps
 
 `write --out DIR --tokenizer tokenizer.json` has `transformers` build a tiny random model per family
 from a config (varied shapes, grouped-query ratios, tied and untied heads, head_dim apart from
-hidden/heads, RoPE scaling, sliding windows on every layer or on some, Gemma 2 and 3), stores it as f32, bf16 or f16 safetensors with
+hidden/heads, RoPE scaling, sliding windows on every layer or on some, Gemma 2 and 3, Phi-3's fused
+projections), stores it as f32, bf16 or f16 safetensors with
 `save_pretrained`, and rewrites the config in the Hub's spelling (`rope_theta`, `rope_scaling`)
 for some and keeps the `rope_parameters` that `transformers` 5 writes for others. One family is
 stored as `huggingface_hub` lays out its cache (`DIR/hub/models--ORG--NAME/snapshots/COMMIT`)
@@ -19,9 +20,14 @@ checkpoint's PEFT folder. It then checks, against `transformers`' own forward pa
   is within 1e-4 relative error;
 - both adapters name the base model (its Hub id, else its absolute folder), and
   `AutoPeftModelForCausalLM` loads our final adapter and an intermediate checkpoint's through
-  that `base_model_name_or_path`, and matches the adapter generations the same way;
+  that `base_model_name_or_path`, adapts exactly the projections our adapter holds (`all-linear`:
+  every linear layer but the head, Phi-3's fused ones), and matches the adapter generations the
+  same way;
+- LoRA variants (`{"r": 16}` alone, `layers_to_transform`, a regular-expression `target_modules`,
+  DoRA with dropout on Llama and DoRA on Phi-3's fused projections) load in PEFT, adapt exactly our projections (with a trained DoRA
+  magnitude each) and match our log-probs;
 - negative controls differ: Qwen3 and Gemma 3 without their q/k norms, Llama 3 without its RoPE
-  scaling, Mistral, Qwen2 and Gemma 2 without their windows, Gemma 2 without soft-capping, Gemma 3
+  scaling, Mistral, Qwen2, Gemma 2 and Phi-3 without their windows, Gemma 2 without soft-capping, Gemma 3
   with the global RoPE on its window layers, and the base model without the adapter.
 Prints `families-conformance: N passed, M failed` last.
 """
@@ -68,6 +74,11 @@ FAMILIES = {
                "float32", "v5"),
     "gemma3-hub": ("gemma3_text", dict(num_attention_heads=2, num_key_value_heads=2, head_dim=8, sliding_window=3,
                                        sliding_window_pattern=2, tie_word_embeddings=False), "float16", "hub"),
+    # Phi-3: q/k/v stored as one qkv_proj and gate/up as one gate_up_proj (LoRA adapts those);
+    # a window on every layer.
+    "phi3": ("phi3", dict(num_attention_heads=4, num_key_value_heads=2, sliding_window=4, pad_token_id=0),
+             "float32", "v5"),
+    "phi3-hub": ("phi3", dict(num_attention_heads=2, num_key_value_heads=1, pad_token_id=0), "bfloat16", "hub"),
 }
 
 # Families named by a Hub id and found in the cache, as a plan's `model.hub_id` finds them.
@@ -199,7 +210,7 @@ def check_family(name, model_dir, hub_id, results):
         theta = model.config.rope_parameters["rope_theta"]
         controls.append(("without RoPE scaling",
                          reference(model_dir, rope_parameters={"rope_type": "default", "rope_theta": theta})))
-    if name == "mistral":
+    if name in ("mistral", "phi3"):
         controls.append(("without the sliding window", reference(model_dir, sliding_window=None)))
     if name == "gemma2":
         controls.append(("without soft-capping",
@@ -229,6 +240,10 @@ def check_family(name, model_dir, hub_id, results):
         peft_model = AutoPeftModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
                                                               attn_implementation="eager").eval()
         if label == "final adapter":
+            ours = check_projections(name, folder, peft_model)
+            check(f"{name}: all-linear adapts every projection of the family",
+                  {k.rsplit(".", 1)[-1] for k in ours} == expected_projections(model.config.model_type),
+                  f"ours {sorted({k.rsplit('.', 1)[-1] for k in ours})}")
             worst, off = check_adapted(name, peft_model, adapted)
             print(f"{name}: worst relative error {worst:.3g} (adapter), {off:.3g} without it", flush=True)
         else:
@@ -250,21 +265,52 @@ def check_adapted(name, peft_model, adapted):
     return worst, off
 
 
-def check_lora_variant(name, model_dir, results):
-    """PEFT loads an adapter trained on fewer projections (layers_to_transform, a regular-expression
-    target_modules), adapts exactly the projections it holds, and gives our log-probs."""
-    from peft import AutoPeftModelForCausalLM
+def expected_projections(model_type):
+    """What PEFT's all-linear adapts: every linear layer but the LM head."""
+    if model_type == "phi3":
+        return {"qkv_proj", "o_proj", "gate_up_proj", "down_proj"}
+    return {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}
+
+
+def check_projections(name, folder, peft_model):
+    """PEFT adapts exactly the projections our adapter holds; returns their module names."""
     from safetensors import safe_open
-    import torch
-    folder = results / "adapter"
     with safe_open(str(folder / "adapter_model.safetensors"), "pt") as f:
         ours = sorted(k.removesuffix(".lora_A.weight") for k in f.keys() if k.endswith(".lora_A.weight"))
-    peft_model = AutoPeftModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
-                                                          attn_implementation="eager").eval()
     theirs = sorted(k.removesuffix(".lora_A.default.weight") for k in peft_model.state_dict()
                     if k.endswith(".lora_A.default.weight"))
     check(f"{name}: PEFT adapts exactly the projections we trained", theirs == ours and ours,
           f"PEFT {theirs}, ours {ours}")
+    return ours
+
+
+def check_dora(name, peft_model, ours):
+    """PEFT read a DoRA magnitude for every projection we adapted, and training moved them off
+    the base weights' row norms (their initial value)."""
+    import torch
+    state = peft_model.state_dict()
+    magnitudes = {k.removesuffix(".lora_magnitude_vector.default.weight"): v for k, v in state.items()
+                  if k.endswith(".lora_magnitude_vector.default.weight")}
+    check(f"{name}: PEFT loads a DoRA magnitude per adapted projection", sorted(magnitudes) == ours,
+          f"PEFT {sorted(magnitudes)}, ours {ours}")
+    moved = 0.0
+    for module, m in magnitudes.items():
+        base = state[module + ".base_layer.weight"].double()
+        moved = max(moved, (m.double() - torch.linalg.norm(base, dim=1)).abs().max().item())
+    check(f"{name}: the magnitudes trained away from the base's row norms", moved > 1e-4, f"moved {moved:.3g}")
+
+
+def check_lora_variant(name, model_dir, results):
+    """PEFT loads an adapter trained on fewer projections (layers_to_transform, a regular-expression
+    target_modules), adapts exactly the projections it holds, and gives our log-probs."""
+    from peft import AutoPeftModelForCausalLM
+    import torch
+    folder = results / "adapter"
+    peft_model = AutoPeftModelForCausalLM.from_pretrained(str(folder), dtype=torch.float32,
+                                                          attn_implementation="eager").eval()
+    ours = check_projections(name, folder, peft_model)
+    if json.loads((folder / "adapter_config.json").read_text()).get("use_dora"):
+        check_dora(name, peft_model, ours)
     worst, off = check_adapted(name, peft_model, read_lines(results / "adapter.jsonl"))
     print(f"{name}: {len(ours)} projections, worst relative error {worst:.3g}, {off:.3g} without it", flush=True)
 
@@ -291,7 +337,7 @@ def main():
         except Exception as e:  # a crash in one family is a failure, not the end of the others
             check(f"{name}: checked without an error", False, repr(e))
     variants = read_lines(args.results / "lora_variants.jsonl")
-    check("every LoRA variant was trained", len(variants) == 2)
+    check("every LoRA variant was trained", len(variants) == 5)
     for v in variants:
         try:
             check_lora_variant(v["name"], pathlib.Path(v["dir"]), args.results / v["name"])

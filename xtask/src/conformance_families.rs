@@ -4,14 +4,16 @@
 //! `xtask/conformance/families.py` has `transformers` write a tiny random model per family
 //! (Llama, Llama 3 with RoPE scaling, linear RoPE, Qwen2 with and without a sliding window on
 //! some layers, Qwen3 tied and untied, Mistral with a sliding window, Gemma 2 with soft-capping,
-//! Gemma 3 with its own RoPE base on the window layers, in both spellings; f32, bf16 and f16
-//! weights; both config spellings; one named by its Hub id from a Hugging Face cache). Each is
-//! generated from greedily, trained for two steps with LoRA on all seven target modules (a
+//! Gemma 3 with its own RoPE base on the window layers, in both spellings, Phi-3 with its fused
+//! q/k/v and gate/up; f32, bf16 and f16 weights; both config spellings; one named by its Hub id
+//! from a Hugging Face cache). Each is generated from greedily, trained for two steps with LoRA
+//! on every projection (`all-linear`, which on Phi-3 is its fused ones; a
 //! learning rate high enough that the adapters move away from PEFT's zero-initialised B) and
 //! generated from with its adapter; the script checks tokens and log-probs against
 //! `transformers` within 1e-4, loads the final and an intermediate checkpoint's adapter with
 //! `AutoPeftModelForCausalLM` through their own `base_model_name_or_path`, and runs negative
-//! controls.
+//! controls. LoRA variants (a layer subset, a regular expression, DoRA on Llama and on Phi-3)
+//! are trained the same way and must adapt in PEFT exactly the projections they hold.
 
 use std::{
     path::{Path, PathBuf},
@@ -71,18 +73,23 @@ pub(crate) fn families(root: &Path) -> Result<(u64, u64)> {
             Some(id) => ModelSource::HubId(id, &hub_cache),
             None => ModelSource::Folder(&model),
         };
-        let run = train_lora(root, &bin, &dir, name, source, &all_seven())?;
+        let run = train_lora(root, &bin, &dir, name, source, &all_linear())?;
         keep_adapter(&bin, &model, &run, &dir)?;
         let checkpoint = first_checkpoint_adapter(&run)?;
         std::fs::rename(checkpoint, dir.join("checkpoint"))?;
     }
-    // PEFT's ways to pick fewer projections, on the first family's model: PEFT must adapt
-    // exactly what we trained and give our log-probs.
-    let first: serde_json::Value =
-        serde_json::from_str(manifest.lines().next().context("no family was written")?)?;
-    let model = PathBuf::from(first["dir"].as_str().context("a family without dir")?);
+    // PEFT's ways to pick fewer projections, and DoRA: PEFT must adapt exactly what we trained
+    // and give our log-probs.
     let mut variants = String::new();
-    for (name, lora) in lora_variants() {
+    for (name, family, lora) in lora_variants() {
+        let model = manifest
+            .lines()
+            .map(serde_json::from_str::<serde_json::Value>)
+            .collect::<Result<Vec<_>, _>>()?
+            .into_iter()
+            .find(|f| f["name"] == family)
+            .and_then(|f| f["dir"].as_str().map(PathBuf::from))
+            .with_context(|| format!("no family {family} was written"))?;
         let dir = results.join(name);
         std::fs::create_dir_all(&dir)?;
         eprintln!("conformance families: LoRA {name}");
@@ -156,25 +163,42 @@ fn keep_adapter(bin: &Path, model: &Path, run: &Path, dir: &Path) -> Result<()> 
     Ok(())
 }
 
-/// LoRA (rank 4) on all seven projections.
-fn all_seven() -> serde_json::Value {
-    serde_json::json!({"rank": 4, "alpha": 8.0, "targets":
-        ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]})
+/// LoRA (rank 4) on every projection the model has, as PEFT's `all-linear` picks them.
+fn all_linear() -> serde_json::Value {
+    serde_json::json!({"rank": 4, "alpha": 8.0, "targets": "all-linear"})
 }
 
-/// LoRA on fewer projections, in PEFT's spellings: some layers only (`layers_to_transform`),
-/// and a regular-expression `target_modules`.
-fn lora_variants() -> [(&'static str, serde_json::Value); 2] {
+/// LoRA variants in PEFT's spellings, each with the family it trains on: a rank alone (PEFT's
+/// defaults for the rest), fewer projections (some layers only, `layers_to_transform`; a
+/// regular-expression `target_modules`), and DoRA (`use_dora`) on every projection, on Llama
+/// (trained with `lora_dropout`) and on Phi-3's fused ones.
+fn lora_variants() -> [(&'static str, &'static str, serde_json::Value); 5] {
     [
+        // PEFT's defaults for all but the rank.
+        ("lora-r16", "llama", serde_json::json!({"r": 16})),
         (
             "lora-layers",
+            "llama",
             serde_json::json!({"r": 4, "lora_alpha": 8.0,
                 "target_modules": ["q_proj", "v_proj", "down_proj"], "layers_to_transform": 1}),
         ),
         (
             "lora-regex",
+            "llama",
             serde_json::json!({"r": 4, "lora_alpha": 8.0,
                 "target_modules": r"model\.layers\.0\.(self_attn\.(q|k)_proj|mlp\.up_proj)"}),
+        ),
+        (
+            "dora",
+            "llama",
+            serde_json::json!({"r": 4, "lora_alpha": 8.0, "target_modules": "all-linear",
+                "use_dora": true, "lora_dropout": 0.05}),
+        ),
+        (
+            "dora-phi3",
+            "phi3",
+            serde_json::json!({"r": 4, "lora_alpha": 8.0, "target_modules": "all-linear",
+                "use_dora": true}),
         ),
     ]
 }

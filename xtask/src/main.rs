@@ -81,11 +81,12 @@ Tasks:
   conformance families
               for each model family (llama, llama3 RoPE scaling, linear RoPE, qwen2 with and
               without windows, qwen3 tied and untied, mistral, gemma2, gemma3 in both
-              spellings) a tiny random model written by
+              spellings, phi3 with its fused projections) a tiny random model written by
               transformers in f32/bf16/f16 and both config spellings: greedy tokens equal and
               log-probs within 1e-4 of transformers; a 2-step LoRA run's RUN/adapter and an
-              intermediate checkpoint's load with the real peft and match; negative controls
-              differ (the TRL bench's venv, cached outside the repo)
+              intermediate checkpoint's load with the real peft and match, and so do a
+              layer-subset, a regex and two DoRA adapters; negative controls differ (the
+              TRL bench's venv, cached outside the repo)
   conformance tensorboard
               the TensorBoard event files of a stopped and a resumed `train` run, read back
               by the real tensorboard 2.21.0 package: every metrics number as a

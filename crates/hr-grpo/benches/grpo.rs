@@ -22,7 +22,7 @@ fn measure(name: &str, dir: &Path, completion: usize, steps: usize) -> anyhow::R
     let policy = Policy::<B>::load(dir, &device)?;
     let tokenizer = ChatTokenizer::from_file(&dir.join("tokenizer.json"))?;
     let lora = LoraConfig::new(8, 16.0, vec![Target::QProj, Target::VProj])?;
-    let adapters = Adapters::init(policy.config(), lora, &mut PolicyRng::from_seed(1), &device);
+    let adapters = Adapters::init(&policy, lora, &mut PolicyRng::from_seed(1), &device);
     let config = GrpoConfig {
         rollout: RolloutConfig {
             num_generations: 4,

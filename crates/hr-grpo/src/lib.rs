@@ -27,7 +27,10 @@ pub use advantage::{AdvantageConfig, advantages};
 pub use data::{DataCursor, TaskSampler};
 pub use entropy_control::{AdaptiveEntropy, EntropyControl};
 pub use error::GrpoError;
-pub use loss::{LossConfig, LossInputs, LossOutput, Vespo, Whole, grpo_loss, high_entropy_mask};
+pub use loss::{
+    LossConfig, LossInputs, LossOutput, Vespo, Whole, active_positions, grpo_loss,
+    high_entropy_mask,
+};
 pub use rollout::{
     EnvironmentFactory, Episode, RewardState, RolloutConfig, check_prompts, rollouts,
 };

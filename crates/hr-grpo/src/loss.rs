@@ -246,6 +246,20 @@ pub struct Whole {
     pub accumulation: usize,
 }
 
+/// The active positions `(row, column)` of `mask`, row by row: the tokens the step's statistics
+/// and the adaptive entropy controller average over.
+pub fn active_positions(mask: &[Vec<bool>]) -> Vec<(usize, usize)> {
+    mask.iter()
+        .enumerate()
+        .flat_map(|(i, row)| {
+            row.iter()
+                .enumerate()
+                .filter(|(_, on)| **on)
+                .map(move |(j, _)| (i, j))
+        })
+        .collect()
+}
+
 /// The tokens of `entropy` (`[n][t]`) at or above the `1 − quantile` quantile of the active
 /// ones (TRL's `get_high_entropy_mask`, `torch.quantile`'s linear interpolation in f32), and
 /// active.

@@ -430,19 +430,15 @@ fn scalar<B: burn::tensor::backend::Backend>(t: Tensor<B, 1>) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-/// torch's `clip_grad_norm_` over all adapter gradients: returns the norm before clipping and
+/// torch's `clip_grad_norm_` over all adapter gradients (LoRA's and DoRA's): returns the norm before clipping and
 /// scales every gradient by `max / (norm + 1e-6)` when that is below 1.
 fn clip_global_norm<B: AutodiffBackend>(
     adapters: &Adapters<B>,
     grads: &mut GradientsParams,
     max: Option<f64>,
 ) -> f64 {
-    let ids: Vec<_> = adapters
-        .layers
-        .iter()
-        .flat_map(|l| l.slots.iter().flatten())
-        .flat_map(|p| [p.a.id, p.b.id])
-        .collect();
+    // Every trainable tensor (DoRA's magnitudes too), in `named_params`' fixed order.
+    let ids: Vec<_> = named_params(adapters).iter().map(|(_, p)| p.id).collect();
     let mut sum = 0.0;
     for id in &ids {
         if let Some(g) = grads.get::<B::InnerBackend, 2>(*id) {
@@ -470,9 +466,13 @@ pub(crate) fn named_params<B: AutodiffBackend>(
     let mut out = Vec::new();
     for (layer, slots) in adapters.layers.iter().enumerate() {
         for (target, pair) in Target::ALL.iter().zip(&slots.slots) {
-            if let Some(LoraPair { a, b }) = pair {
+            if let Some(LoraPair { a, b, magnitude }) = pair {
                 out.push((format!("layers.{layer}.{}.lora_A", target.name()), a));
                 out.push((format!("layers.{layer}.{}.lora_B", target.name()), b));
+                if let Some(m) = magnitude {
+                    let name = format!("layers.{layer}.{}.lora_magnitude_vector", target.name());
+                    out.push((name, m));
+                }
             }
         }
     }

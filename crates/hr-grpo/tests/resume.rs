@@ -60,15 +60,36 @@ fn load(dir: &std::path::Path) -> anyhow::Result<(Policy<B>, ChatTokenizer)> {
     ))
 }
 
+/// Held by each test: two trainers running at once in one process (the test harness's threads)
+/// were seen to differ in the last bits about one run in 60 (they share the process's CPU thread
+/// pool and Burn's autodiff state), while the product runs one trainer per process; these tests
+/// compare bits, so they run one at a time.
+static ONE_TRAINER: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// This test's turn ([`ONE_TRAINER`]), a folder with the tiny model in `model/`, and the tasks.
+fn setup() -> anyhow::Result<(
+    std::sync::MutexGuard<'static, ()>,
+    tempfile::TempDir,
+    Vec<Task>,
+)> {
+    let one = ONE_TRAINER
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let dir = tempfile::tempdir()?;
+    write_tiny_model(&dir.path().join("model"), &TinySpec::default());
+    Ok((one, dir, fixture_tasks(FixtureKind::Digits, 2, 3)))
+}
+
 fn fresh(dir: &std::path::Path) -> anyhow::Result<Trainer<B>> {
+    fresh_with(dir, false, 0.0)
+}
+
+fn fresh_with(dir: &std::path::Path, dora: bool, dropout: f64) -> anyhow::Result<Trainer<B>> {
     let (policy, tokenizer) = load(dir)?;
-    let lora = LoraConfig::new(2, 4.0, vec![Target::QProj, Target::VProj, Target::DownProj])?;
-    let adapters = Adapters::init(
-        policy.config(),
-        lora,
-        &mut PolicyRng::from_seed(1),
-        policy.device(),
-    );
+    let lora = LoraConfig::new(2, 4.0, vec![Target::QProj, Target::VProj, Target::DownProj])?
+        .with_dora(dora)
+        .with_dropout(dropout)?;
+    let adapters = Adapters::init(&policy, lora, &mut PolicyRng::from_seed(1), policy.device());
     Ok(Trainer::new(
         policy,
         tokenizer,
@@ -108,10 +129,8 @@ fn resumed(
 
 #[test]
 fn resuming_from_files_equals_the_uninterrupted_run_and_controls_diverge() -> anyhow::Result<()> {
-    let dir = tempfile::tempdir()?;
+    let (_one, dir, tasks) = setup()?;
     let model = dir.path().join("model");
-    write_tiny_model(&model, &TinySpec::default());
-    let tasks = fixture_tasks(FixtureKind::Digits, 2, 3);
 
     let mut reference = fresh(&model)?;
     let all = steps(&mut reference, &tasks, 4)?;
@@ -232,6 +251,64 @@ fn resuming_from_files_equals_the_uninterrupted_run_and_controls_diverge() -> an
     assert!(
         err.contains("optimizer.safetensors") && err.contains("missing"),
         "{err}"
+    );
+    Ok(())
+}
+
+/// DoRA's magnitudes train (AdamW state and all), LoRA dropout changes the gradients, and a
+/// resumed DoRA run with dropout is the uninterrupted one, bit for bit.
+#[test]
+fn a_dora_run_with_dropout_resumes_bit_for_bit() -> anyhow::Result<()> {
+    let (_one, dir, tasks) = setup()?;
+    let model = dir.path().join("model");
+    let mut reference = fresh_with(&model, true, 0.2)?;
+    let initial = reference.capture("tiny")?;
+    let all = steps(&mut reference, &tasks, 3)?;
+    let final_state = reference.capture("tiny")?;
+    let magnitudes = |state: &NativeState| -> anyhow::Result<Vec<Vec<f32>>> {
+        let tensors =
+            hr_policy::read_f32_safetensors(&model, &state.files[hr_policy::ADAPTER_WEIGHTS])?;
+        Ok(tensors
+            .iter()
+            .filter(|(name, _)| name.ends_with("lora_magnitude_vector"))
+            .map(|(_, (_, values))| values.clone())
+            .collect())
+    };
+    let (before, after) = (magnitudes(&initial)?, magnitudes(&final_state)?);
+    assert_eq!(
+        before.len(),
+        2 * 3,
+        "a magnitude per adapted projection and layer"
+    );
+    assert_ne!(before, after, "the magnitudes trained");
+    let optimizer = String::from_utf8(final_state.files[TRAINER_STATE].clone())?;
+    assert!(optimizer.contains("lora_magnitude_vector"), "{optimizer}");
+
+    // Dropout acted: without it the first step's samples are the same, its gradient not.
+    let undropped = steps(&mut fresh_with(&model, true, 0.0)?, &tasks, 1)?;
+    assert_eq!(undropped[0].0, all[0].0);
+    assert_ne!(
+        undropped[0].2[1], all[0].2[1],
+        "grad_norm with and without dropout"
+    );
+
+    let mut first = fresh_with(&model, true, 0.2)?;
+    assert_eq!(steps(&mut first, &tasks, 1)?, all[..1]);
+    let saved = dir.path().join("step-1");
+    std::fs::create_dir(&saved)?;
+    first.capture("tiny")?.write(&saved)?;
+    drop(first);
+    let state = NativeState::read(&saved)?;
+    let mut second = resumed(&model, &state, &saved)?;
+    assert_eq!(
+        steps(&mut second, &tasks, 2)?,
+        all[1..],
+        "steps 2-3 after resume"
+    );
+    assert_eq!(
+        second.capture("tiny")?,
+        final_state,
+        "adapter, optimizer, step and RNG bytes"
     );
     Ok(())
 }

@@ -69,12 +69,7 @@ fn trainer_in_lanes(
     });
     let tokenizer = ChatTokenizer::from_file(&dir.join("tokenizer.json"))?;
     let lora = LoraConfig::new(4, 8.0, Target::ALL.to_vec())?;
-    let adapters = Adapters::init(
-        policy.config(),
-        lora,
-        &mut PolicyRng::from_seed(11),
-        &device,
-    );
+    let adapters = Adapters::init(&policy, lora, &mut PolicyRng::from_seed(11), &device);
     Ok(Trainer::new(
         policy,
         tokenizer,

@@ -177,17 +177,7 @@ fn ours(case: &Case) -> anyhow::Result<Ours> {
         .map(host)
         .transpose()?;
     let mut metrics = BTreeMap::new();
-    let active: Vec<(usize, usize)> = case
-        .mask
-        .iter()
-        .enumerate()
-        .flat_map(|(i, row)| {
-            row.iter()
-                .enumerate()
-                .filter(|(_, on)| **on)
-                .map(move |(j, _)| (i, j))
-        })
-        .collect();
+    let active = hr_grpo::active_positions(&case.mask);
     metrics.insert(
         "entropy".to_owned(),
         active

@@ -198,8 +198,10 @@ pub struct Lora {
     #[serde(alias = "lora_alpha")]
     pub alpha: f64,
     /// Target module names (`q_proj`, `k_proj`, `v_proj`, `o_proj`, `gate_proj`, `up_proj`,
-    /// `down_proj`). PEFT's `target_modules` is accepted too, and so is its `"all-linear"` (alone
-    /// or in the list), which names all seven (every linear layer but the LM head).
+    /// `down_proj`, and Phi-3's fused `qkv_proj`, `gate_up_proj`); the model adapts those its
+    /// family has, as PEFT does. PEFT's `target_modules` is accepted too, and so is its
+    /// `"all-linear"` (alone or in the list), which names all nine (every linear layer but the
+    /// LM head, in any family).
     #[serde(
         alias = "target_modules",
         deserialize_with = "crate::vocabulary::lora_targets"
@@ -209,6 +211,15 @@ pub struct Lora {
     /// instead of `alpha / rank`; the adapter files say so, and PEFT loads them alike.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub use_rslora: bool,
+    /// Weight-decomposed LoRA (PEFT's `use_dora`): each adapted projection also trains a
+    /// magnitude per output row, `W' = m · (W + ΔW) / ‖W + ΔW‖`; the adapter files say so.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub use_dora: bool,
+    /// LoRA dropout (PEFT's `lora_dropout` is accepted too): in training passes each adapter's
+    /// input is zeroed with this probability, its masks drawn from a stream forked off the run's
+    /// sampling stream; in `[0, 1)`, 0 (off) by default.
+    #[serde(alias = "lora_dropout", default, skip_serializing_if = "is_zero_f64")]
+    pub dropout: f64,
     /// PEFT's `layers_to_transform`: only these decoder layers get adapters (all when absent;
     /// one index is read as a list of one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -227,6 +238,8 @@ impl Default for Lora {
             alpha: 8.0,
             targets: vec!["q_proj".to_owned(), "v_proj".to_owned()],
             use_rslora: false,
+            use_dora: false,
+            dropout: 0.0,
             layers_to_transform: None,
             target_regex: None,
         }

@@ -3,8 +3,6 @@
 //! same whichever spelling it used and its digest does not depend on the spelling.
 //!
 //! - `max_steps` → `steps`; `save_steps` → `checkpoints.every`;
-//! - `model.lora.lora_dropout`: 0 (PEFT's default, and what LoRA here does) is dropped; any
-//!   other value is refused, since dropout is not implemented;
 //! - `model.lora.target_modules` as a regular expression → `model.lora.target_regex` (with
 //!   `targets` empty); `layers_to_transform` as one index → a list of one;
 //! - `grpo.epsilon` → `grpo.epsilon_low`, and `grpo.epsilon_high` unless it is given (TRL's
@@ -68,14 +66,6 @@ pub(crate) fn normalise(plan: &mut Value) -> Result<(), Refusal> {
         .and_then(|m| m.get_mut("lora"))
         .and_then(Value::as_object_mut)
     {
-        if let Some(dropout) = lora.remove("lora_dropout")
-            && dropout.as_f64() != Some(0.0)
-        {
-            return Err(refuse(
-                "model.lora.lora_dropout",
-                format!("{dropout}: LoRA dropout is not implemented here; use 0 (PEFT's default)"),
-            ));
-        }
         lora_selection(lora)?;
     }
     let steps = top.get("steps").and_then(Value::as_u64);

@@ -92,6 +92,14 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
         "model.lora.rank",
     )?;
     check(
+        (0.0..1.0).contains(&plan.model.lora.dropout),
+        "model.lora.dropout",
+        format!(
+            "{} must be at least 0 and below 1 (PEFT's lora_dropout; 0 is off)",
+            plan.model.lora.dropout
+        ),
+    )?;
+    check(
         plan.model.lora.alpha.is_finite() && plan.model.lora.alpha > 0.0,
         "model.lora.alpha",
         "must be > 0".to_owned(),

@@ -43,8 +43,10 @@ impl TryFrom<ScaleRewardsInput> for ScaleRewards {
     }
 }
 
-/// The LoRA target names a plan accepts, in module order; `"all-linear"` names them all.
-pub(crate) const LORA_TARGETS: [&str; 7] = [
+/// The LoRA target names a plan accepts: most families' seven in module order, then Phi-3's
+/// fused `qkv_proj` and `gate_up_proj`. `"all-linear"` names them all; a model adapts those it
+/// has, as PEFT does.
+pub(crate) const LORA_TARGETS: [&str; 9] = [
     "q_proj",
     "k_proj",
     "v_proj",
@@ -52,6 +54,8 @@ pub(crate) const LORA_TARGETS: [&str; 7] = [
     "gate_proj",
     "up_proj",
     "down_proj",
+    "qkv_proj",
+    "gate_up_proj",
 ];
 
 /// `model.lora.targets`: a list of module names, or PEFT's `"all-linear"` (alone or in the list)

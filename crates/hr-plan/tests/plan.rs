@@ -332,7 +332,8 @@ fn peft_and_trl_spellings_mean_exactly_the_plans_own() -> anyhow::Result<()> {
         selected["model"]["lora"] = lora;
         assert_eq!(field_error(&selected).0, field);
     }
-    // `all-linear`, alone or in a list, is every projection.
+    // `all-linear`, alone or in a list, is every projection of every family (a model adapts
+    // those it has).
     let all: Vec<String> = [
         "q_proj",
         "k_proj",
@@ -341,6 +342,8 @@ fn peft_and_trl_spellings_mean_exactly_the_plans_own() -> anyhow::Result<()> {
         "gate_proj",
         "up_proj",
         "down_proj",
+        "qkv_proj",
+        "gate_up_proj",
     ]
     .map(str::to_owned)
     .into();
@@ -353,14 +356,20 @@ fn peft_and_trl_spellings_mean_exactly_the_plans_own() -> anyhow::Result<()> {
         p["model"]["lora"]["targets"] = targets.clone();
         assert_eq!(parse(&p)?.model.lora.targets, all, "{targets}");
     }
-    // PEFT's use_rslora: written only when on, so other plans keep their digest.
-    assert!(!own.model.lora.use_rslora);
-    assert!(!serde_json::to_string(&own)?.contains("use_rslora"));
-    let mut rs = example();
-    rs["model"]["lora"]["use_rslora"] = json!(true);
-    let rs = parse(&rs)?;
-    assert!(rs.model.lora.use_rslora);
-    assert!(serde_json::to_string(&rs)?.contains(r#""use_rslora":true"#));
+    // PEFT's use_rslora and use_dora: written only when on, so other plans keep their digest.
+    type Read = fn(&Plan) -> bool;
+    let flags: [(&str, Read); 2] = [
+        ("use_rslora", |p| p.model.lora.use_rslora),
+        ("use_dora", |p| p.model.lora.use_dora),
+    ];
+    for (flag, read) in flags {
+        assert!(!read(&own) && !serde_json::to_string(&own)?.contains(flag));
+        let mut on = example();
+        on["model"]["lora"][flag] = json!(true);
+        let on = parse(&on)?;
+        assert!(read(&on));
+        assert!(serde_json::to_string(&on)?.contains(&format!(r#""{flag}":true"#)));
+    }
     // TRL's top_k and min_p reach the sampler; off, they are left out of the written plan.
     assert!(!serde_json::to_string(&own)?.contains("top_k"));
     assert!(!serde_json::to_string(&own)?.contains("min_p"));
@@ -430,7 +439,7 @@ fn trl_names_that_need_more_than_a_rename_mean_what_trl_means() -> anyhow::Resul
         p["max_steps"] = steps;
     });
     assert_eq!(parse(&trl)?, parse(&example())?);
-    // save_steps is checkpoints.every; lora_dropout 0 is what LoRA here is.
+    // save_steps is checkpoints.every; lora_dropout 0 is no dropout.
     let g = parse(&with(&|p| p["save_steps"] = json!(2)))?;
     assert_eq!(g.checkpoints.every, 2);
     let mut own_every = example();
@@ -440,6 +449,11 @@ fn trl_names_that_need_more_than_a_rename_mean_what_trl_means() -> anyhow::Resul
         parse(&with(&|p| p["model"]["lora"]["lora_dropout"] = json!(0.0)))?,
         parse(&example())?
     );
+    // PEFT's lora_dropout is dropout, written only when on (so other plans keep their digest).
+    let dropped = parse(&with(&|p| p["model"]["lora"]["lora_dropout"] = json!(0.05)))?;
+    assert_eq!(dropped.model.lora.dropout, 0.05);
+    assert!(serde_json::to_string(&dropped)?.contains(r#""dropout":0.05"#));
+    assert!(!serde_json::to_string(&parse(&example())?)?.contains("dropout"));
     // epsilon sets both clip bounds, unless epsilon_high is given.
     let g = parse(&with(&|p| p["grpo"]["epsilon"] = json!(0.3)))?.grpo;
     assert_eq!((g.epsilon_low, g.epsilon_high), (0.3, 0.3));
@@ -495,8 +509,8 @@ fn trl_names_that_need_more_than_a_rename_mean_what_trl_means() -> anyhow::Resul
             "optimizer.warmup_ratio",
         ),
         (
-            &|p: &mut Value| p["model"]["lora"]["lora_dropout"] = json!(0.05),
-            "model.lora.lora_dropout",
+            &|p: &mut Value| p["model"]["lora"]["lora_dropout"] = json!(1.0),
+            "model.lora.dropout",
         ),
         (
             &|p: &mut Value| {
@@ -641,7 +655,9 @@ fn docs_plan_md_names_every_field_a_plan_can_hold() -> anyhow::Result<()> {
         "held_out": {"tasks": [{"kind": "digits", "question": "q"}]}});
     let mut regex = full.clone();
     regex["model"]["lora"] = json!({"r": 2, "target_modules": r"model\.layers\.0\..*"});
-    let mut paths = vec!["model.lora.lora_dropout".to_owned()];
+    full["model"]["lora"]["use_dora"] = json!(true);
+    full["model"]["lora"]["lora_dropout"] = json!(0.05);
+    let mut paths = Vec::new();
     for plan in [full, openenv, nemo, dataset, regex] {
         let parsed = Plan::parse(Path::new("plan.json"), &plan.to_string())?;
         key_paths(&serde_json::to_value(&parsed)?, "", &mut paths);

@@ -96,7 +96,7 @@ fn measure(
     let policy = Policy::<Train>::load(dir, &device)?;
     let lora = LoraConfig::new(8, 16.0, vec![Target::QProj, Target::VProj])?;
     let mut adapters =
-        Adapters::<Train>::init(policy.config(), lora, &mut PolicyRng::from_seed(2), &device);
+        Adapters::<Train>::init(&policy, lora, &mut PolicyRng::from_seed(2), &device);
     let mut optim = AdamWConfig::new()
         .with_epsilon(1e-8)
         .with_weight_decay(0.01)

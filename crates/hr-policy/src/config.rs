@@ -1,5 +1,5 @@
 //! The model's shape, read from a Hugging Face `config.json` (the Llama, Mistral, Qwen2, Qwen3,
-//! Gemma 2 and Gemma 3 families), in the Hub's spelling (`rope_theta`, `rope_scaling`) or the one
+//! Gemma 2, Gemma 3 and Phi-3 families), in the Hub's spelling (`rope_theta`, `rope_scaling`) or the one
 //! `transformers` 5 writes (`rope_parameters`).
 
 use std::path::{Path, PathBuf};
@@ -34,28 +34,53 @@ pub enum Family {
     /// Qwen3's per-head q/k norms and no soft-capping by default; five sliding layers in six, which
     /// rotate with their own unscaled RoPE base (`rope_local_base_freq`).
     Gemma3,
+    /// `model_type: phi3` (Phi-3-mini, Phi-3-medium): Llama's layout with q/k/v stored as one
+    /// `qkv_proj` and gate/up as one `gate_up_proj` (so LoRA adapts those); every layer attends
+    /// within `sliding_window` when set; no biases.
+    Phi3,
 }
 
 impl Family {
     /// The `model_type` values the loader accepts.
     pub const SUPPORTED: &'static str =
-        "`llama`, `mistral`, `qwen2`, `qwen3`, `gemma2` or `gemma3_text`";
+        "`llama`, `mistral`, `qwen2`, `qwen3`, `gemma2`, `gemma3_text` or `phi3`";
+
+    /// The `model_type` a checkpoint of this family names.
+    pub fn model_type(self) -> &'static str {
+        match self {
+            Self::Llama => "llama",
+            Self::Mistral => "mistral",
+            Self::Qwen2 => "qwen2",
+            Self::Qwen3 => "qwen3",
+            Self::Gemma2 => "gemma2",
+            Self::Gemma3 => "gemma3_text",
+            Self::Phi3 => "phi3",
+        }
+    }
 
     fn from_model_type(name: &str) -> Option<Self> {
-        Some(match name {
-            "llama" => Self::Llama,
-            "mistral" => Self::Mistral,
-            "qwen2" => Self::Qwen2,
-            "qwen3" => Self::Qwen3,
-            "gemma2" => Self::Gemma2,
-            "gemma3_text" => Self::Gemma3,
-            _ => return None,
-        })
+        [
+            Self::Llama,
+            Self::Mistral,
+            Self::Qwen2,
+            Self::Qwen3,
+            Self::Gemma2,
+            Self::Gemma3,
+            Self::Phi3,
+        ]
+        .into_iter()
+        .find(|f| f.model_type() == name)
     }
 
     /// Whether this is a Gemma family (the layout and constants the two share).
     pub fn is_gemma(self) -> bool {
         matches!(self, Self::Gemma2 | Self::Gemma3)
+    }
+
+    /// Whether the checkpoint stores q/k/v as one `qkv_proj` and gate/up as one `gate_up_proj`
+    /// (Phi-3), which are then what LoRA adapts.
+    pub fn fused_projections(self) -> bool {
+        self == Self::Phi3
     }
 }
 
@@ -264,7 +289,7 @@ impl ModelConfig {
         }
         let attention_bias = reader.opt_bool("attention_bias")?.unwrap_or(false);
         let (qkv_bias, o_bias) = match family {
-            Family::Mistral => (false, false),
+            Family::Mistral | Family::Phi3 => (false, false),
             Family::Qwen2 => (true, false),
             _ => (attention_bias, attention_bias),
         };
@@ -279,7 +304,11 @@ impl ModelConfig {
             num_heads,
             num_kv_heads,
             head_dim,
-            rms_norm_eps: reader.opt_f64("rms_norm_eps")?.unwrap_or(1e-6),
+            // transformers' defaults where a config omits it.
+            rms_norm_eps: reader.opt_f64("rms_norm_eps")?.unwrap_or(match family {
+                Family::Phi3 => 1e-5,
+                _ => 1e-6,
+            }),
             rope_theta: rope.theta,
             rope_scaling: rope.scaling,
             sliding_rope_theta: rope.sliding_theta,
@@ -403,7 +432,8 @@ fn activation<F: Fn(&str, String) -> PolicyError>(
 /// Each block's sliding window, as `transformers` decides it: `layer_types` where the config
 /// lists them, else every Mistral layer, the Qwen layers from `max_window_layers` on, every
 /// other Gemma 2 layer (the first included) and all but every `sliding_window_pattern`-th Gemma 3
-/// layer. Qwen applies `sliding_window` only with `use_sliding_window`; Llama never.
+/// layer; every Phi-3 layer. Qwen applies `sliding_window` only with `use_sliding_window`; Llama
+/// never.
 fn sliding_windows<F: Fn(&str, String) -> PolicyError>(
     family: Family,
     num_layers: usize,
@@ -411,7 +441,7 @@ fn sliding_windows<F: Fn(&str, String) -> PolicyError>(
 ) -> Result<Vec<Option<usize>>, PolicyError> {
     let window = match family {
         Family::Llama => None,
-        Family::Mistral => reader.opt_usize("sliding_window")?,
+        Family::Mistral | Family::Phi3 => reader.opt_usize("sliding_window")?,
         Family::Qwen2 | Family::Qwen3 => match reader.opt_bool("use_sliding_window")? {
             Some(true) => Some(reader.usize("sliding_window")?),
             _ => None,
@@ -454,7 +484,7 @@ fn sliding_windows<F: Fn(&str, String) -> PolicyError>(
                     reader.opt_usize("max_window_layers")?.unwrap_or(num_layers),
                     None,
                 ),
-                Family::Llama | Family::Mistral => (0, None),
+                Family::Llama | Family::Mistral | Family::Phi3 => (0, None),
                 Family::Gemma2 => (0, Some(2)),
                 Family::Gemma3 => (
                     0,

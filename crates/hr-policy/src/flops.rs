@@ -89,10 +89,21 @@ pub(crate) fn decoder(
             })
             .sum()
     });
+    // DoRA's `A·B` per adapted projection and pass, for the weight norm (held constant, so
+    // nothing flows back through it).
+    let dora: u64 = lora.filter(|l| l.dora).map_or(0, |l| {
+        l.adapted(config.num_layers)
+            .iter()
+            .map(|(_, t)| {
+                let (d_in, d_out) = t.dims(config);
+                2 * (l.rank * d_in * d_out) as u64
+            })
+            .sum()
+    });
     let attention = 4 * tokens * (config.num_heads * (past + new) * config.head_dim) as u64;
     let layers = config.num_layers as u64;
     FlopCount {
-        forward: layers * (projections + attention) + adapters,
+        forward: layers * (projections + attention) + adapters + dora,
         backward: if backward {
             layers * (projections + 2 * attention) + 2 * adapters
         } else {

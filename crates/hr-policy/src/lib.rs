@@ -1,10 +1,11 @@
-//! The policy model: a decoder-only causal LM of the Llama, Mistral, Qwen2, Qwen3, Gemma 2 and
-//! Gemma 3 (text) families on Burn (RMSNorm, rotate-half RoPE with `linear` or `llama3` scaling,
-//! grouped-query attention with full or sliding-window masks, SwiGLU or GeGLU, tied or untied
-//! embeddings, Qwen2's q/k/v biases, per-head q/k norms, Gemma's extra norms and soft-capping),
+//! The policy model: a decoder-only causal LM of the Llama, Mistral, Qwen2, Qwen3, Gemma 2,
+//! Gemma 3 (text) and Phi-3 families on Burn (RMSNorm, rotate-half RoPE with `linear` or `llama3`
+//! scaling, grouped-query attention with full or sliding-window masks, SwiGLU or GeGLU, tied or
+//! untied embeddings, Qwen2's q/k/v biases, per-head q/k norms, Gemma's extra norms and
+//! soft-capping, Phi-3's fused q/k/v and gate/up matrices, cut apart at load),
 //! generic over the Burn backend. It loads HF `config.json`,
 //! `model.safetensors` (single or sharded, read tensor by tensor) and `tokenizer.json`; adds LoRA
-//! adapters that alone train, saved and loaded as PEFT files; samples completions with a KV
+//! (or DoRA) adapters that alone train, saved and loaded as PEFT files; samples completions with a KV
 //! cache, temperature, top-k, top-p and min-p from an explicit, serialisable RNG (on the host, or
 //! on the device where that reads back only the tokens), returning token ids and log-probs; and
 //! scores given completions under the policy or the reference (the same base with no adapters: no

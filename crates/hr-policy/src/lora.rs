@@ -1,13 +1,18 @@
 //! LoRA adapters: `y = x·W + (alpha/r)·(x·A)·B` (rsLoRA: `alpha/√r`) on chosen projections, with
-//! only `A` and `B` trainable. Initialised as PEFT does (A Kaiming-uniform, B zero) from an explicit RNG.
+//! only `A` and `B` trainable; with DoRA a trainable magnitude `m` per output row rescales the
+//! adapted weight to `m · (W + ΔW) / ‖W + ΔW‖` (the norm held constant for gradients, as PEFT
+//! does). Initialised as PEFT does (A Kaiming-uniform, B zero, `m = ‖W‖`) from an explicit RNG.
+//! LoRA dropout (PEFT's `lora_dropout`) drops the adapters' input in training passes only, its
+//! masks drawn from an explicit stream per pass ([`Adapters::for_training`]).
 
 use std::convert::Infallible;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use burn::module::{Module, Param};
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
 
-use crate::{ModelConfig, PolicyError, PolicyRng};
+use crate::{Family, ModelConfig, PolicyError, PolicyRng};
 
 /// A projection LoRA can adapt, named as PEFT's `target_modules` name it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -26,11 +31,15 @@ pub enum Target {
     UpProj,
     /// `mlp.down_proj`
     DownProj,
+    /// `self_attn.qkv_proj`: Phi-3's q, k and v as one matrix.
+    QkvProj,
+    /// `mlp.gate_up_proj`: Phi-3's gate and up as one matrix.
+    GateUpProj,
 }
 
 impl Target {
-    /// Every target, in module order.
-    pub const ALL: [Target; 7] = [
+    /// Every target: the seven of most families in module order, then Phi-3's two fused ones.
+    pub const ALL: [Target; 9] = [
         Target::QProj,
         Target::KProj,
         Target::VProj,
@@ -38,7 +47,24 @@ impl Target {
         Target::GateProj,
         Target::UpProj,
         Target::DownProj,
+        Target::QkvProj,
+        Target::GateUpProj,
     ];
+
+    /// The projections a model of `family` has (PEFT's `all-linear` there).
+    pub fn of_family(family: Family) -> &'static [Target] {
+        const FUSED: [Target; 4] = [
+            Target::QkvProj,
+            Target::OProj,
+            Target::GateUpProj,
+            Target::DownProj,
+        ];
+        if family.fused_projections() {
+            &FUSED
+        } else {
+            &Self::ALL[..7]
+        }
+    }
 
     /// PEFT's name (`q_proj`, ...).
     pub fn name(self) -> &'static str {
@@ -50,6 +76,8 @@ impl Target {
             Target::GateProj => "gate_proj",
             Target::UpProj => "up_proj",
             Target::DownProj => "down_proj",
+            Target::QkvProj => "qkv_proj",
+            Target::GateUpProj => "gate_up_proj",
         }
     }
 
@@ -61,7 +89,9 @@ impl Target {
     /// The HF module path inside a decoder layer (`self_attn.q_proj`, `mlp.up_proj`).
     pub fn module_path(self) -> String {
         let parent = match self {
-            Target::QProj | Target::KProj | Target::VProj | Target::OProj => "self_attn",
+            Target::QProj | Target::KProj | Target::VProj | Target::OProj | Target::QkvProj => {
+                "self_attn"
+            }
             _ => "mlp",
         };
         format!("{parent}.{}", self.name())
@@ -80,6 +110,8 @@ impl Target {
             Target::OProj => (q, h),
             Target::GateProj | Target::UpProj => (h, i),
             Target::DownProj => (i, h),
+            Target::QkvProj => (h, q + 2 * kv),
+            Target::GateUpProj => (h, 2 * i),
         }
     }
 }
@@ -91,7 +123,8 @@ pub struct LoraConfig {
     pub rank: usize,
     /// `lora_alpha`; the update is scaled by `alpha / r` (`alpha / √r` with rsLoRA).
     pub alpha: f64,
-    /// Projections that get adapters, sorted and unique.
+    /// Projections that get adapters, sorted and unique ([`LoraConfig::fit`] keeps those the
+    /// model has).
     pub targets: Vec<Target>,
     /// Rank-stabilised LoRA (PEFT's `use_rslora`): the update is scaled by `alpha / √r`.
     pub rslora: bool,
@@ -100,8 +133,14 @@ pub struct LoraConfig {
     pub layers: Option<Vec<usize>>,
     /// PEFT's `target_modules` as a regular expression, full-matched (Python's `re.fullmatch`)
     /// against each projection's module name, `model.layers.3.self_attn.q_proj`; `targets`
-    /// are then all seven kinds it may pick from and `layers` is unused, as in PEFT.
+    /// are then every kind it may pick from and `layers` is unused, as in PEFT.
     pub pattern: Option<String>,
+    /// Weight-decomposed LoRA (PEFT's `use_dora`): each adapted projection also trains a
+    /// magnitude per output row.
+    pub dora: bool,
+    /// PEFT's `lora_dropout`: in a training pass each adapter's input is zeroed with this
+    /// probability (the rest scaled by `1/(1 − p)`); in `[0, 1)`.
+    pub dropout: f64,
 }
 
 impl LoraConfig {
@@ -131,6 +170,8 @@ impl LoraConfig {
             rslora: false,
             layers: None,
             pattern: None,
+            dora: false,
+            dropout: 0.0,
         })
     }
 
@@ -181,9 +222,25 @@ impl LoraConfig {
             .collect()
     }
 
-    /// Checks the config against a model of `num_layers` layers: every layer it names exists
-    /// and at least one projection is adapted; the message names PEFT's field.
-    pub fn check_fits(&self, num_layers: usize) -> Result<(), PolicyError> {
+    /// This config for `model`, checked: targets the model's family lacks are dropped (PEFT
+    /// ignores a name it finds no module for while another matches, so `all-linear` names both
+    /// families' projections), every layer it names exists and at least one projection is
+    /// adapted; the message names PEFT's field.
+    pub fn fit(mut self, model: &ModelConfig) -> Result<Self, PolicyError> {
+        let num_layers = model.num_layers;
+        let has = Target::of_family(model.family);
+        let named = std::mem::take(&mut self.targets);
+        self.targets = named.iter().copied().filter(|t| has.contains(t)).collect();
+        if self.targets.is_empty() {
+            let names = |ts: &[Target]| ts.iter().map(|t| t.name()).collect::<Vec<_>>().join(", ");
+            return Err(PolicyError::Request(format!(
+                "target_modules {} names no projection of this model: a `{}` model has {} \
+                 (or use \"all-linear\")",
+                names(&named),
+                model.family.model_type(),
+                names(has)
+            )));
+        }
         if let Some(bad) = self.layers.iter().flatten().find(|l| **l >= num_layers) {
             return Err(PolicyError::Request(format!(
                 "layers_to_transform names layer {bad}, but the model has {num_layers} (0 to {})",
@@ -191,25 +248,47 @@ impl LoraConfig {
             )));
         }
         // PEFT full-matches every module name: a pattern that also names a module other than the
-        // seven projections would adapt (or be refused on) something this cannot.
+        // projections would adapt (or be refused on) something this cannot.
         if let Some(pattern) = self.pattern.as_deref().and_then(|p| full_match(p).ok())
-            && let Some(other) = other_modules(num_layers).find(|m| pattern.is_match(m))
+            && let Some(other) =
+                other_modules(model.family, num_layers).find(|m| pattern.is_match(m))
         {
             return Err(PolicyError::Request(format!(
                 "target_modules `{}` also matches `{other}`, which PEFT would adapt too: only the \
-                 projections `model.layers.N.self_attn.{{q,k,v,o}}_proj` and \
-                 `model.layers.N.mlp.{{gate,up,down}}_proj` can be",
-                self.pattern.as_deref().unwrap_or_default()
+                 projections `{}` can be",
+                self.pattern.as_deref().unwrap_or_default(),
+                has.iter()
+                    .map(|t| Self::module_name(0, *t).replace(".0.", ".N."))
+                    .collect::<Vec<_>>()
+                    .join("`, `")
             )));
         }
         if self.adapted(num_layers).is_empty() {
             return Err(PolicyError::Request(format!(
                 "target_modules `{}` matches no projection: names look like `{}`",
                 self.pattern.as_deref().unwrap_or_default(),
-                Self::module_name(0, Target::QProj)
+                Self::module_name(0, has[0])
             )));
         }
-        Ok(())
+        Ok(self)
+    }
+
+    /// The same config with DoRA (PEFT's `use_dora`) on or off.
+    #[must_use]
+    pub fn with_dora(mut self, dora: bool) -> Self {
+        self.dora = dora;
+        self
+    }
+
+    /// The same config with LoRA dropout `p` (PEFT's `lora_dropout`), which must be in `[0, 1)`.
+    pub fn with_dropout(mut self, p: f64) -> Result<Self, PolicyError> {
+        if !(0.0..1.0).contains(&p) {
+            return Err(PolicyError::Request(format!(
+                "lora_dropout must be at least 0 and below 1, got {p}"
+            )));
+        }
+        self.dropout = p;
+        Ok(self)
     }
 
     /// The same config with rank-stabilised scaling on or off.
@@ -230,13 +309,16 @@ impl LoraConfig {
     }
 }
 
-/// `A` (`[in, r]`) and `B` (`[r, out]`) of one adapted projection.
+/// `A` (`[in, r]`) and `B` (`[r, out]`) of one adapted projection, and DoRA's magnitude.
 #[derive(Module, Debug)]
 pub struct LoraPair<B: Backend> {
     /// Down projection, stored `[in, r]` (PEFT's `lora_A.weight` is `[r, in]`).
     pub a: Param<Tensor<B, 2>>,
     /// Up projection, stored `[r, out]` (PEFT's `lora_B.weight` is `[out, r]`).
     pub b: Param<Tensor<B, 2>>,
+    /// DoRA's magnitude of each output row, stored `[1, out]` (PEFT's `lora_magnitude_vector` is
+    /// `[out]`); `None` without DoRA.
+    pub magnitude: Option<Param<Tensor<B, 2>>>,
 }
 
 /// The adapters of one decoder layer, one slot per [`Target`] in `Target::ALL` order.
@@ -246,9 +328,9 @@ pub struct LayerAdapters<B: Backend> {
     pub slots: Vec<Option<LoraPair<B>>>,
 }
 
-/// The names of a decoder's modules other than the seven projections, as `transformers` names
-/// them (what a PEFT regular expression is also matched against).
-fn other_modules(num_layers: usize) -> impl Iterator<Item = String> {
+/// The names of a `family` decoder's modules other than its projections, as `transformers`
+/// names them (what a PEFT regular expression is also matched against).
+fn other_modules(family: Family, num_layers: usize) -> impl Iterator<Item = String> {
     let top = [
         "",
         "model",
@@ -258,28 +340,50 @@ fn other_modules(num_layers: usize) -> impl Iterator<Item = String> {
         "model.rotary_emb",
         "lm_head",
     ];
-    let inner = [
-        "",
-        ".self_attn",
-        ".self_attn.q_norm",
-        ".self_attn.k_norm",
-        ".mlp",
-        ".mlp.act_fn",
-        ".input_layernorm",
-        ".post_attention_layernorm",
-    ];
-    top.into_iter()
-        .map(str::to_owned)
-        .chain((0..num_layers).flat_map(move |l| {
-            inner
-                .into_iter()
-                .map(move |m| format!("model.layers.{l}{m}"))
-        }))
+    let inner: &[&str] = if family.fused_projections() {
+        &[
+            "",
+            ".self_attn",
+            ".mlp",
+            ".mlp.activation_fn",
+            ".input_layernorm",
+            ".post_attention_layernorm",
+            ".resid_attn_dropout",
+            ".resid_mlp_dropout",
+        ]
+    } else {
+        &[
+            "",
+            ".self_attn",
+            ".self_attn.q_norm",
+            ".self_attn.k_norm",
+            ".mlp",
+            ".mlp.act_fn",
+            ".input_layernorm",
+            ".post_attention_layernorm",
+            ".pre_feedforward_layernorm",
+            ".post_feedforward_layernorm",
+        ]
+    };
+    top.into_iter().map(str::to_owned).chain(
+        (0..num_layers)
+            .flat_map(move |l| inner.iter().map(move |m| format!("model.layers.{l}{m}"))),
+    )
 }
 
 /// `pattern` anchored at both ends, as Python's `re.fullmatch` reads it.
 fn full_match(pattern: &str) -> Result<regex::Regex, regex::Error> {
     regex::Regex::new(&format!("^(?:{pattern})$"))
+}
+
+/// One adapted projection's values from the host, row-major: what [`Adapters::build`] is given.
+pub(crate) struct Filled {
+    /// `A`, `[in, r]`.
+    pub(crate) a: Vec<f32>,
+    /// `B`, `[r, out]`.
+    pub(crate) b: Vec<f32>,
+    /// DoRA's magnitude, `[out]` (kept only when the config says DoRA).
+    pub(crate) magnitude: Option<Vec<f32>>,
 }
 
 /// All adapters of a model: the only trainable parameters.
@@ -289,6 +393,37 @@ pub struct Adapters<B: Backend> {
     pub layers: Vec<LayerAdapters<B>>,
     #[module(skip)]
     config: LoraConfig,
+    /// LoRA dropout's masks for a training pass ([`Adapters::for_training`]); `None` otherwise.
+    #[module(skip)]
+    dropout: Option<Dropout>,
+}
+
+/// The random stream LoRA dropout's masks are drawn from in one training pass, in the order the
+/// forward asks for them (block by block, projection by projection).
+#[derive(Debug, Clone)]
+pub(crate) struct Dropout {
+    p: f64,
+    rng: Arc<Mutex<PolicyRng>>,
+}
+
+impl Dropout {
+    /// Inverted dropout's mask for `len` values: 0 with probability `p`, else `1/(1 − p)`, each
+    /// decided by 32 bits of the stream.
+    pub(crate) fn mask(&self, len: usize) -> Vec<f32> {
+        let mut rng = self.rng.lock().unwrap_or_else(PoisonError::into_inner);
+        let cut = (self.p * 4_294_967_296.0) as u64;
+        let kept = (1.0 / (1.0 - self.p)) as f32;
+        let mut mask = Vec::with_capacity(len);
+        while mask.len() < len {
+            let bits = rng.next_u64();
+            for word in [bits >> 32, bits & 0xffff_ffff] {
+                if mask.len() < len {
+                    mask.push(if word < cut { 0.0 } else { kept });
+                }
+            }
+        }
+        mask
+    }
 }
 
 fn slot(target: Target) -> usize {
@@ -299,20 +434,27 @@ fn slot(target: Target) -> usize {
 }
 
 impl<B: Backend> Adapters<B> {
-    /// Fresh adapters as PEFT initialises them: `A ~ U(−1/√in, 1/√in)` drawn from `rng` in layer
-    /// and target order, `B = 0`.
-    pub fn init(
+    /// Fresh adapters as PEFT initialises them (`Adapters::init`, which gives
+    /// `row_norms(layer, target)` from the policy's base weights).
+    pub(crate) fn init_with(
         model: &ModelConfig,
         config: LoraConfig,
         rng: &mut PolicyRng,
         device: &B::Device,
+        row_norms: impl Fn(usize, Target) -> Vec<f32>,
     ) -> Self {
-        let built = Self::build(model, config, device, |_, _, d_in, d_out, r| {
+        let dora = config.dora;
+        let built = Self::build(model, config, device, |layer, target, d_in, d_out, r| {
             let bound = 1.0 / (d_in as f64).sqrt();
             let a: Vec<f32> = (0..d_in * r)
                 .map(|_| ((rng.next_f64() * 2.0 - 1.0) * bound) as f32)
                 .collect();
-            Ok::<_, Infallible>((a, vec![0.0; r * d_out]))
+            let magnitude = dora.then(|| row_norms(layer, target));
+            Ok::<_, Infallible>(Filled {
+                a,
+                b: vec![0.0; r * d_out],
+                magnitude,
+            })
         });
         match built {
             Ok(adapters) => adapters,
@@ -320,14 +462,19 @@ impl<B: Backend> Adapters<B> {
         }
     }
 
-    /// Builds adapters from host data: `fill(layer, target, in, out, r)` returns `A` as `[in, r]` and
-    /// `B` as `[r, out]`, row-major, for each layer in order.
+    /// Builds adapters from host data: `fill(layer, target, in, out, r)` returns `A` as `[in, r]`,
+    /// `B` as `[r, out]`, row-major, and DoRA's magnitude (`[out]`), which it must give when and
+    /// only when the config says DoRA, for each layer in order.
+    /// Targets the model's family lacks are dropped, as [`LoraConfig::fit`] drops them.
     pub(crate) fn build<E>(
         model: &ModelConfig,
-        config: LoraConfig,
+        mut config: LoraConfig,
         device: &B::Device,
-        mut fill: impl FnMut(usize, Target, usize, usize, usize) -> Result<(Vec<f32>, Vec<f32>), E>,
+        mut fill: impl FnMut(usize, Target, usize, usize, usize) -> Result<Filled, E>,
     ) -> Result<Self, E> {
+        config
+            .targets
+            .retain(|t| Target::of_family(model.family).contains(t));
         let r = config.rank;
         let adapted = config.adapted(model.num_layers);
         let mut layers = Vec::with_capacity(model.num_layers);
@@ -336,18 +483,23 @@ impl<B: Backend> Adapters<B> {
                 (0..Target::ALL.len()).map(|_| None).collect();
             for &(_, target) in adapted.iter().filter(|(l, _)| *l == layer) {
                 let (d_in, d_out) = target.dims(model);
-                let (a, b) = fill(layer, target, d_in, d_out, r)?;
+                let Filled { a, b, magnitude } = fill(layer, target, d_in, d_out, r)?;
+                let param = |data: Vec<f32>, shape: [usize; 2]| {
+                    Param::from_tensor(Tensor::from_data(TensorData::new(data, shape), device))
+                };
                 slots[slot(target)] = Some(LoraPair {
-                    a: Param::from_tensor(Tensor::from_data(TensorData::new(a, [d_in, r]), device)),
-                    b: Param::from_tensor(Tensor::from_data(
-                        TensorData::new(b, [r, d_out]),
-                        device,
-                    )),
+                    a: param(a, [d_in, r]),
+                    b: param(b, [r, d_out]),
+                    magnitude: magnitude.map(|m| param(m, [1, d_out])),
                 });
             }
             layers.push(LayerAdapters { slots });
         }
-        Ok(Self { layers, config })
+        Ok(Self {
+            layers,
+            config,
+            dropout: None,
+        })
     }
 
     /// The same adapters as new leaves of the autodiff graph, under the same parameter ids:
@@ -374,13 +526,35 @@ impl<B: Backend> Adapters<B> {
                             pair.as_ref().map(|p| LoraPair {
                                 a: leaf(&p.a),
                                 b: leaf(&p.b),
+                                magnitude: p.magnitude.as_ref().map(leaf),
                             })
                         })
                         .collect(),
                 })
                 .collect(),
             config: self.config.clone(),
+            dropout: self.dropout.clone(),
         }
+    }
+
+    /// These adapters (the same parameters) for one training pass: with the config's LoRA dropout
+    /// above 0, every adapted projection's input is dropped with masks drawn, in the forward's
+    /// order, from a stream seeded by `seed`; so a pass's masks depend on its seed alone (not on
+    /// which thread runs it or what ran before), and a resumed run draws them again. Sampling
+    /// and the reference and old-policy passes use the adapters as they are, without dropout.
+    #[must_use]
+    pub fn for_training(&self, seed: u64) -> Self {
+        let mut out = self.clone();
+        out.dropout = (self.config.dropout > 0.0).then(|| Dropout {
+            p: self.config.dropout,
+            rng: Arc::new(Mutex::new(PolicyRng::from_seed(seed))),
+        });
+        out
+    }
+
+    /// LoRA dropout's stream, in a training pass.
+    pub(crate) fn dropout(&self) -> Option<&Dropout> {
+        self.dropout.as_ref()
     }
 
     /// The LoRA config these adapters were built with.
@@ -398,5 +572,30 @@ impl<B: Backend> Adapters<B> {
         self.layers
             .get(layer)
             .and_then(|l| l.slots[slot(target)].as_ref())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The mask zeroes about `p` of the values, scales the rest by `1/(1 − p)`, and is the
+    /// stream's alone: the same seed draws the same mask.
+    #[test]
+    fn a_dropout_mask_drops_p_and_scales_the_rest() {
+        let dropout = |seed| Dropout {
+            p: 0.25,
+            rng: Arc::new(Mutex::new(PolicyRng::from_seed(seed))),
+        };
+        let mask = dropout(1).mask(100_001);
+        assert_eq!(mask.len(), 100_001);
+        let zeroed = mask.iter().filter(|m| **m == 0.0).count() as f64 / mask.len() as f64;
+        assert!((zeroed - 0.25).abs() < 0.01, "{zeroed}");
+        assert!(
+            mask.iter()
+                .all(|m| *m == 0.0 || *m == (1.0f64 / 0.75) as f32)
+        );
+        assert_eq!(mask, dropout(1).mask(100_001));
+        assert_ne!(mask, dropout(2).mask(100_001));
     }
 }

@@ -16,7 +16,7 @@ use burn::tensor::{DType, FloatDType, Int, Tensor, TensorData};
 
 use crate::ModelConfig;
 use crate::config::Activation;
-use crate::lora::{Adapters, LoraPair, Target};
+use crate::lora::{Adapters, Dropout, LoraPair, Target};
 
 /// The attention projections of one block.
 #[derive(Module, Debug)]
@@ -88,6 +88,30 @@ pub struct BaseModel<B: Backend> {
 }
 
 impl<B: Backend> BaseModel<B> {
+    /// The L2 norm of each row of the weight `target` names in block `layer` (a fused target's
+    /// parts in order), in f32, on the host: DoRA's initial magnitude, `‖W‖` row by row.
+    pub(crate) fn row_norms(&self, layer: usize, target: Target) -> Vec<f32> {
+        let (attn, mlp) = (&self.blocks[layer].attn, &self.blocks[layer].mlp);
+        let weights = match target {
+            Target::QProj => vec![&attn.q],
+            Target::KProj => vec![&attn.k],
+            Target::VProj => vec![&attn.v],
+            Target::OProj => vec![&attn.o],
+            Target::GateProj => vec![&mlp.gate],
+            Target::UpProj => vec![&mlp.up],
+            Target::DownProj => vec![&mlp.down],
+            Target::QkvProj => vec![&attn.q, &attn.k, &attn.v],
+            Target::GateUpProj => vec![&mlp.gate, &mlp.up],
+        };
+        weights
+            .into_iter()
+            .flat_map(|w| {
+                let rows = f32_of(w.val()).square().sum_dim(1).sqrt();
+                rows.into_data().iter::<f32>().collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
     /// This base with `adapters` folded into the weights they adapt, `W + s·(A·B)ᵀ` in f32 (a
     /// half-dtype weight is widened once here instead of at every use), for sampling: the
     /// decode step then makes one product per projection instead of three. The other weights
@@ -96,34 +120,71 @@ impl<B: Backend> BaseModel<B> {
     /// token's log-probability differs from the adapters' own pass in its last bits (the sums
     /// are grouped differently); scoring, which trains, keeps the adapters.
     pub(crate) fn merged(&self, adapters: &Adapters<B>) -> Self {
-        let scale = adapters.scale();
-        let fold = |layer: usize, target: Target, weight: &Param<Tensor<B, 2>>| match adapters
-            .pair(layer, target)
-        {
-            Some(LoraPair { a, b }) => {
-                let delta = a.val().matmul(b.val()).transpose().mul_scalar(scale);
-                Param::from_tensor((f32_of(weight.val()) + delta).detach()).set_require_grad(false)
+        // The shares of the adapter on `target` in `layer` (`None` each when not adapted).
+        let cut_rows = |layer: usize, target: Target, rows: &[usize]| -> Vec<Option<Share<B>>> {
+            match adapters.pair(layer, target) {
+                Some(pair) => shares(pair, adapters.scale(), None, None, rows)
+                    .into_iter()
+                    .map(Some)
+                    .collect(),
+                None => rows.iter().map(|_| None).collect(),
             }
-            None => weight.clone(),
+        };
+        // `W + ΔW`, and with DoRA rescaled row by row to `m · (W + ΔW) / ‖W + ΔW‖`.
+        let fold = |weight: &Param<Tensor<B, 2>>, share: Option<Share<B>>| {
+            let Some(Share {
+                delta: Some(delta),
+                magnitude,
+                ..
+            }) = share
+            else {
+                return weight.clone();
+            };
+            let w = f32_of(weight.val()) + delta;
+            let w = match magnitude {
+                Some(m) => {
+                    let out = m.dims()[1];
+                    let norm = w.clone().square().sum_dim(1).sqrt();
+                    w * (m.reshape([out, 1]) / norm)
+                }
+                None => w,
+            };
+            Param::from_tensor(w.detach()).set_require_grad(false)
         };
         let blocks = self
             .blocks
             .iter()
             .enumerate()
-            .map(|(i, block)| Block {
-                attn: Attention {
-                    q: fold(i, Target::QProj, &block.attn.q),
-                    k: fold(i, Target::KProj, &block.attn.k),
-                    v: fold(i, Target::VProj, &block.attn.v),
-                    o: fold(i, Target::OProj, &block.attn.o),
-                    ..block.attn.clone()
-                },
-                mlp: Mlp {
-                    gate: fold(i, Target::GateProj, &block.mlp.gate),
-                    up: fold(i, Target::UpProj, &block.mlp.up),
-                    down: fold(i, Target::DownProj, &block.mlp.down),
-                },
-                ..block.clone()
+            .map(|(i, block)| {
+                let (attn, mlp) = (&block.attn, &block.mlp);
+                let own = |target: Target, weight: &Param<Tensor<B, 2>>| {
+                    cut_rows(i, target, &[rows(weight)]).pop().flatten()
+                };
+                // A fused adapter's shares, cut by rows as its matrix was at load.
+                let mut qkv = cut_rows(i, Target::QkvProj, &[&attn.q, &attn.k, &attn.v].map(rows))
+                    .into_iter();
+                let mut gate_up =
+                    cut_rows(i, Target::GateUpProj, &[&mlp.gate, &mlp.up].map(rows)).into_iter();
+                let mut alone = Vec::new().into_iter();
+                // A projection's own adapter, else its share of the fused one.
+                let fold_in = |weight, target, fused: &mut std::vec::IntoIter<_>| {
+                    fold(weight, own(target, weight).or(fused.next().flatten()))
+                };
+                Block {
+                    attn: Attention {
+                        q: fold_in(&attn.q, Target::QProj, &mut qkv),
+                        k: fold_in(&attn.k, Target::KProj, &mut qkv),
+                        v: fold_in(&attn.v, Target::VProj, &mut qkv),
+                        o: fold_in(&attn.o, Target::OProj, &mut alone),
+                        ..attn.clone()
+                    },
+                    mlp: Mlp {
+                        gate: fold_in(&mlp.gate, Target::GateProj, &mut gate_up),
+                        up: fold_in(&mlp.up, Target::UpProj, &mut gate_up),
+                        down: fold_in(&mlp.down, Target::DownProj, &mut alone),
+                    },
+                    ..block.clone()
+                }
             })
             .collect();
         Self {
@@ -131,6 +192,92 @@ impl<B: Backend> BaseModel<B> {
             ..self.clone()
         }
     }
+}
+
+/// One projection's share of the adapter on it, or on the fused matrix that stacks it (Phi-3's
+/// `qkv_proj`): the same quantities as for the whole, cut to this projection's rows.
+struct Share<B: Backend> {
+    /// The LoRA update `s·(x·A)·B`, this projection's output columns (the forward only).
+    update: Option<Tensor<B, 3>>,
+    /// `ΔW = s·(A·B)ᵀ`, this projection's rows `[out, in]` (merging, and DoRA's norm).
+    delta: Option<Tensor<B, 2>>,
+    /// DoRA's magnitudes of this projection's rows, `[1, out]`.
+    magnitude: Option<Tensor<B, 2>>,
+    /// The input after LoRA dropout, in a training pass with dropout (DoRA scales its product
+    /// with `W` too, as PEFT does).
+    dropped: Option<Tensor<B, 3>>,
+}
+
+/// `pair`'s shares for the projections of `rows` output rows each that its matrix stacks (one
+/// when it is not fused): the update of `x` when given (the forward, with `ΔW` only for DoRA's
+/// norm, held constant for gradients as PEFT holds it; `x` dropped first in a training pass with
+/// `dropout`), else `ΔW` (merging).
+fn shares<B: Backend>(
+    pair: &LoraPair<B>,
+    scale: f64,
+    x: Option<&Tensor<B, 3>>,
+    dropout: Option<&Dropout>,
+    rows: &[usize],
+) -> Vec<Share<B>> {
+    let LoraPair { a, b, magnitude } = pair;
+    // One mask per adapter, as PEFT has one dropout module per adapted layer.
+    let dropped = x.zip(dropout).map(|(x, d)| {
+        let shape = x.dims();
+        let mask = d.mask(shape.iter().product());
+        x.clone() * Tensor::<B, 3>::from_data(TensorData::new(mask, shape), &x.device())
+    });
+    let mut update = x
+        .map(|x| {
+            let x = dropped.clone().unwrap_or_else(|| x.clone());
+            cut(
+                &dense(dense(x, a.val()), b.val()).mul_scalar(scale),
+                2,
+                rows,
+            )
+        })
+        .map(Vec::into_iter);
+    let mut delta = (x.is_none() || magnitude.is_some())
+        .then(|| {
+            // The forward's norm is constant for gradients: no graph is built for it.
+            let (a, b) = match x {
+                Some(_) => (a.val().detach(), b.val().detach()),
+                None => (a.val(), b.val()),
+            };
+            cut(&a.matmul(b).transpose().mul_scalar(scale), 0, rows)
+        })
+        .map(Vec::into_iter);
+    let mut magnitude = magnitude
+        .as_ref()
+        .map(|m| cut(&m.val(), 1, rows).into_iter());
+    rows.iter()
+        .map(|_| Share {
+            update: update.as_mut().and_then(Iterator::next),
+            delta: delta.as_mut().and_then(Iterator::next),
+            magnitude: magnitude.as_mut().and_then(Iterator::next),
+            dropped: dropped.clone(),
+        })
+        .collect()
+}
+
+/// `t` cut along `dim` into consecutive pieces of `widths` (a fused matrix's adapter values into
+/// the projections it stacks); with one width, `t` itself, uncut.
+fn cut<B: Backend, const D: usize>(
+    t: &Tensor<B, D>,
+    dim: usize,
+    widths: &[usize],
+) -> Vec<Tensor<B, D>> {
+    if let [_] = widths {
+        return vec![t.clone()];
+    }
+    let mut start = 0;
+    widths
+        .iter()
+        .map(|&w| {
+            let piece = t.clone().narrow(dim, start, w);
+            start += w;
+            piece
+        })
+        .collect()
 }
 
 /// Keys and values of the positions seen so far, per block, before the GQA repeat.
@@ -356,13 +503,23 @@ pub(crate) fn hidden_states<B: Backend>(
         let attn = attention(config, &block.attn, products, h, rope, mask, layer_cache);
         x = x + out_norm(attn, &block.attn_out_norm);
         let h = norm(x.clone(), &block.pre_mlp_norm);
-        let gate = project(h.clone(), &block.mlp.gate, None, products, Target::GateProj);
-        let up = project(h, &block.mlp.up, None, products, Target::UpProj);
+        let mlp = &block.mlp;
+        let mut fused = products.shares(&h, Target::GateUpProj, &[&mlp.gate, &mlp.up].map(rows));
+        let (fused_up, fused_gate) = (fused.pop().flatten(), fused.pop().flatten());
+        let gate = project(
+            h.clone(),
+            &mlp.gate,
+            None,
+            products,
+            Target::GateProj,
+            fused_gate,
+        );
+        let up = project(h, &mlp.up, None, products, Target::UpProj, fused_up);
         let gate = match config.activation {
             Activation::Silu => silu(gate),
             Activation::GeluTanh => gelu_tanh(gate),
         };
-        let mlp = project(gate * up, &block.mlp.down, None, products, Target::DownProj);
+        let mlp = project(gate * up, &mlp.down, None, products, Target::DownProj, None);
         x = x + out_norm(mlp, &block.mlp_out_norm);
     }
     norm(x, &base.norm)
@@ -489,26 +646,70 @@ impl<B: Backend> Clone for Products<'_, B> {
 
 impl<B: Backend> Copy for Products<'_, B> {}
 
+impl<B: Backend> Products<'_, B> {
+    /// The shares of the adapter on `target` in this block applied to `x`, one per projection
+    /// of `rows` output rows that it stacks (`None` each when it is not adapted).
+    fn shares(&self, x: &Tensor<B, 3>, target: Target, rows: &[usize]) -> Vec<Option<Share<B>>> {
+        let adapters_dropout = self.lora.and_then(|(a, _)| a.dropout());
+        match self
+            .lora
+            .and_then(|(a, layer)| a.pair(layer, target).map(|p| (p, a.scale())))
+        {
+            Some((pair, scale)) => shares(pair, scale, Some(x), adapters_dropout, rows)
+                .into_iter()
+                .map(Some)
+                .collect(),
+            None => rows.iter().map(|_| None).collect(),
+        }
+    }
+}
+
+/// `x·Wᵀ + b` with the adapter on `target`, or with `fused`, this projection's share of the
+/// adapter on the fused matrix that stacks it (Phi-3's `qkv_proj`): LoRA adds the update; DoRA
+/// gives `g ⊙ (x·Wᵀ + update) + b` with `g = m / ‖W + ΔW‖`, in PEFT's form
+/// `(x·Wᵀ + b) + (g − 1)·x·Wᵀ + g·update` (with LoRA dropout, `x` dropped in the last two terms,
+/// as PEFT computes it).
 fn project<B: Backend>(
     x: Tensor<B, 3>,
     weight: &Param<Tensor<B, 2>>,
     bias: Option<&Param<Tensor<B, 1>>>,
     products: Products<'_, B>,
     target: Target,
+    fused: Option<Share<B>>,
 ) -> Tensor<B, 3> {
-    let y = linear(
-        x.clone(),
-        weight.val(),
-        bias.map(Param::val),
-        products.weight_left_rows,
-    );
-    match products
-        .lora
-        .and_then(|(a, layer)| a.pair(layer, target).map(|p| (p, a.scale())))
-    {
-        Some((LoraPair { a, b }, scale)) => y + dense(dense(x, a.val()), b.val()).mul_scalar(scale),
-        None => y,
-    }
+    let own = products.shares(&x, target, &[rows(weight)]).pop().flatten();
+    let left = products.weight_left_rows;
+    let bias = bias.map(Param::val);
+    let Some(Share {
+        update: Some(update),
+        delta,
+        magnitude,
+        dropped,
+    }) = own.or(fused)
+    else {
+        return linear(x, weight.val(), bias, left);
+    };
+    let (Some(m), Some(delta)) = (magnitude, delta) else {
+        return linear(x, weight.val(), bias, left) + update;
+    };
+    let out = m.dims()[1];
+    let norm = (f32_of(weight.val()) + delta).square().sum_dim(1).sqrt();
+    let g = (m / norm.reshape([1, out])).reshape([1, 1, out]);
+    let base = linear(x, weight.val(), None, left);
+    let with_bias = match bias {
+        Some(b) => base.clone() + b.unsqueeze::<3>(),
+        None => base.clone(),
+    };
+    let scaled = match dropped {
+        Some(x) => linear(x, weight.val(), None, left),
+        None => base,
+    };
+    with_bias + scaled * g.clone().sub_scalar(1.0) + update * g
+}
+
+/// The rows of a linear weight `[out, in]` (its output width).
+fn rows<B: Backend>(weight: &Param<Tensor<B, 2>>) -> usize {
+    weight.dims()[0]
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -523,12 +724,18 @@ fn attention<B: Backend>(
 ) -> Tensor<B, 3> {
     let [batch, new, _] = h.dims();
     let (heads, kv_heads, hd) = (config.num_heads, config.num_kv_heads, config.head_dim);
+    let mut fused = products
+        .shares(&h, Target::QkvProj, &[&attn.q, &attn.k, &attn.v].map(rows))
+        .into_iter()
+        .flatten();
+    let (fused_q, fused_k, fused_v) = (fused.next(), fused.next(), fused.next());
     let q = project(
         h.clone(),
         &attn.q,
         attn.q_bias.as_ref(),
         products,
         Target::QProj,
+        fused_q,
     );
     let k = project(
         h.clone(),
@@ -536,8 +743,16 @@ fn attention<B: Backend>(
         attn.k_bias.as_ref(),
         products,
         Target::KProj,
+        fused_k,
     );
-    let v = project(h, &attn.v, attn.v_bias.as_ref(), products, Target::VProj);
+    let v = project(
+        h,
+        &attn.v,
+        attn.v_bias.as_ref(),
+        products,
+        Target::VProj,
+        fused_v,
+    );
     // Qwen3's per-head RMSNorm, then RoPE, on `[batch, new, heads·head_dim]`: the heads are split
     // for attention only after them, so their backward gets its gradient contiguous (the split's
     // reshape copies it out of the head swap's strided view) instead of walking that view.
@@ -566,7 +781,14 @@ fn attention<B: Backend>(
         .reshape([batch, heads, new, hd])
         .swap_dims(1, 2)
         .reshape([batch, new, heads * hd]);
-    project(out, &attn.o, attn.o_bias.as_ref(), products, Target::OProj)
+    project(
+        out,
+        &attn.o,
+        attn.o_bias.as_ref(),
+        products,
+        Target::OProj,
+        None,
+    )
 }
 
 /// HF's rotate-half RoPE, `x·cos + rotate_half(x)·sin` with `rotate_half([x1, x2]) = [−x2, x1]`

@@ -1,7 +1,7 @@
 //! Adapters as PEFT files: `adapter_model.safetensors` with PEFT's key names
 //! (`base_model.model.model.layers.N.self_attn.q_proj.lora_A.weight`, `[r, in]`; `lora_B`,
-//! `[out, r]`) and `adapter_config.json`. Saving is deterministic, so save → load → save gives
-//! the same bytes.
+//! `[out, r]`; DoRA's `lora_magnitude_vector`, `[out]`) and `adapter_config.json`. Saving is
+//! deterministic, so save → load → save gives the same bytes.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
@@ -11,7 +11,7 @@ use safetensors::Dtype;
 use safetensors::tensor::TensorView;
 use serde_json::{Value, json};
 
-use crate::lora::{Adapters, LoraConfig, Target};
+use crate::lora::{Adapters, Filled, LoraConfig, Target};
 use crate::weights::{TensorFile, transpose};
 use crate::{ModelConfig, PolicyError};
 
@@ -23,6 +23,14 @@ pub const ADAPTER_CONFIG: &str = "adapter_config.json";
 fn key(layer: usize, target: Target, matrix: &str) -> String {
     format!(
         "base_model.model.model.layers.{layer}.{}.{matrix}.weight",
+        target.module_path()
+    )
+}
+
+/// DoRA's magnitude key: PEFT saves it without `.weight`.
+fn magnitude_key(layer: usize, target: Target) -> String {
+    format!(
+        "base_model.model.model.layers.{layer}.{}.lora_magnitude_vector",
         target.module_path()
     )
 }
@@ -44,7 +52,7 @@ pub fn adapter_config_json(config: &LoraConfig, base_model: &str) -> Value {
         "init_lora_weights": true,
         "layers_to_transform": config.layers,
         "lora_alpha": config.alpha,
-        "lora_dropout": 0.0,
+        "lora_dropout": config.dropout,
         "modules_to_save": null,
         "peft_type": "LORA",
         "r": config.rank,
@@ -53,7 +61,7 @@ pub fn adapter_config_json(config: &LoraConfig, base_model: &str) -> Value {
             None => json!(config.targets.iter().map(|t| t.name()).collect::<Vec<_>>()),
         },
         "task_type": "CAUSAL_LM",
-        "use_dora": false,
+        "use_dora": config.dora,
         "use_rslora": config.rslora,
     })
 }
@@ -74,6 +82,10 @@ pub fn adapter_files<B: Backend>(
             let b = transpose(&host(pair.b.val())?, r, d_out);
             tensors.push((key(layer, *target, "lora_A"), vec![r, d_in], le_bytes(&a)));
             tensors.push((key(layer, *target, "lora_B"), vec![d_out, r], le_bytes(&b)));
+            if let Some(m) = &pair.magnitude {
+                let m = host(m.val())?;
+                tensors.push((magnitude_key(layer, *target), vec![d_out], le_bytes(&m)));
+            }
         }
     }
     let weights = f32_safetensors(&tensors)?;
@@ -178,11 +190,6 @@ pub fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig, Polic
     }
     for (field, ok) in [
         (
-            "use_dora",
-            v.get("use_dora")
-                .is_none_or(|x| x == &json!(false) || x.is_null()),
-        ),
-        (
             "fan_in_fan_out",
             v.get("fan_in_fan_out")
                 .is_none_or(|x| x == &json!(false) || x.is_null()),
@@ -201,7 +208,7 @@ pub fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig, Polic
         if !ok {
             return Err(err(
                 field,
-                "is not supported: only LoRA and rsLoRA (no DoRA, biases, extra modules or other layer names)",
+                "is not supported: only LoRA, rsLoRA and DoRA (no biases, extra modules or other layer names)",
             ));
         }
     }
@@ -236,16 +243,25 @@ pub fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig, Polic
             ));
         }
     };
-    let rslora = match v.get("use_rslora") {
-        None | Some(Value::Null) => false,
-        Some(Value::Bool(b)) => *b,
-        Some(_) => return Err(err("use_rslora", "must be true or false")),
+    let flag = |name: &str| match v.get(name) {
+        None | Some(Value::Null) => Ok(false),
+        Some(Value::Bool(b)) => Ok(*b),
+        Some(_) => Err(err(name, "must be true or false")),
+    };
+    let (rslora, dora) = (flag("use_rslora")?, flag("use_dora")?);
+    let dropout = match v.get("lora_dropout") {
+        None | Some(Value::Null) => 0.0,
+        Some(p) => p
+            .as_f64()
+            .filter(|p| (0.0..1.0).contains(p))
+            .ok_or_else(|| err("lora_dropout", "must be a number at least 0 and below 1"))?,
     };
     // A string is PEFT's regular expression over module names.
     if let Some(pattern) = v.get("target_modules").and_then(Value::as_str) {
         return LoraConfig::new(rank, alpha, Target::ALL.to_vec())
             .and_then(|c| c.with_pattern(pattern))
-            .map(|c| c.with_rslora(rslora))
+            .and_then(|c| c.with_dropout(dropout))
+            .map(|c| c.with_rslora(rslora).with_dora(dora))
             .map_err(|e| err("target_modules", &e.to_string()));
     }
     let names = v
@@ -261,11 +277,16 @@ pub fn parse_adapter_config(path: &Path, text: &str) -> Result<LoraConfig, Polic
     for name in names {
         let name = name.as_str().unwrap_or_default();
         targets.push(Target::from_name(name).ok_or_else(|| {
-            err("target_modules", &format!("`{name}` is not one of q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj"))
+            let known: Vec<&str> = Target::ALL.iter().map(|t| t.name()).collect();
+            err(
+                "target_modules",
+                &format!("`{name}` is not one of {}", known.join(", ")),
+            )
         })?);
     }
     LoraConfig::new(rank, alpha, targets)
-        .map(|c| c.with_rslora(rslora).with_layers(layers))
+        .and_then(|c| c.with_dropout(dropout))
+        .map(|c| c.with_rslora(rslora).with_dora(dora).with_layers(layers))
         .map_err(|e| err("r", &e.to_string()))
 }
 
@@ -311,11 +332,19 @@ fn build_adapters<B: Backend>(
     mut file: TensorFile,
     device: &B::Device,
 ) -> Result<Adapters<B>, PolicyError> {
-    config.check_fits(model.num_layers)?;
+    let config = config.fit(model)?;
+    let dora = config.dora;
     let adapters = Adapters::build(model, config, device, |layer, target, d_in, d_out, r| {
         let a = file.take_finite(&key(layer, target, "lora_A"), &[r, d_in])?;
         let b = file.take_finite(&key(layer, target, "lora_B"), &[d_out, r])?;
-        Ok((transpose(&a, r, d_in), transpose(&b, d_out, r)))
+        let magnitude = dora
+            .then(|| file.take_finite(&magnitude_key(layer, target), &[d_out]))
+            .transpose()?;
+        Ok(Filled {
+            a: transpose(&a, r, d_in),
+            b: transpose(&b, d_out, r),
+            magnitude,
+        })
     })?;
     file.finish(|_| false)?;
     Ok(adapters)

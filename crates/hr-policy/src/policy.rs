@@ -15,7 +15,7 @@ use crate::device_sampling::{self, DeviceDraw};
 use crate::flops::{self, FlopCounter};
 use crate::model::{BaseModel, FEW_ROWS, KvCache, Layout, hidden_states, lm_logits};
 use crate::sampling::prepare;
-use crate::{Adapters, FlopCount, ModelConfig, PolicyError, PolicyRng, SamplingConfig};
+use crate::{Adapters, FlopCount, LoraConfig, ModelConfig, PolicyError, PolicyRng, SamplingConfig};
 
 /// Logit elements (rows × completion positions × vocabulary) the scoring pass materialises at
 /// once on the CPU (8 Mi floats = 32 MiB): whole batches of small models, a few rows of large
@@ -103,6 +103,22 @@ pub struct Generation {
 
 /// Token used in padding columns; any valid id works because padding is masked.
 const PAD: u32 = 0;
+
+impl<B: Backend> Adapters<B> {
+    /// Fresh adapters for `policy`, on `device`, as PEFT initialises them: `A ~ U(−1/√in, 1/√in)`
+    /// drawn from `rng` in layer and target order, `B = 0`, and with DoRA each magnitude the row
+    /// norms of the weight it adapts (in f32), so training starts from the base model.
+    pub fn init<P: Backend>(
+        policy: &Policy<P>,
+        config: LoraConfig,
+        rng: &mut PolicyRng,
+        device: &B::Device,
+    ) -> Self {
+        Self::init_with(policy.config(), config, rng, device, |layer, target| {
+            policy.base().row_norms(layer, target)
+        })
+    }
+}
 
 impl<B: Backend> Policy<B> {
     /// Loads `config.json` and the safetensors weights of an HF model folder, in f32.

@@ -33,6 +33,15 @@ impl PolicyRng {
         }
     }
 
+    /// An independent stream from this one's key and position, on ChaCha stream `stream` (one
+    /// this stream never uses: it is stream 0): drawing from it leaves this one where it is.
+    #[must_use]
+    pub fn fork(&self, stream: u64) -> Self {
+        let mut inner = self.inner.clone();
+        inner.set_stream(stream);
+        Self { inner }
+    }
+
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
         self.inner.next_u64()
@@ -66,5 +75,33 @@ impl PolicyRng {
         inner.set_stream(state.stream);
         inner.set_word_pos(word_pos);
         Ok(Self { inner })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn draws(rng: &mut PolicyRng) -> Vec<u64> {
+        (0..4).map(|_| rng.next_u64()).collect()
+    }
+
+    /// A fork draws numbers of its own, the same each time from the same position, follows its
+    /// parent's position, and leaves the parent where it was.
+    #[test]
+    fn a_fork_is_its_own_stream_and_leaves_the_parent_in_place() {
+        let mut parent = PolicyRng::from_seed(5);
+        parent.next_u64();
+        let before = parent.state();
+        let forked = draws(&mut parent.fork(9));
+        assert_eq!(parent.state(), before);
+        assert_eq!(forked, draws(&mut parent.fork(9)));
+        assert_ne!(forked, draws(&mut parent.clone()));
+        parent.next_u64();
+        assert_ne!(
+            forked,
+            draws(&mut parent.fork(9)),
+            "the fork follows the position"
+        );
     }
 }

@@ -371,6 +371,22 @@ impl<B: Backend> Loader<'_, B> {
         Ok(frozen(data, [d_out, d_in], self.dtype, self.device))
     }
 
+    /// An HF linear weight stored as `N` matrices stacked by rows (Phi-3's `qkv_proj`,
+    /// `gate_up_proj`): the stack `[Σ out, in]` is read whole and cut into `[out_i, in]` pieces.
+    fn linear_rows<const N: usize>(
+        &mut self,
+        name: &str,
+        d_in: usize,
+        d_outs: [usize; N],
+    ) -> Result<[Param<Tensor<B, 2>>; N], PolicyError> {
+        let data = self.file.take(name, &[d_outs.iter().sum(), d_in])?;
+        let mut rows = data.chunks_exact(d_in);
+        Ok(d_outs.map(|d_out| {
+            let piece: Vec<f32> = rows.by_ref().take(d_out).flatten().copied().collect();
+            frozen(piece, [d_out, d_in], self.dtype, self.device)
+        }))
+    }
+
     /// A bias, in f32.
     fn vector(&mut self, name: &str, len: usize) -> Result<Param<Tensor<B, 1>>, PolicyError> {
         Ok(frozen(
@@ -457,12 +473,33 @@ pub(crate) fn load_base<B: Backend>(
     let mut blocks = Vec::with_capacity(config.num_layers);
     for i in 0..config.num_layers {
         let p = format!("model.layers.{i}");
+        // Phi-3 stores q/k/v as one matrix and gate/up as another: split by rows here, so the
+        // forward is every family's (a LoRA on the fused matrix is split the same way).
+        let (qkv, gate_up) = if config.family.fused_projections() {
+            (
+                l.linear_rows(&format!("{p}.self_attn.qkv_proj.weight"), h, [q, kv, kv])?,
+                l.linear_rows(&format!("{p}.mlp.gate_up_proj.weight"), h, [inter; 2])?,
+            )
+        } else {
+            (
+                [
+                    l.linear(&format!("{p}.self_attn.q_proj.weight"), h, q)?,
+                    l.linear(&format!("{p}.self_attn.k_proj.weight"), h, kv)?,
+                    l.linear(&format!("{p}.self_attn.v_proj.weight"), h, kv)?,
+                ],
+                [
+                    l.linear(&format!("{p}.mlp.gate_proj.weight"), h, inter)?,
+                    l.linear(&format!("{p}.mlp.up_proj.weight"), h, inter)?,
+                ],
+            )
+        };
+        let ([wq, wk, wv], [gate, up]) = (qkv, gate_up);
         blocks.push(Block {
             input_norm: l.norm(&format!("{p}.input_layernorm.weight"), h)?,
             attn: Attention {
-                q: l.linear(&format!("{p}.self_attn.q_proj.weight"), h, q)?,
-                k: l.linear(&format!("{p}.self_attn.k_proj.weight"), h, kv)?,
-                v: l.linear(&format!("{p}.self_attn.v_proj.weight"), h, kv)?,
+                q: wq,
+                k: wk,
+                v: wv,
                 o: l.linear(&format!("{p}.self_attn.o_proj.weight"), q, h)?,
                 q_bias: l.optional(config.qkv_bias, &format!("{p}.self_attn.q_proj.bias"), q)?,
                 k_bias: l.optional(config.qkv_bias, &format!("{p}.self_attn.k_proj.bias"), kv)?,
@@ -481,8 +518,8 @@ pub(crate) fn load_base<B: Backend>(
             },
             pre_mlp_norm: l.norm(&format!("{p}.{pre_mlp_norm}.weight"), h)?,
             mlp: Mlp {
-                gate: l.linear(&format!("{p}.mlp.gate_proj.weight"), h, inter)?,
-                up: l.linear(&format!("{p}.mlp.up_proj.weight"), h, inter)?,
+                gate,
+                up,
                 down: l.linear(&format!("{p}.mlp.down_proj.weight"), inter, h)?,
             },
             attn_out_norm: l.optional_norm(

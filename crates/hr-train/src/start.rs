@@ -8,7 +8,7 @@ use burn::tensor::backend::Backend;
 use hr_env::Task;
 use hr_grpo::{DataCursor, NativeState, TaskSampler, Trainer};
 use hr_plan::Plan;
-use hr_policy::{Adapters, ChatTokenizer, LoraConfig, Policy, PolicyRng, Target};
+use hr_policy::{Adapters, ChatTokenizer, LoraConfig, ModelConfig, Policy, PolicyRng, Target};
 use hr_snapshot::{Budget, Restored};
 use serde_json::{Value, json};
 
@@ -85,9 +85,9 @@ pub(crate) fn fresh<B: Backend>(
         .iter()
         .filter_map(|t| Target::from_name(t))
         .collect();
-    let lora = lora_config(plan, targets, policy.config().num_layers)?;
+    let lora = lora_config(plan, targets, policy.config())?;
     let adapters = Adapters::init(
-        policy.config(),
+        &policy,
         lora,
         &mut PolicyRng::from_seed(plan.seeds.adapter_init),
         device,
@@ -134,12 +134,12 @@ fn apply_control(
     Ok(())
 }
 
-/// The plan's LoRA for a model of `num_layers` layers: a layer the model lacks or a regular
-/// expression that selects nothing is refused naming the plan's field.
+/// The plan's LoRA for `model`: targets, a layer the model lacks or a regular expression that
+/// selects nothing are refused naming the plan's field.
 fn lora_config(
     plan: &Plan,
     targets: Vec<Target>,
-    num_layers: usize,
+    model: &ModelConfig,
 ) -> Result<LoraConfig, TrainError> {
     let l = &plan.model.lora;
     let refused = |field: &str, e: hr_policy::PolicyError| {
@@ -152,13 +152,22 @@ fn lora_config(
         None => LoraConfig::new(l.rank, l.alpha, targets)?,
     };
     lora = lora
+        .with_dropout(l.dropout)
+        .map_err(|e| refused("dropout", e))?;
+    lora = lora
         .with_rslora(l.use_rslora)
+        .with_dora(l.use_dora)
         .with_layers(l.layers_to_transform.clone());
     let field = if l.target_regex.is_some() {
         "target_regex"
-    } else {
+    } else if lora
+        .targets
+        .iter()
+        .any(|t| Target::of_family(model.family).contains(t))
+    {
         "layers_to_transform"
+    } else {
+        "targets"
     };
-    lora.check_fits(num_layers).map_err(|e| refused(field, e))?;
-    Ok(lora)
+    lora.fit(model).map_err(|e| refused(field, e))
 }

@@ -16,7 +16,9 @@ use rayon::prelude::*;
 use super::stats::{Sums, Totals};
 use super::{Timing, Trainer, clip_global_norm, scalar};
 use crate::rollout::Episode;
-use crate::{GrpoError, LossConfig, LossInputs, Whole, grpo_loss, high_entropy_mask};
+use crate::{
+    GrpoError, LossConfig, LossInputs, Whole, active_positions, grpo_loss, high_entropy_mask,
+};
 
 impl<B: AutodiffBackend> Trainer<B> {
     /// μ iterations over the episodes, each accumulating gradients over
@@ -103,6 +105,13 @@ impl<B: AutodiffBackend> Trainer<B> {
         let (mut loss_sum, mut grad_norm) = (0.0, 0.0);
         let mut totals = Totals::default();
         let lanes = self.policy.execution().lanes;
+        // LoRA dropout's masks: a seed per step from a stream forked off the trainer's (its
+        // position and the step, so restored on resume; forked, so turning dropout on changes no
+        // sample), and from it one per chunk of each update, whichever lane runs it.
+        let dropout_seed = (self.adapters.config().dropout > 0.0).then(|| {
+            let step = self.step_index().wrapping_mul(0x9e37_79b9_7f4a_7c15);
+            self.rng.fork(DROPOUT_STREAM).next_u64() ^ step
+        });
         // The adaptive entropy coefficient after each update (TRL logs it per optimiser step).
         let mut coefs = Vec::new();
         for iteration in 0..self.config.num_iterations {
@@ -122,20 +131,28 @@ impl<B: AutodiffBackend> Trainer<B> {
             // Every chunk of every micro-batch, in order; `lanes` of them run side by side, each
             // on its own copy of the adapters (its own autodiff graph), and their results are
             // folded in this order, so the sums do not depend on which lane finished first.
-            let chunks: Vec<(&Micro<B>, Range<usize>)> = micros
+            let chunks: Vec<(usize, &Micro<B>, Range<usize>)> = micros
                 .iter()
                 .flat_map(|m| {
                     self.backward_chunks(&m.prompts, &m.completions, lanes)
                         .into_iter()
                         .map(move |rows| (m, rows))
                 })
+                .enumerate()
+                .map(|(i, (m, rows))| (i, m, rows))
                 .collect();
             for group in chunks.chunks(lanes) {
-                let run = |(m, rows): &(&Micro<B>, Range<usize>)| {
+                let run = |(i, m, rows): &(usize, &Micro<B>, Range<usize>)| {
                     let adapters = if lanes > 1 {
                         self.adapters.fresh_leaves()
                     } else {
                         self.adapters.clone()
+                    };
+                    let adapters = match dropout_seed {
+                        Some(seed) => adapters.for_training(
+                            seed.wrapping_add(((iteration as u64) << 32) | *i as u64),
+                        ),
+                        None => adapters,
                     };
                     self.chunk(m, rows.clone(), &adapters, iteration, &loss)
                 };
@@ -324,16 +341,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             .filter(|_| iteration == 0 || adaptive)
             .map(|ent| host_f64(ent.detach()));
         // The rows' active positions `(row, column)`, read by the statistics and the controller.
-        let active: Vec<(usize, usize)> = mask
-            .iter()
-            .enumerate()
-            .flat_map(|(i, row)| {
-                row.iter()
-                    .enumerate()
-                    .filter(|(_, on)| **on)
-                    .map(move |(j, _)| (i, j))
-            })
-            .collect();
+        let active = active_positions(&mask);
         let world_entropy = ent.as_ref().filter(|_| adaptive).map(|ent| {
             active
                 .iter()
@@ -421,3 +429,6 @@ fn host_f64<B: burn::tensor::backend::Backend>(t: Tensor<B, 2>) -> Vec<f64> {
         .to_vec::<f64>()
         .unwrap_or_default()
 }
+
+/// The ChaCha stream LoRA dropout's seeds are forked onto (the sampling stream is stream 0).
+const DROPOUT_STREAM: u64 = 0x6472_6f70;

@@ -25,17 +25,14 @@ fn save_load_save_gives_identical_bytes_with_peft_names() -> anyhow::Result<()> 
         16.0,
         vec![Target::QProj, Target::VProj, Target::GateProj],
     )?;
-    let mut adapters = Adapters::<Cpu>::init(
-        policy.config(),
-        lora,
-        &mut PolicyRng::from_seed(8),
-        policy.device(),
-    );
+    let mut adapters =
+        Adapters::<Cpu>::init(&policy, lora, &mut PolicyRng::from_seed(8), policy.device());
     // Give B non-zero values so the round trip covers both matrices.
     let pair = adapters.layers[1].slots[0].take().expect("q_proj adapter");
     adapters.layers[1].slots[0] = Some(hr_policy::LoraPair {
         b: pair.b.map(|b| b.add_scalar(0.25)),
         a: pair.a,
+        magnitude: pair.magnitude,
     });
     save_adapters(&adapters, "tiny", &dir.path().join("one"))?;
     let loaded = load_adapters::<Cpu>(policy.config(), &dir.path().join("one"), policy.device())?;
@@ -76,12 +73,8 @@ fn a_wrong_shape_missing_tensor_or_unsupported_option_is_named() -> anyhow::Resu
     let dir = tempfile::tempdir()?;
     let (_, policy) = tiny(&dir.path().join("model"), &TinySpec::default())?;
     let lora = LoraConfig::new(2, 4.0, vec![Target::KProj])?;
-    let adapters = Adapters::<Cpu>::init(
-        policy.config(),
-        lora,
-        &mut PolicyRng::from_seed(8),
-        policy.device(),
-    );
+    let adapters =
+        Adapters::<Cpu>::init(&policy, lora, &mut PolicyRng::from_seed(8), policy.device());
     let out = dir.path().join("adapter");
     save_adapters(&adapters, "tiny", &out)?;
     let load_err = || {
@@ -116,7 +109,9 @@ fn a_wrong_shape_missing_tensor_or_unsupported_option_is_named() -> anyhow::Resu
         &config_path,
         original.replace("\"use_dora\": false", "\"use_dora\": true"),
     )?;
-    assert!(load_err().contains("`use_dora`"));
+    // DoRA claimed without its magnitudes: the missing tensor is named.
+    let err = load_err();
+    assert!(err.contains(".lora_magnitude_vector`: missing"), "{err}");
     std::fs::write(&config_path, original.replace("\"k_proj\"", "\"qkv\""))?;
     assert!(load_err().contains("`qkv` is not one of"));
     Ok(())
@@ -129,12 +124,8 @@ fn mutated_adapter_files_load_or_fail_with_a_typed_error() -> anyhow::Result<()>
     let dir = tempfile::tempdir()?;
     let (_, policy) = tiny(&dir.path().join("model"), &TinySpec::default())?;
     let lora = LoraConfig::new(2, 4.0, vec![Target::QProj, Target::VProj])?;
-    let adapters = Adapters::<Cpu>::init(
-        policy.config(),
-        lora,
-        &mut PolicyRng::from_seed(8),
-        policy.device(),
-    );
+    let adapters =
+        Adapters::<Cpu>::init(&policy, lora, &mut PolicyRng::from_seed(8), policy.device());
     let files = hr_policy::adapter_files(&adapters, "tiny")?;
     let edits = prop::collection::vec(any::<(u8, usize, u8)>(), 1..6);
     let mut runner = TestRunner::new(Config::with_cases(1500));
@@ -167,16 +158,13 @@ fn rslora_scales_by_alpha_over_the_root_of_the_rank_and_its_files_say_so() -> an
     let (_, policy) = tiny(&dir.path().join("model"), &TinySpec::default())?;
     let (rank, alpha) = (4, 8.0);
     let adapters = |lora: LoraConfig| {
-        let mut a = Adapters::<Cpu>::init(
-            policy.config(),
-            lora,
-            &mut PolicyRng::from_seed(8),
-            policy.device(),
-        );
+        let mut a =
+            Adapters::<Cpu>::init(&policy, lora, &mut PolicyRng::from_seed(8), policy.device());
         let pair = a.layers[0].slots[2].take().expect("v_proj adapter");
         a.layers[0].slots[2] = Some(hr_policy::LoraPair {
             b: pair.b.map(|b| b.add_scalar(0.5)),
             a: pair.a,
+            magnitude: pair.magnitude,
         });
         a
     };
@@ -210,7 +198,7 @@ fn an_adapter_holding_a_nan_is_refused_naming_the_tensor() -> anyhow::Result<()>
     let dir = tempfile::tempdir()?;
     let (_, policy) = tiny(&dir.path().join("model"), &TinySpec::default())?;
     let mut adapters = Adapters::<Cpu>::init(
-        policy.config(),
+        &policy,
         LoraConfig::new(2, 4.0, vec![Target::VProj])?,
         &mut PolicyRng::from_seed(8),
         policy.device(),
@@ -219,6 +207,7 @@ fn an_adapter_holding_a_nan_is_refused_naming_the_tensor() -> anyhow::Result<()>
     adapters.layers[1].slots[2] = Some(hr_policy::LoraPair {
         b: pair.b.map(|b| b.add_scalar(f32::NAN)),
         a: pair.a,
+        magnitude: pair.magnitude,
     });
     let out = dir.path().join("nan");
     save_adapters(&adapters, "tiny", &out)?;
@@ -254,7 +243,7 @@ fn a_layer_subset_or_a_regular_expression_adapts_what_peft_would_and_round_trips
     );
     for (name, lora) in [("subset", subset), ("regex", regex)] {
         let adapters = Adapters::<Cpu>::init(
-            policy.config(),
+            &policy,
             lora.clone(),
             &mut PolicyRng::from_seed(1),
             policy.device(),
@@ -267,7 +256,7 @@ fn a_layer_subset_or_a_regular_expression_adapts_what_peft_would_and_round_trips
         assert_eq!(present, 2, "{name}");
         save_adapters(&adapters, "tiny", &dir.path().join(name))?;
         let back = load_adapters::<Cpu>(policy.config(), &dir.path().join(name), policy.device())?;
-        assert_eq!(back.config(), &lora, "{name}");
+        assert_eq!(back.config(), adapters.config(), "{name}");
         save_adapters(&back, "tiny", &dir.path().join(format!("{name}-again")))?;
         assert_eq!(
             files(&dir.path().join(name))?,
@@ -277,12 +266,12 @@ fn a_layer_subset_or_a_regular_expression_adapts_what_peft_would_and_round_trips
     }
     // A layer the model lacks, an expression that selects nothing, and one this cannot read.
     let outside = LoraConfig::new(2, 4.0, vec![Target::QProj])?.with_layers(Some(vec![layers]));
-    assert!(outside.check_fits(layers).is_err());
+    assert!(outside.fit(policy.config()).is_err());
     let nothing = LoraConfig::new(2, 4.0, vec![Target::QProj])?.with_pattern("model.q_proj")?;
-    assert!(nothing.check_fits(layers).is_err());
+    assert!(nothing.fit(policy.config()).is_err());
     // PEFT would adapt the LM head too: refused, naming it.
     let more = LoraConfig::new(2, 4.0, vec![Target::QProj])?.with_pattern(r".*q_proj|lm_head")?;
-    let err = more.check_fits(layers).expect_err("lm_head").to_string();
+    let err = more.fit(policy.config()).expect_err("lm_head").to_string();
     assert!(err.contains("also matches `lm_head`"), "{err}");
     assert!(
         LoraConfig::new(2, 4.0, vec![Target::QProj])?

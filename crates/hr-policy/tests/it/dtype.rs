@@ -124,12 +124,8 @@ fn adapters_over_a_half_base_train_in_f32() -> anyhow::Result<()> {
     let grad = |dtype| -> anyhow::Result<Vec<f32>> {
         let policy = Policy::<Train>::load_as(dir.path(), dtype, &Default::default())?;
         let lora = LoraConfig::new(2, 4.0, vec![Target::VProj])?;
-        let adapters = Adapters::<Train>::init(
-            policy.config(),
-            lora,
-            &mut PolicyRng::from_seed(3),
-            policy.device(),
-        );
+        let adapters =
+            Adapters::<Train>::init(&policy, lora, &mut PolicyRng::from_seed(3), policy.device());
         let logp = policy.score(Some(&adapters), &[vec![3, 4, 5]], &[vec![6, 7, 8]], 1.0)?;
         let grads = logp.sum().backward();
         assert!(policy.base().blocks[0].attn.v.grad(&grads).is_none());

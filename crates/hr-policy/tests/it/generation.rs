@@ -17,7 +17,7 @@ fn prompts() -> Vec<Vec<u32>> {
     ]
 }
 
-fn sampling(temperature: f64, top_p: f64) -> SamplingConfig {
+pub(crate) fn sampling(temperature: f64, top_p: f64) -> SamplingConfig {
     SamplingConfig {
         temperature,
         top_k: 0,
@@ -242,12 +242,8 @@ fn scoring_reproduces_the_sampling_log_probs_and_the_reference_ignores_adapters(
         );
     }
     let lora = LoraConfig::new(2, 4.0, vec![Target::QProj, Target::UpProj])?;
-    let adapters = Adapters::<Cpu>::init(
-        policy.config(),
-        lora,
-        &mut PolicyRng::from_seed(3),
-        policy.device(),
-    );
+    let adapters =
+        Adapters::<Cpu>::init(&policy, lora, &mut PolicyRng::from_seed(3), policy.device());
     let with = host_f32(policy.score(Some(&adapters), &prompts(), &generation.tokens, 0.8)?)?;
     assert_eq!(
         scored, with,
@@ -263,12 +259,8 @@ fn only_adapters_receive_gradients() -> anyhow::Result<()> {
     write_tiny_model(dir.path(), &TinySpec::default());
     let policy = Policy::<Train>::load(dir.path(), &Default::default())?;
     let lora = LoraConfig::new(2, 4.0, vec![Target::VProj])?;
-    let adapters = Adapters::<Train>::init(
-        policy.config(),
-        lora,
-        &mut PolicyRng::from_seed(3),
-        policy.device(),
-    );
+    let adapters =
+        Adapters::<Train>::init(&policy, lora, &mut PolicyRng::from_seed(3), policy.device());
     let before = policy.flops();
     let logp = policy.score(Some(&adapters), &[vec![3, 4, 5]], &[vec![6, 7, 8]], 1.0)?;
     // A pass through adapters on an autodiff backend counts its backward; the reference's and
@@ -345,12 +337,8 @@ fn repeated_prompts_run_once_with_the_same_samples_scores_and_gradients() -> any
     write_tiny_model(dir.path(), &TinySpec::default());
     let policy = Policy::<Train>::load(dir.path(), &Default::default())?;
     let lora = LoraConfig::new(2, 4.0, vec![Target::QProj, Target::VProj])?;
-    let mut adapters = Adapters::<Train>::init(
-        policy.config(),
-        lora,
-        &mut PolicyRng::from_seed(3),
-        policy.device(),
-    );
+    let mut adapters =
+        Adapters::<Train>::init(&policy, lora, &mut PolicyRng::from_seed(3), policy.device());
     // Non-zero B, so the adapters change every position the shared prompts compute.
     for layer in &mut adapters.layers {
         for pair in layer.slots.iter_mut().flatten() {
@@ -442,12 +430,8 @@ fn scoring_in_row_chunks_gives_the_same_scores_and_gradients() -> anyhow::Result
         ..Execution::default()
     });
     let lora = LoraConfig::new(2, 4.0, vec![Target::QProj, Target::VProj])?;
-    let adapters = Adapters::<Train>::init(
-        whole.config(),
-        lora,
-        &mut PolicyRng::from_seed(5),
-        whole.device(),
-    );
+    let adapters =
+        Adapters::<Train>::init(&whole, lora, &mut PolicyRng::from_seed(5), whole.device());
     let prompts = vec![vec![1, 40, 41], vec![5, 6], vec![1, 40, 41], vec![7]];
     let completions = vec![vec![3, 4, 5], vec![9], vec![3, 8], vec![2, 2, 2]];
     let run = |policy: &Policy<Train>| -> anyhow::Result<(Vec<f32>, Vec<f32>, Vec<f32>)> {
@@ -476,5 +460,86 @@ fn scoring_in_row_chunks_gives_the_same_scores_and_gradients() -> anyhow::Result
     same(&a.0, &b.0, "scores");
     same(&a.1, &b.1, "entropy");
     same(&a.2, &b.2, "gradient");
+    Ok(())
+}
+
+/// DoRA holds `‖W + ΔW‖` constant for gradients, as PEFT does: at initialisation (B = 0,
+/// `m = ‖W‖`, so the factor is exactly 1) its gradients for A and B are plain LoRA's, bit for bit,
+/// and its magnitudes get gradients of their own. Were the norm differentiated, B's gradient
+/// would gain a term through it. On Qwen2, whose q/k/v carry biases.
+#[test]
+fn dora_holds_the_norm_constant_for_gradients() -> anyhow::Result<()> {
+    type Train = Autodiff<Cpu>;
+    let dir = tempfile::tempdir()?;
+    let spec = TinySpec {
+        model_type: "qwen2",
+        ..TinySpec::default()
+    };
+    write_tiny_model(dir.path(), &spec);
+    let policy = Policy::<Train>::load(dir.path(), &Default::default())?;
+    // The gradients of layer 0's v_proj adapter: A, B and DoRA's magnitude.
+    type Grads = (Vec<f32>, Vec<f32>, Option<Vec<f32>>);
+    let grads_of = |dora: bool| -> anyhow::Result<Grads> {
+        let lora = LoraConfig::new(2, 4.0, vec![Target::QProj, Target::VProj])?.with_dora(dora);
+        let adapters =
+            Adapters::<Train>::init(&policy, lora, &mut PolicyRng::from_seed(3), policy.device());
+        let logp = policy.score(Some(&adapters), &[vec![3, 4, 5]], &[vec![6, 7, 8]], 1.0)?;
+        let grads = logp.sum().backward();
+        let v = adapters.layers[0].slots[2]
+            .as_ref()
+            .expect("v_proj adapter");
+        let grad = |p: &burn::module::Param<burn::tensor::Tensor<Train, 2>>| {
+            host_f32(p.grad(&grads).expect("a gradient"))
+        };
+        Ok((
+            grad(&v.a)?,
+            grad(&v.b)?,
+            v.magnitude.as_ref().map(grad).transpose()?,
+        ))
+    };
+    let (lora_a, lora_b, none) = grads_of(false)?;
+    let (dora_a, dora_b, magnitude) = grads_of(true)?;
+    assert!(none.is_none());
+    assert!(lora_b.iter().any(|g| *g != 0.0));
+    assert_eq!((dora_a, dora_b), (lora_a, lora_b));
+    let magnitude = magnitude.expect("DoRA's magnitude has a gradient");
+    assert!(magnitude.iter().any(|g| *g != 0.0), "{magnitude:?}");
+    Ok(())
+}
+
+/// LoRA dropout acts in training passes only: `for_training(seed)` drops the adapters' input with
+/// masks that follow the seed alone, the adapters as they are drop nothing, and `p = 0` drops
+/// nothing anywhere.
+#[test]
+fn lora_dropout_acts_in_training_passes_with_masks_that_follow_the_seed() -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let (_, policy) = tiny(dir.path(), &TinySpec::default())?;
+    let logits = |adapters: &Adapters<Cpu>| -> anyhow::Result<Vec<f32>> {
+        Ok(host_f32(
+            policy.logits(Some(adapters), &[vec![1, 40, 41, 42, 7]])?,
+        )?)
+    };
+    for p in [0.0, 0.3] {
+        let lora =
+            LoraConfig::new(2, 4.0, vec![Target::QProj, Target::DownProj])?.with_dropout(p)?;
+        let mut adapters =
+            Adapters::<Cpu>::init(&policy, lora, &mut PolicyRng::from_seed(3), policy.device());
+        // Non-zero B, so the adapters' input matters.
+        for layer in &mut adapters.layers {
+            for pair in layer.slots.iter_mut().flatten() {
+                pair.b = pair.b.clone().map(|b| b.ones_like().mul_scalar(0.1));
+            }
+        }
+        let plain = logits(&adapters)?;
+        let one = logits(&adapters.for_training(7))?;
+        assert_eq!(one, logits(&adapters.for_training(7))?, "p = {p}");
+        let other = logits(&adapters.for_training(8))?;
+        if p == 0.0 {
+            assert_eq!((&one, &other), (&plain, &plain));
+        } else {
+            assert_ne!(one, plain);
+            assert_ne!(one, other);
+        }
+    }
     Ok(())
 }

@@ -423,6 +423,69 @@ fn gemma_configs_read_transformers_defaults_and_both_spellings() -> anyhow::Resu
 }
 
 #[test]
+fn phi3_reads_its_defaults_and_lora_adapts_its_fused_projections() -> anyhow::Result<()> {
+    use hr_policy::{Family, LoraConfig, Target};
+    let path = std::path::Path::new("config.json");
+    let parse = |v: &serde_json::Value| ModelConfig::from_json(path, &v.to_string());
+    let mut phi3 = serde_json::json!({
+        "model_type": "phi3", "vocab_size": 64, "hidden_size": 32, "intermediate_size": 64,
+        "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "sliding_window": 7, "rope_scaling": null,
+    });
+    let p = parse(&phi3)?;
+    assert_eq!(p.family, Family::Phi3);
+    // transformers' Phi3Config: RMSNorm eps 1e-5, untied, no biases, the window on every layer.
+    assert_eq!(p.rms_norm_eps, 1e-5);
+    assert!(!p.tie_word_embeddings && !p.qkv_bias && !p.o_bias && !p.qk_norm);
+    assert_eq!(p.sliding_windows, vec![Some(7), Some(7)]);
+    // Phi-3.5's and Phi-4-mini's long-context RoPE is refused, naming the field.
+    phi3["rope_scaling"] = serde_json::json!({"type": "longrope", "short_factor": [1.0, 1.0],
+        "long_factor": [1.0, 1.0], "original_max_position_embeddings": 16});
+    let err = parse(&phi3).expect_err("longrope").to_string();
+    assert!(
+        err.contains("rope_scaling.type") && err.contains("longrope"),
+        "{err}"
+    );
+
+    // LoRA adapts what the family has: `all-linear` (every name) keeps Phi-3's four, and names
+    // only another family's projections are refused, naming Phi-3's.
+    let all = LoraConfig::new(4, 8.0, Target::ALL.to_vec())?.fit(&p)?;
+    assert_eq!(
+        all.targets,
+        [
+            Target::OProj,
+            Target::DownProj,
+            Target::QkvProj,
+            Target::GateUpProj
+        ]
+    );
+    assert_eq!(Target::QkvProj.dims(&p), (32, 32 + 2 * 16));
+    assert_eq!(Target::GateUpProj.dims(&p), (32, 128));
+    let err = LoraConfig::new(4, 8.0, vec![Target::QProj, Target::VProj])?
+        .fit(&p)
+        .expect_err("q_proj on phi3")
+        .to_string();
+    assert!(
+        err.contains("a `phi3` model has qkv_proj, o_proj, gate_up_proj, down_proj"),
+        "{err}"
+    );
+    let regex = LoraConfig::new(4, 8.0, vec![Target::QProj])?
+        .with_pattern(r".*\.(qkv|v)_proj")?
+        .fit(&p)?;
+    assert_eq!(
+        regex.adapted(2),
+        [(0, Target::QkvProj), (1, Target::QkvProj)]
+    );
+    let err = LoraConfig::new(4, 8.0, vec![Target::QProj])?
+        .with_pattern(r".*(qkv_proj|resid_attn_dropout)")?
+        .fit(&p)
+        .expect_err("a dropout module")
+        .to_string();
+    assert!(err.contains("resid_attn_dropout"), "{err}");
+    Ok(())
+}
+
+#[test]
 fn the_tokenizer_reads_tokenizer_json_and_formats_chatml() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     write_tiny_model(dir.path(), &TinySpec::default());
