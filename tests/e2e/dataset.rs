@@ -394,6 +394,62 @@ fn a_python_reward_that_raises_answers_no_float_or_hangs_fails_the_step_and_leav
     assert!(!s.path().join("missing").exists());
 }
 
+/// The names in `dir`, sorted.
+fn listing(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+#[test]
+fn check_starts_and_calls_every_reward_writing_nothing_and_a_reward_typo_exits_2() {
+    let s = setup();
+    s.write("rewards.py", REWARDS_PY);
+    s.write("py.json", &python_plan("mentions_answer").to_string());
+    let before = listing(s.path());
+    let out = s.run(&["check", "--plan", "py.json"]);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stdout.contains("LoRA: rank ")
+            && stdout.contains("rewards: ")
+            && stdout.contains("mine (1 batch function(s) started and called once)")
+            && stdout.ends_with("ok: `train` would start this plan\n"),
+        "{stdout}"
+    );
+    assert_eq!(listing(s.path()), before, "check writes nothing");
+    let out = s.run(&["check", "--plan", "py.json", "--json"]);
+    let summary: Value = serde_json::from_str(text(&out).0.trim()).expect("one JSON object");
+    assert_eq!(summary["check"]["rewards_called"], 1);
+    // A function name with a typo fails check and train alike, as bad input; one that raises
+    // when called fails check.
+    for (function, expected) in [
+        ("absent", "has no attribute 'absent'"),
+        ("broken", "with an empty completion"),
+    ] {
+        s.write("bad.json", &python_plan(function).to_string());
+        let out = s.run(&["check", "--plan", "bad.json"]);
+        let (_, stderr) = text(&out);
+        assert!(
+            out.status.code() == Some(2)
+                && stderr.contains("environment.rewards")
+                && stderr.contains(expected),
+            "{function}: {stderr}"
+        );
+    }
+    s.write("bad.json", &python_plan("absent").to_string());
+    let out = s.run(&["train", "--plan", "bad.json", "--output", "typo"]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(!s.path().join("typo").exists());
+}
+
 /// Checks that a chat row reaches the function as TRL passes a conversational one.
 const CHAT_REWARD_PY: &str = r#"
 def conversational(prompts, completions, answer, **kwargs):

@@ -80,9 +80,20 @@ fn stop_and_resume_in_new_processes_matches_the_uninterrupted_run() -> Result<()
         &["train", "--plan", "plan.json", "--output", "runs/full"],
     );
     assert_eq!(read(&s, "runs/full/metrics.jsonl").lines().count(), 4);
-    for file in ["report.md", "reward.svg", "entropy.svg", "plan.json"] {
+    for file in [
+        "report.md",
+        "reward.svg",
+        "entropy.svg",
+        "plan.json",
+        "completions.jsonl.gz",
+    ] {
         assert!(s.path().join("runs/full").join(file).is_file(), "{file}");
     }
+    let report = read(&s, "runs/full/report.md");
+    assert!(
+        report.contains("## Sample completions (step 4: the best and the worst"),
+        "{report}"
+    );
     for step in [2, 4] {
         assert!(
             s.path()

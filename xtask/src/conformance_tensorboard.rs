@@ -1,7 +1,9 @@
 //! `cargo xtask conformance tensorboard`: the event files `train` writes, read back by the real
 //! `tensorboard` package (`xtask/conformance/read_tfevents.py`, in its own cached venv): every
 //! number of every metrics row is a `train/<name>` scalar at its step, for a run stopped after
-//! step 2 and for its resume into a new folder (whose event file carries the restored history).
+//! step 2 and for its resume into a new folder (whose event file carries the restored history),
+//! and each step this folder ran has its completions as a text summary beside the run's
+//! `completions.jsonl.gz`.
 
 use std::{path::Path, process::Command};
 
@@ -49,11 +51,12 @@ pub(crate) fn tensorboard(root: &Path) -> Result<(u64, u64)> {
     crate::run(second)?;
     let script = root.join("xtask/conformance/read_tfevents.py");
     let (mut passed, mut failed) = (0, 0);
-    for (run, steps) in [(&stopped, 2), (&resumed, 3)] {
+    for (run, steps, first) in [(&stopped, 2, 1), (&resumed, 3, 3)] {
         let out = Command::new(&python)
             .arg(&script)
             .arg(run)
             .arg(steps.to_string())
+            .arg(first.to_string())
             .output()
             .context("running read_tfevents.py")?;
         let verdict = String::from_utf8_lossy(&out.stdout);

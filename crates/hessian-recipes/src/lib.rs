@@ -1,5 +1,5 @@
 //! The `hessian-recipes` command line, composed from the library crates: the CPU demo fixture
-//! (`demo`), GRPO training locally (`train`) or in a Determined trial (`managed-training`), both
+//! (`demo`), GRPO training locally (`train`, and `check` of what it would start) or in a Determined trial (`managed-training`), both
 //! through `hr-train`'s one lifecycle, the assessment of a finished run (`evaluate`), policy
 //! sampling (`generate`), the device's GEMM rate (`probe gemm`), the qualifications (`qualify
 //! native|managed|openenv|nemo|cpu|soak`, `proof verify`) and the gate that admits a long run
@@ -15,6 +15,7 @@
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
 mod backend;
+mod check;
 mod cli;
 mod cluster;
 mod demo;
@@ -93,6 +94,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Evaluate(args) => evaluate::run(&args),
         cli::Command::Keygen { output } => keys::keygen(&output),
         cli::Command::Train(args) => train::run(&args),
+        cli::Command::Check(args) => check::run(&args),
         cli::Command::ManagedTraining(args) => train::managed(&args),
         cli::Command::Managed {
             command: cli::ManagedCommand::Prepare(args),

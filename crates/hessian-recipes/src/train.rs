@@ -27,7 +27,7 @@ pub(crate) const EXIT_STOPPED: u8 = 5;
 
 /// The plan, its model folder replaced by `model` when one is given, with the model's
 /// `config.json` and a dataset's every row checked before anything is created.
-fn load_plan(path: &Path, model: Option<&Path>) -> anyhow::Result<Plan> {
+pub(crate) fn load_plan(path: &Path, model: Option<&Path>) -> anyhow::Result<Plan> {
     let mut plan = Plan::from_file(path).map_err(|e| Refused(e.to_string()))?;
     let what = match model {
         Some(dir) => {

@@ -1,11 +1,13 @@
-//! The training report: `report.md` with the per-step metrics and the training plots (reward
-//! with a ±std band, KL, entropy, completion length), drawn with `hr-plot`.
+//! The training report: `report.md` with the per-step metrics, the training plots (reward
+//! with a ±std band, KL, entropy, completion length), drawn with `hr-plot`, and a few of the
+//! last step's completions from the run's completions log.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use hr_files::IoResultExt;
 use hr_plot::{Curve, PlotError, line_svg};
+use hr_train::completions::{self, CompletionRecord};
 use serde_json::Value;
 
 use crate::ReportError;
@@ -125,10 +127,98 @@ pub fn write_report(out: &Path, name: &str, rows: &[Value]) -> Result<(), Report
                 .collect();
             let _ = writeln!(md, "| {} | {} |", r["step"], cells.join(" | "));
         }
+        let run = hr_files::RunDir::new(out);
+        md.push_str(&samples(&completions::last_step(&run.completions())?));
     }
     let path = hr_files::RunDir::new(out).report();
     std::fs::write(&path, md).at("write", &path)?;
     Ok(())
+}
+
+/// Completions of a step [`samples`] shows: its two best and two worst by reward.
+const SAMPLES: usize = 4;
+
+/// The prompt's last characters a sample shows (where the question is).
+const SAMPLE_PROMPT_CHARS: usize = 600;
+
+/// The completion's first characters a sample shows.
+const SAMPLE_COMPLETION_CHARS: usize = 2000;
+
+/// A section of `report.md` with the two best and two worst of a step's completions (by
+/// reward; fewer when the step had fewer), each with its rewards, advantage and length; empty
+/// when there are none.
+fn samples(records: &[CompletionRecord]) -> String {
+    let Some(first) = records.first() else {
+        return String::new();
+    };
+    let mut order: Vec<usize> = (0..records.len()).collect();
+    order.sort_by(|a, b| records[*b].reward.total_cmp(&records[*a].reward));
+    let mut chosen: Vec<usize> = order.iter().take(SAMPLES / 2).copied().collect();
+    for i in order.iter().rev().take(SAMPLES / 2) {
+        if !chosen.contains(i) {
+            chosen.push(*i);
+        }
+    }
+    let mut md = format!(
+        "\n## Sample completions (step {}: the best and the worst {} of {}; all are in \
+         completions.jsonl.gz)\n",
+        first.step,
+        chosen.len(),
+        records.len()
+    );
+    for i in chosen {
+        let r = &records[i];
+        let parts: Vec<String> = r
+            .rewards
+            .iter()
+            .map(|(k, v)| format!("{k} {v:.3}"))
+            .collect();
+        let _ = write!(
+            md,
+            "\n### Task `{}`: reward {:.3}{}, advantage {:.3}, {} tokens{}\n\n",
+            r.task_id,
+            r.reward,
+            if parts.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", parts.join(", "))
+            },
+            r.advantage,
+            r.length,
+            if r.clipped { ", clipped" } else { "" },
+        );
+        let chars = r.prompt.chars().count();
+        let prompt: String = r
+            .prompt
+            .chars()
+            .skip(chars.saturating_sub(SAMPLE_PROMPT_CHARS))
+            .collect();
+        let completion: String = r.completion.chars().take(SAMPLE_COMPLETION_CHARS).collect();
+        let _ = write!(
+            md,
+            "Prompt{}:\n\n{}\nCompletion{}:\n\n{}",
+            if chars > SAMPLE_PROMPT_CHARS {
+                " (its end)"
+            } else {
+                ""
+            },
+            fenced(&prompt),
+            if completion.len() < r.completion.len() {
+                " (its start)"
+            } else {
+                ""
+            },
+            fenced(&completion),
+        );
+    }
+    md
+}
+
+/// `text` in a fenced code block whose fence is longer than any run of backticks in it.
+fn fenced(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    format!("{fence}text\n{text}\n{fence}\n")
 }
 
 /// A table cell: four decimals for values of everyday size, scientific notation for the very
@@ -152,6 +242,48 @@ mod tests {
         assert_eq!(cell(0.0), "0.0000");
         assert_eq!(cell(-3e-4), "-3.000e-4");
         assert_eq!(cell(2.5e7), "2.500e7");
+    }
+
+    fn record(task: &str, reward: f64) -> CompletionRecord {
+        CompletionRecord {
+            step: 3,
+            task_id: task.to_owned(),
+            prompt: "Q?".to_owned(),
+            completion: format!("answer ```{task}```"),
+            rewards: std::collections::BTreeMap::from([("accuracy".to_owned(), reward)]),
+            reward,
+            scorable: true,
+            advantage: reward - 0.5,
+            length: 4,
+            clipped: task == "c",
+            cut: false,
+        }
+    }
+
+    #[test]
+    fn samples_show_the_best_and_the_worst_completions_fenced_safely() {
+        assert_eq!(samples(&[]), "");
+        let md = samples(&[
+            record("a", 0.5),
+            record("b", 1.0),
+            record("c", 0.0),
+            record("d", 0.25),
+            record("e", 0.75),
+        ]);
+        let heads: Vec<&str> = md.lines().filter(|l| l.starts_with("### ")).collect();
+        assert_eq!(
+            heads,
+            [
+                "### Task `b`: reward 1.000 (accuracy 1.000), advantage 0.500, 4 tokens",
+                "### Task `e`: reward 0.750 (accuracy 0.750), advantage 0.250, 4 tokens",
+                "### Task `c`: reward 0.000 (accuracy 0.000), advantage -0.500, 4 tokens, clipped",
+                "### Task `d`: reward 0.250 (accuracy 0.250), advantage -0.250, 4 tokens",
+            ]
+        );
+        assert!(md.contains("step 3: the best and the worst 4 of 5"), "{md}");
+        assert!(md.contains("````text\nanswer ```b```\n````\n"), "{md}");
+        let one = samples(&[record("a", 1.0)]);
+        assert_eq!(one.matches("### ").count(), 1, "a completion is shown once");
     }
 
     #[test]

@@ -68,6 +68,12 @@ impl RunDir {
         self.root.join("metrics.jsonl")
     }
 
+    /// `completions.jsonl.gz`: every step's decoded completions with their rewards and
+    /// advantages, one gzip member per step.
+    pub fn completions(&self) -> PathBuf {
+        self.root.join("completions.jsonl.gz")
+    }
+
     /// `tensorboard/`: TensorBoard event files with the metrics rows as scalars (one file per
     /// start; a fresh folder's first file carries the restored history).
     pub fn tensorboard(&self) -> PathBuf {

@@ -157,6 +157,11 @@ impl<B: AutodiffBackend> Trainer<B> {
         &self.adapters
     }
 
+    /// The tokenizer episodes are rendered and decoded with.
+    pub fn tokenizer(&self) -> &ChatTokenizer {
+        &self.tokenizer
+    }
+
     /// The next step to take (0-based).
     pub fn step_index(&self) -> u64 {
         self.step

@@ -56,6 +56,12 @@ impl ChatTokenizer {
         self.inner.decode(ids, true).map_err(|e| self.err(&e))
     }
 
+    /// Text of `ids` with its special tokens (`<|im_start|>`): a rendered prompt as the model
+    /// reads it.
+    pub fn decode_with_special(&self, ids: &[u32]) -> Result<String, PolicyError> {
+        self.inner.decode(ids, false).map_err(|e| self.err(&e))
+    }
+
     /// The id of a token, if the vocabulary has it.
     pub fn token_id(&self, token: &str) -> Option<u32> {
         self.inner.token_to_id(token)

@@ -19,6 +19,7 @@ use serde_json::Value;
 
 use crate::TrainError;
 use crate::base::BaseModel;
+use crate::completions;
 use crate::config::load_policy;
 use crate::dev_probe::DevProbe;
 use crate::environment::{Factory, environment};
@@ -282,6 +283,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
         };
         replace(&layout.evidence(), &progress.evidence)?;
         replace(&layout.metrics(), &progress.metrics)?;
+        completions::keep_through(&layout.completions(), trainer.step_index())?;
         let tensorboard_dir = match &info.cluster_id {
             // Where Determined's own TensorBoard manager syncs a trial's event files (its
             // `get_sync_path` under the checkpoint storage), so `det tensorboard` shows them.
@@ -402,6 +404,10 @@ impl<'d, B: Backend> Allocation<'d, B> {
         let line = evidence_line(&report, &state, self.progress.cursor);
         append(&self.layout.metrics(), &row)?;
         self.tensorboard.row(&row)?;
+        let written = completions::records(&report, self.trainer.tokenizer())?;
+        completions::append(&self.layout.completions(), &written)?;
+        self.tensorboard
+            .text(step, "completions", &completions::table(&written))?;
         append(&self.layout.evidence(), &line)?;
         self.progress.metrics.push_str(&format!("{row}\n"));
         self.progress.evidence.push_str(&format!("{line}\n"));

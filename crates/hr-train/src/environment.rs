@@ -117,8 +117,14 @@ pub fn environment(
         PlanEnvironment::Dataset { train, rewards, .. } => {
             let list = dataset_tasks(train, rewards, chat(plan))
                 .map_err(|e| TrainError::Refused(e.to_string()))?;
-            let python = start_python_rewards(rewards, log)
-                .map_err(|e| GrpoError::Environment(e.to_string()))?;
+            // A function that does not import (a typo in its file or its name) is the plan's
+            // input, refused as such.
+            let python = start_python_rewards(rewards, log).map_err(|e| {
+                TrainError::Refused(format!(
+                    "environment.rewards: {e}; fix the reward's file or function (`hessian-recipes \
+                     check --plan PLAN` starts every reward without training)"
+                ))
+            })?;
             let factory = DatasetFactory {
                 rewards: rewards.clone(),
                 python,

@@ -1,6 +1,7 @@
 //! The one GRPO training lifecycle. [`run`] takes a plan from its first step (or from the
 //! checkpoint Core selects) to its last: it starts the plan's environment service, runs GRPO
-//! steps, writes metrics (also as TensorBoard scalars) and evidence, reports them through Core with the policy RNG preserved,
+//! steps, writes metrics (also as TensorBoard scalars), evidence and the decoded completions
+//! ([`completions`]), reports them through Core with the policy RNG preserved,
 //! and publishes sealed snapshots through `hr-snapshot`'s [`hr_snapshot::Publisher`] (periodic
 //! saves after sealing; preemption, stop and final saves once, after native cleanup and service
 //! shutdown, then the durable receipt and the acknowledgement). The persistent deadline and the
@@ -15,6 +16,8 @@
 
 mod allocation;
 mod base;
+mod check;
+pub mod completions;
 mod config;
 mod dev_probe;
 mod environment;
@@ -28,6 +31,7 @@ mod tensorboard;
 
 pub use allocation::{AllocationOptions, Outcome, PROGRESS_TARGET};
 pub use base::BaseModel;
+pub use check::{CheckReport, check};
 pub use config::{float_dtype, grpo_config, load_policy};
 pub use environment::{Factory, check_dataset, environment, task_set};
 pub use error::TrainError;

@@ -136,7 +136,7 @@ fn apply_control(
 
 /// The plan's LoRA for `model`: targets, a layer the model lacks or a regular expression that
 /// selects nothing are refused naming the plan's field.
-fn lora_config(
+pub(crate) fn lora_config(
     plan: &Plan,
     targets: Vec<Target>,
     model: &ModelConfig,

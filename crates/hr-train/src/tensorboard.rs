@@ -1,5 +1,6 @@
 //! TensorBoard event files: every metrics row as scalars (`train/<TRL name>`, as TRL's runs log
-//! them), so `tensorboard --logdir RUN/tensorboard` shows a run's curves. TFRecord framing
+//! them), so `tensorboard --logdir RUN/tensorboard` shows a run's curves, and markdown for the
+//! text plugin (a step's completions). TFRecord framing
 //! (length, its masked CRC-32C, the record, its masked CRC-32C) around `Event` protos encoded
 //! here: three messages and five fields do not need a protobuf toolchain.
 
@@ -67,6 +68,26 @@ impl EventWriter {
         let mut what = Vec::new();
         bytes_field(&mut what, 5, &summary);
         self.record(&event(wall_time(), step, &what))
+    }
+
+    /// Writes `markdown` as the text plugin's summary `tag` at `step` (a scalar string tensor).
+    pub(crate) fn text(&mut self, step: u64, tag: &str, markdown: &str) -> Result<(), TrainError> {
+        let mut plugin = Vec::new();
+        bytes_field(&mut plugin, 1, b"text"); // PluginData.plugin_name
+        let mut metadata = Vec::new();
+        bytes_field(&mut metadata, 1, &plugin); // SummaryMetadata.plugin_data
+        let mut tensor = vec![1 << 3, 7]; // TensorProto.dtype: DT_STRING
+        bytes_field(&mut tensor, 2, &[]); // tensor_shape: a scalar
+        bytes_field(&mut tensor, 8, markdown.as_bytes()); // string_val
+        let mut val = Vec::new();
+        bytes_field(&mut val, 1, tag.as_bytes());
+        bytes_field(&mut val, 9, &metadata);
+        bytes_field(&mut val, 8, &tensor);
+        let mut summary = Vec::new();
+        bytes_field(&mut summary, 1, &val);
+        let mut what = Vec::new();
+        bytes_field(&mut what, 5, &summary);
+        self.record(&event(wall_time(), step as i64, &what))
     }
 
     fn record(&mut self, data: &[u8]) -> Result<(), TrainError> {
@@ -169,6 +190,15 @@ mod tests {
             !recs[1].windows(4).any(|w| w == b"note"),
             "text is no scalar"
         );
+        w.text(300, "completions", "| a |\n|---|\n| b |")
+            .expect("text");
+        let bytes = std::fs::read(&w.path).expect("read");
+        let text = records(&bytes)[2];
+        assert!(text.windows(11).any(|w| w == b"completions"));
+        // The text plugin's metadata, then the string tensor: dtype 7, a scalar shape, the value.
+        let metadata = [0x4a, 8, 0x0a, 6, 0x0a, 4, b't', b'e', b'x', b't'];
+        assert!(text.windows(10).any(|w| w == metadata));
+        assert!(text.ends_with(b"\x08\x07\x12\x00\x42\x11| a |\n|---|\n| b |"));
         let (_, had) = EventWriter::create(dir.path()).expect("again");
         assert!(had, "the folder already held events");
     }

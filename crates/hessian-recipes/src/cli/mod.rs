@@ -65,6 +65,14 @@ pub(crate) enum Command {
     /// exactly from a run folder or checkpoint into a new output folder. The same lifecycle as `managed-training`,
     /// on a local Core context.
     Train(TrainArgs),
+    /// Check a plan, its model, data and rewards without training
+    ///
+    /// What `train` would refuse at its start, found without writing anything: the plan and
+    /// every dataset row, the model's weights loaded on --device, LoRA fitted to the model, the
+    /// environment's service or reward functions started, every prompt measured against the
+    /// model's context, and each Python reward called once (the first training task, an empty
+    /// completion). Exit 0 when `train` would start, 2 naming the field and the fix otherwise.
+    Check(CheckArgs),
     /// Assess a finished run on DEV and HELD-OUT tasks
     ///
     /// Verifies and adopts the checkpoints its plan's `evaluation` section lists (a missing or
@@ -530,6 +538,22 @@ pub(crate) struct TrainArgs {
     pub(crate) signing: crate::keys::SigningArgs,
     #[command(flatten)]
     pub(crate) trust: crate::keys::TrustArgs,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct CheckArgs {
+    /// The plan (plan.json; see plans/).
+    #[arg(long)]
+    pub(crate) plan: PathBuf,
+    /// The model folder (or a cached Hub id) instead of the plan's `model.path`, as for `train`.
+    #[arg(long)]
+    pub(crate) model: Option<PathBuf>,
+    /// Backend the weights are loaded on.
+    #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
+    pub(crate) device: crate::backend::DeviceKind,
+    /// Print one JSON object (the plan, the device and what was checked) instead of lines.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -525,6 +525,11 @@ fn the_tokenizer_reads_tokenizer_json_and_formats_chatml() -> anyhow::Result<()>
     let reply = Message::new("user", "R");
     let after = tok.encode_continuation(&[Message::new("user", "U")], &reply, None)?;
     assert_eq!(tok.decode(&after)?, "[USER] R[ASSISTANT] ");
+    assert_eq!(
+        tok.decode_with_special(&after)?,
+        "<|im_end|><|im_start|>[USER] R<|im_end|><|im_start|>[ASSISTANT] ",
+        "the prompt as the model reads it"
+    );
     assert_eq!(after[0], EOS, "the open turn is closed first");
     let stopped = tok.encode_continuation(&[Message::new("user", "U")], &reply, Some(EOS))?;
     assert_eq!(stopped, after[1..]);
