@@ -732,7 +732,11 @@ mod tests {
             .take_while(|l| l.starts_with("  "))
             .map(|l| l.split_whitespace().next().unwrap_or(""))
             .collect();
-        assert_eq!(commands[..3], ["train", "evaluate", "generate"], "{help}");
+        assert_eq!(
+            commands[..4],
+            ["train", "check", "evaluate", "generate"],
+            "{help}"
+        );
         assert!(
             !commands.iter().any(|c| c.starts_with("managed-t")),
             "entrypoints are hidden: {help}"
