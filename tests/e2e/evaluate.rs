@@ -107,6 +107,18 @@ fn evaluate_adopts_the_listed_checkpoints_selects_on_dev_and_writes_a_sealed_rep
         .collect();
     let expected = if dev[1] > dev[0] { 4 } else { 2 };
     assert_eq!(report["selected_step"], expected, "{report}");
+    // The training run probed DEV at the same steps with the same sampling: its metrics rows
+    // carry the very scores the evaluation selected on, and the other steps none.
+    let rows: Vec<Value> = std::fs::read_to_string(s.path().join("run/metrics.jsonl"))
+        .expect("metrics")
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("row"))
+        .collect();
+    let probed: Vec<(u64, f64)> = rows
+        .iter()
+        .filter_map(|r| Some((r["step"].as_u64()?, r["dev_reward"].as_f64()?)))
+        .collect();
+    assert_eq!(probed, [(2, dev[0]), (4, dev[1])], "{rows:?}");
     assert_eq!(report["held_out_base"]["episodes"], 6);
     let langs: Vec<&str> = report["retention"]
         .as_array()

@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use hr_config::DEV_REWARD;
 use hr_files::IoResultExt;
 use hr_plot::{Curve, PlotError, line_svg};
 use hr_train::completions::{self, CompletionRecord};
@@ -25,7 +26,7 @@ fn curve(rows: &[Value], key: &str, name: &str) -> Curve {
 }
 
 /// The training plots of metrics rows: `(file name, title, svg)` for reward (mean with a ±std
-/// band), KL to the reference, entropy and completion length; a metric the run did not log
+/// band, and the DEV reward where the run probed it), KL to the reference, entropy and completion length; a metric the run did not log
 /// (KL when `grpo.beta` is 0) gets no plot.
 pub fn training_plots(
     rows: &[Value],
@@ -43,11 +44,19 @@ pub fn training_plots(
             Some((step, mean - std, mean + std))
         })
         .collect();
+    let mut rewards = vec![reward];
+    if logged(DEV_REWARD) {
+        rewards.push(curve(
+            rows,
+            DEV_REWARD,
+            "DEV mean reward (the steps evaluate adopts)",
+        ));
+    }
     let plots = [
         (
             "reward.svg",
             "reward",
-            line_svg("Reward per step", "reward", &[reward])?,
+            line_svg("Reward per step", "reward", &rewards)?,
         ),
         (
             "kl.svg",
@@ -107,6 +116,7 @@ pub fn write_report(out: &Path, name: &str, rows: &[Value]) -> Result<(), Report
         let cols = [
             "reward",
             "reward_std",
+            DEV_REWARD,
             "frac_reward_zero_std",
             "loss",
             "kl",

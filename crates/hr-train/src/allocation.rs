@@ -275,12 +275,9 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 ),
             )?,
         };
-        // On a Determined master, the DEV reward at the steps `evaluate` adopts is reported as
-        // validation metrics (a local run leaves the selection to `evaluate`).
-        let dev = match info.cluster_id {
-            Some(_) => DevProbe::of(&plan)?,
-            None => None,
-        };
+        // The DEV reward at the steps `evaluate` adopts, in the metrics rows and, on a
+        // Determined master, as validation metrics.
+        let dev = DevProbe::of(&plan)?;
         replace(&layout.evidence(), &progress.evidence)?;
         replace(&layout.metrics(), &progress.metrics)?;
         completions::keep_through(&layout.completions(), trainer.step_index())?;
@@ -400,7 +397,14 @@ impl<'d, B: Backend> Allocation<'d, B> {
         let step = report.step + 1;
         let state = self.trainer.capture(&plan.model.peft_base())?;
         self.progress.cursor = self.sampler.cursor();
-        let row = metrics_row(&report);
+        let dev = match &self.dev {
+            Some(probe) => probe.metrics(step, &self.trainer, self.env.as_mut())?,
+            None => None,
+        };
+        let mut row = metrics_row(&report);
+        if let (Some(row), Some(Value::Object(dev))) = (row.as_object_mut(), &dev) {
+            row.extend(dev.clone());
+        }
         let line = evidence_line(&report, &state, self.progress.cursor);
         append(&self.layout.metrics(), &row)?;
         self.tensorboard.row(&row)?;
@@ -415,9 +419,13 @@ impl<'d, B: Backend> Allocation<'d, B> {
         while self.progress.recent.len() > plan.checkpoints.raw_rollout_steps {
             self.progress.recent.pop_front();
         }
+        // Core gets the DEV values as validation metrics only.
         let mut core_metrics = row;
         if let Some(m) = core_metrics.as_object_mut() {
             m.remove("step");
+            if let Some(Value::Object(dev)) = &dev {
+                m.retain(|k, _| !dev.contains_key(k));
+            }
         }
         let publisher = &mut self.publisher;
         // A stop asked for once this step's metric is visible is honoured after the next step,
@@ -428,9 +436,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
         with_rng_preserved(&mut TrainerRng(self.trainer.rng_mut()), |_| {
             publisher.core().report_progress(step as f64)
         })?;
-        if let Some(probe) = &self.dev
-            && let Some(metrics) = probe.metrics(step, &self.trainer, self.env.as_mut())?
-        {
+        if let Some(metrics) = dev {
             with_rng_preserved(&mut TrainerRng(self.trainer.rng_mut()), |_| {
                 publisher.core().report_validation_metrics(step, metrics)
             })?;

@@ -1,9 +1,11 @@
-//! The DEV reward of a managed run, reported to Determined as validation metrics while it
-//! trains: at each step whose checkpoint `evaluate` adopts (`evaluation.checkpoints`), the live
-//! adapters play the plan's DEV tasks, sampled exactly as `evaluate` samples that checkpoint
-//! (the evaluation's seed and `num_generations`), so the web UI, `det trial describe` and
-//! `list-checkpoints --best` rank checkpoints as the selection will. The trainer's RNG and state
-//! are untouched, so the run stays equal to one that reports nothing.
+//! The DEV reward of a run while it trains: at each step whose checkpoint `evaluate` adopts
+//! (`evaluation.checkpoints`), the live adapters play the plan's DEV tasks, sampled exactly as
+//! `evaluate` samples that checkpoint (the evaluation's seed and `num_generations`). The values
+//! join that step's metrics row (`dev_reward`, `dev_solved`, `eval_<name>`: TensorBoard, the
+//! report's reward plot) and, on a Determined master, are reported as validation metrics, so the
+//! web UI, `det trial describe` and `list-checkpoints --best` rank checkpoints as the selection
+//! will. The trainer's RNG and state are untouched, so the run's training equals one that
+//! probes nothing.
 
 use burn::tensor::backend::AutodiffBackend;
 use hr_config::DEV_REWARD;
