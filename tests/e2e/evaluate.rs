@@ -146,6 +146,21 @@ fn evaluate_adopts_the_listed_checkpoints_selects_on_dev_and_writes_a_sealed_rep
     }
     let md = std::fs::read_to_string(s.path().join("eval/payload/report.md")).expect("md");
     assert!(md.contains("(selected)") && md.contains("![MGSM retention](retention.svg)"));
+    for title in [
+        "## Sample completions: HELD-OUT, step",
+        "## Sample completions: HELD-OUT, the base model",
+        "## Sample completions: DEV, step",
+    ] {
+        assert!(md.contains(title), "{title}: {md}");
+    }
+    let samples = report["held_out_selected"]["samples"]
+        .as_array()
+        .expect("samples");
+    assert_eq!(
+        samples.len(),
+        4,
+        "the two best and the two worst of 6 episodes"
+    );
     let verify = s.run(&["snapshot", "verify", "eval"]);
     assert!(verify.status.success(), "{:?}", text(&verify));
 }

@@ -15,6 +15,7 @@ mod assess;
 mod error;
 mod report;
 mod run_folder;
+mod samples;
 mod training_report;
 
 pub use adopt::{Adopted, adopt, evaluation};

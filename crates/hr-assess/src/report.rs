@@ -1,6 +1,7 @@
 //! The evaluation's sealed folder: `payload/report.json` (the [`Assessment`]), `payload/report.md`
 //! and SVG plots (the run's training plots, DEV reward by checkpoint, HELD-OUT base vs selected,
-//! MGSM retention by language), with any compared adapters beside them, and the services' log;
+//! MGSM retention by language, sample completions of the selected checkpoint and the base),
+//! with any compared adapters beside them, and the services' log;
 //! sealed as one snapshot bound to the plan's digest and exactly the adopted checkpoints.
 
 use std::fmt::Write as _;
@@ -12,6 +13,7 @@ use hr_plot::bars_svg;
 use hr_seal::{KeyPair, RunIdentity, SnapshotWriter, SourceBinding, sha256_hex};
 use serde_json::{Value, json};
 
+use crate::samples::section;
 use crate::{Assessment, ReportError, training_plots};
 
 /// The services' log while they run in the output folder (then sealed as
@@ -65,9 +67,27 @@ fn markdown(plan: &Plan, a: &Assessment, plots: &[(&str, &str, String)]) -> Stri
         .iter()
         .map(|c| c.name.as_str())
         .collect();
+    md.push_str("\n![HELD-OUT](held_out.svg)\n");
+    let title = |set: &str, policy: String| format!("Sample completions: {set}, {policy}");
+    let selected = format!("step {} (selected)", a.selected_step);
+    md.push_str(&section(
+        &title("HELD-OUT", selected.clone()),
+        &a.held_out_selected.samples,
+    ));
+    md.push_str(&section(
+        &title("HELD-OUT", "the base model".to_owned()),
+        &a.held_out_base.samples,
+    ));
+    if let Some(c) = a
+        .checkpoints
+        .iter()
+        .find(|c| c.checkpoint.step == a.selected_step)
+    {
+        md.push_str(&section(&title("DEV", selected), &c.dev.samples));
+    }
     let _ = write!(
         md,
-        "\n![HELD-OUT](held_out.svg)\n\n## MGSM retention (greedy)\n\nThe set: {}.\n\n\
+        "\n## MGSM retention (greedy)\n\nThe set: {}.\n\n\
          | language | items | base | selected | drop |{}\n|---|---|---|---|---|{}\n",
         a.retention_set,
         names.iter().map(|n| format!(" {n} |")).collect::<String>(),

@@ -9,6 +9,7 @@ use hr_config::DEV_REWARD;
 use hr_files::IoResultExt;
 use hr_plot::{Curve, PlotError, line_svg};
 use hr_train::completions::{self, CompletionRecord};
+use hr_train::{Sample, best_and_worst};
 use serde_json::Value;
 
 use crate::ReportError;
@@ -145,90 +146,39 @@ pub fn write_report(out: &Path, name: &str, rows: &[Value]) -> Result<(), Report
     Ok(())
 }
 
-/// Completions of a step [`samples`] shows: its two best and two worst by reward.
-const SAMPLES: usize = 4;
-
-/// The prompt's last characters a sample shows (where the question is).
-const SAMPLE_PROMPT_CHARS: usize = 600;
-
-/// The completion's first characters a sample shows.
-const SAMPLE_COMPLETION_CHARS: usize = 2000;
-
-/// A section of `report.md` with the two best and two worst of a step's completions (by
-/// reward; fewer when the step had fewer), each with its rewards, advantage and length; empty
-/// when there are none.
+/// The last step's best and worst completions as a report section (none when the run folder
+/// has no completions).
 fn samples(records: &[CompletionRecord]) -> String {
     let Some(first) = records.first() else {
         return String::new();
     };
-    let mut order: Vec<usize> = (0..records.len()).collect();
-    order.sort_by(|a, b| records[*b].reward.total_cmp(&records[*a].reward));
-    let mut chosen: Vec<usize> = order.iter().take(SAMPLES / 2).copied().collect();
-    for i in order.iter().rev().take(SAMPLES / 2) {
-        if !chosen.contains(i) {
-            chosen.push(*i);
-        }
-    }
-    let mut md = format!(
-        "\n## Sample completions (step {}: the best and the worst {} of {}; all are in \
-         completions.jsonl.gz)\n",
-        first.step,
-        chosen.len(),
-        records.len()
-    );
-    for i in chosen {
-        let r = &records[i];
-        let parts: Vec<String> = r
-            .rewards
-            .iter()
-            .map(|(k, v)| format!("{k} {v:.3}"))
-            .collect();
-        let _ = write!(
-            md,
-            "\n### Task `{}`: reward {:.3}{}, advantage {:.3}, {} tokens{}\n\n",
-            r.task_id,
-            r.reward,
-            if parts.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", parts.join(", "))
-            },
-            r.advantage,
-            r.length,
-            if r.clipped { ", clipped" } else { "" },
-        );
-        let chars = r.prompt.chars().count();
-        let prompt: String = r
-            .prompt
-            .chars()
-            .skip(chars.saturating_sub(SAMPLE_PROMPT_CHARS))
-            .collect();
-        let completion: String = r.completion.chars().take(SAMPLE_COMPLETION_CHARS).collect();
-        let _ = write!(
-            md,
-            "Prompt{}:\n\n{}\nCompletion{}:\n\n{}",
-            if chars > SAMPLE_PROMPT_CHARS {
-                " (its end)"
-            } else {
-                ""
-            },
-            fenced(&prompt),
-            if completion.len() < r.completion.len() {
-                " (its start)"
-            } else {
-                ""
-            },
-            fenced(&completion),
-        );
-    }
-    md
-}
-
-/// `text` in a fenced code block whose fence is longer than any run of backticks in it.
-fn fenced(text: &str) -> String {
-    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let fence = "`".repeat(longest.max(2) + 1);
-    format!("{fence}text\n{text}\n{fence}\n")
+    let rewards: Vec<f64> = records.iter().map(|r| r.reward).collect();
+    let chosen: Vec<Sample> = best_and_worst(&rewards)
+        .into_iter()
+        .map(|i| {
+            let r = &records[i];
+            Sample::new(
+                &r.task_id,
+                &r.prompt,
+                &r.completion,
+                r.reward,
+                &r.rewards,
+                Some(r.advantage),
+                r.length,
+                r.clipped,
+            )
+        })
+        .collect();
+    crate::samples::section(
+        &format!(
+            "Sample completions (step {}: the best and the worst {} of {}; all are in \
+             completions.jsonl.gz)",
+            first.step,
+            chosen.len(),
+            records.len()
+        ),
+        &chosen,
+    )
 }
 
 /// A table cell: four decimals for values of everyday size, scientific notation for the very
@@ -286,8 +236,8 @@ mod tests {
             [
                 "### Task `b`: reward 1.000 (accuracy 1.000), advantage 0.500, 4 tokens",
                 "### Task `e`: reward 0.750 (accuracy 0.750), advantage 0.250, 4 tokens",
-                "### Task `c`: reward 0.000 (accuracy 0.000), advantage -0.500, 4 tokens, clipped",
                 "### Task `d`: reward 0.250 (accuracy 0.250), advantage -0.250, 4 tokens",
+                "### Task `c`: reward 0.000 (accuracy 0.000), advantage -0.500, 4 tokens, clipped",
             ]
         );
         assert!(md.contains("step 3: the best and the worst 4 of 5"), "{md}");

@@ -38,4 +38,4 @@ pub use error::TrainError;
 pub use evidence::evidence_prefix;
 pub use lifecycle::{RunOptions, managed_run_id, run};
 pub use payload::{BASE_MODEL_FILE, BUDGET_FILE, NATIVE_DIR, import_checkpoint};
-pub use score::{EpisodeScore, episode_score};
+pub use score::{EpisodeScore, SAMPLE_CHARS, SAMPLES, Sample, best_and_worst, episode_score};

@@ -79,8 +79,8 @@ pub(crate) enum Command {
     /// tampered one refuses the whole evaluation, exit 3), scores each on the DEV tasks only and
     /// selects one (highest mean DEV reward, earlier step on a tie), then runs the HELD-OUT
     /// episodes for the selected checkpoint and the base model (and any --compare adapter) and
-    /// the MGSM retention check. Writes a sealed folder: payload/report.json, report.md and SVG
-    /// plots.
+    /// the MGSM retention check. Writes a sealed folder: payload/report.json, report.md (with
+    /// the best and worst completions of the selected checkpoint and the base) and SVG plots.
     Evaluate(EvaluateArgs),
     /// Sample completions from a model (and PEFT adapters)
     ///
