@@ -11,7 +11,7 @@ use burn::tensor::backend::Backend;
 use hr_env::RewardBatch;
 use hr_grpo::RewardState;
 use hr_plan::Plan;
-use hr_policy::{Adapters, ChatTokenizer, PolicyRng, Target};
+use hr_policy::ChatTokenizer;
 
 use crate::config::load_policy;
 use crate::environment::environment;
@@ -47,21 +47,13 @@ pub fn check<B: Backend>(
     let model = &plan.model.path;
     let tokenizer = ChatTokenizer::from_file(&model.join("tokenizer.json"))?;
     let policy = load_policy::<B>(plan, device, hr_policy::Execution::default())?;
-    let targets = plan
-        .model
-        .lora
+    let adapters = crate::start::fresh_adapters(plan, &policy, device)?;
+    let adapted = adapters
+        .config()
         .targets
         .iter()
-        .filter_map(|t| Target::from_name(t))
+        .map(|t| t.name().to_owned())
         .collect();
-    let lora = crate::start::lora_config(plan, targets, policy.config())?;
-    let adapted = lora.targets.iter().map(|t| t.name().to_owned()).collect();
-    let adapters: Adapters<B> = Adapters::init(
-        &policy,
-        lora,
-        &mut PolicyRng::from_seed(plan.seeds.adapter_init),
-        device,
-    );
     let (tasks, service, mut env) = environment(plan, log)?;
     let first = tasks.first().ok_or_else(|| {
         TrainError::Refused("the plan's environment has no training task".to_owned())

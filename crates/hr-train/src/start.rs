@@ -78,20 +78,7 @@ pub(crate) fn fresh<B: Backend>(
     device: &B::Device,
     budget: Budget,
 ) -> Result<Started<B>, TrainError> {
-    let targets = plan
-        .model
-        .lora
-        .targets
-        .iter()
-        .filter_map(|t| Target::from_name(t))
-        .collect();
-    let lora = lora_config(plan, targets, policy.config())?;
-    let adapters = Adapters::init(
-        &policy,
-        lora,
-        &mut PolicyRng::from_seed(plan.seeds.adapter_init),
-        device,
-    );
+    let adapters = fresh_adapters(plan, &policy, device)?;
     let trainer = Trainer::new(
         policy,
         tokenizer,
@@ -134,14 +121,30 @@ fn apply_control(
     Ok(())
 }
 
+/// The plan's adapters for `policy` as its seed initialises them.
+pub(crate) fn fresh_adapters<B: Backend>(
+    plan: &Plan,
+    policy: &Policy<B>,
+    device: &B::Device,
+) -> Result<Adapters<B>, TrainError> {
+    let lora = lora_config(plan, policy.config())?;
+    Ok(Adapters::init(
+        policy,
+        lora,
+        &mut PolicyRng::from_seed(plan.seeds.adapter_init),
+        device,
+    ))
+}
+
 /// The plan's LoRA for `model`: targets, a layer the model lacks or a regular expression that
 /// selects nothing are refused naming the plan's field.
-pub(crate) fn lora_config(
-    plan: &Plan,
-    targets: Vec<Target>,
-    model: &ModelConfig,
-) -> Result<LoraConfig, TrainError> {
+fn lora_config(plan: &Plan, model: &ModelConfig) -> Result<LoraConfig, TrainError> {
     let l = &plan.model.lora;
+    let targets = l
+        .targets
+        .iter()
+        .filter_map(|t| Target::from_name(t))
+        .collect();
     let refused = |field: &str, e: hr_policy::PolicyError| {
         TrainError::Refused(format!("model.lora.{field}: {e}"))
     };
