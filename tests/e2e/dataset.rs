@@ -216,6 +216,91 @@ fn evaluate_draws_dev_rows_from_the_dev_file_and_refuses_a_leak() {
 }
 
 #[test]
+fn a_plan_without_an_evaluation_section_is_evaluated_from_flags_and_solved_follows_them() {
+    let s = setup();
+    run_ok(&s, &["train", "--plan", "plan.json", "--output", "run"]);
+    s.write(
+        "data/dev.jsonl",
+        "{\"prompt\": \"What is 7 + 8?\", \"answer\": 15}\n{\"prompt\": \"What is 9 + 9?\", \"answer\": 18}\n",
+    );
+    s.write(
+        "data/held.jsonl",
+        "{\"prompt\": \"What is 8 + 8?\", \"answer\": 16}\n",
+    );
+    let evaluate = |output: &str, extra: &[&str]| {
+        let mut args = vec!["evaluate", "--resume", "run", "--output", output];
+        args.extend(extra);
+        let out = s.run(&args);
+        let (_, stderr) = text(&out);
+        (out.status.code(), stderr)
+    };
+    // Without the section and without both files: bad input naming the flags, nothing written.
+    for (extra, expected) in [
+        (&[][..], "give `evaluate` --dev FILE and --held-out FILE"),
+        (&["--dev", "data/dev.jsonl"][..], "--dev / --held-out"),
+    ] {
+        let (code, stderr) = evaluate("refused", extra);
+        assert!(code == Some(2) && stderr.contains(expected), "{stderr}");
+        assert!(!s.path().join("refused").exists());
+    }
+    let files = ["--dev", "data/dev.jsonl", "--held-out", "data/held.jsonl"];
+    let (code, stderr) = evaluate("bad", &[&files[..], &["--solved", "typo=1"]].concat());
+    assert!(
+        code == Some(2)
+            && stderr.contains("evaluation.solved.reward")
+            && stderr.contains("correct, short, digits"),
+        "{stderr}"
+    );
+    let report = |output: &str, solved: &str| -> Value {
+        let (code, stderr) = evaluate(
+            output,
+            &[&files[..], &["--retention", "none", "--solved", solved]].concat(),
+        );
+        assert_eq!(code, Some(0), "{stderr}");
+        serde_json::from_str(&read(&s, &format!("{output}/payload/report.json"))).expect("json")
+    };
+    let strict = report("eval", "1.5");
+    // Every checkpoint the run saved on its schedule, each reward's mean, no retention check.
+    let steps: Vec<u64> = strict["checkpoints"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c["step"].as_u64()).collect())
+        .unwrap_or_default();
+    assert_eq!(steps, [1, 2, 3], "{strict}");
+    assert_eq!(strict["task_counts"]["dev"], 2);
+    assert_eq!(strict["task_counts"]["held_out"], 1);
+    assert_eq!(strict["retention"], json!([]));
+    assert!(
+        strict["retention_set"]
+            .as_str()
+            .unwrap_or_default()
+            .starts_with("none")
+    );
+    assert_eq!(strict["solved_rule"], "the episode's reward ≥ 1.5");
+    let parts = &strict["held_out_base"]["parts"];
+    for name in ["correct", "short", "digits"] {
+        assert!(parts[name].is_f64(), "{name}: {parts}");
+    }
+    // `final_number` scores 0 or 1, so its own score ≥ 0 holds for every episode.
+    let lenient = report("eval-lenient", "correct=0");
+    assert_eq!(lenient["solved_rule"], "reward `correct`'s own score ≥ 0");
+    assert_eq!(lenient["held_out_base"]["solved"], 1.0, "{lenient}");
+    assert_eq!(
+        lenient["held_out_base"]["mean_reward"], strict["held_out_base"]["mean_reward"],
+        "the rule changes only what counts as solved"
+    );
+    let md = read(&s, "eval/payload/report.md");
+    assert!(
+        md.contains("Solved: the episode's reward ≥ 1.5.")
+            && md.contains("| reward functions |")
+            && md.contains("correct ")
+            && md.contains("## MGSM retention\n\nThe set: none"),
+        "{md}"
+    );
+    assert!(!s.path().join("eval/payload/retention.svg").exists());
+    run_ok(&s, &["snapshot", "verify", "eval"]);
+}
+
+#[test]
 fn train_model_replaces_the_plans_model_folder() {
     let s = setup();
     let mut p = plan("data/train.jsonl");

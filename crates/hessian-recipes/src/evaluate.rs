@@ -45,6 +45,14 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
         .into());
     }
     let plan = Plan::from_file(&plan_path).map_err(|e| Refused(e.to_string()))?;
+    let flags = hr_assess::EvaluationFlags {
+        dev: args.dev.clone(),
+        held_out: args.held_out.clone(),
+        retention: args.retention.clone(),
+        checkpoints: args.checkpoints.clone(),
+        solved: args.solved.clone(),
+    };
+    let plan = hr_assess::with_flags(plan, &resume, &flags).map_err(exit_error)?;
     // Every checkpoint is verified before anything is written.
     let key = args.signing.load()?;
     let trust = args.trust.load()?;

@@ -24,7 +24,11 @@ use hr_train::{
     task_set,
 };
 
-use crate::adopt::{Adopted, evaluation};
+use crate::adopt::Adopted;
+use crate::evaluation::evaluation;
+
+/// [`Assessment::retention_set`] when the plan skips the retention check.
+pub const RETENTION_SKIPPED: &str = "none (skipped: `evaluation.retention` is false)";
 
 /// The rule [`assess`] selects by, for reports.
 pub const SELECTION_RULE: &str = "highest mean DEV episode reward; on a tie, the earlier step";
@@ -107,6 +111,8 @@ pub struct Retention {
 pub struct Assessment {
     /// The rule of selection.
     pub selection_rule: &'static str,
+    /// What counts as solved (the plan's `evaluation.solved`).
+    pub solved_rule: String,
     /// Every adopted checkpoint with its DEV score, in step order.
     pub checkpoints: Vec<CheckpointScore>,
     /// The selected step.
@@ -121,7 +127,7 @@ pub struct Assessment {
     /// MGSM retention per language.
     pub retention: Vec<Retention>,
     /// Which retention set was used: `authored` (the twelve built-in items) or the plan's
-    /// `evaluation.retention_file`, with the set's sha256.
+    /// `evaluation.retention_file`, with the set's sha256; [`RETENTION_SKIPPED`] when none ran.
     pub retention_set: String,
     /// Tasks per set (`train`, `dev`, `held_out`).
     pub task_counts: BTreeMap<String, usize>,
@@ -279,7 +285,7 @@ pub fn assess<B: Backend>(
             &mut rng,
             state,
         )
-        .map(|e| episode_score(&e))
+        .map(|e| episode_score(&e, &eval.solved))
     };
     let mut scores = Vec::new();
     let mut best: Option<(usize, f64, Adapters<B>)> = None;
@@ -341,6 +347,39 @@ pub fn assess<B: Backend>(
     if let Some(s) = service.take() {
         s.shutdown()?;
     }
+    let (retention, retention_set) = if eval.retention {
+        retention_check(eval, &policy, &tokenizer, &adapters, &others)?
+    } else {
+        (Vec::new(), RETENTION_SKIPPED.to_owned())
+    };
+    Ok(Assessment {
+        selection_rule: SELECTION_RULE,
+        solved_rule: eval.solved.to_string(),
+        checkpoints: scores,
+        selected_step,
+        held_out_base,
+        held_out_selected,
+        held_out_compared,
+        retention,
+        retention_set,
+        task_counts: [
+            ("train".to_owned(), train.len()),
+            ("dev".to_owned(), dev.len()),
+            ("held_out".to_owned(), held_out.len()),
+        ]
+        .into(),
+    })
+}
+
+/// The MGSM retention check (greedy answers) of the base model, the `selected` adapters and
+/// the compared ones, by language, and how the report names the set.
+fn retention_check<B: Backend>(
+    eval: &hr_plan::Evaluation,
+    policy: &Policy<B>,
+    tokenizer: &ChatTokenizer,
+    selected: &Adapters<B>,
+    others: &[(String, String, Adapters<B>)],
+) -> Result<(Vec<Retention>, String), TrainError> {
     let (suite, retention_set) = retention_suite(eval)?;
     let suites = vec![suite];
     let mut stop_tokens = policy.config().eos_token_ids.clone();
@@ -357,22 +396,22 @@ pub fn assess<B: Backend>(
     let answer = |name: &str, adapters: Option<&Adapters<B>>| {
         let mut p = ModelPolicy {
             name: name.to_owned(),
-            policy: &policy,
+            policy,
             adapters,
-            tokenizer: &tokenizer,
+            tokenizer,
             sampling: sampling.clone(),
         };
         hr_eval::evaluate(&suites, &mut p, |_, _, _| {})
             .map_err(|e| TrainError::Refused(e.to_string()))
     };
     let base = per_language(&answer("base", None)?);
-    let trained = per_language(&answer("selected", Some(&adapters))?);
+    let trained = per_language(&answer("selected", Some(selected))?);
     let others = others
         .iter()
         .map(|(name, _, a)| Ok((name.clone(), per_language(&answer(name, Some(a))?))))
         .collect::<Result<Vec<_>, TrainError>>()?;
     let share = |(n, c): (usize, usize)| c as f64 / n.max(1) as f64;
-    let retention = base
+    let retention: Vec<Retention> = base
         .iter()
         .map(|(lang, b)| {
             let t = trained.get(lang).copied().unwrap_or_default();
@@ -392,22 +431,7 @@ pub fn assess<B: Backend>(
             }
         })
         .collect();
-    Ok(Assessment {
-        selection_rule: SELECTION_RULE,
-        checkpoints: scores,
-        selected_step,
-        held_out_base,
-        held_out_selected,
-        held_out_compared,
-        retention,
-        retention_set,
-        task_counts: [
-            ("train".to_owned(), train.len()),
-            ("dev".to_owned(), dev.len()),
-            ("held_out".to_owned(), held_out.len()),
-        ]
-        .into(),
-    })
+    Ok((retention, retention_set))
 }
 
 #[cfg(test)]

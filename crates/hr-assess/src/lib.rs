@@ -13,17 +13,20 @@
 mod adopt;
 mod assess;
 mod error;
+mod evaluation;
+mod listing;
 mod report;
 mod run_folder;
 mod samples;
 mod training_report;
 
-pub use adopt::{Adopted, adopt, evaluation};
+pub use adopt::{Adopted, adopt};
 pub use assess::{
-    Assessment, CheckpointScore, ComparedScore, Comparison, Retention, SELECTION_RULE, assess,
-    check_disjoint,
+    Assessment, CheckpointScore, ComparedScore, Comparison, RETENTION_SKIPPED, Retention,
+    SELECTION_RULE, assess, check_disjoint,
 };
 pub use error::ReportError;
+pub use evaluation::{EvaluationFlags, RetentionFlag, evaluation, parse_solved, with_flags};
 pub use report::{SERVICE_LOG, write_evaluation};
 pub use run_folder::{RunFolderError, resolve_run_folder};
 pub use training_report::{training_plots, write_report};

@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use crate::samples::section;
 use crate::{Assessment, ReportError, training_plots};
+use hr_train::EpisodeScore;
 
 /// The services' log while they run in the output folder (then sealed as
 /// `payload/service.log`).
@@ -27,8 +28,9 @@ fn markdown(plan: &Plan, a: &Assessment, plots: &[(&str, &str, String)]) -> Stri
         .collect();
     let mut md = format!(
         "# Evaluation of `{}`\n\n{training}\
-         ## DEV selection\n\nRule: {}.\n\n| step | checkpoint | DEV mean reward | DEV solved |\n|---|---|---|---|\n",
-        plan.name, a.selection_rule
+         ## DEV selection\n\nRule: {}. Solved: {}.\n\n\
+         | step | checkpoint | DEV mean reward | DEV solved | reward functions |\n|---|---|---|---|---|\n",
+        plan.name, a.selection_rule, a.solved_rule
     );
     for c in &a.checkpoints {
         let mark = if c.checkpoint.step == a.selected_step {
@@ -38,28 +40,38 @@ fn markdown(plan: &Plan, a: &Assessment, plots: &[(&str, &str, String)]) -> Stri
         };
         let _ = writeln!(
             md,
-            "| {}{mark} | {} | {:.3} | {:.3} |",
-            c.checkpoint.step, c.checkpoint.uuid, c.dev.mean_reward, c.dev.solved
+            "| {}{mark} | {} | {:.3} | {:.3} | {} |",
+            c.checkpoint.step,
+            c.checkpoint.uuid,
+            c.dev.mean_reward,
+            c.dev.solved,
+            parts(&c.dev)
         );
     }
     let _ = write!(
         md,
         "\n![DEV reward by checkpoint](dev.svg)\n\n## HELD-OUT agent assessment\n\n\
-         | policy | episodes | mean reward | solved |\n|---|---|---|---|\n\
-         | base | {} | {:.3} | {:.3} |\n| step {} | {} | {:.3} | {:.3} |\n",
+         | policy | episodes | mean reward | solved | reward functions |\n|---|---|---|---|---|\n\
+         | base | {} | {:.3} | {:.3} | {} |\n| step {} | {} | {:.3} | {:.3} | {} |\n",
         a.held_out_base.episodes,
         a.held_out_base.mean_reward,
         a.held_out_base.solved,
+        parts(&a.held_out_base),
         a.selected_step,
         a.held_out_selected.episodes,
         a.held_out_selected.mean_reward,
         a.held_out_selected.solved,
+        parts(&a.held_out_selected),
     );
     for c in &a.held_out_compared {
         let _ = writeln!(
             md,
-            "| {} (compared) | {} | {:.3} | {:.3} |",
-            c.name, c.held_out.episodes, c.held_out.mean_reward, c.held_out.solved
+            "| {} (compared) | {} | {:.3} | {:.3} | {} |",
+            c.name,
+            c.held_out.episodes,
+            c.held_out.mean_reward,
+            c.held_out.solved,
+            parts(&c.held_out)
         );
     }
     let names: Vec<&str> = a
@@ -85,6 +97,43 @@ fn markdown(plan: &Plan, a: &Assessment, plots: &[(&str, &str, String)]) -> Stri
     {
         md.push_str(&section(&title("DEV", selected), &c.dev.samples));
     }
+    md.push_str(&retention_section(a, &names));
+    if !a.held_out_compared.is_empty() {
+        let _ = write!(
+            md,
+            "\nCompared adapters (SHA-256 of `adapter_model.safetensors`): {}. They run the same \
+             HELD-OUT episodes (same seeds) and MGSM items on the same base model and take no \
+             part in the DEV selection.\n",
+            a.held_out_compared
+                .iter()
+                .map(|c| format!("{} `{}`", c.name, c.adapter_sha256))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
+    let _ = write!(
+        md,
+        "\n{}Tasks: {}. DEV selects, HELD-OUT only assesses; the sets share no question.\n",
+        if a.retention.is_empty() {
+            ""
+        } else {
+            "![MGSM retention](retention.svg)\n\n"
+        },
+        a.task_counts
+            .iter()
+            .map(|(k, v)| format!("{k} {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    md
+}
+
+/// The MGSM retention section: each language's accuracy, or that the check was skipped.
+fn retention_section(a: &Assessment, names: &[&str]) -> String {
+    if a.retention.is_empty() {
+        return format!("\n## MGSM retention\n\nThe set: {}.\n", a.retention_set);
+    }
+    let mut md = String::new();
     let _ = write!(
         md,
         "\n## MGSM retention (greedy)\n\nThe set: {}.\n\n\
@@ -108,30 +157,20 @@ fn markdown(plan: &Plan, a: &Assessment, plots: &[(&str, &str, String)]) -> Stri
                 .collect::<String>()
         );
     }
-    if !a.held_out_compared.is_empty() {
-        let _ = write!(
-            md,
-            "\nCompared adapters (SHA-256 of `adapter_model.safetensors`): {}. They run the same \
-             HELD-OUT episodes (same seeds) and MGSM items on the same base model and take no \
-             part in the DEV selection.\n",
-            a.held_out_compared
-                .iter()
-                .map(|c| format!("{} `{}`", c.name, c.adapter_sha256))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
-    }
-    let _ = write!(
-        md,
-        "\n![MGSM retention](retention.svg)\n\nTasks: {}. DEV selects, HELD-OUT only assesses; \
-         the sets share no question.\n",
-        a.task_counts
-            .iter()
-            .map(|(k, v)| format!("{k} {v}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
     md
+}
+
+/// Each reward function's mean score, where the environment names them.
+fn parts(score: &EpisodeScore) -> String {
+    if score.parts.is_empty() {
+        return "—".to_owned();
+    }
+    score
+        .parts
+        .iter()
+        .map(|(name, mean)| format!("{name} {mean:.3}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// Writes and seals the evaluation of `plan` (the run's metrics `rows`, the assessment `a`)
@@ -181,7 +220,9 @@ pub fn write_evaluation(
             )?
             .into_bytes(),
         ),
-        (
+    ];
+    if !a.retention.is_empty() {
+        files.push((
             "retention.svg",
             bars_svg(
                 "MGSM accuracy by language",
@@ -200,8 +241,8 @@ pub fn write_evaluation(
                     .collect::<Vec<_>>(),
             )?
             .into_bytes(),
-        ),
-    ];
+        ));
+    }
     files.extend(
         plots
             .iter()
@@ -211,6 +252,7 @@ pub fn write_evaluation(
     let config = json!({
         "command": "evaluate",
         "plan_sha256": plan.sha256(),
+        "evaluation": plan.evaluation,
         "checkpoints": a.checkpoints.iter().map(|c| &c.checkpoint).collect::<Vec<_>>(),
         "compared": a.held_out_compared.iter()
             .map(|c| json!({"name": c.name, "adapter_sha256": c.adapter_sha256}))

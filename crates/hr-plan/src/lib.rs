@@ -24,7 +24,7 @@ pub use error::PlanError;
 pub use hub_cache::{find_cached, is_hub_id};
 pub use plan::{
     Checkpoints, Environment, Evaluation, FixtureTasks, Grpo, Lora, Model, Optimizer, Plan, Reward,
-    RewardRule, Seeds, TaskSet,
+    RewardRule, Seeds, Solved, TaskSet,
 };
 pub use validate::limits;
 pub use vocabulary::{

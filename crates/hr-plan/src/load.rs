@@ -38,6 +38,12 @@ impl Plan {
         Ok(plan)
     }
 
+    /// Checks the plan as reading it does (for a plan changed after it was read); `path` is
+    /// the file it was read from, named in errors.
+    pub fn check(&self, path: &Path) -> Result<(), PlanError> {
+        crate::validate::validate(self, path)
+    }
+
     /// Makes every path in the plan (the model folder, a service's Python and folder, a
     /// dataset's files) absolute
     /// against the current folder, so a copy of the plan reads the same files from anywhere.

@@ -489,6 +489,34 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
             limits::MAX_TOKENS,
             "evaluation.retention_max_new_tokens",
         )?;
+        check(
+            e.solved.at_least.is_finite(),
+            "evaluation.solved.at_least",
+            format!("{} must be a finite number", e.solved.at_least),
+        )?;
+        if let Some(name) = &e.solved.reward {
+            let names: Vec<&str> = match &plan.environment {
+                Environment::Dataset { rewards, .. } => {
+                    rewards.iter().map(|r| r.name.as_str()).collect()
+                }
+                _ => Vec::new(),
+            };
+            check(
+                names.contains(&name.as_str()),
+                "evaluation.solved.reward",
+                if names.is_empty() {
+                    format!(
+                        "`{name}`: only a dataset plan names its reward functions; leave \
+                         `reward` out to judge the episode's reward"
+                    )
+                } else {
+                    format!(
+                        "`{name}` is not one of environment.rewards: {}",
+                        names.join(", ")
+                    )
+                },
+            )?;
+        }
     }
     Ok(())
 }

@@ -213,7 +213,7 @@ fn an_evaluation_section_must_adopt_saved_steps_and_name_its_tasks() -> anyhow::
     let e = parsed.evaluation.expect("evaluation");
     assert_eq!((e.num_generations, e.retention_max_new_tokens), (4, 64));
     type Breaker = fn(&mut Value);
-    let cases: [(&str, &str, Breaker); 4] = [
+    let cases: [(&str, &str, Breaker); 6] = [
         ("evaluation.checkpoints", "not saved", |p| {
             p["evaluation"]["checkpoints"] = json!([3])
         }),
@@ -222,6 +222,12 @@ fn an_evaluation_section_must_adopt_saved_steps_and_name_its_tasks() -> anyhow::
         }),
         ("evaluation.held_out", "at least one", |p| {
             p["evaluation"]["held_out"] = json!({"tasks": []})
+        }),
+        ("evaluation.solved.reward", "only a dataset plan", |p| {
+            p["evaluation"]["solved"] = json!({"reward": "correct"})
+        }),
+        ("evaluation.solved.threshold", "unknown field", |p| {
+            p["evaluation"]["solved"] = json!({"threshold": 1})
         }),
         ("evaluation.dev", "fixture backend", |p| {
             p["environment"] = json!({"backend": "nemo", "python": "/p", "server_dir": "/s",
@@ -652,7 +658,10 @@ fn docs_plan_md_names_every_field_a_plan_can_hold() -> anyhow::Result<()> {
     nemo["environment"] =
         json!({"backend": "nemo", "python": "/p", "server_dir": "/s", "tasks": [{}]});
     full["evaluation"] = json!({"checkpoints": [4], "dev": {"count": 1, "seed": 1},
-        "held_out": {"tasks": [{"kind": "digits", "question": "q"}]}});
+        "held_out": {"tasks": [{"kind": "digits", "question": "q"}]}, "retention": false,
+        "solved": {"at_least": 0.5}});
+    dataset["evaluation"] = json!({"checkpoints": [4], "dev": {"count": 1, "seed": 1},
+        "held_out": {"count": 1, "seed": 2}, "solved": {"reward": "n"}});
     let mut regex = full.clone();
     regex["model"]["lora"] = json!({"r": 2, "target_modules": r"model\.layers\.0\..*"});
     full["model"]["lora"]["use_dora"] = json!(true);

@@ -11,7 +11,7 @@ use burn::tensor::backend::AutodiffBackend;
 use hr_config::DEV_REWARD;
 use hr_env::{Split, Task};
 use hr_grpo::{EnvironmentFactory, Trainer};
-use hr_plan::Plan;
+use hr_plan::{Plan, Solved};
 use serde_json::{Value, json};
 
 use crate::TrainError;
@@ -24,6 +24,7 @@ pub(crate) struct DevProbe {
     steps: Vec<u64>,
     num_generations: usize,
     seed: u64,
+    solved: Solved,
 }
 
 impl DevProbe {
@@ -37,6 +38,7 @@ impl DevProbe {
             steps: eval.checkpoints.clone(),
             num_generations: eval.num_generations,
             seed: eval.seed,
+            solved: eval.solved.clone(),
         }))
     }
 
@@ -55,7 +57,7 @@ impl DevProbe {
         // What the rewards logged while scoring DEV is DEV's (TRL's `eval_` metrics), never the
         // next training step's.
         let logged = envs.reward_metrics()?;
-        let score = episode_score(&episodes);
+        let score = episode_score(&episodes, &self.solved);
         tracing::info!("dev: step {step} mean reward {:.3}", score.mean_reward);
         let mut metrics = json!({ DEV_REWARD: score.mean_reward, "dev_solved": score.solved });
         for (name, value) in logged {

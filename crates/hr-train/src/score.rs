@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use hr_grpo::Episode;
+use hr_plan::Solved;
 use serde::Serialize;
 
 /// Completions a report shows of a set: its two best and its two worst by reward.
@@ -92,8 +93,13 @@ pub struct EpisodeScore {
     pub unscorable: usize,
     /// Mean episode reward.
     pub mean_reward: f64,
-    /// Share of episodes with reward ≥ 1 (fully solved).
+    /// Share of episodes solved, as the plan's `evaluation.solved` says (by default reward
+    /// ≥ 1).
     pub solved: f64,
+    /// Each reward function's mean score over the episodes it scored, where the environment
+    /// names them.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub parts: BTreeMap<String, f64>,
     /// The best and the worst completions ([`best_and_worst`]).
     pub samples: Vec<Sample>,
 }
@@ -102,16 +108,30 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
-/// How `episodes` scored: the mean and the share solved over the scorable ones (an episode
-/// no reward function applied to counts for neither).
-pub fn episode_score(episodes: &[Episode]) -> EpisodeScore {
+/// How `episodes` scored: the mean, the share `solved` says is solved and each reward
+/// function's mean, over the scorable ones (an episode no reward function applied to counts
+/// for none of them).
+pub fn episode_score(episodes: &[Episode], solved: &Solved) -> EpisodeScore {
     let scored = || episodes.iter().filter(|e| e.scorable);
     let n = scored().count().max(1) as f64;
+    let mut sums: BTreeMap<String, (f64, usize)> = BTreeMap::new();
+    for (name, score) in scored().flat_map(|e| &e.reward_parts) {
+        let sum = sums.entry(name.clone()).or_default();
+        sum.0 += score;
+        sum.1 += 1;
+    }
     EpisodeScore {
         episodes: episodes.len(),
         unscorable: episodes.len() - scored().count(),
         mean_reward: scored().map(|e| e.reward).sum::<f64>() / n,
-        solved: scored().filter(|e| e.reward >= 1.0).count() as f64 / n,
+        solved: scored()
+            .filter(|e| solved.holds(e.reward, &e.reward_parts))
+            .count() as f64
+            / n,
+        parts: sums
+            .into_iter()
+            .map(|(name, (sum, count))| (name, sum / count as f64))
+            .collect(),
         samples: best_and_worst(&episodes.iter().map(|e| e.reward).collect::<Vec<_>>())
             .into_iter()
             .map(|i| {

@@ -79,8 +79,10 @@ pub(crate) enum Command {
     /// tampered one refuses the whole evaluation, exit 3), scores each on the DEV tasks only and
     /// selects one (highest mean DEV reward, earlier step on a tie), then runs the HELD-OUT
     /// episodes for the selected checkpoint and the base model (and any --compare adapter) and
-    /// the MGSM retention check. Writes a sealed folder: payload/report.json, report.md (with
-    /// the best and worst completions of the selected checkpoint and the base) and SVG plots.
+    /// the MGSM retention check. --dev, --held-out, --retention and --checkpoints stand in for
+    /// the section's fields, or for a section the plan lacks. Writes a sealed folder:
+    /// payload/report.json, report.md (solved shares and each reward function's mean, the best
+    /// and worst completions of the selected checkpoint and the base) and SVG plots.
     Evaluate(EvaluateArgs),
     /// Sample completions from a model (and PEFT adapters)
     ///
@@ -396,6 +398,28 @@ pub(crate) struct EvaluateArgs {
     /// takes no part in the DEV selection. Repeatable.
     #[arg(long, value_name = "NAME=DIR", value_parser = parse_comparison)]
     pub(crate) compare: Vec<hr_assess::Comparison>,
+    /// DEV tasks in place of the plan's `evaluation.dev`: a JSON-lines file of the
+    /// environment's tasks (a dataset plan: rows like its TRAIN file; all of them are played).
+    /// With --held-out it assesses a run whose plan has no `evaluation` section.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) dev: Option<PathBuf>,
+    /// HELD-OUT tasks in place of the plan's `evaluation.held_out`, as --dev.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) held_out: Option<PathBuf>,
+    /// The MGSM retention check: a JSON-lines file in MGSM's format (`question`,
+    /// `answer_number`, `lang`) in place of the twelve authored items, or `none` to skip it.
+    #[arg(long, value_name = "FILE|none")]
+    pub(crate) retention: Option<hr_assess::RetentionFlag>,
+    /// The steps whose checkpoints are assessed, in place of `evaluation.checkpoints`
+    /// (e.g. 8,16,24); a plan without an `evaluation` section defaults to every checkpoint the
+    /// run saved on its schedule (multiples of `checkpoints.every`, and the last step).
+    #[arg(long, value_name = "STEPS", value_delimiter = ',')]
+    pub(crate) checkpoints: Option<Vec<u64>>,
+    /// What counts as a solved episode, in place of `evaluation.solved` (default: the
+    /// episode's reward ≥ 1): AT_LEAST for the episode's reward, or REWARD=AT_LEAST for one
+    /// reward function's own score (e.g. correct=1 when weighted rewards never sum to 1).
+    #[arg(long, value_name = "[REWARD=]AT_LEAST", value_parser = hr_assess::parse_solved)]
+    pub(crate) solved: Option<hr_plan::Solved>,
     /// Backend of the policy.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub(crate) device: crate::backend::DeviceKind,
