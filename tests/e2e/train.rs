@@ -722,8 +722,21 @@ fn a_checkpoint_whose_payload_manifest_or_source_differs_is_refused_at_restore()
     std::fs::write(&adapter, bytes)?;
     refused(&resume("runs/d"), "runs/d", "digest mismatch");
 
+    // PEFT's copy at the folder's root is the same adapter, sealed like the payload; a file
+    // beside it that the manifest does not list is refused.
+    std::fs::write(&adapter, &original)?;
+    let root = s.path().join(snapshot(&s, "runs/a", 1));
+    assert_eq!(std::fs::read(root.join("adapter_model.safetensors"))?, original);
+    let mut bytes = original.clone();
+    bytes[last] ^= 1;
+    std::fs::write(root.join("adapter_model.safetensors"), bytes)?;
+    refused(&resume("runs/root"), "runs/root", "digest mismatch");
+    std::fs::write(root.join("adapter_model.safetensors"), &original)?;
+    std::fs::write(root.join("README.md"), "notes")?;
+    refused(&resume("runs/stray"), "runs/stray", "unexpected file README.md");
+    std::fs::remove_file(root.join("README.md"))?;
+
     // One changed manifest byte (the payload restored): the seal no longer covers it.
-    std::fs::write(&adapter, original)?;
     let manifest = s
         .path()
         .join(snapshot(&s, "runs/a", 1))

@@ -15,7 +15,7 @@ line per family: name, model folder, Hub id (or null).
 `check --models DIR --results DIR` (with `HF_HUB_CACHE=DIR/hub`) reads, per family, what xtask had `hessian-recipes` produce:
 `base.jsonl` (greedy `generate --json` on the bare model), `adapter.jsonl` (the same with the
 adapter a 2-step LoRA `train` left in `RUN/adapter`), the run's `adapter/` and one intermediate
-checkpoint's PEFT folder. It then checks, against `transformers`' own forward pass in f32:
+checkpoint folder as it is (PEFT's files at its root, as `det checkpoint download` gives it). It then checks, against `transformers`' own forward pass in f32:
 - the greedy tokens are transformers' argmax, and every completion token's log-probability
   is within 1e-4 relative error;
 - both adapters name the base model (its Hub id, else its absolute folder), and
@@ -248,7 +248,8 @@ def check_family(name, model_dir, hub_id, results):
             print(f"{name}: worst relative error {worst:.3g} (adapter), {off:.3g} without it", flush=True)
         else:
             lora = [k for k in peft_model.state_dict() if "lora_A" in k]
-            check(f"{name}: PEFT loads the intermediate checkpoint's adapter", lora, "no LoRA weights loaded")
+            check(f"{name}: PEFT loads an intermediate checkpoint folder at its root", lora,
+                  "no LoRA weights loaded")
 
 
 def check_adapted(name, peft_model, adapted):

@@ -75,7 +75,7 @@ pub(crate) fn families(root: &Path) -> Result<(u64, u64)> {
         };
         let run = train_lora(root, &bin, &dir, name, source, &all_linear())?;
         keep_adapter(&bin, &model, &run, &dir)?;
-        let checkpoint = first_checkpoint_adapter(&run)?;
+        let checkpoint = first_checkpoint(&run)?;
         std::fs::rename(checkpoint, dir.join("checkpoint"))?;
     }
     // PEFT's ways to pick fewer projections, and DoRA: PEFT must adapt exactly what we trained
@@ -278,10 +278,9 @@ fn generate_json(
     Ok(())
 }
 
-/// The PEFT folder inside the run's first reported checkpoint (an intermediate one: the run has
-/// two steps, one checkpoint each): its native payload, `payload/native/` (hr-train's
-/// `NATIVE_DIR`; xtask does not link the tensor crates).
-fn first_checkpoint_adapter(run: &Path) -> Result<PathBuf> {
+/// The run's first reported checkpoint folder (an intermediate one: the run has two steps, one
+/// checkpoint each), as `det checkpoint download` would give it: PEFT's files at its root.
+fn first_checkpoint(run: &Path) -> Result<PathBuf> {
     let list = hr_files::RunDir::new(run).checkpoint_list();
     let text = std::fs::read_to_string(&list).with_context(|| list.display().to_string())?;
     let first: serde_json::Value = serde_json::from_str(text.lines().next().unwrap_or_default())
@@ -289,11 +288,9 @@ fn first_checkpoint_adapter(run: &Path) -> Result<PathBuf> {
     let uuid = first["uuid"]
         .as_str()
         .context("a checkpoint line without uuid")?;
-    let adapter = hr_files::RunDir::new(run)
-        .checkpoint(uuid)
-        .join("payload/native");
-    if !adapter.join(ADAPTER_CONFIG).is_file() {
-        bail!("{} holds no {ADAPTER_CONFIG}", adapter.display());
+    let checkpoint = hr_files::RunDir::new(run).checkpoint(uuid);
+    if !checkpoint.join(ADAPTER_CONFIG).is_file() {
+        bail!("{} holds no {ADAPTER_CONFIG} at its root", checkpoint.display());
     }
-    Ok(adapter)
+    Ok(checkpoint)
 }

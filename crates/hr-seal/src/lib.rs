@@ -30,7 +30,7 @@ pub use ed25519_dalek::VerifyingKey;
 pub use error::SealError;
 pub use manifest::{
     EvidencePrefix, FileEntry, MANIFEST_FILE, Manifest, ParentRef, RunIdentity, SCHEMA_VERSION,
-    SEAL_FILE, SourceBinding, validate_payload_path,
+    ROOT_FILES, SEAL_FILE, SourceBinding, validate_payload_path,
 };
 pub use verify::{Expectations, Verified, verify};
 pub use writer::{SealedSnapshot, SnapshotWriter, Stage};

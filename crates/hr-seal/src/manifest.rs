@@ -17,6 +17,10 @@ pub const SEAL_FILE: &str = "SEAL.dsse.json";
 pub(crate) const DETERMINED_METADATA: &str = "metadata.json";
 /// Payload files live under this folder.
 pub(crate) const PAYLOAD_DIR: &str = "payload";
+/// The only files a snapshot may hold beside its payload, sealed like it: PEFT's adapter
+/// files, so `PeftModel.from_pretrained(model, CHECKPOINT)` loads a downloaded checkpoint
+/// folder as it is.
+pub const ROOT_FILES: [&str; 2] = ["adapter_config.json", "adapter_model.safetensors"];
 
 /// The snapshot manifest.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -107,8 +111,11 @@ pub struct EvidencePrefix {
 }
 
 /// Checks that `path` is a relative, normalised path under `payload/` with no `..`, `.`, empty
-/// or backslash segments.
+/// or backslash segments, or one of the [`ROOT_FILES`].
 pub fn validate_payload_path(path: &str) -> Result<(), SealError> {
+    if ROOT_FILES.contains(&path) {
+        return Ok(());
+    }
     let bad = |reason| {
         Err(SealError::InvalidPath {
             path: path.to_owned(),

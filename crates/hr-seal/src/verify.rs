@@ -15,7 +15,7 @@ use std::{
 use crate::{
     Envelope, MANIFEST_FILE, Manifest, SEAL_FILE, SealError, SourceBinding, Trust,
     digest::{hash_files, sha256_hex},
-    manifest::{DETERMINED_METADATA, PAYLOAD_DIR},
+    manifest::{DETERMINED_METADATA, PAYLOAD_DIR, ROOT_FILES},
     safetensors,
 };
 
@@ -258,8 +258,8 @@ fn check_identity(manifest: &Manifest, expect: &Expectations) -> Result<(), Seal
 
 /// Lists the files under `payload/` (relative paths) and adds the folders that hold nothing to
 /// `empty`; rejects symlinks, anything not a regular file or folder, names that are not UTF-8,
-/// and anything at the top level other than the payload, the manifest, the seal and
-/// Determined's `metadata.json`.
+/// and anything at the top level other than the payload, the [`ROOT_FILES`], the manifest, the
+/// seal and Determined's `metadata.json`.
 fn list_payload(dir: &Path, empty: &mut Vec<String>) -> Result<BTreeSet<String>, SealError> {
     let mut files = BTreeSet::new();
     for entry in std::fs::read_dir(dir).at("read", dir)? {
@@ -271,6 +271,9 @@ fn list_payload(dir: &Path, empty: &mut Vec<String>) -> Result<BTreeSet<String>,
         }
         match name.as_str() {
             MANIFEST_FILE | SEAL_FILE | DETERMINED_METADATA if kind.is_file() => {}
+            _ if ROOT_FILES.contains(&name.as_str()) && kind.is_file() => {
+                files.insert(name);
+            }
             PAYLOAD_DIR if kind.is_dir() => walk(&entry.path(), PAYLOAD_DIR, &mut files, empty)?,
             _ => return Err(SealError::UnexpectedFile { path: name }),
         }

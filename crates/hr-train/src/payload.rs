@@ -1,5 +1,5 @@
 //! A training snapshot's payload: the native state (PEFT adapter, optimizer moments, trainer
-//! step and RNG), the data cursor, the run's evidence and metrics so far, the raw rollouts of
+//! step and RNG; the adapter's two files also at the folder's root, for PEFT), the data cursor, the run's evidence and metrics so far, the raw rollouts of
 //! the last steps and the budget. Written into a [`SnapshotWriter`]; read back only from a
 //! snapshot that verified, and cross-checked against its manifest's evidence prefix.
 
@@ -54,6 +54,10 @@ pub(crate) fn write(
     };
     for (file, bytes) in &state.files {
         add(&format!("{NATIVE_DIR}/{file}"), "native-state", bytes)?;
+        // PEFT's files at the folder's root too, so a downloaded checkpoint loads as it is.
+        if [hr_policy::ADAPTER_CONFIG, hr_policy::ADAPTER_WEIGHTS].contains(&file.as_str()) {
+            add(file, "peft-adapter", bytes)?;
+        }
     }
     add(CURSOR_FILE, "data-cursor", &json(&progress.cursor))?;
     add(EVIDENCE_PAYLOAD, "evidence", progress.evidence.as_bytes())?;

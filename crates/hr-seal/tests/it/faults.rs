@@ -308,6 +308,8 @@ fn dot_dot_and_absolute_paths_are_invalid_even_when_sealed() {
     ));
     assert!(hr_seal::validate_payload_path("payload/./a").is_err());
     assert!(hr_seal::validate_payload_path("other/a").is_err());
+    assert!(hr_seal::validate_payload_path("other.json").is_err());
+    assert!(hr_seal::validate_payload_path("adapter_model.safetensors").is_ok());
     assert_last_good_intact(&store, &good);
 }
 
