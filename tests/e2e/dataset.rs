@@ -260,12 +260,13 @@ fn a_plan_without_an_evaluation_section_is_evaluated_from_flags_and_solved_follo
         serde_json::from_str(&read(&s, &format!("{output}/payload/report.json"))).expect("json")
     };
     let strict = report("eval", "1.5");
-    // Every checkpoint the run saved on its schedule, each reward's mean, no retention check.
+    // Every checkpoint the run keeps (the latest two: `checkpoints.keep_last`'s default), each
+    // reward's mean, no retention check.
     let steps: Vec<u64> = strict["checkpoints"]
         .as_array()
         .map(|a| a.iter().filter_map(|c| c["step"].as_u64()).collect())
         .unwrap_or_default();
-    assert_eq!(steps, [1, 2, 3], "{strict}");
+    assert_eq!(steps, [2, 3], "{strict}");
     assert_eq!(strict["task_counts"]["dev"], 2);
     assert_eq!(strict["task_counts"]["held_out"], 1);
     assert_eq!(strict["retention"], json!([]));

@@ -45,13 +45,22 @@ fn read(s: &Scratch, rel: &str) -> String {
 }
 
 /// The checkpoint folder of `run` at `step` (relative to the scratch folder), from the local
-/// Core's record of reported checkpoints; `None` when none was published at that step.
+/// Core's record of reported checkpoints; `None` when none was published at that step or it was
+/// deleted (`checkpoints.keep_last`).
 fn checkpoint(s: &Scratch, run: &str, step: u64) -> Option<String> {
     let listed = std::fs::read_to_string(s.path().join(run).join("core/checkpoints.jsonl")).ok()?;
-    listed
+    let lines: Vec<serde_json::Value> = listed
         .lines()
-        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .rfind(|c| c["steps_completed"] == step)
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let deleted = |uuid: &serde_json::Value| {
+        lines
+            .iter()
+            .any(|c| c["deleted"] == true && c["uuid"] == *uuid)
+    };
+    lines
+        .iter()
+        .rfind(|c| c["steps_completed"] == step && !deleted(&c["uuid"]))
         .map(|c| {
             format!(
                 "{run}/core/checkpoints/{}",
@@ -70,6 +79,63 @@ fn allocations(s: &Scratch, run: &str) -> Vec<serde_json::Value> {
         .lines()
         .map(|l| serde_json::from_str(l).expect("allocation record"))
         .collect()
+}
+
+#[test]
+fn a_local_run_keeps_its_latest_checkpoints_and_those_its_evaluation_adopts() -> Result<()> {
+    let s = setup(20, 1);
+    let mut p = plan(20, 1);
+    p["evaluation"] = json!({"checkpoints": [10, 20], "dev": {"count": 1, "seed": 1},
+        "held_out": {"count": 1, "seed": 2}, "num_generations": 1, "retention": false});
+    s.write("plan.json", &p.to_string());
+    ok(
+        &s,
+        &[
+            "train",
+            "--plan",
+            "plan.json",
+            "--output",
+            "runs/a",
+            "--stop-after-step",
+            "15",
+        ],
+    );
+    let kept = |run: &str| -> Vec<u64> {
+        (1..=20)
+            .filter(|step| checkpoint(&s, run, *step).is_some())
+            .collect()
+    };
+    assert_eq!(kept("runs/a"), [10, 14, 15]);
+    // Every folder the list no longer holds is gone; the list marks each one deleted.
+    let folders = std::fs::read_dir(s.path().join("runs/a/core/checkpoints"))?.count();
+    assert_eq!(folders, 3);
+    let marks = read(&s, "runs/a/core/checkpoints.jsonl")
+        .lines()
+        .filter(|l| l.contains("\"deleted\":true"))
+        .count();
+    assert_eq!(marks, 12);
+    // The run resumes from its latest, into a new folder, and evaluate finds the adopted steps
+    // along the chain.
+    ok(
+        &s,
+        &[
+            "train",
+            "--plan",
+            "plan.json",
+            "--output",
+            "runs/b",
+            "--resume",
+            "runs/a",
+        ],
+    );
+    assert_eq!(kept("runs/b"), [19, 20]);
+    ok(&s, &["evaluate", "--resume", "runs/b", "--output", "eval"]);
+    // 0 keeps every one.
+    p["checkpoints"]["keep_last"] = json!(0);
+    s.write("all.json", &p.to_string());
+    ok(&s, &["train", "--plan", "all.json", "--output", "runs/all"]);
+    assert_eq!(kept("runs/all"), (1..=20).collect::<Vec<_>>());
+    Ok(())
 }
 
 #[test]
@@ -726,14 +792,21 @@ fn a_checkpoint_whose_payload_manifest_or_source_differs_is_refused_at_restore()
     // beside it that the manifest does not list is refused.
     std::fs::write(&adapter, &original)?;
     let root = s.path().join(snapshot(&s, "runs/a", 1));
-    assert_eq!(std::fs::read(root.join("adapter_model.safetensors"))?, original);
+    assert_eq!(
+        std::fs::read(root.join("adapter_model.safetensors"))?,
+        original
+    );
     let mut bytes = original.clone();
     bytes[last] ^= 1;
     std::fs::write(root.join("adapter_model.safetensors"), bytes)?;
     refused(&resume("runs/root"), "runs/root", "digest mismatch");
     std::fs::write(root.join("adapter_model.safetensors"), &original)?;
     std::fs::write(root.join("README.md"), "notes")?;
-    refused(&resume("runs/stray"), "runs/stray", "unexpected file README.md");
+    refused(
+        &resume("runs/stray"),
+        "runs/stray",
+        "unexpected file README.md",
+    );
     std::fs::remove_file(root.join("README.md"))?;
 
     // One changed manifest byte (the payload restored): the seal no longer covers it.

@@ -290,7 +290,10 @@ fn first_checkpoint(run: &Path) -> Result<PathBuf> {
         .context("a checkpoint line without uuid")?;
     let checkpoint = hr_files::RunDir::new(run).checkpoint(uuid);
     if !checkpoint.join(ADAPTER_CONFIG).is_file() {
-        bail!("{} holds no {ADAPTER_CONFIG} at its root", checkpoint.display());
+        bail!(
+            "{} holds no {ADAPTER_CONFIG} at its root",
+            checkpoint.display()
+        );
     }
     Ok(checkpoint)
 }

@@ -38,15 +38,21 @@ impl OnBackend for Check {
             .map_err(crate::train::exit_error)?;
         let plan = &self.plan;
         if self.json {
+            let (saved, kept) = plan.checkpoint_counts();
             println!(
                 "{}",
-                json!({"plan": plan.name, "device": name, "check": report})
+                json!({"plan": plan.name, "device": name, "check": report,
+                    "checkpoints_saved": saved, "checkpoints_kept": kept})
             );
             return Ok(ExitCode::SUCCESS);
         }
         println!(
-            "plan {}: {} steps of {} tasks x {} generations",
-            plan.name, plan.steps, plan.grpo.tasks_per_step, plan.grpo.num_generations
+            "plan {}: {} steps of {} tasks x {} generations, at most {} completion tokens a step",
+            plan.name,
+            plan.steps,
+            plan.grpo.tasks_per_step,
+            plan.grpo.num_generations,
+            plan.grpo.tasks_per_step * plan.grpo.num_generations * plan.grpo.max_completion_length
         );
         println!(
             "model: {} with {} layers and a context of {} positions, loaded on {name}",
@@ -69,7 +75,31 @@ impl OnBackend for Check {
                 report.rewards_called
             );
         }
+        let (saved, kept) = plan.checkpoint_counts();
+        println!(
+            "checkpoints: {saved} saved (every {} steps and the last), about {} each; a local \
+             run keeps {kept} (checkpoints.keep_last {}{}), about {} in all",
+            plan.checkpoints.every,
+            megabytes(report.checkpoint_bytes),
+            plan.checkpoints.keep_last,
+            if plan.evaluation.is_some() {
+                " and the steps its evaluation adopts"
+            } else {
+                ""
+            },
+            megabytes(report.checkpoint_bytes * kept),
+        );
         println!("ok: `train` would start this plan");
         Ok(ExitCode::SUCCESS)
+    }
+}
+
+/// `bytes` in MB (10^6 bytes), with one decimal below 10.
+fn megabytes(bytes: u64) -> String {
+    let mb = bytes as f64 / 1e6;
+    if mb < 10.0 {
+        format!("{mb:.1} MB")
+    } else {
+        format!("{mb:.0} MB")
     }
 }

@@ -47,7 +47,13 @@ pub fn adopt(run_dir: &Path, plan: &Plan, trust: &Trust) -> Result<Vec<Adopted>,
         let at_step: Vec<&Listed> = listed.iter().filter(|(_, s, _)| *s == step).collect();
         // A local run lists reports in order: the latest report of a step counts.
         let (uuid, _, dir) = match (at_step.as_slice(), local) {
-            ([], _) => return Err(refuse(format!("none is listed in {}", run_dir.display()))),
+            ([], _) => {
+                return Err(refuse(format!(
+                    "none is kept in {} (a local run keeps its latest checkpoints.keep_last and \
+                     the steps its plan's evaluation.checkpoints named while it trained)",
+                    run_dir.display()
+                )));
+            }
             ([.., last], true) | ([last], false) => *last,
             (many, false) => {
                 return Err(refuse(format!(

@@ -164,17 +164,66 @@ impl CoreContext {
     }
 }
 
-/// The checkpoints a local run reported, as `(uuid, steps_completed)` in report order (its
-/// `checkpoints.jsonl`); empty when it reported none. A torn or unreadable line is an error.
+impl CoreContext {
+    /// Deletes a local run's checkpoints but its latest `keep_last` (by the master's order:
+    /// steps, then report) and those at the `protected` steps, as Determined's checkpoint GC
+    /// does with `save_trial_latest`; `keep_last` 0 keeps all. Each is first marked deleted in
+    /// `checkpoints.jsonl`, then its folder removed, so a crash between the two leaves a folder
+    /// nothing lists, never a listed checkpoint without its folder. Returns the deleted
+    /// `(uuid, step)`s; a managed run's checkpoints are the master's, and nothing is deleted.
+    pub fn prune_local(
+        &self,
+        keep_last: usize,
+        protected: &[u64],
+    ) -> Result<Vec<(String, u64)>, CoreError> {
+        let Mode::Local { run_dir, .. } = &self.mode else {
+            return Ok(Vec::new());
+        };
+        if keep_last == 0 {
+            return Ok(Vec::new());
+        }
+        let mut listed = local_checkpoints(run_dir)?;
+        // The master's order, latest last: steps, then report order (the sort is stable).
+        listed.sort_by_key(|c| c.1);
+        let old = listed.len().saturating_sub(keep_last);
+        let doomed: Vec<(String, u64)> = listed
+            .into_iter()
+            .take(old)
+            .filter(|(_, step)| !protected.contains(step))
+            .collect();
+        for (uuid, _) in &doomed {
+            append_local(
+                run_dir,
+                local_core::CHECKPOINT_LIST,
+                &json!({"uuid": uuid, "deleted": true}),
+            )?;
+            let dir = self.storage.join(uuid);
+            if dir.is_dir() {
+                std::fs::remove_dir_all(&dir).at("remove", &dir)?;
+            }
+        }
+        Ok(doomed)
+    }
+}
+
+/// The checkpoints a local run reported and has not deleted ([`CoreContext::prune_local`]), as
+/// `(uuid, steps_completed)` in report order (its `checkpoints.jsonl`); empty when it reported
+/// none. A torn or unreadable line is an error.
 pub fn local_checkpoints(run_dir: &Path) -> Result<Vec<(String, u64)>, CoreError> {
-    Ok(local_reports(run_dir)?
+    let reports = local_reports(run_dir)?;
+    let deleted: std::collections::BTreeSet<&str> = reports
         .iter()
+        .filter(|v| v["deleted"] == true)
+        .filter_map(|v| v["uuid"].as_str())
+        .collect();
+    Ok(reports
+        .iter()
+        .filter(|v| v["deleted"] != true)
         .filter_map(|v| {
-            Some((
-                v["uuid"].as_str()?.to_owned(),
-                v["steps_completed"].as_u64()?,
-            ))
+            let uuid = v["uuid"].as_str()?;
+            Some((uuid.to_owned(), v["steps_completed"].as_u64()?))
         })
+        .filter(|(uuid, _)| !deleted.contains(uuid.as_str()))
         .collect())
 }
 
@@ -269,6 +318,44 @@ mod tests {
         assert_eq!(
             local_checkpoints(dir.path()).expect("clean"),
             [("a".to_owned(), 1), ("c".to_owned(), 2)]
+        );
+    }
+
+    #[test]
+    fn pruning_keeps_the_latest_and_the_protected_and_marks_before_it_deletes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let core = CoreContext::local(dir.path(), 8).expect("local context");
+        let storage = dir.path().join(local_core::CHECKPOINTS_DIR);
+        for step in 1..=5u64 {
+            std::fs::create_dir_all(storage.join(format!("c{step}"))).expect("folder");
+            append_local(
+                dir.path(),
+                local_core::CHECKPOINT_LIST,
+                &json!({"uuid": format!("c{step}"), "steps_completed": step}),
+            )
+            .expect("report");
+        }
+        let deleted = core.prune_local(2, &[2]).expect("prune");
+        assert_eq!(deleted, [("c1".to_owned(), 1), ("c3".to_owned(), 3)]);
+        let kept: Vec<u64> = local_checkpoints(dir.path())
+            .expect("list")
+            .into_iter()
+            .map(|c| c.1)
+            .collect();
+        assert_eq!(kept, [2, 4, 5]);
+        assert!(!storage.join("c1").exists() && !storage.join("c3").exists());
+        assert!(storage.join("c2").is_dir() && storage.join("c5").is_dir());
+        assert_eq!(
+            local_latest(dir.path()).expect("latest"),
+            Some(("c5".to_owned(), 5))
+        );
+        // Nothing more to delete; 0 keeps all.
+        assert!(core.prune_local(2, &[2]).expect("again").is_empty());
+        assert!(core.prune_local(0, &[]).expect("all").is_empty());
+        assert_eq!(core.prune_local(1, &[]).expect("one").len(), 2);
+        assert_eq!(
+            local_checkpoints(dir.path()).expect("list"),
+            [("c5".to_owned(), 5)]
         );
     }
 

@@ -7,13 +7,15 @@ use crate::{Environment, Plan};
 
 impl Plan {
     /// The plan's canonical JSON digest (sha256, hex), which every snapshot is bound to. The
-    /// evaluation section (which does not change training) and where files live are left out
+    /// evaluation section and `checkpoints.keep_last` (which do not change training) and where
+    /// files live are left out
     /// (the model folder, a service's interpreter and a dataset's files may be reached by other
     /// paths from another machine); what they hold is checked by loading them.
     pub fn sha256(&self) -> String {
         let mut canonical = self.clone();
         canonical.model.path = Default::default();
         canonical.evaluation = None;
+        canonical.checkpoints.keep_last = crate::Checkpoints::default().keep_last;
         match &mut canonical.environment {
             Environment::Fixture { .. } => {}
             Environment::Openenv { python, .. } | Environment::Nemo { python, .. } => {

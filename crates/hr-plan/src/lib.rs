@@ -16,6 +16,7 @@ mod error;
 mod hub_cache;
 mod load;
 mod plan;
+mod schedule;
 mod trl_names;
 mod validate;
 mod vocabulary;

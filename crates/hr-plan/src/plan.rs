@@ -767,6 +767,19 @@ pub struct Checkpoints {
     pub every: u64,
     /// Keep the raw rollout data of this many latest steps in each snapshot (digests of all).
     pub raw_rollout_steps: usize,
+    /// A local run keeps its latest `keep_last` checkpoints and every one its evaluation adopts,
+    /// deleting the others as it goes (Determined's `save_trial_latest`; TRL's
+    /// `save_total_limit`); 0 keeps every one. Not part of training: left out of the digest. A
+    /// managed run's checkpoints are the cluster's, kept by its `checkpoint_storage` policy.
+    #[serde(skip_serializing_if = "is_keep_last_default")]
+    pub keep_last: usize,
+}
+
+/// [`Checkpoints::keep_last`]'s default.
+const KEEP_LAST: usize = 2;
+
+fn is_keep_last_default(v: &usize) -> bool {
+    *v == KEEP_LAST
 }
 
 impl Default for Checkpoints {
@@ -774,6 +787,7 @@ impl Default for Checkpoints {
         Self {
             every: 1,
             raw_rollout_steps: 2,
+            keep_last: KEEP_LAST,
         }
     }
 }

@@ -2,7 +2,8 @@
 //! each is rewritten into the plan's own fields before the plan is parsed, so a plan means the
 //! same whichever spelling it used and its digest does not depend on the spelling.
 //!
-//! - `max_steps` → `steps`; `save_steps` → `checkpoints.every`;
+//! - `max_steps` → `steps`; `save_steps` → `checkpoints.every`; `save_total_limit` →
+//!   `checkpoints.keep_last` (`null`, keep all, → 0);
 //! - `model.lora.target_modules` as a regular expression → `model.lora.target_regex` (with
 //!   `targets` empty); `layers_to_transform` as one index → a list of one;
 //! - `grpo.epsilon` → `grpo.epsilon_low`, and `grpo.epsilon_high` unless it is given (TRL's
@@ -45,18 +46,24 @@ pub(crate) fn normalise(plan: &mut Value) -> Result<(), Refusal> {
         return Ok(());
     };
     rename(top, "max_steps", "steps", "")?;
-    if let Some(every) = top.remove("save_steps") {
+    for (trl, own) in [("save_steps", "every"), ("save_total_limit", "keep_last")] {
+        let Some(mut value) = top.remove(trl) else {
+            continue;
+        };
+        if trl == "save_total_limit" && value.is_null() {
+            value = Value::from(0);
+        }
         let checkpoints = top
             .entry("checkpoints")
             .or_insert_with(|| Value::Object(Map::new()));
         match checkpoints.as_object_mut() {
-            Some(c) if !c.contains_key("every") => {
-                c.insert("every".to_owned(), every);
+            Some(c) if !c.contains_key(own) => {
+                c.insert(own.to_owned(), value);
             }
             _ => {
                 return Err(refuse(
-                    "save_steps",
-                    "give `save_steps` or `checkpoints.every`, not both",
+                    trl,
+                    format!("give `{trl}` or `checkpoints.{own}`, not both"),
                 ));
             }
         }

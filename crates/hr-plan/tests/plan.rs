@@ -451,6 +451,12 @@ fn trl_names_that_need_more_than_a_rename_mean_what_trl_means() -> anyhow::Resul
     let mut own_every = example();
     own_every["checkpoints"] = json!({"every": 2});
     assert_eq!(g, parse(&own_every)?);
+    // save_total_limit is checkpoints.keep_last (None, keep all, is 0), outside the digest.
+    let limited = parse(&with(&|p| p["save_total_limit"] = json!(5)))?;
+    assert_eq!(limited.checkpoints.keep_last, 5);
+    assert_eq!(limited.sha256(), parse(&example())?.sha256());
+    let all = parse(&with(&|p| p["save_total_limit"] = Value::Null))?;
+    assert_eq!(all.checkpoints.keep_last, 0);
     assert_eq!(
         parse(&with(&|p| p["model"]["lora"]["lora_dropout"] = json!(0.0)))?,
         parse(&example())?

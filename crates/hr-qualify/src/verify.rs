@@ -167,18 +167,12 @@ pub fn verify_native_proof(path: &Path) -> Result<NativeProof, QualifyError> {
             p.stopped_after
         )));
     }
-    // The source: every checkpoint of both interrupted runs was written by the proof's binary.
+    // The source: every checkpoint both interrupted runs keep was written by the proof's binary.
     for run in [&p.interrupted, &p.resumed] {
         let run = RunDir::new(run);
-        let list = run.checkpoint_list();
-        let listed = std::fs::read_to_string(&list).at("read", &list)?;
-        for line in listed.lines() {
-            let c: Value = serde_json::from_str(line).map_err(|e| failed(e.to_string()))?;
-            let (uuid, step) = (
-                c["uuid"].as_str().unwrap_or(""),
-                c["steps_completed"].as_u64(),
-            );
-            check_checkpoint(&run.checkpoint(uuid), &p.source, step.unwrap_or(0))?;
+        let listed = hr_core::local_checkpoints(&run.core()).map_err(|e| failed(e.to_string()))?;
+        for (uuid, step) in listed {
+            check_checkpoint(&run.checkpoint(&uuid), &p.source, step)?;
         }
     }
     Ok(p)

@@ -29,8 +29,8 @@ pub use dsse::{
 pub use ed25519_dalek::VerifyingKey;
 pub use error::SealError;
 pub use manifest::{
-    EvidencePrefix, FileEntry, MANIFEST_FILE, Manifest, ParentRef, RunIdentity, SCHEMA_VERSION,
-    ROOT_FILES, SEAL_FILE, SourceBinding, validate_payload_path,
+    EvidencePrefix, FileEntry, MANIFEST_FILE, Manifest, ParentRef, ROOT_FILES, RunIdentity,
+    SCHEMA_VERSION, SEAL_FILE, SourceBinding, validate_payload_path,
 };
 pub use verify::{Expectations, Verified, verify};
 pub use writer::{SealedSnapshot, SnapshotWriter, Stage};

@@ -491,6 +491,25 @@ impl<'d, B: Backend> Allocation<'d, B> {
             self.label,
             published.uuid
         );
+        self.prune()
+    }
+
+    /// Deletes the local run's checkpoints its plan no longer keeps: all but the latest
+    /// `checkpoints.keep_last` and those `evaluation.checkpoints` adopts (a managed run's are
+    /// the master's).
+    fn prune(&self) -> Result<(), TrainError> {
+        let protected = self
+            .plan
+            .evaluation
+            .as_ref()
+            .map_or(&[][..], |e| &e.checkpoints[..]);
+        let keep = self.plan.checkpoints.keep_last;
+        for (uuid, step) in self.publisher.core().prune_local(keep, protected)? {
+            tracing::info!(
+                "{}: deleted checkpoint step {step} ({uuid}): checkpoints.keep_last is {keep}",
+                self.label
+            );
+        }
         Ok(())
     }
 
@@ -532,6 +551,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 TerminalKind::Final => Ok(terminal.finish()?),
             }
         })?;
+        self.prune()?;
         if reason == Stop::Done {
             export_adapter(self.layout.root(), plan, self.trainer.adapters())?;
             let (core, op) = (self.publisher.core(), self.op);

@@ -36,6 +36,10 @@ pub struct CheckReport {
     pub rewards: Vec<String>,
     /// Batch rewards called once (the `python` ones).
     pub rewards_called: usize,
+    /// About how many bytes one checkpoint takes: the PEFT adapter twice (in the native state
+    /// and at the folder's root) and AdamW's two f32 moments per parameter; rollouts and logs
+    /// add a little.
+    pub checkpoint_bytes: u64,
 }
 
 /// Checks `plan` on `device` (its service and reward output go to `log`): see the module.
@@ -87,7 +91,11 @@ pub fn check<B: Backend>(
         service.shutdown().map_err(TrainError::Environment)?;
     }
     let config = policy.config();
+    let files = hr_policy::adapter_files(&adapters, &plan.model.peft_base())?;
+    let adapter_bytes = (files.weights.len() + files.config.len()) as u64;
+    let moments = 2 * 4 * adapters.num_params() as u64;
     Ok(CheckReport {
+        checkpoint_bytes: 2 * adapter_bytes + moments,
         model_type: config.family.model_type().to_owned(),
         layers: config.num_layers,
         context: config.max_position_embeddings,

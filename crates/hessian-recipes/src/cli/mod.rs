@@ -71,7 +71,9 @@ pub(crate) enum Command {
     /// every dataset row, the model's weights loaded on --device, LoRA fitted to the model, the
     /// environment's service or reward functions started, every prompt measured against the
     /// model's context, and each Python reward called once (the first training task, an empty
-    /// completion). Exit 0 when `train` would start, 2 naming the field and the fix otherwise.
+    /// completion). Prints what the run would do (steps, completion tokens a step, checkpoints
+    /// saved and kept, about how large). Exit 0 when `train` would start, 2 naming the field and
+    /// the fix otherwise.
     Check(CheckArgs),
     /// Assess a finished run on DEV and HELD-OUT tasks
     ///
