@@ -3,6 +3,7 @@
 use hr_tests::{Scratch, repo_root, snapshot, text};
 
 const GOOD_COMMAND: &str = "\
+description: hessian-recipes test command
 resources: {slots: 0, resource_pool: 42_Compute}
 bind_mounts:
 - {host_path: /pfss/mlde/workspaces/mlde_wsp_JAIF, container_path: /pfss/mlde/workspaces/mlde_wsp_JAIF}
@@ -57,6 +58,28 @@ fn check_accepts_the_committed_templates() {
 fn check_rejects_each_rule_naming_the_field() {
     let s = Scratch::new();
     assert_eq!(check(&s, "good.yaml", GOOD_COMMAND).0, Some(0));
+    // Another program's command: the house rules are notes after the problems, not failures.
+    let theirs = "entrypoint: [python3, train.py]\nresources: {slots: 1}\n";
+    let (code, stdout) = check(&s, "theirs.yaml", theirs);
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(
+        stdout.contains("theirs.yaml: ok (command)")
+            && stdout.contains("note(s): house rules for this project's jobs"),
+        "{stdout}"
+    );
+    let (code, stdout) = check(
+        &s,
+        "theirs-bad.yaml",
+        &theirs.replace("slots:", "slots_per_trial:"),
+    );
+    assert_eq!(code, Some(2), "{stdout}");
+    let problem = stdout
+        .find("resources.slots_per_trial")
+        .expect("the problem");
+    assert!(
+        problem < stdout.find("note(s)").expect("the notes"),
+        "{stdout}"
+    );
     // With --json: one object per file.
     let bad = s.write(
         "bad.yaml",

@@ -9,6 +9,7 @@ mod generate;
 mod learning;
 mod logging;
 mod managed;
+mod model;
 mod preflight;
 mod qualify;
 mod signing;

@@ -22,6 +22,7 @@ pub(crate) const REVIEW_LIST: &[&str] = &[
     "output.rs",
     "keys.rs",
     "model_folder.rs",
+    "model_fetch.rs",
     "check.rs",
     "cluster.rs",
     "demo.rs",

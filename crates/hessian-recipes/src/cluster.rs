@@ -73,28 +73,44 @@ fn check(
 ) -> anyhow::Result<ExitCode> {
     let mut failed = 0;
     for file in files {
-        let checked = check_file(file, kind);
-        if checked.as_ref().map_or(true, |(_, f)| !f.is_empty()) {
+        let checked = check_file(file, kind).map(|(kind, findings)| {
+            let (notes, problems): (Vec<_>, Vec<_>) = findings.into_iter().partition(|f| f.note);
+            (kind, problems, notes)
+        });
+        if checked.as_ref().map_or(true, |(_, p, _)| !p.is_empty()) {
             failed += 1;
         }
+        let lines =
+            |f: &[hr_config::Finding]| f.iter().map(ToString::to_string).collect::<Vec<_>>();
         if json {
             let line = match &checked {
-                Ok((kind, findings)) => serde_json::json!({"file": file, "kind": kind.to_string(),
-                    "ok": findings.is_empty(),
-                    "problems": findings.iter().map(ToString::to_string).collect::<Vec<_>>()}),
+                Ok((kind, problems, notes)) => serde_json::json!({"file": file,
+                    "kind": kind.to_string(), "ok": problems.is_empty(),
+                    "problems": lines(problems), "notes": lines(notes)}),
                 Err(e) => serde_json::json!({"file": file, "ok": false, "error": e.to_string()}),
             };
             println!("{line}");
             continue;
         }
         match checked {
-            Ok((kind, findings)) if findings.is_empty() => {
-                println!("{}: ok ({kind})", file.display())
-            }
-            Ok((kind, findings)) => {
-                println!("{}: {} problem(s) ({kind})", file.display(), findings.len());
-                for f in findings {
+            Ok((kind, problems, notes)) => {
+                if problems.is_empty() {
+                    println!("{}: ok ({kind})", file.display());
+                } else {
+                    println!("{}: {} problem(s) ({kind})", file.display(), problems.len());
+                }
+                for f in problems {
                     println!("  {f}");
+                }
+                if !notes.is_empty() {
+                    println!(
+                        "  {} note(s): house rules for this project's jobs, which this config \
+                         is not (its entrypoint does not run hessian-recipes):",
+                        notes.len()
+                    );
+                    for f in notes {
+                        println!("    {f}");
+                    }
                 }
             }
             Err(e) => println!("{}: {e}", file.display()),

@@ -24,6 +24,7 @@ mod evaluate;
 mod generate;
 mod keys;
 mod logging;
+mod model_fetch;
 mod model_folder;
 mod output;
 mod preflight;
@@ -88,6 +89,9 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Devmaster(args) => devmaster::run(&args),
         cli::Command::Cluster { command } => cluster::run(command),
         cli::Command::Generate(args) => generate::run(args),
+        cli::Command::Model {
+            command: cli::ModelCommand::Fetch(args),
+        } => model_fetch::fetch(&args),
         cli::Command::Probe {
             command: cli::ProbeCommand::Gemm(args),
         } => probe::gemm(&args),

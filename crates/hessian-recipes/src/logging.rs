@@ -2,8 +2,9 @@
 //! `info` and above, as the bare lines the commands have always printed (warnings and errors
 //! keep their level); with `RUST_LOG` (`debug`, `hr_det=debug,hr_train=info`, ...), what it
 //! selects, each line with time, level and target. The training loop's step events
-//! (`hr_train::PROGRESS_TARGET`) become a progress bar with ETA when stderr is a terminal; piped
-//! or logged output keeps them as one plain line per step. A layer counts the GPU backends'
+//! (`hr_train::PROGRESS_TARGET`) become a progress bar when stderr is a terminal, drawn from the
+//! start of training (`hr_train::PROGRESS_BEGIN_TARGET`) with an ETA from the average step so
+//! far; piped or logged output keeps them as one plain line per step. A layer counts the GPU backends'
 //! kernel launches (`kernel_launches`, for `generate`'s summary and `bench decode`).
 
 use std::{
@@ -12,7 +13,7 @@ use std::{
         Arc, Mutex, PoisonError,
         atomic::{AtomicU64, Ordering},
     },
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use indicatif::{ProgressBar, ProgressStyle};
@@ -62,9 +63,11 @@ pub(crate) fn init() {
     let terminal = std::io::stderr().is_terminal();
     let bar: Bar = Arc::default();
     let writer = BarWriter(bar.clone());
-    let not_progress =
-        move |m: &tracing::Metadata<'_>| !(terminal && m.target() == hr_train::PROGRESS_TARGET);
-    let progress = terminal.then(|| ProgressLayer(bar.clone()));
+    let not_progress = move |m: &tracing::Metadata<'_>| {
+        m.target() != hr_train::PROGRESS_BEGIN_TARGET
+            && !(terminal && m.target() == hr_train::PROGRESS_TARGET)
+    };
+    let progress = terminal.then(|| ProgressLayer(bar.clone(), Mutex::default()));
     let launches = LaunchCounter.with_filter(filter_fn(is_launch));
     let result = match EnvFilter::try_from_default_env() {
         Ok(filter) => tracing_subscriber::registry()
@@ -107,8 +110,10 @@ pub(crate) fn init() {
     drop(result);
 }
 
-/// Draws step events as a bar: `[elapsed] [####    ] step/steps ETA eta  summary`.
-struct ProgressLayer(Bar);
+/// Draws step events as a bar: `[elapsed] [####    ] step/steps ETA eta  summary`, the ETA
+/// the average step of this process times the steps left (steady within a step), with when
+/// and at which step the bar began.
+struct ProgressLayer(Bar, Mutex<Option<(Instant, u64)>>);
 
 #[derive(Default)]
 struct StepFields {
@@ -146,7 +151,9 @@ impl Visit for StepFields {
 
 impl<S: Subscriber> Layer<S> for ProgressLayer {
     fn on_event(&self, event: &tracing::Event<'_>, _ctx: Context<'_, S>) {
-        if event.metadata().target() != hr_train::PROGRESS_TARGET {
+        let target = event.metadata().target();
+        let begin = target == hr_train::PROGRESS_BEGIN_TARGET;
+        if target != hr_train::PROGRESS_TARGET && !begin {
             return;
         }
         let mut fields = StepFields::default();
@@ -155,22 +162,35 @@ impl<S: Subscriber> Layer<S> for ProgressLayer {
             return;
         };
         let mut slot = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut start = self.1.lock().unwrap_or_else(PoisonError::into_inner);
         let bar = slot.get_or_insert_with(|| {
             let bar = ProgressBar::new(steps);
             bar.set_style(
-                ProgressStyle::with_template(
-                    "[{elapsed_precise}] [{bar:30}] {pos}/{len} ETA {eta}  {msg}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("#>-"),
+                ProgressStyle::with_template("[{elapsed_precise}] [{bar:30}] {pos}/{len} {msg}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("#>-"),
             );
             bar.enable_steady_tick(Duration::from_secs(1));
             // A resumed run starts part-way: the ETA counts only the steps made here.
-            bar.set_position(step.saturating_sub(1));
-            bar.reset_eta();
+            let first = if begin { step } else { step.saturating_sub(1) };
+            bar.set_position(first);
+            *start = Some((Instant::now(), first));
             bar
         });
-        bar.set_message(fields.summary);
+        let eta = match *start {
+            Some((at, first)) if step > first => {
+                let per_step = at.elapsed().as_secs_f64() / (step - first) as f64;
+                let left = Duration::from_secs_f64(per_step * steps.saturating_sub(step) as f64);
+                format!("ETA {}", indicatif::HumanDuration(left))
+            }
+            _ => "ETA -".to_owned(),
+        };
+        let summary = if begin {
+            "first step running"
+        } else {
+            &fields.summary
+        };
+        bar.set_message(format!("{eta}  {summary}"));
         bar.set_position(step);
         if fields.last {
             // Leave the bar where the run stopped, on its own line; later output starts below.

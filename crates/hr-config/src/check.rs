@@ -27,9 +27,12 @@ pub fn check_value(value: &Value, kind: ConfigKind) -> Result<Vec<Finding>, Erro
                 None => e.path,
             },
             message: format!("{} (Determined 0.35 schema)", e.message),
+            note: false,
         })
         .collect();
     findings.extend(rules::check(value, kind));
+    // Problems first: a note never buries one.
+    findings.sort_by_key(|f| f.note);
     Ok(findings)
 }
 

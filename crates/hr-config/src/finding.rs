@@ -65,13 +65,24 @@ impl fmt::Display for ConfigKind {
     }
 }
 
-/// One problem with a config.
+/// One problem with a config, or a note.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     /// Dotted field path (`resources.slots`), or `(top level)`.
     pub field: String,
     /// What is wrong, and the fix.
     pub message: String,
+    /// A house rule of the cluster (its environment defaults, bounded commands, the retained
+    /// shell, the work folder) on a config that is not this project's: shown after the
+    /// problems, never failing the check.
+    pub note: bool,
+}
+
+impl Finding {
+    /// Whether it fails the check (it is not a [`Finding::note`]).
+    pub fn is_problem(&self) -> bool {
+        !self.note
+    }
 }
 
 impl fmt::Display for Finding {

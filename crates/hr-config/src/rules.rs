@@ -1,6 +1,8 @@
 //! Our own rules on top of Determined's schema: the mistakes the schema lets through but the
-//! cluster punishes (a GPU reserved by a wrong field name, a searcher that 0.35 rejects later, auth
-//! files in the shared workspace, unbounded commands, jobs that silently use GPUs or the Hub).
+//! cluster punishes (a GPU reserved by a wrong field name, a searcher that 0.35 rejects later),
+//! and the house rules (auth files in the shared workspace, unbounded commands, a shell holding a
+//! GPU, jobs that silently use GPUs or the Hub), which are problems in a config of this project
+//! ([`is_ours`]) and notes in any other.
 
 use serde_json::Value;
 
@@ -15,15 +17,35 @@ fn finding(field: &str, message: String) -> Finding {
     Finding {
         field: field.to_owned(),
         message,
+        note: false,
     }
+}
+
+/// Whether the config is this project's: its entrypoint runs `hessian-recipes` (named by any
+/// path), or its description says so, as the templates' do.
+fn is_ours(value: &Value) -> bool {
+    let named =
+        |word: &str| std::path::Path::new(word).file_name() == Some("hessian-recipes".as_ref());
+    let runs_it = match value.get("entrypoint") {
+        Some(Value::Array(words)) => words.iter().filter_map(Value::as_str).any(named),
+        Some(Value::String(line)) => line.split_whitespace().any(named),
+        _ => false,
+    };
+    runs_it
+        || value
+            .get("description")
+            .and_then(Value::as_str)
+            .is_some_and(|d| d.starts_with("hessian-recipes"))
 }
 
 fn present<'v>(value: &'v Value, pointer: &str) -> Option<&'v Value> {
     value.pointer(pointer).filter(|v| !v.is_null())
 }
 
-/// Applies every rule for `kind`.
+/// Applies every rule for `kind`: the house rules as notes on a config that is not ours.
 pub(crate) fn check(value: &Value, kind: ConfigKind) -> Vec<Finding> {
+    let note = !is_ours(value);
+    let mut house = Vec::new();
     let mut out = Vec::new();
     match kind {
         ConfigKind::Experiment => {
@@ -72,15 +94,16 @@ pub(crate) fn check(value: &Value, kind: ConfigKind) -> Vec<Finding> {
                         .to_owned(),
                 ));
             }
-            out.extend(work_dir(value));
+            house.extend(work_dir(value));
             if kind == ConfigKind::Command {
-                out.extend(bounded_entrypoint(value));
+                house.extend(bounded_entrypoint(value));
             } else {
-                out.extend(shell_holds_no_gpu(value));
+                house.extend(shell_holds_no_gpu(value));
             }
         }
     }
-    out.extend(environment(value));
+    house.extend(environment(value));
+    out.extend(house.into_iter().map(|f| Finding { note, ..f }));
     out
 }
 

@@ -2,14 +2,14 @@
 //! `huggingface_hub` lays it out: `<cache>/models--ORG--NAME/refs/main` holds the commit whose
 //! files are in `<cache>/models--ORG--NAME/snapshots/<commit>/`. Nothing is downloaded.
 //!
-//! (The `hf-hub` crate reads the same layout, but its 1.0 always links reqwest, tokio and
-//! hf-xet for downloads; this crate stays free of networking.)
+//! (The `hf-hub` crate reads the same layout, but links reqwest and tokio for downloads; this
+//! crate stays free of networking. The binary's `model fetch` downloads with it.)
 
 use std::path::{Path, PathBuf};
 
 /// The cache folder `huggingface_hub` uses: `HF_HUB_CACHE`, else `HF_HOME/hub`, else
 /// `XDG_CACHE_HOME/huggingface/hub`, else `~/.cache/huggingface/hub`.
-pub(crate) fn hub_cache_dir() -> Option<PathBuf> {
+pub fn hub_cache_dir() -> Option<PathBuf> {
     let var = |name: &str| {
         std::env::var_os(name)
             .filter(|v| !v.is_empty())
@@ -50,7 +50,7 @@ pub(crate) fn snapshot_in(cache: &Path, id: &str) -> Result<PathBuf, String> {
     let commit = std::fs::read_to_string(&refs).map_err(|e| {
         format!(
             "`{id}` is not in the Hugging Face cache ({}: {e}); download it there first \
-             (`hf download {id}`), point HF_HOME or HF_HUB_CACHE at the cache that has it, or \
+             (`hessian-recipes model fetch {id}` or `hf download {id}`), point HF_HOME or HF_HUB_CACHE at the cache that has it, or \
              set model.path to the model folder",
             refs.display()
         )

@@ -22,7 +22,7 @@ mod validate;
 mod vocabulary;
 
 pub use error::PlanError;
-pub use hub_cache::{find_cached, is_hub_id};
+pub use hub_cache::{find_cached, hub_cache_dir, is_hub_id};
 pub use plan::{
     Checkpoints, Environment, Evaluation, FixtureTasks, Grpo, Lora, Model, Optimizer, Plan, Reward,
     RewardRule, Seeds, Solved, TaskSet,

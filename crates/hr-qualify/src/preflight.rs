@@ -99,8 +99,9 @@ pub async fn preflight(
 
 /// The config to submit, checked as `cluster check` does; refused when it is not valid.
 pub fn read_config(path: &Path) -> Result<Value, QualifyError> {
-    let (_, findings) = hr_config::check_file(path, None)
+    let (_, mut findings) = hr_config::check_file(path, None)
         .map_err(|e| QualifyError::Refused(format!("--config {}: {e}", path.display())))?;
+    findings.retain(hr_config::Finding::is_problem);
     if let Some(first) = findings.first() {
         return Err(QualifyError::Refused(format!(
             "--config {}: {} problem(s), first: {first}; run `hessian-recipes cluster check {}`",

@@ -115,7 +115,8 @@ pub fn prepare_experiment(mut plan: Plan, o: &PrepareOptions) -> Result<Prepared
 
 /// The prepared config passes `cluster check`, or every finding is named.
 fn check(path: &Path) -> Result<(), QualifyError> {
-    let (_, findings) = check_file(path, Some(ConfigKind::Experiment))?;
+    let (_, mut findings) = check_file(path, Some(ConfigKind::Experiment))?;
+    findings.retain(hr_config::Finding::is_problem);
     if findings.is_empty() {
         return Ok(());
     }

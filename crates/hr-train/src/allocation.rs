@@ -33,6 +33,11 @@ use crate::tensorboard::EventWriter;
 /// these as a progress bar instead of lines.
 pub const PROGRESS_TARGET: &str = "hr_train::progress";
 
+/// The `tracing` target of the one event before the first step of an allocation (fields
+/// `step`, the steps already done, and `steps`): a bar can be drawn from the start. Not a line
+/// a log needs.
+pub const PROGRESS_BEGIN_TARGET: &str = "hr_train::progress_begin";
+
 /// How an allocation ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
@@ -375,10 +380,17 @@ impl<'d, B: Backend> Allocation<'d, B> {
     /// Optimizer steps until a stop: each one's evidence and metrics written and reported, a
     /// periodic checkpoint when the schedule says so and the run goes on.
     pub(crate) fn train(&mut self) -> Result<Stop, TrainError> {
-        let mut reason = self.stop_reason(
-            self.trainer.step_index(),
-            self.publisher.core().should_preempt(),
-        );
+        let done = self.trainer.step_index();
+        let mut reason = self.stop_reason(done, self.publisher.core().should_preempt());
+        if reason.is_none() {
+            tracing::info!(
+                target: PROGRESS_BEGIN_TARGET,
+                step = done,
+                steps = self.plan.steps,
+                "training from step {done} of {}",
+                self.plan.steps
+            );
+        }
         while reason.is_none() {
             reason = self.step()?;
         }

@@ -93,6 +93,11 @@ pub(crate) enum Command {
     /// (tokenizer_config.json; ChatML when it has none) unless --raw; generation stops at the
     /// template's end-of-turn token or the model's EOS.
     Generate(GenerateArgs),
+    /// Models: download one from the Hugging Face Hub
+    Model {
+        #[command(subcommand)]
+        command: ModelCommand,
+    },
     /// Measure this device's f32 matrix-product rate (GEMM)
     ///
     /// Times square f32 products with the kernels training uses (one warm-up, then the best of
@@ -170,6 +175,29 @@ pub(crate) enum Command {
         #[command(subcommand)]
         kind: ManagedTrialKind,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub(crate) enum ModelCommand {
+    /// Download a model from the Hub into the local Hugging Face cache
+    ///
+    /// Fetches the files a model folder needs (config.json, the tokenizer files, the
+    /// .safetensors weights and their index) into the cache `huggingface_hub` uses
+    /// (HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub), where `--model HUB_ID`
+    /// and a plan's `model.hub_id` find it; prints the snapshot folder. A file cut off by a
+    /// failure resumes where it stopped on the next run; each LFS file is checked against its
+    /// sha256. HF_ENDPOINT names a mirror; HF_TOKEN (else the token `hf auth login` saved)
+    /// opens gated models; HF_HUB_OFFLINE=1 (the cluster's default) refuses, naming the variable.
+    Fetch(FetchArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct FetchArgs {
+    /// The model's Hub id, e.g. HuggingFaceTB/SmolLM2-135M-Instruct.
+    pub(crate) hub_id: String,
+    /// A branch, tag or commit of the repository.
+    #[arg(long, default_value = "main")]
+    pub(crate) revision: String,
 }
 
 #[derive(Debug, Subcommand)]

@@ -202,3 +202,39 @@ fn malformed_yaml_reports_line_and_column() {
         "{err}"
     );
 }
+
+#[test]
+fn house_rules_are_notes_after_the_problems_on_a_config_that_is_not_ours() -> Result<()> {
+    // A command of another program: no JAIF defaults, no timeout; nothing fails.
+    let theirs = parse_yaml(
+        "entrypoint: [python3, train.py]\nresources: {slots: 1}\n",
+        "x",
+    )?;
+    let findings = check_value(&theirs, ConfigKind::Command)?;
+    assert!(
+        !findings.is_empty() && findings.iter().all(|f| f.note),
+        "{findings:?}"
+    );
+    // A real problem comes first and fails; the notes follow it.
+    let bad = parse_yaml(
+        "entrypoint: [python3, train.py]\nresources: {slots_per_trial: 1}\n",
+        "x",
+    )?;
+    let findings = check_value(&bad, ConfigKind::Command)?;
+    assert_eq!(
+        findings[0].field, "resources.slots_per_trial",
+        "{findings:?}"
+    );
+    assert!(findings[0].is_problem() && findings[1..].iter().all(|f| f.note));
+    // The same command running hessian-recipes: the house rules are problems.
+    let ours = parse_yaml(
+        "entrypoint: [hessian-recipes, evaluate]\nresources: {slots: 1}\n",
+        "x",
+    )?;
+    let findings = check_value(&ours, ConfigKind::Command)?;
+    assert!(
+        !findings.is_empty() && findings.iter().all(Finding::is_problem),
+        "{findings:?}"
+    );
+    Ok(())
+}
