@@ -239,6 +239,120 @@ fn managed_training_refuses_a_backend_that_is_not_the_plans_and_a_run_outside_a_
 }
 
 #[test]
+fn prepare_marks_searched_fields_as_determined_hyperparameters_and_refuses_bad_ones() {
+    let s = setup();
+    let prepare = |out: &str, extra: &[&str]| {
+        let mut args = vec![
+            "managed",
+            "prepare",
+            "--plan",
+            "plan.json",
+            "--output",
+            out,
+            "--profile",
+            "local",
+            "--max-wall-seconds",
+            "600",
+            "--device",
+            "cpu",
+            "--unqualified",
+        ];
+        args.extend_from_slice(extra);
+        s.run(&args)
+    };
+    let out = prepare(
+        "runs/asha",
+        &[
+            "--hparam",
+            "optimizer.learning_rate=log:1e-4..1e-2",
+            "--hparam",
+            "grpo.beta=cat:0,0.04",
+            "--searcher",
+            "adaptive_asha",
+            "--max-trials",
+            "4",
+        ],
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let yaml = std::fs::read_to_string(s.path().join("runs/asha/experiment.yaml")).expect("yaml");
+    let config = hr_config::parse_yaml(&yaml, "experiment.yaml").expect("yaml");
+    assert_eq!(config["searcher"]["name"], "adaptive_asha", "{yaml}");
+    assert_eq!(config["searcher"]["max_trials"], 4, "{yaml}");
+    let hp = &config["hyperparameters"];
+    assert_eq!(hp["optimizer"]["learning_rate"]["type"], "log", "{hp}");
+    assert_eq!(hp["optimizer"]["learning_rate"]["minval"], -4.0, "{hp}");
+    assert_eq!(
+        hp["optimizer"]["beta1"],
+        json!({"type": "const", "val": 0.9}),
+        "{hp}"
+    );
+    assert_eq!(
+        hp["grpo"]["beta"],
+        json!({"type": "categorical", "vals": [0, 0.04]}),
+        "{hp}"
+    );
+    assert_eq!(
+        hp["lora"]["type"], "const",
+        "an unsearched section stays one constant"
+    );
+    let check = s.run(&["cluster", "check", "runs/asha/experiment.yaml"]);
+    assert!(check.status.success(), "{}", text(&check).0);
+    // Each refused before anything is left behind, naming the flag and the fix.
+    for (n, (extra, says)) in [
+        (
+            &["--hparam", "optimizer.learning_rate=log:1e-4..1e-2"][..],
+            "--searcher",
+        ),
+        (
+            &[
+                "--hparam",
+                "optimizer.nope=double:0..1",
+                "--searcher",
+                "random",
+            ][..],
+            "optimizer.nope",
+        ),
+        (
+            &["--hparam", "lora.r=int:2..8", "--searcher", "random"][..],
+            "as the plan writes it",
+        ),
+        (
+            &[
+                "--hparam",
+                "optimizer.learning_rate=double:-1..1",
+                "--searcher",
+                "random",
+            ][..],
+            "refuses -1",
+        ),
+        (
+            &["--hparam", "grpo.beta=double:0..1", "--searcher", "grid"][..],
+            ":COUNT",
+        ),
+        (
+            &[
+                "--hparam",
+                "seeds.sampling=int:1..9",
+                "--searcher",
+                "random",
+            ][..],
+            "grpo, optimizer or lora",
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let folder = format!("runs/bad{n}");
+        let out = prepare(&folder, extra);
+        let (_, stderr) = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {stderr}");
+        assert!(stderr.contains(says), "{extra:?}: {stderr}");
+        assert!(!s.path().join(&folder).exists(), "{extra:?}");
+    }
+}
+
+#[test]
 fn prepare_writes_a_source_bound_experiment_that_passes_cluster_check() {
     let s = setup();
     let prepare = |out: &str, extra: &[&str]| {

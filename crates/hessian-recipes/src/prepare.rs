@@ -31,6 +31,7 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(std::path::absolute)
         .transpose()?;
+    let search = search(args)?;
     let made = !out.exists();
     create_fresh(out)?;
     let result = prepare_experiment(
@@ -46,6 +47,7 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
             gpu_budget_seconds: args.run.gpu_budget_seconds,
             proofs,
             unqualified: args.run.unqualified,
+            search,
         },
     );
     if result.is_err() {
@@ -67,4 +69,20 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         prepared.config.display()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The search `--hparam`, `--searcher` and `--max-trials` ask for, if any.
+fn search(args: &PrepareArgs) -> Result<Option<hr_qualify::Search>, Refused> {
+    match (args.searcher, args.hparams.is_empty()) {
+        (None, true) => Ok(None),
+        (None, false) => Err(Refused(
+            "--hparam: name the searcher that varies it: --searcher random|grid|adaptive_asha"
+                .to_owned(),
+        )),
+        (Some(kind), _) => Ok(Some(hr_qualify::Search {
+            kind,
+            fields: args.hparams.clone(),
+            max_trials: args.max_trials,
+        })),
+    }
 }

@@ -214,6 +214,11 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         ))
     })?;
     let info = core.info();
+    // A search's values for this trial (constants equal the plan's): its plan, digest and
+    // checkpoints are its own; the gate admitted the plan as prepared.
+    let plan = plan
+        .with_hparams(&info.hparams, &args.plan)
+        .map_err(|e| Refused(format!("the trial's hyperparameters: {e}")))?;
     let run_dir = hr_files::RunDir::managed(core.storage_dir(), info.experiment_id, info.trial_id)
         .root()
         .to_owned();

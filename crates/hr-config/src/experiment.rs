@@ -70,11 +70,11 @@ pub struct Resources {
 /// their checkpoints by it, as `evaluate` selects one.
 pub const DEV_REWARD: &str = "dev_reward";
 
-/// `searcher` with `name: single`.
+/// `searcher`: `single`, or a search of hyperparameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Searcher {
-    /// Always `single` for us.
+    /// `single`, or a search's (`random`, `grid`, `adaptive_asha`).
     pub name: String,
     /// The searcher metric.
     pub metric: String,
@@ -83,6 +83,9 @@ pub struct Searcher {
     /// The trial length; still required for `single` in 0.35.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_length: Option<Length>,
+    /// Trials a `random` or `adaptive_asha` search runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_trials: Option<u64>,
 }
 
 impl Searcher {
@@ -93,6 +96,25 @@ impl Searcher {
             metric: metric.to_owned(),
             smaller_is_better: true,
             max_length: Some(Length { batches }),
+            max_trials: None,
+        }
+    }
+
+    /// A search of `kind` over trials of `batches` batches (`max_trials` of them, unless a grid
+    /// counts its own), ranked by `metric`.
+    pub fn search(
+        kind: crate::SearchKind,
+        metric: &str,
+        smaller_is_better: bool,
+        batches: u64,
+        max_trials: u64,
+    ) -> Self {
+        Self {
+            name: kind.name().to_owned(),
+            metric: metric.to_owned(),
+            smaller_is_better,
+            max_length: Some(Length { batches }),
+            max_trials: (kind != crate::SearchKind::Grid).then_some(max_trials),
         }
     }
 

@@ -13,6 +13,7 @@
 
 mod digest;
 mod error;
+mod hparams;
 mod hub_cache;
 mod load;
 mod plan;
@@ -22,6 +23,7 @@ mod validate;
 mod vocabulary;
 
 pub use error::PlanError;
+pub use hparams::SEARCHABLE;
 pub use hub_cache::{find_cached, hub_cache_dir, is_hub_id};
 pub use plan::{
     Checkpoints, Environment, Evaluation, FixtureTasks, Grpo, Lora, Model, Optimizer, Plan, Reward,

@@ -48,7 +48,7 @@ pub use error::QualifyError;
 pub use fixture::{FixtureRng, FixtureState};
 pub use managed::{ManagedOutcome, ManagedQualification, ManagedQualificationOptions};
 pub use native::{NativeOptions, NativeQualification};
-pub use prepare::{PrepareOptions, Prepared, prepare_experiment};
+pub use prepare::{PrepareOptions, Prepared, Search, prepare_experiment};
 pub use qualify::{Control, QualifyOptions, STEPS as CPU_FIXTURE_STEPS, qualify_cpu, verify_proof};
 pub use soak::{SoakOptions, SoakQualification, SoakReport, SoakSummary, kill_soak};
 pub use source::{SourceRecord, record_source};

@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use hr_config::{
-    ClusterProfile, ConfigKind, ProfileName, Searcher, YamlConfig, check_file, training_experiment,
+    ClusterProfile, ConfigKind, ProfileName, SearchKind, SearchedField, Searcher, YamlConfig,
+    check_file, training_experiment,
 };
 use hr_files::IoResultExt;
 use hr_plan::Plan;
@@ -40,6 +41,19 @@ pub struct PrepareOptions {
     pub proofs: Option<PathBuf>,
     /// Run without proofs by choice.
     pub unqualified: bool,
+    /// A hyperparameter search of the plan's fields, or none (`single`).
+    pub search: Option<Search>,
+}
+
+/// A search of a plan's fields with one of Determined's searchers.
+#[derive(Debug, Clone)]
+pub struct Search {
+    /// The searcher.
+    pub kind: SearchKind,
+    /// The searched fields.
+    pub fields: Vec<SearchedField>,
+    /// Trials of a `random` or `adaptive_asha` search.
+    pub max_trials: u64,
 }
 
 /// What was prepared.
@@ -98,11 +112,26 @@ pub fn prepare_experiment(mut plan: Plan, o: &PrepareOptions) -> Result<Prepared
         o.device == "cuda",
         plan.steps,
     );
-    config.hyperparameters = plan_hyperparameters(&plan);
     if plan.evaluation.is_some() {
         // The run reports its DEV reward at the steps `evaluate` adopts: it ranks them.
         config.searcher = Searcher::dev_reward(plan.steps);
     }
+    let searched = match &o.search {
+        Some(search) => {
+            check_search(&plan, search, &plan_file)?;
+            let s = &config.searcher;
+            config.searcher = Searcher::search(
+                search.kind,
+                &s.metric,
+                s.smaller_is_better,
+                plan.steps,
+                search.max_trials,
+            );
+            &search.fields[..]
+        }
+        None => &[],
+    };
+    config.hyperparameters = plan_hyperparameters(&plan, searched);
     let config_path = out.join("experiment.yaml");
     std::fs::write(&config_path, config.to_yaml()?).at("write", &config_path)?;
     check(&config_path)?;
@@ -128,19 +157,94 @@ fn check(path: &Path) -> Result<(), QualifyError> {
     )))
 }
 
-/// The plan's training settings as the experiment's hyperparameters, each section a constant,
-/// so the web UI and `det trial describe` show what the trial trains with (the trial itself reads
-/// the plan file: these are for people).
-fn plan_hyperparameters(plan: &Plan) -> BTreeMap<String, Value> {
+/// The plan's training settings as the experiment's hyperparameters, so the web UI and `det
+/// trial describe` show what the trial trains with: each section a constant, except that a
+/// section with searched fields holds one spec per field (the searched ones Determined's, the
+/// others constants). The trial writes the values it is handed over the plan file's
+/// (`Plan::with_hparams`): the constants equal them, the searched ones vary them.
+fn plan_hyperparameters(plan: &Plan, searched: &[SearchedField]) -> BTreeMap<String, Value> {
     let constant = |v: Value| json!({"type": "const", "val": v});
-    let value = |v: Result<Value, serde_json::Error>| v.expect("plan sections serialise");
-    [
-        ("grpo", value(serde_json::to_value(&plan.grpo))),
-        ("lora", value(serde_json::to_value(&plan.model.lora))),
-        ("optimizer", value(serde_json::to_value(&plan.optimizer))),
-        ("steps", plan.steps.into()),
-    ]
-    .into_iter()
-    .map(|(name, value)| (name.to_owned(), constant(value)))
-    .collect()
+    let plan_value = serde_json::to_value(plan).expect("a plan serialises");
+    let mut out: BTreeMap<String, Value> = hr_plan::SEARCHABLE
+        .iter()
+        .map(|(name, pointer)| {
+            let section = plan_value.pointer(pointer).cloned().unwrap_or_default();
+            let fields: Vec<&SearchedField> =
+                searched.iter().filter(|f| f.section == *name).collect();
+            let spec = match (fields.is_empty(), section) {
+                (false, Value::Object(values)) => {
+                    let mut specs: serde_json::Map<String, Value> =
+                        values.into_iter().map(|(k, v)| (k, constant(v))).collect();
+                    for f in fields {
+                        specs.insert(f.field.clone(), f.spec.clone());
+                    }
+                    Value::Object(specs)
+                }
+                (_, section) => constant(section),
+            };
+            ((*name).to_owned(), spec)
+        })
+        .collect();
+    out.insert("steps".to_owned(), constant(plan.steps.into()));
+    out
+}
+
+/// Each searched field takes the ends of its range (every value of a categorical one) on the
+/// plan, checked as the trial will check it: a field the plan has not, a spelling other than the
+/// plan's, or a value it refuses is refused naming `--hparam`; a grid needs a count per range.
+fn check_search(plan: &Plan, search: &Search, plan_file: &Path) -> Result<(), QualifyError> {
+    let refused = |f: &SearchedField, why: String| {
+        QualifyError::Refused(format!("--hparam {}.{}: {why}", f.section, f.field))
+    };
+    if search.fields.is_empty() {
+        return Err(QualifyError::Refused(format!(
+            "--searcher {}: name the fields it varies with --hparam SECTION.FIELD=SPEC",
+            search.kind.name()
+        )));
+    }
+    for f in &search.fields {
+        if !hr_plan::SEARCHABLE
+            .iter()
+            .any(|(name, _)| *name == f.section)
+        {
+            return Err(refused(
+                f,
+                "a search varies fields of grpo, optimizer or lora".into(),
+            ));
+        }
+        let spec = &f.spec;
+        let samples: Vec<Value> = match spec["type"].as_str() {
+            Some("categorical") => spec["vals"].as_array().cloned().unwrap_or_default(),
+            Some("log") => [&spec["minval"], &spec["maxval"]]
+                .iter()
+                .filter_map(|e| e.as_f64())
+                .map(|e| json!(10f64.powf(e)))
+                .collect(),
+            _ => vec![spec["minval"].clone(), spec["maxval"].clone()],
+        };
+        if search.kind == SearchKind::Grid
+            && spec["type"] != "categorical"
+            && spec.get("count").is_none()
+        {
+            return Err(refused(
+                f,
+                "a grid needs the number of points of each range: add `:COUNT`".into(),
+            ));
+        }
+        for sample in samples {
+            let hparams = json!({ f.section.clone(): { f.field.clone(): sample.clone() } });
+            plan.with_hparams(&hparams, plan_file).map_err(|e| {
+                let e = e.to_string();
+                refused(
+                    f,
+                    if e.contains("duplicate field") {
+                        format!("{e}: name the field as the plan writes it (see docs/plan.md)")
+                    } else {
+                        format!("the plan refuses {sample}: {e}")
+                    },
+                )
+            })?;
+        }
+    }
+    Ok(())
 }

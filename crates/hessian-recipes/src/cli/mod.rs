@@ -248,6 +248,20 @@ pub(crate) struct PrepareArgs {
     /// Backend of the trial; `cuda` requests one GPU, `cpu` zero slots.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cuda)]
     pub(crate) device: crate::backend::DeviceKind,
+    /// Search this plan field with Determined's searcher: SECTION.FIELD=SPEC, SECTION one of
+    /// grpo, optimizer, lora (fields as docs/plan.md names them), SPEC log:MIN..MAX,
+    /// double:MIN..MAX or int:MIN..MAX (each with :COUNT for a grid) or cat:A,B,... Each trial
+    /// trains the plan with its own values (its plan.json and digest record them); the gate
+    /// admits the plan as given. Repeatable.
+    #[arg(long = "hparam", value_name = "SECTION.FIELD=SPEC")]
+    pub(crate) hparams: Vec<hr_config::SearchedField>,
+    /// The searcher of the --hparam fields: random, grid or adaptive_asha (trials trained rung
+    /// by rung, the best promoted and resumed from their checkpoints).
+    #[arg(long, value_name = "SEARCHER", requires = "hparams")]
+    pub(crate) searcher: Option<hr_config::SearchKind>,
+    /// Trials of a random or adaptive_asha search.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1000))]
+    pub(crate) max_trials: u64,
     #[command(flatten)]
     pub(crate) run: ManagedRunArgs,
 }
