@@ -184,22 +184,24 @@ def training_lifecycle(det, args, case):
           evidence)
 
 
-def grpo_search(det, args, case):
-    """A `random` search of a GRPO plan's learning rate with the real `det`: two
-    `managed-training` trials of the fixture plan, each handed its own sampled value; each trial's
-    run folder records the value in its plan.json, and its evidence equals a native run of that
-    plan, bit for bit."""
-    steps, kind = case["steps"], "grpo search"
-    shared = args.work / "shared-search"
+def grpo_search(det, args, case, searcher, trials):
+    """A search of a GRPO plan's learning rate with the real `det`: `managed-training` trials of
+    the fixture plan, each handed its own sampled value (`adaptive_asha`: trained rung by rung,
+    each rung's checkpoint published and its operation completed, promoted trials allocated again
+    and resumed from it). Each trial's run folder records its value in its plan.json, and its
+    evidence equals the first steps of a native run of that plan, bit for bit."""
+    steps, kind = case["steps"], f"grpo search {searcher}"
+    shared = args.work / f"shared-search-{searcher}"
     shared.mkdir(parents=True, exist_ok=True)
-    config = args.work / "grpo-search.yaml"
+    config = args.work / f"grpo-search-{searcher}.yaml"
     entrypoint = [args.hessian_recipes, "managed-training", "--plan", case["plan"],
                   "--backend", "fixture", "--max-wall-seconds", "600", "--unqualified"]
+    extra = ", divisor: 2, mode: aggressive" if searcher == "adaptive_asha" else ""
     config.write_text(
-        "name: grpo-search\n"
+        f"name: grpo-search-{searcher}\n"
         f"entrypoint: {json.dumps(entrypoint)}\n"
-        f"searcher: {{name: random, metric: loss, max_length: {{batches: {steps}}}, max_trials: 2,"
-        " max_concurrent_trials: 1}\n"
+        f"searcher: {{name: {searcher}, metric: loss, max_length: {{batches: {steps}}},"
+        f" max_trials: {trials}, max_concurrent_trials: 1{extra}}}\n"
         "hyperparameters: {optimizer: {learning_rate: {type: log, base: 10, minval: -3, maxval: -1}},"
         f" steps: {{type: const, val: {steps}}}}}\n"
         "resources: {slots_per_trial: 0}\nmax_restarts: 0\n"
@@ -207,31 +209,40 @@ def grpo_search(det, args, case):
         f" save_experiment_best: 0, save_trial_best: 0, save_trial_latest: {steps}}}\n")
     out = det("experiment", "create", config)
     eid = created_id(out)
-    if not check(f"{kind}: create a random search of managed-training trials", out.returncode == 0 and eid,
+    if not check(f"{kind}: create a search of managed-training trials", out.returncode == 0 and eid,
                  out.stdout + out.stderr):
         return
-    wait(lambda: det.state(eid) in ("STATE_COMPLETED", "STATE_ERROR"), f"{kind} end", 600)
+    wait(lambda: det.state(eid) in ("STATE_COMPLETED", "STATE_ERROR"), f"{kind} end", 900)
     described = json.loads(det("experiment", "describe", eid, "--json").stdout or "[{}]")[0]
     tids = described.get("experiment", {}).get("trialIds") or []
-    trials = [json.loads(det("trial", "describe", t, "--json").stdout or "{}").get("trial", {}) for t in tids]
-    rates = [t.get("hparams", {}).get("optimizer", {}).get("learning_rate") for t in trials]
-    if not check(f"{kind}: two trials completed, each with its own sampled learning rate",
-                 det.state(eid) == "STATE_COMPLETED" and len(trials) == 2
-                 and all(t.get("state") == "STATE_COMPLETED" for t in trials)
-                 and all(isinstance(r, float) for r in rates) and rates[0] != rates[1],
-                 (det.state(eid), rates, trial_log(args.state_dir, eid)[-3000:])):
+    described = [json.loads(det("trial", "describe", t, "--json").stdout or "{}").get("trial", {}) for t in tids]
+    rates = [t.get("hparams", {}).get("optimizer", {}).get("learning_rate") for t in described]
+    lengths = [t.get("totalBatchesProcessed") or 0 for t in described]
+    log = trial_log(args.state_dir, eid)
+    if not check(f"{kind}: {trials} trials completed, each with its own sampled learning rate",
+                 det.state(eid) == "STATE_COMPLETED" and len(described) == trials
+                 and all(t.get("state") == "STATE_COMPLETED" for t in described)
+                 and all(isinstance(r, float) for r in rates) and len(set(rates)) == trials,
+                 (det.state(eid), rates, log[-3000:])):
         return
-    for tid, rate in zip(tids, rates):
+    if searcher == "adaptive_asha":
+        check(f"{kind}: trials stopped at rungs below the plan's length and the best reached it",
+              min(lengths) < steps and max(lengths) == steps, lengths)
+        check(f"{kind}: a promoted trial was allocated again and resumed from its rung's checkpoint",
+              re.search(r"restored step \d+ from checkpoint", log) is not None, log[-3000:])
+    for tid, rate, length in zip(tids, rates, lengths):
         run = shared / "ckpts" / f"hr-run-{eid}-{tid}"
         plan = json.loads((run / "plan.json").read_text())
         check(f"{kind}: trial {tid}'s plan.json trains with its own learning rate {rate:.3g}",
               plan["optimizer"]["learning_rate"] == rate, plan["optimizer"])
-        native = args.work / f"search-native-{tid}"
+        native = args.work / f"search-{searcher}-native-{tid}"
         out = subprocess.run([args.hessian_recipes, "train", "--plan", str(run / "plan.json"),
                               "--output", str(native)], capture_output=True, text=True, timeout=600)
-        check(f"{kind}: trial {tid}'s evidence equals a native run of its plan, bit for bit",
-              out.returncode == 0 and (native / "evidence.jsonl").read_text() == (run / "evidence.jsonl").read_text()
-              and (run / "evidence.jsonl").read_text().count("\n") == steps, out.stderr[-2000:])
+        trained = (run / "evidence.jsonl").read_text().splitlines()
+        reference = (native / "evidence.jsonl").read_text().splitlines() if out.returncode == 0 else []
+        check(f"{kind}: trial {tid}'s {len(trained)} steps equal a native run of its plan, bit for bit",
+              out.returncode == 0 and len(trained) == length and trained == reference[:length],
+              out.stderr[-2000:])
 
 
 def main_run(det, args, case):
@@ -508,7 +519,9 @@ def main():
     for case in json.loads(args.training_cases.read_text()):
         training_lifecycle(det, args, case)
     main_run(det, args, json.loads(args.main_run.read_text()))
-    grpo_search(det, args, next(c for c in json.loads(args.training_cases.read_text()) if c["backend"] == "fixture"))
+    fixture = next(c for c in json.loads(args.training_cases.read_text()) if c["backend"] == "fixture")
+    grpo_search(det, args, fixture, "random", 2)
+    grpo_search(det, args, fixture, "adaptive_asha", 4)
 
     out = det("command", "run", "--detach", "sh", "-c", "echo conformance-ok; echo second-line")
     cid = out.stdout.strip().splitlines()[-1] if out.stdout.strip() else ""

@@ -338,6 +338,18 @@ impl OnBackend for Job {
                     0,
                 )
             }
+            Outcome::OperationDone { step, uuid } => {
+                human(json, || {
+                    println!(
+                        "the searcher's operation ended at step {step}; checkpoint {uuid} (a \
+                         promotion continues from it)"
+                    );
+                });
+                (
+                    json!({"outcome": "operation_done", "step": step, "checkpoint": uuid}),
+                    0,
+                )
+            }
             Outcome::Stopped { step, uuid } => {
                 let resume = local.as_ref().map(|l| l.resume_command.as_str());
                 human(json, || {

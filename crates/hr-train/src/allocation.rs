@@ -46,6 +46,15 @@ pub enum Outcome {
         /// The last step.
         step: u64,
     },
+    /// The searcher's operation (an `adaptive_asha` rung) ended before the plan's last step: its
+    /// checkpoint is published and the operation completed; a later allocation continues from
+    /// it when the searcher asks for more steps (a promotion).
+    OperationDone {
+        /// The step saved.
+        step: u64,
+        /// Its checkpoint UUID.
+        uuid: String,
+    },
     /// Stopped and resumable: Core asked to stop, or `stop_after_step` was reached. The terminal
     /// checkpoint is published, the receipt written and the preemption acknowledged.
     Stopped {
@@ -69,6 +78,7 @@ pub enum Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Stop {
     Done,
+    Operation,
     Preempted,
     Requested,
     Deadline,
@@ -79,6 +89,7 @@ impl Stop {
     pub(crate) fn name(self) -> &'static str {
         match self {
             Stop::Done => "completed",
+            Stop::Operation => "operation completed",
             Stop::Preempted => "preempted",
             Stop::Requested => "stop-after-step",
             Stop::Deadline => "deadline",
@@ -366,6 +377,8 @@ impl<'d, B: Backend> Allocation<'d, B> {
             Some(Stop::Done)
         } else if preempt {
             Some(Stop::Preempted)
+        } else if step >= self.op.length {
+            Some(Stop::Operation)
         } else if step >= self.stop_at {
             Some(Stop::Requested)
         } else if unix_now() >= b.deadline_unix_s {
@@ -536,7 +549,9 @@ impl<'d, B: Backend> Allocation<'d, B> {
         let budget_now = self.charged();
         let kind = match reason {
             Stop::Preempted | Stop::Requested => TerminalKind::Preemption,
-            Stop::Done | Stop::Deadline | Stop::DeviceBudget => TerminalKind::Final,
+            Stop::Done | Stop::Operation | Stop::Deadline | Stop::DeviceBudget => {
+                TerminalKind::Final
+            }
         };
         let local_files = [self.layout.evidence(), self.layout.metrics()];
         let (publisher, progress, base, service) = (
@@ -566,6 +581,8 @@ impl<'d, B: Backend> Allocation<'d, B> {
         self.prune()?;
         if reason == Stop::Done {
             export_adapter(self.layout.root(), plan, self.trainer.adapters())?;
+        }
+        if matches!(reason, Stop::Done | Stop::Operation) {
             let (core, op) = (self.publisher.core(), self.op);
             with_rng_preserved(&mut TrainerRng(self.trainer.rng_mut()), |_| {
                 core.complete_operation(op, last_loss(&self.progress.metrics))
@@ -589,6 +606,10 @@ impl<'d, B: Backend> Allocation<'d, B> {
         );
         Ok(match reason {
             Stop::Done => Outcome::Completed { step },
+            Stop::Operation => Outcome::OperationDone {
+                step,
+                uuid: published.uuid,
+            },
             Stop::Preempted | Stop::Requested => Outcome::Stopped {
                 step,
                 uuid: published.uuid,

@@ -126,7 +126,8 @@ fn open(opts: RunOptions, core: CoreContext) -> Result<Opening, TrainError> {
         let step = restored.as_ref().map_or(0, |r| r.snapshot.manifest.step);
         return Ok(Opening::Done(Outcome::Completed { step }));
     };
-    if op.length != plan.steps {
+    // A search's rungs (`adaptive_asha`) ask for fewer steps first; never for more.
+    if op.length > plan.steps {
         return Err(TrainError::Refused(format!(
             "the searcher asks for {} steps but the plan has {}: set searcher.max_length.batches \
              to {} in the experiment config",
