@@ -235,8 +235,8 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
             control: None,
             max_wall_seconds: Some(args.run.max_wall_seconds),
             device_seconds_budget: Some(args.run.gpu_budget_seconds),
-            kill_during_save: fault_at("HR_FAULT_KILL_AT")?,
-            hold_for_preemption: faults_at("HR_FAULT_HOLD_AT")?,
+            kill_during_save: hr_train::fault_point("HR_FAULT_KILL_AT").map_err(exit_error)?,
+            hold_for_preemption: hr_train::fault_points("HR_FAULT_HOLD_AT").map_err(exit_error)?,
             unqualified: args.run.unqualified,
             device,
             execution: crate::backend::execution(args.device),
@@ -250,38 +250,6 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
             local: None,
         },
     )
-}
-
-/// The recovery tests' fault injection, `NAME=RUN:STEP` (an allocation run and a step):
-/// `HR_FAULT_KILL_AT` SIGKILLs the worker during the save of that step.
-fn fault_at(name: &str) -> anyhow::Result<Option<(i32, u64)>> {
-    let points = faults_at(name)?;
-    match points.as_slice() {
-        [] => Ok(None),
-        [one] => Ok(Some(*one)),
-        _ => Err(Refused(format!("{name}: name one RUN:STEP")).into()),
-    }
-}
-
-/// `NAME=RUN:STEP[,RUN:STEP...]`: `HR_FAULT_HOLD_AT` holds after each such step's metrics until
-/// a stop is requested, so a pause lands exactly there however fast the steps are.
-fn faults_at(name: &str) -> anyhow::Result<Vec<(i32, u64)>> {
-    let Some(v) = std::env::var(name).ok().filter(|v| !v.is_empty()) else {
-        return Ok(Vec::new());
-    };
-    v.split(',')
-        .map(|point| {
-            point
-                .split_once(':')
-                .and_then(|(run, step)| Some((run.parse().ok()?, step.parse().ok()?)))
-                .ok_or_else(|| {
-                    Refused(format!(
-                        "{name}={v}: use RUN:STEP[,RUN:STEP...], e.g. 1:3,2:5"
-                    ))
-                    .into()
-                })
-        })
-        .collect()
 }
 
 /// Bad input exits 2, a refused checkpoint 3, anything else 1.

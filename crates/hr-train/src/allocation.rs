@@ -188,6 +188,38 @@ fn kill_self() {
 /// The longest `hold_for_preemption` waits before training goes on.
 const HOLD_LIMIT: Duration = Duration::from_secs(600);
 
+/// The recovery tests' fault injection read from the variable `name`, `RUN:STEP` (an
+/// allocation run and a step): `HR_FAULT_KILL_AT` SIGKILLs the worker during the save of that
+/// step ([`AllocationOptions::kill_during_save`]).
+pub fn fault_point(name: &str) -> Result<Option<(i32, u64)>, TrainError> {
+    match fault_points(name)?.as_slice() {
+        [] => Ok(None),
+        [one] => Ok(Some(*one)),
+        _ => Err(TrainError::Refused(format!("{name}: name one RUN:STEP"))),
+    }
+}
+
+/// As [`fault_point`], `RUN:STEP[,RUN:STEP...]`: `HR_FAULT_HOLD_AT` holds after each such
+/// step's metrics until a stop is requested, so a pause lands exactly there however fast the
+/// steps are ([`AllocationOptions::hold_for_preemption`]).
+pub fn fault_points(name: &str) -> Result<Vec<(i32, u64)>, TrainError> {
+    let Some(v) = std::env::var(name).ok().filter(|v| !v.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    v.split(',')
+        .map(|point| {
+            point
+                .split_once(':')
+                .and_then(|(run, step)| Some((run.parse().ok()?, step.parse().ok()?)))
+                .ok_or_else(|| {
+                    TrainError::Refused(format!(
+                        "{name}={v}: use RUN:STEP[,RUN:STEP...], e.g. 1:3,2:5"
+                    ))
+                })
+        })
+        .collect()
+}
+
 /// The hold of `hold_for_preemption`: returns when Core asks to stop or after [`HOLD_LIMIT`].
 fn hold_for_preemption(core: &CoreContext, step: u64) {
     tracing::warn!("fault injection: holding after step {step} until a stop is requested");

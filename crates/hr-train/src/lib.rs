@@ -29,7 +29,9 @@ mod score;
 mod start;
 mod tensorboard;
 
-pub use allocation::{AllocationOptions, Outcome, PROGRESS_BEGIN_TARGET, PROGRESS_TARGET};
+pub use allocation::{
+    AllocationOptions, Outcome, PROGRESS_BEGIN_TARGET, PROGRESS_TARGET, fault_point, fault_points,
+};
 pub use base::BaseModel;
 pub use check::{CheckReport, check};
 pub use config::{float_dtype, grpo_config, load_policy};
