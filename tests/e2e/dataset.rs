@@ -480,25 +480,12 @@ fn a_python_reward_that_raises_answers_no_float_or_hangs_fails_the_step_and_leav
     assert!(!s.path().join("missing").exists());
 }
 
-/// The names in `dir`, sorted.
-fn listing(dir: &std::path::Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
-}
-
 #[test]
 fn check_starts_and_calls_every_reward_writing_nothing_and_a_reward_typo_exits_2() {
     let s = setup();
     s.write("rewards.py", REWARDS_PY);
     s.write("py.json", &python_plan("mentions_answer").to_string());
-    let before = listing(s.path());
+    let before = hr_tests::listing(s.path());
     let out = s.run(&["check", "--plan", "py.json"]);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stderr}");
@@ -509,7 +496,7 @@ fn check_starts_and_calls_every_reward_writing_nothing_and_a_reward_typo_exits_2
             && stdout.ends_with("ok: `train` would start this plan\n"),
         "{stdout}"
     );
-    assert_eq!(listing(s.path()), before, "check writes nothing");
+    assert_eq!(hr_tests::listing(s.path()), before, "check writes nothing");
     let out = s.run(&["check", "--plan", "py.json", "--json"]);
     let summary: Value = serde_json::from_str(text(&out).0.trim()).expect("one JSON object");
     assert_eq!(summary["check"]["rewards_called"], 1);

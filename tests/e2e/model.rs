@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
 use hr_tests::tiny_model::{TinySpec, write_tiny_model};
-use hr_tests::{Scratch, binary, text};
+use hr_tests::{Scratch, binary, listing, text};
 use serde_json::json;
 
 const ID: &str = "tiny-org/tiny-llama";
@@ -174,18 +174,6 @@ fn run(s: &Scratch, endpoint: &str, cache: &Path, args: &[&str]) -> Output {
         .expect("run hessian-recipes")
 }
 
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .map(|d| {
-            d.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default();
-    names.sort();
-    names
-}
-
 #[test]
 fn model_fetch_downloads_into_the_cache_that_generate_reads_by_hub_id() {
     let s = Scratch::new();
@@ -202,11 +190,11 @@ fn model_fetch_downloads_into_the_cache_that_generate_reads_by_hub_id() {
     // Only what a model folder needs, with the bytes the Hub holds; the token went with each
     // request and never to the output.
     assert_eq!(
-        names(&snapshot),
+        listing(&snapshot),
         ["config.json", "model.safetensors", "tokenizer.json"]
     );
     let source = s.path().join("source");
-    for file in names(&snapshot) {
+    for file in listing(&snapshot) {
         assert_eq!(
             std::fs::read(snapshot.join(&file)).expect("fetched"),
             std::fs::read(source.join(&file)).expect("source"),
@@ -278,10 +266,10 @@ fn model_fetch_refuses_offline_unknown_models_and_corrupt_downloads() {
             .exists()
     );
     assert!(
-        names(&repo.join("blobs"))
+        listing(&repo.join("blobs"))
             .iter()
             .all(|b| b.len() != 64 || b.ends_with(".lock")),
         "{:?}",
-        names(&repo.join("blobs"))
+        listing(&repo.join("blobs"))
     );
 }
