@@ -350,6 +350,31 @@ fn prepare_marks_searched_fields_as_determined_hyperparameters_and_refuses_bad_o
         assert!(stderr.contains(says), "{extra:?}: {stderr}");
         assert!(!s.path().join(&folder).exists(), "{extra:?}");
     }
+    // A search's trials train plans outside any proofs' family.
+    let out = s.run(&[
+        "managed",
+        "prepare",
+        "--plan",
+        "plan.json",
+        "--output",
+        "runs/proved",
+        "--profile",
+        "local",
+        "--max-wall-seconds",
+        "600",
+        "--device",
+        "cpu",
+        "--proofs",
+        "p",
+        "--hparam",
+        "grpo.beta=cat:0,1",
+        "--searcher",
+        "random",
+    ]);
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("instead of --proofs"), "{stderr}");
+    assert!(!s.path().join("runs/proved").exists());
 }
 
 #[test]

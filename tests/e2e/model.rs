@@ -78,7 +78,8 @@ fn answer(
         authorised: headers.get("authorization") == Some(&format!("Bearer {TOKEN}")),
     });
     let info = format!("/api/models/{ID}/revision/main");
-    let resolve = format!("/{ID}/resolve/main/");
+    // Files are fetched at the commit the revision names.
+    let resolve = format!("/{ID}/resolve/{COMMIT}/");
     let (status, extra, body): (&str, Vec<String>, Vec<u8>) = if path == info {
         let siblings: Vec<_> = files.keys().map(|f| json!({"rfilename": f})).collect();
         (

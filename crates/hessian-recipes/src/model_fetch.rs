@@ -47,6 +47,16 @@ pub(crate) fn fetch(args: &FetchArgs) -> anyhow::Result<ExitCode> {
         ))
         .into());
     }
+    if args.revision.is_empty()
+        || args.revision.starts_with('/')
+        || args.revision.split('/').any(|p| p.is_empty() || p == "..")
+    {
+        return Err(Refused(format!(
+            "--revision {:?}: give a branch, tag or commit id, e.g. main",
+            args.revision
+        ))
+        .into());
+    }
     let cache = hr_plan::hub_cache_dir().ok_or_else(|| {
         Refused("no Hugging Face cache folder: set HF_HOME or HF_HUB_CACHE".into())
     })?;
@@ -146,17 +156,37 @@ async fn download(args: &FetchArgs, cache: &Path, endpoint: &str) -> anyhow::Res
         ))
         .into());
     }
-    let mut snapshot = None;
+    anyhow::ensure!(
+        info.sha.len() == 40 && info.sha.bytes().all(|b| b.is_ascii_hexdigit()),
+        "{what} answered {:?} as its commit, not a commit id",
+        info.sha
+    );
+    // Every file of the one commit the revision names now, so a branch that moves meanwhile
+    // cannot mix two commits; the revision points at it only once all of them are in.
+    let pinned = api.repo(Repo::with_revision(
+        args.hub_id.clone(),
+        RepoType::Model,
+        info.sha.clone(),
+    ));
     for file in &files {
         eprintln!("fetching {file}");
-        let path = repo
+        let path = pinned
             .get(file)
             .await
             .map_err(|e| failed(&format!("{file} of {what}"), e))?;
         check_lfs_digest(&path).with_context(|| format!("{file} of {what}"))?;
-        snapshot = path.parent().map(Path::to_owned);
     }
-    snapshot.context("no file was fetched")
+    // (hf-hub also keeps `refs/<commit>`, by which the next fetch finds these files.)
+    let folder = cache.join(format!("models--{}", args.hub_id.replace('/', "--")));
+    Cache::new(cache.to_owned())
+        .repo(Repo::with_revision(
+            args.hub_id.clone(),
+            RepoType::Model,
+            args.revision.clone(),
+        ))
+        .create_ref(&info.sha)
+        .with_context(|| format!("recording {} as revision {}", info.sha, args.revision))?;
+    Ok(folder.join("snapshots").join(&info.sha))
 }
 
 /// A downloaded file whose blob the Hub named by a sha256 (an LFS file: the blob's name is its

@@ -14,6 +14,7 @@ use crate::output::{clear_output, create_fresh, plain_relative};
 
 pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
     let plan = Plan::from_file(&args.plan).map_err(|e| Refused(e.to_string()))?;
+    let search = search(args)?;
     let out = &args.output;
     if !plain_relative(out) {
         return Err(Refused(format!(
@@ -31,7 +32,6 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(std::path::absolute)
         .transpose()?;
-    let search = search(args)?;
     let made = !out.exists();
     create_fresh(out)?;
     let result = prepare_experiment(
@@ -77,6 +77,11 @@ fn search(args: &PrepareArgs) -> Result<Option<hr_qualify::Search>, Refused> {
         (None, true) => Ok(None),
         (None, false) => Err(Refused(
             "--hparam: name the searcher that varies it: --searcher random|grid|adaptive_asha"
+                .to_owned(),
+        )),
+        (Some(_), _) if args.run.proofs.is_some() => Err(Refused(
+            "--hparam: each trial of a search trains its own values, a plan outside the family \
+             the proofs qualified: pass --unqualified instead of --proofs"
                 .to_owned(),
         )),
         (Some(kind), _) => Ok(Some(hr_qualify::Search {

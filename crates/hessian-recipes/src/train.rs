@@ -214,11 +214,16 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         ))
     })?;
     let info = core.info();
-    // A search's values for this trial (constants equal the plan's): its plan, digest and
-    // checkpoints are its own; the gate admitted the plan as prepared.
-    let plan = plan
-        .with_hparams(&info.hparams, &args.plan)
+    // A search's values for this trial: its plan, digest and checkpoints are its own, and the
+    // gate admits that plan too (a search outside the proofs' family runs --unqualified).
+    let searched = hr_config::searched_values(&info.config["hyperparameters"], &info.hparams);
+    let varied = plan
+        .with_hparams(&searched, &args.plan)
         .map_err(|e| Refused(format!("the trial's hyperparameters: {e}")))?;
+    if varied != plan {
+        args.run.admit(&varied, &source, &Target::Device(&device))?;
+    }
+    let plan = varied;
     let run_dir = hr_files::RunDir::managed(core.storage_dir(), info.experiment_id, info.trial_id)
         .root()
         .to_owned();

@@ -33,7 +33,7 @@ pub use experiment::{
 };
 pub use finding::{ConfigKind, Finding};
 pub use profile::{BOOTSTRAP_WORK_DIR, ClusterProfile, JAIF_IMAGE, JAIF_MOUNT, ProfileName};
-pub use search::{SearchKind, SearchedField};
+pub use search::{SearchKind, SearchedField, searched_values};
 pub use storage::{SHARED_FS_MOUNT, StorageView};
 pub use templates::{
     Backend, Template, TemplateConfig, TrainingRun, cpu_command, gpu_command, shell, templates,

@@ -95,6 +95,34 @@ impl FromStr for SearchedField {
     }
 }
 
+/// Of a trial's hyperparameter `values`, those its experiment's `specs` (the config's
+/// `hyperparameters`) search: constants are left out, so a plan file edited after its config was
+/// written is not overwritten by stale constants; nested groups are searched field by field.
+pub fn searched_values(specs: &Value, values: &Value) -> Value {
+    let (Value::Object(specs), Value::Object(values)) = (specs, values) else {
+        return json!({});
+    };
+    let mut out = serde_json::Map::new();
+    for (name, value) in values {
+        let Some(spec @ Value::Object(fields)) = specs.get(name) else {
+            continue;
+        };
+        match fields.get("type") {
+            Some(kind) if kind != "const" => {
+                out.insert(name.clone(), value.clone());
+            }
+            Some(_) => {}
+            None => {
+                let inner = searched_values(spec, value);
+                if inner.as_object().is_some_and(|m| !m.is_empty()) {
+                    out.insert(name.clone(), inner);
+                }
+            }
+        }
+    }
+    Value::Object(out)
+}
+
 /// A searcher of Determined's that varies hyperparameters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SearchKind {
@@ -135,6 +163,20 @@ impl FromStr for SearchKind {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_searched_values_are_handed_on() {
+        let specs = json!({"optimizer": {"learning_rate": {"type": "log", "base": 10,
+            "minval": -6, "maxval": -4}, "beta1": {"type": "const", "val": 0.9}},
+            "lora": {"type": "const", "val": {"rank": 8}}, "steps": {"type": "const", "val": 4}});
+        let values = json!({"optimizer": {"learning_rate": 3e-5, "beta1": 0.9},
+            "lora": {"rank": 8}, "steps": 4, "unknown": 1});
+        assert_eq!(
+            searched_values(&specs, &values),
+            json!({"optimizer": {"learning_rate": 3e-5}})
+        );
+        assert_eq!(searched_values(&Value::Null, &values), json!({}));
+    }
 
     #[test]
     fn specs_are_determineds_and_bad_ones_name_the_fix() {

@@ -169,7 +169,8 @@ impl CoreContext {
     /// steps, then report) and those at the `protected` steps, as Determined's checkpoint GC
     /// does with `save_trial_latest`; `keep_last` 0 keeps all. Each is first marked deleted in
     /// `checkpoints.jsonl`, then its folder removed, so a crash between the two leaves a folder
-    /// nothing lists, never a listed checkpoint without its folder. Returns the deleted
+    /// nothing lists (removed by the next prune), never a listed checkpoint without its folder.
+    /// A mark hides only the reports before it. Returns the deleted
     /// `(uuid, step)`s; a managed run's checkpoints are the master's, and nothing is deleted.
     pub fn prune_local(
         &self,
@@ -181,6 +182,16 @@ impl CoreContext {
         };
         if keep_last == 0 {
             return Ok(Vec::new());
+        }
+        // Folders of checkpoints marked deleted by a prune that stopped before removing them.
+        for v in local_reports(run_dir)?
+            .iter()
+            .filter(|v| v["deleted"] == true)
+        {
+            let dir = v["uuid"].as_str().map(|u| self.storage.join(u));
+            if let Some(dir) = dir.filter(|d| d.is_dir()) {
+                std::fs::remove_dir_all(&dir).at("remove", &dir)?;
+            }
         }
         let mut listed = local_checkpoints(run_dir)?;
         // The master's order, latest last: steps, then report order (the sort is stable).
@@ -210,21 +221,19 @@ impl CoreContext {
 /// `(uuid, steps_completed)` in report order (its `checkpoints.jsonl`); empty when it reported
 /// none. A torn or unreadable line is an error.
 pub fn local_checkpoints(run_dir: &Path) -> Result<Vec<(String, u64)>, CoreError> {
-    let reports = local_reports(run_dir)?;
-    let deleted: std::collections::BTreeSet<&str> = reports
-        .iter()
-        .filter(|v| v["deleted"] == true)
-        .filter_map(|v| v["uuid"].as_str())
-        .collect();
-    Ok(reports
-        .iter()
-        .filter(|v| v["deleted"] != true)
-        .filter_map(|v| {
-            let uuid = v["uuid"].as_str()?;
-            Some((uuid.to_owned(), v["steps_completed"].as_u64()?))
-        })
-        .filter(|(uuid, _)| !deleted.contains(uuid.as_str()))
-        .collect())
+    let mut listed: Vec<(String, u64)> = Vec::new();
+    // In order: a deletion mark removes the reports before it, never a later one.
+    for v in local_reports(run_dir)? {
+        let Some(uuid) = v["uuid"].as_str() else {
+            continue;
+        };
+        if v["deleted"] == true {
+            listed.retain(|(u, _)| u != uuid);
+        } else if let Some(step) = v["steps_completed"].as_u64() {
+            listed.push((uuid.to_owned(), step));
+        }
+    }
+    Ok(listed)
 }
 
 /// Where a local run that was resumed from another run's checkpoint
@@ -357,6 +366,21 @@ mod tests {
             local_checkpoints(dir.path()).expect("list"),
             [("c5".to_owned(), 5)]
         );
+        // A mark hides the reports before it only: the same UUID reported again is listed.
+        append_local(
+            dir.path(),
+            local_core::CHECKPOINT_LIST,
+            &json!({"uuid": "c2", "steps_completed": 6}),
+        )
+        .expect("report");
+        assert_eq!(
+            local_checkpoints(dir.path()).expect("list"),
+            [("c5".to_owned(), 5), ("c2".to_owned(), 6)]
+        );
+        // A folder whose removal a crash cut short goes at the next prune.
+        std::fs::create_dir_all(storage.join("c1")).expect("left behind");
+        core.prune_local(2, &[]).expect("prune");
+        assert!(!storage.join("c1").exists());
     }
 
     #[test]

@@ -119,14 +119,9 @@ pub fn prepare_experiment(mut plan: Plan, o: &PrepareOptions) -> Result<Prepared
     let searched = match &o.search {
         Some(search) => {
             check_search(&plan, search, &plan_file)?;
-            let s = &config.searcher;
-            config.searcher = Searcher::search(
-                search.kind,
-                &s.metric,
-                s.smaller_is_better,
-                plan.steps,
-                search.max_trials,
-            );
+            // Ranked by what a trial reports when its operation completes: its last loss.
+            config.searcher =
+                Searcher::search(search.kind, "loss", true, plan.steps, search.max_trials);
             &search.fields[..]
         }
         None => &[],

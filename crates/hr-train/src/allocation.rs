@@ -548,26 +548,33 @@ impl<'d, B: Backend> Allocation<'d, B> {
             self.label,
             published.uuid
         );
-        self.prune()
+        self.prune();
+        Ok(())
     }
 
     /// Deletes the local run's checkpoints its plan no longer keeps: all but the latest
     /// `checkpoints.keep_last` and those `evaluation.checkpoints` adopts (a managed run's are
-    /// the master's).
-    fn prune(&self) -> Result<(), TrainError> {
+    /// the master's). A clean-up that fails is a warning, never a failed run: the next one
+    /// finishes it.
+    fn prune(&self) {
         let protected = self
             .plan
             .evaluation
             .as_ref()
             .map_or(&[][..], |e| &e.checkpoints[..]);
         let keep = self.plan.checkpoints.keep_last;
-        for (uuid, step) in self.publisher.core().prune_local(keep, protected)? {
-            tracing::info!(
-                "{}: deleted checkpoint step {step} ({uuid}): checkpoints.keep_last is {keep}",
-                self.label
-            );
+        match self.publisher.core().prune_local(keep, protected) {
+            Ok(deleted) => {
+                for (uuid, step) in deleted {
+                    tracing::info!(
+                        "{}: deleted checkpoint step {step} ({uuid}): checkpoints.keep_last is \
+                         {keep}",
+                        self.label
+                    );
+                }
+            }
+            Err(e) => tracing::warn!("{}: deleting old checkpoints: {e}", self.label),
         }
-        Ok(())
     }
 
     /// The terminal save: native cleanup, service shutdown, the final manifest published once
@@ -610,7 +617,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 TerminalKind::Final => Ok(terminal.finish()?),
             }
         })?;
-        self.prune()?;
+        self.prune();
         if reason == Stop::Done {
             export_adapter(self.layout.root(), plan, self.trainer.adapters())?;
         }

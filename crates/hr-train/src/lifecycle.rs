@@ -126,8 +126,9 @@ fn open(opts: RunOptions, core: CoreContext) -> Result<Opening, TrainError> {
         let step = restored.as_ref().map_or(0, |r| r.snapshot.manifest.step);
         return Ok(Opening::Done(Outcome::Completed { step }));
     };
-    // A search's rungs (`adaptive_asha`) ask for fewer steps first; never for more.
-    if op.length > plan.steps {
+    // ASHA's rungs ask for fewer steps first; no searcher asks for more.
+    let rungs = info.config.pointer("/searcher/name") == Some(&"adaptive_asha".into());
+    if op.length > plan.steps || (op.length < plan.steps && !rungs) {
         return Err(TrainError::Refused(format!(
             "the searcher asks for {} steps but the plan has {}: set searcher.max_length.batches \
              to {} in the experiment config",

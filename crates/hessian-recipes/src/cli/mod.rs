@@ -251,12 +251,13 @@ pub(crate) struct PrepareArgs {
     /// Search this plan field with Determined's searcher: SECTION.FIELD=SPEC, SECTION one of
     /// grpo, optimizer, lora (fields as docs/plan.md names them), SPEC log:MIN..MAX,
     /// double:MIN..MAX or int:MIN..MAX (each with :COUNT for a grid) or cat:A,B,... Each trial
-    /// trains the plan with its own values (its plan.json and digest record them); the gate
-    /// admits the plan as given. Repeatable.
+    /// trains the plan with its own values (its plan.json and digest record them), a plan
+    /// outside any proofs' family: a search runs with --unqualified. Repeatable.
     #[arg(long = "hparam", value_name = "SECTION.FIELD=SPEC")]
     pub(crate) hparams: Vec<hr_config::SearchedField>,
     /// The searcher of the --hparam fields: random, grid or adaptive_asha (trials trained rung
-    /// by rung, the best promoted and resumed from their checkpoints).
+    /// by rung, the best promoted and resumed from their checkpoints), ranked by the loss a
+    /// trial reports when its operation completes.
     #[arg(long, value_name = "SEARCHER", requires = "hparams")]
     pub(crate) searcher: Option<hr_config::SearchKind>,
     /// Trials of a random or adaptive_asha search.
