@@ -238,28 +238,33 @@ fn managed_training_refuses_a_backend_that_is_not_the_plans_and_a_run_outside_a_
     assert!(stderr.contains("inside a Determined trial"), "{stderr}");
 }
 
+/// `managed prepare` of the scratch folder's plan into `out` for the local profile on the CPU,
+/// with `extra` flags.
+fn prepare(s: &Scratch, out: &str, extra: &[&str]) -> std::process::Output {
+    let mut args = vec![
+        "managed",
+        "prepare",
+        "--plan",
+        "plan.json",
+        "--output",
+        out,
+        "--profile",
+        "local",
+        "--max-wall-seconds",
+        "600",
+        "--device",
+        "cpu",
+    ];
+    args.extend_from_slice(extra);
+    s.run(&args)
+}
+
 #[test]
 fn prepare_marks_searched_fields_as_determined_hyperparameters_and_refuses_bad_ones() {
     let s = setup();
-    let prepare = |out: &str, extra: &[&str]| {
-        let mut args = vec![
-            "managed",
-            "prepare",
-            "--plan",
-            "plan.json",
-            "--output",
-            out,
-            "--profile",
-            "local",
-            "--max-wall-seconds",
-            "600",
-            "--device",
-            "cpu",
-            "--unqualified",
-        ];
-        args.extend_from_slice(extra);
-        s.run(&args)
-    };
+    // Every search here runs --unqualified, as a search must.
+    let prepare =
+        |out: &str, extra: &[&str]| prepare(&s, out, &[&["--unqualified"], extra].concat());
     let out = prepare(
         "runs/asha",
         &[
@@ -351,26 +356,18 @@ fn prepare_marks_searched_fields_as_determined_hyperparameters_and_refuses_bad_o
         assert!(!s.path().join(&folder).exists(), "{extra:?}");
     }
     // A search's trials train plans outside any proofs' family.
-    let out = s.run(&[
-        "managed",
-        "prepare",
-        "--plan",
-        "plan.json",
-        "--output",
+    let out = self::prepare(
+        &s,
         "runs/proved",
-        "--profile",
-        "local",
-        "--max-wall-seconds",
-        "600",
-        "--device",
-        "cpu",
-        "--proofs",
-        "p",
-        "--hparam",
-        "grpo.beta=cat:0,1",
-        "--searcher",
-        "random",
-    ]);
+        &[
+            "--proofs",
+            "p",
+            "--hparam",
+            "grpo.beta=cat:0,1",
+            "--searcher",
+            "random",
+        ],
+    );
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("instead of --proofs"), "{stderr}");
@@ -380,24 +377,7 @@ fn prepare_marks_searched_fields_as_determined_hyperparameters_and_refuses_bad_o
 #[test]
 fn prepare_writes_a_source_bound_experiment_that_passes_cluster_check() {
     let s = setup();
-    let prepare = |out: &str, extra: &[&str]| {
-        let mut args = vec![
-            "managed",
-            "prepare",
-            "--plan",
-            "plan.json",
-            "--output",
-            out,
-            "--profile",
-            "local",
-            "--max-wall-seconds",
-            "600",
-            "--device",
-            "cpu",
-        ];
-        args.extend_from_slice(extra);
-        s.run(&args)
-    };
+    let prepare = |out: &str, extra: &[&str]| prepare(&s, out, extra);
     // Six steps are more than the qualification: proofs, or an explicit --unqualified.
     let out = prepare("runs/prep", &[]);
     let (_, stderr) = text(&out);
