@@ -22,8 +22,8 @@
 #   --bin      the binary (default target/release/hessian-recipes)
 #   --tiny     the tiny test model folder (default target/tiny-model, written by `cargo xtask ci`
 #              or `cargo test -p hr-tests`)
-#   --smollm2  an HF folder of SmolLM2-135M-Instruct (`cargo xtask fetch-model smollm2` prints it;
-#              where it cannot travel, `scripts/random_model.py` writes one of its shape from its
+#   --smollm2  an HF folder of SmolLM2-135M-Instruct (`hessian-recipes model fetch smollm2`
+#              prints it; where it cannot travel, `scripts/random_model.py` writes one of its shape from its
 #              config and tokenizer); without it the throughput stage uses the tiny model
 #   --device   vulkan (a binary built with --features vulkan) or cpu rehearses the whole script
 #              without an NVIDIA GPU (stage 1 is then skipped); `cargo xtask ci` runs it with

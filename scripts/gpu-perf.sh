@@ -30,8 +30,8 @@
 #   --bin        the binary (default target/release/hessian-recipes)
 #   --tiny       the tiny test model folder, for the qualification (default target/tiny-model)
 #   --tokenizer  a folder with SmolLM2-135M-Instruct's config.json, tokenizer.json and
-#                tokenizer_config.json (`cargo xtask fetch-model smollm2` prints one; only those
-#                three files need to travel)
+#                tokenizer_config.json (`hessian-recipes model fetch smollm2` prints one; only
+#                those three files need to travel)
 #   --device     cpu (or vulkan) rehearses the script without an NVIDIA GPU: nvidia-smi and the
 #                device-memory sampling are skipped
 #   --dtype      the base weights' dtype (default bf16, what a GPU run of a real model uses)

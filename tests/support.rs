@@ -5,6 +5,7 @@
 //! (`target/<profile>/hessian-recipes`); `cargo xtask ci` builds it before the tests run, and
 //! `HR_BIN` overrides the path. This crate is test support only: it has no product code.
 
+pub mod gguf;
 pub mod mutate;
 pub mod private_ca;
 pub mod tiny_model;

@@ -51,7 +51,8 @@ impl Default for TinySpec {
 /// The special tokens, ids 0, 1, 2.
 pub const SPECIALS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
 /// Merges of the tiny tokenizer (each merged token gets the next id after the 256 bytes).
-const MERGES: [(&str, &str); 5] = [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("a", "n")];
+pub const MERGES: [(&str, &str); 5] =
+    [("Ġ", "t"), ("h", "e"), ("Ġt", "he"), ("i", "n"), ("a", "n")];
 /// Vocabulary size of the tiny tokenizer.
 pub const VOCAB: usize = SPECIALS.len() + 256 + MERGES.len();
 /// `<|im_end|>`, the stop token.

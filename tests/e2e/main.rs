@@ -10,6 +10,7 @@ mod learning;
 mod logging;
 mod managed;
 mod model;
+mod model_gguf;
 mod preflight;
 mod qualify;
 mod signing;

@@ -66,7 +66,7 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
     let o = parse(args)?;
     let commit = measured_commit();
     let setup = TrlSetup::prepare(root, o.model.name())?;
-    let model = o.model.folder(&setup.models)?;
+    let model = o.model.folder(&setup.models, &setup.binary)?;
     let work = root
         .join("target/bench-generate")
         .join(timestamped(o.model.name()));

@@ -70,11 +70,12 @@ impl Model {
         }
     }
 
-    /// The model's folder: the TRL script's tiny model in `models`, or SmolLM2 as fetched.
-    pub(crate) fn folder(self, models: &Path) -> Result<PathBuf> {
+    /// The model's folder: the TRL script's tiny model in `models`, or SmolLM2 as `binary`
+    /// fetches it.
+    pub(crate) fn folder(self, models: &Path, binary: &Path) -> Result<PathBuf> {
         match self {
             Model::Tiny => Ok(models.join("tiny")),
-            Model::Smollm2 => fetch_model::smollm2(),
+            Model::Smollm2 => fetch_model::smollm2(binary),
         }
     }
 }
@@ -210,7 +211,7 @@ pub(crate) fn run_task(root: &Path, args: &[String]) -> Result<()> {
         &trl_setup.script,
         &trl_setup.models,
     );
-    let model_dir = o.model.folder(models)?;
+    let model_dir = o.model.folder(models, binary)?;
     let work = root
         .join("target/bench-vs-trl")
         .join(timestamped(o.model.name()));

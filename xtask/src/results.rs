@@ -261,7 +261,7 @@ fn measure(root: &Path, o: Options, work: &Path) -> Result<()> {
         &trl_setup.script,
         &trl_setup.models,
     );
-    let model = fetch_model::smollm2()?;
+    let model = fetch_model::smollm2(binary)?;
     std::fs::create_dir_all(work)?;
     let plan = plan(&o, &model, Some(root))?;
     let plan_file = work.join("plan.json");
@@ -530,7 +530,7 @@ fn render(
     let o = &record.options;
     let plan = &plan(
         o,
-        Path::new("<folder printed by `cargo xtask fetch-model smollm2`>"),
+        Path::new("<folder printed by `hessian-recipes model fetch smollm2`>"),
         None,
     )?;
     let text = SetText::of(o.set, plan);
@@ -651,7 +651,7 @@ fn render(
     )?;
     writeln!(
         md,
-        "The plan (`model.path` is the folder `cargo xtask fetch-model smollm2` prints):\n\n\
+        "The plan (`model.path` is the folder `hessian-recipes model fetch smollm2` prints):\n\n\
          ```json\n{}\n```\n",
         serde_json::to_string_pretty(plan)?
     )?;

@@ -23,6 +23,8 @@ pub(crate) const REVIEW_LIST: &[&str] = &[
     "keys.rs",
     "model_folder.rs",
     "model_fetch.rs",
+    "model_gguf.rs",
+    "model_wheel.rs",
     "check.rs",
     "cluster.rs",
     "demo.rs",

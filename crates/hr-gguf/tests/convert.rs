@@ -1,95 +1,10 @@
-//! GGUF files written by the test itself: parsing, dequantization and conversion to HF.
+//! GGUF files written by the tests (`hr_tests::gguf`): parsing, dequantization and conversion
+//! to HF.
 
 use half::f16;
 use hr_gguf::{GgmlType, Gguf, GgufError, convert_to_hf, dequantize};
+use hr_tests::gguf::{Writer, f32_bytes};
 use safetensors::SafeTensors;
-
-/// A minimal GGUF v3 writer for tests.
-#[derive(Default)]
-struct Writer {
-    kv: Vec<u8>,
-    n_kv: u64,
-    infos: Vec<u8>,
-    data: Vec<u8>,
-    n_tensors: u64,
-}
-
-fn string(out: &mut Vec<u8>, s: &str) {
-    out.extend((s.len() as u64).to_le_bytes());
-    out.extend(s.as_bytes());
-}
-
-impl Writer {
-    fn u32(&mut self, key: &str, v: u32) {
-        string(&mut self.kv, key);
-        self.kv.extend(4u32.to_le_bytes());
-        self.kv.extend(v.to_le_bytes());
-        self.n_kv += 1;
-    }
-    fn f32(&mut self, key: &str, v: f32) {
-        string(&mut self.kv, key);
-        self.kv.extend(6u32.to_le_bytes());
-        self.kv.extend(v.to_le_bytes());
-        self.n_kv += 1;
-    }
-    fn str(&mut self, key: &str, v: &str) {
-        string(&mut self.kv, key);
-        self.kv.extend(8u32.to_le_bytes());
-        string(&mut self.kv, v);
-        self.n_kv += 1;
-    }
-    fn strs(&mut self, key: &str, items: &[&str]) {
-        string(&mut self.kv, key);
-        self.kv.extend(9u32.to_le_bytes());
-        self.kv.extend(8u32.to_le_bytes());
-        self.kv.extend((items.len() as u64).to_le_bytes());
-        for s in items {
-            string(&mut self.kv, s);
-        }
-        self.n_kv += 1;
-    }
-    fn i32s(&mut self, key: &str, items: &[i32]) {
-        string(&mut self.kv, key);
-        self.kv.extend(9u32.to_le_bytes());
-        self.kv.extend(5u32.to_le_bytes());
-        self.kv.extend((items.len() as u64).to_le_bytes());
-        for v in items {
-            self.kv.extend(v.to_le_bytes());
-        }
-        self.n_kv += 1;
-    }
-    fn tensor(&mut self, name: &str, dims: &[u64], ggml_type: u32, bytes: &[u8]) {
-        while !self.data.len().is_multiple_of(32) {
-            self.data.push(0);
-        }
-        string(&mut self.infos, name);
-        self.infos.extend((dims.len() as u32).to_le_bytes());
-        for d in dims {
-            self.infos.extend(d.to_le_bytes());
-        }
-        self.infos.extend(ggml_type.to_le_bytes());
-        self.infos.extend((self.data.len() as u64).to_le_bytes());
-        self.data.extend(bytes);
-        self.n_tensors += 1;
-    }
-    fn finish(self) -> Vec<u8> {
-        let mut out = b"GGUF".to_vec();
-        out.extend(3u32.to_le_bytes());
-        out.extend(self.n_tensors.to_le_bytes());
-        out.extend(self.n_kv.to_le_bytes());
-        out.extend(self.kv);
-        out.extend(self.infos);
-        while !out.len().is_multiple_of(32) {
-            out.push(0);
-        }
-        out.extend(self.data);
-        out
-    }
-}
-
-fn f32_bytes(values: &[f32]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect()
-}
 
 #[test]
 fn quantized_blocks_dequantize_as_ggml_defines_them() {

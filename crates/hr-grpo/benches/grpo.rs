@@ -1,5 +1,5 @@
 //! `cargo xtask bench grpo`: GRPO step time and tokens/s on the CPU for the tiny test model and,
-//! when `HR_SMOLLM2_DIR` names the folder `cargo xtask fetch-model smollm2` printed,
+//! when `HR_SMOLLM2_DIR` names the folder `hessian-recipes model fetch smollm2` printed,
 //! SmolLM2-135M. Each step: G = 4 episodes for each of 2 digits tasks, μ = 1, LoRA on q/v.
 #![allow(clippy::print_stdout, missing_docs)]
 

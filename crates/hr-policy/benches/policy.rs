@@ -1,6 +1,6 @@
 //! `cargo xtask bench policy`: generation tokens/s and LoRA train-step time on the CPU backend,
-//! for the tiny test model and, when `HR_SMOLLM2_DIR` names the folder `cargo xtask fetch-model
-//! smollm2` printed, SmolLM2-135M. The digest column hashes every sampled token and log-prob:
+//! for the tiny test model and, when `HR_SMOLLM2_DIR` names the folder `hessian-recipes model
+//! fetch smollm2` printed, SmolLM2-135M. The digest column hashes every sampled token and log-prob:
 //! equal digests from two runs mean bit-identical generation across processes.
 #![allow(clippy::print_stdout, missing_docs)]
 

