@@ -188,7 +188,8 @@ def grpo_search(det, args, case, searcher, trials):
     """A search of a GRPO plan's learning rate with the real `det`: `managed-training` trials of
     the fixture plan, each handed its own sampled value (`adaptive_asha`: trained rung by rung,
     each rung's checkpoint published and its operation completed, promoted trials allocated again
-    and resumed from it). Each trial's run folder records its value in its plan.json, and its
+    and resumed from it; every trial is also paused by `det experiment pause` after its first
+    step and activated). Each trial's run folder records its value in its plan.json, and its
     evidence equals the first steps of a native run of that plan, bit for bit."""
     steps, kind = case["steps"], f"grpo search {searcher}"
     shared = args.work / f"shared-search-{searcher}"
@@ -196,7 +197,10 @@ def grpo_search(det, args, case, searcher, trials):
     config = args.work / f"grpo-search-{searcher}.yaml"
     entrypoint = [args.hessian_recipes, "managed-training", "--plan", case["plan"],
                   "--backend", "fixture", "--max-wall-seconds", "600", "--unqualified"]
-    extra = ", divisor: 2, mode: aggressive" if searcher == "adaptive_asha" else ""
+    asha = searcher == "adaptive_asha"
+    extra = ", divisor: 2, mode: aggressive" if asha else ""
+    # Under ASHA each trial's first allocation holds after step 1 until it is paused.
+    hold = ('environment: {environment_variables: ["HR_FAULT_HOLD_AT=1:1"]}\n' if asha else "")
     config.write_text(
         f"name: grpo-search-{searcher}\n"
         f"entrypoint: {json.dumps(entrypoint)}\n"
@@ -206,13 +210,32 @@ def grpo_search(det, args, case, searcher, trials):
         f" steps: {{type: const, val: {steps}}}}}\n"
         "resources: {slots_per_trial: 0}\nmax_restarts: 0\n"
         f"checkpoint_storage: {{type: shared_fs, host_path: {json.dumps(str(shared))}, storage_path: ckpts,"
-        f" save_experiment_best: 0, save_trial_best: 0, save_trial_latest: {steps}}}\n")
+        f" save_experiment_best: 0, save_trial_best: 0, save_trial_latest: {steps}}}\n" + hold)
     out = det("experiment", "create", config)
     eid = created_id(out)
     if not check(f"{kind}: create a search of managed-training trials", out.returncode == 0 and eid,
                  out.stdout + out.stderr):
         return
+    pauses = 0
+    while asha:
+        ended = lambda: det.state(eid) in ("STATE_COMPLETED", "STATE_ERROR")
+        held = lambda: trial_log(args.state_dir, eid).count("holding after step 1 ") > pauses
+        if not wait(lambda: held() or ended(), f"{kind} hold {pauses + 1}", 600) or not held():
+            break
+        out = det("experiment", "pause", eid)
+        acked = wait(lambda: len(re.findall(r"preempted at step 1, checkpoint",
+                                            trial_log(args.state_dir, eid))) > pauses,
+                     f"{kind} preemption {pauses + 1}", 300)
+        paused = wait(lambda: det.state(eid) == "STATE_PAUSED", f"{kind} PAUSED {pauses + 1}", 60)
+        out = det("experiment", "activate", eid) if paused else out
+        if not check(f"{kind}: pause {pauses + 1} during the search saved, PAUSED, activated",
+                     acked and paused and out.returncode == 0, out.stderr):
+            return
+        pauses += 1
     wait(lambda: det.state(eid) in ("STATE_COMPLETED", "STATE_ERROR"), f"{kind} end", 900)
+    if asha:
+        check(f"{kind}: every trial was paused once with `det experiment pause` and resumed",
+              pauses == trials, pauses)
     described = json.loads(det("experiment", "describe", eid, "--json").stdout or "[{}]")[0]
     tids = described.get("experiment", {}).get("trialIds") or []
     described = [json.loads(det("trial", "describe", t, "--json").stdout or "{}").get("trial", {}) for t in tids]
