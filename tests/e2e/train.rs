@@ -643,61 +643,46 @@ fn the_deadline_is_fixed_at_the_first_start_and_ends_a_resumed_run_with_a_final_
             "runs/a",
             "--stop-after-step",
             "1",
-            // Only the start (before step 1, after which the requested stop comes first) must
-            // fit in it: generous for a loaded machine.
             "--max-wall-seconds",
-            "12",
+            "100000",
         ],
     );
     let a = allocations(&s, "runs/a");
-    std::thread::sleep(Duration::from_secs(2));
-    // Paused for 2 s: the resumed run keeps the first start's deadline (its own flag does not
-    // renew it) and has at least 2 s less of it.
-    let out = s.run(&[
-        "train",
-        "--plan",
-        "plan.json",
-        "--output",
+    // The resumed run's clock reads 50,000 s later (HR_FAULT_CLOCK_AHEAD_S; no test waits on
+    // the wall clock): it keeps the first start's deadline (its own flag does not renew it)
+    // with at least 50,000 s less of it.
+    let resume = |out: &str, from: &str, ahead: &str, extra: &[&str]| {
+        Command::new(binary())
+            .args([
+                "train",
+                "--plan",
+                "plan.json",
+                "--output",
+                out,
+                "--resume",
+                from,
+            ])
+            .args(extra)
+            .env("HR_FAULT_CLOCK_AHEAD_S", ahead)
+            .current_dir(s.path())
+            .output()
+            .expect("run hessian-recipes")
+    };
+    let out = resume(
         "runs/b",
-        "--resume",
         "runs/a",
-        "--stop-after-step",
-        "2",
-        "--max-wall-seconds",
-        "1000",
-    ]);
+        "50000",
+        &["--stop-after-step", "2", "--max-wall-seconds", "1000"],
+    );
     let (_, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
     let b = allocations(&s, "runs/b");
     assert_eq!(b[0]["deadline_unix_s"], a[0]["deadline_unix_s"], "{stderr}");
     let remaining = |r: &serde_json::Value| r["deadline_remaining_s"].as_u64().expect("remaining");
-    assert!(remaining(&b[0]) + 2 <= remaining(&a[0]), "{a:?} {b:?}");
+    assert!(remaining(&b[0]) + 50_000 <= remaining(&a[0]), "{a:?} {b:?}");
     // Past the deadline, a resumed run saves a final checkpoint at once and exits 4; the
-    // selected checkpoint at that step is reused, not published again. Waits until the recorded
-    // deadline has passed, however long the runs above took.
-    let deadline = a[0]["deadline_unix_s"].as_u64().expect("deadline");
-    let now = || {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-    };
-    assert!(deadline <= now() + 12, "the 12 s budget: {a:?}");
-    while now() <= deadline {
-        std::thread::sleep(Duration::from_millis(200));
-    }
-    let from = if out.status.success() {
-        "runs/b"
-    } else {
-        "runs/a"
-    };
-    let out = s.run(&[
-        "train",
-        "--plan",
-        "plan.json",
-        "--output",
-        "runs/c",
-        "--resume",
-        from,
-    ]);
+    // selected checkpoint at that step is reused, not published again.
+    let out = resume("runs/c", "runs/b", "200000", &[]);
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(4), "{stderr}");
     assert!(stderr.contains("deadline ran out"), "{stderr}");

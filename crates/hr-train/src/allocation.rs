@@ -138,6 +138,9 @@ pub struct AllocationOptions {
     /// are reported, wait (at most ten minutes, `HOLD_LIMIT`) until Core asks this allocation to stop, so a
     /// pause requested on seeing that metric lands at that step however fast steps are.
     pub hold_for_preemption: Vec<(i32, u64)>,
+    /// Fault injection for deadline tests: this allocation's clock reads that many seconds
+    /// ahead of the system's, so a test reaches a deadline without waiting for it.
+    pub clock_ahead_s: u64,
     /// Runs without qualification proofs by explicit choice; recorded with every allocation.
     pub unqualified: bool,
     /// The device this allocation runs on, recorded in its allocation line (proofs name it).
@@ -196,6 +199,17 @@ pub fn fault_point(name: &str) -> Result<Option<(i32, u64)>, TrainError> {
         [] => Ok(None),
         [one] => Ok(Some(*one)),
         _ => Err(TrainError::Refused(format!("{name}: name one RUN:STEP"))),
+    }
+}
+
+/// The seconds of `HR_FAULT_CLOCK_AHEAD_S` ([`AllocationOptions::clock_ahead_s`]), 0 unset.
+pub fn fault_clock_ahead() -> Result<u64, TrainError> {
+    const NAME: &str = "HR_FAULT_CLOCK_AHEAD_S";
+    match std::env::var(NAME).ok().filter(|v| !v.is_empty()) {
+        None => Ok(0),
+        Some(v) => v
+            .parse()
+            .map_err(|_| TrainError::Refused(format!("{NAME}={v}: give whole seconds, e.g. 3600"))),
     }
 }
 
@@ -261,6 +275,7 @@ pub(crate) struct Allocation<'d, B: Backend> {
     stop_at: u64,
     kill_during_save: Option<(i32, u64)>,
     hold_for_preemption: Vec<(i32, u64)>,
+    clock_ahead_s: u64,
 }
 
 impl<'d, B: Backend> Allocation<'d, B> {
@@ -317,7 +332,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 task_list,
                 device,
                 Budget::start(
-                    unix_now(),
+                    unix_now() + opts.clock_ahead_s,
                     opts.max_wall_seconds.unwrap_or(u64::MAX),
                     opts.device_seconds_budget.unwrap_or(u64::MAX),
                 ),
@@ -360,7 +375,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 restored_step: restored.as_ref().map(|r| r.snapshot.manifest.step),
                 deadline_unix_s: limited(budget.deadline_unix_s),
                 deadline_remaining_s: limited(budget.deadline_unix_s)
-                    .map(|d| d.saturating_sub(unix_now())),
+                    .map(|d| d.saturating_sub(unix_now() + opts.clock_ahead_s)),
                 device_seconds_used: budget.gpu_seconds_used,
                 device_seconds_limit: limited(budget.gpu_seconds_limit),
                 unqualified: opts.unqualified,
@@ -390,6 +405,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
             stop_at,
             kill_during_save: opts.kill_during_save,
             hold_for_preemption: opts.hold_for_preemption,
+            clock_ahead_s: opts.clock_ahead_s,
         })
     }
 
@@ -413,7 +429,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
             Some(Stop::Operation)
         } else if step >= self.stop_at {
             Some(Stop::Requested)
-        } else if unix_now() >= b.deadline_unix_s {
+        } else if unix_now() + self.clock_ahead_s >= b.deadline_unix_s {
             Some(Stop::Deadline)
         } else if b.gpu_seconds_used >= b.gpu_seconds_limit {
             Some(Stop::DeviceBudget)

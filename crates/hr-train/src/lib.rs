@@ -30,7 +30,8 @@ mod start;
 mod tensorboard;
 
 pub use allocation::{
-    AllocationOptions, Outcome, PROGRESS_BEGIN_TARGET, PROGRESS_TARGET, fault_point, fault_points,
+    AllocationOptions, Outcome, PROGRESS_BEGIN_TARGET, PROGRESS_TARGET, fault_clock_ahead,
+    fault_point, fault_points,
 };
 pub use base::BaseModel;
 pub use check::{CheckReport, check};
