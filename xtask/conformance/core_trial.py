@@ -6,7 +6,7 @@ PATH.<trial id> and waits for PATH to exist (so trials provably run at the same 
 `state.json` from `info.latest_checkpoint`, then per step: reports a training metric and a
 validation metric (`val_loss`, best at step 3), stores a checkpoint whose metadata holds
 steps_completed, reports progress, and exits 0 right after `should_preempt()` turns true (which
-acknowledges the preemption). Prints one line per event so the check can follow it. With BENCH_REPORTS=N it instead times N metric reports and N
+acknowledges the preemption); with HOLD_AT_STEP=N its first run waits after step N until then. Prints one line per event so the check can follow it. With BENCH_REPORTS=N it instead times N metric reports and N
 checkpoints (`cargo xtask bench core`).
 """
 import atexit
@@ -58,6 +58,12 @@ def main() -> None:
                     (path / "state.json").write_text(json.dumps({"step": step}))
                 print(f"step {step} checkpoint {uuid}", flush=True)
                 op.report_progress(step)
+                if str(step) == os.environ.get("HOLD_AT_STEP") and info.trial._trial_run_id == 1:
+                    # Held until a preemption comes (at most 10 minutes), so a pause sent on
+                    # seeing this step's line lands here however slowly it is sent.
+                    held = time.time()
+                    while not ctx.preempt.should_preempt() and time.time() - held < 600:
+                        time.sleep(0.02)
                 if ctx.preempt.should_preempt():
                     print(f"preempted at step {step}", flush=True)
                     sys.exit(0)

@@ -76,7 +76,9 @@ def lifecycle(det, args, kind, entrypoint, storage="shared_fs"):
         "resources: {slots_per_trial: 0}\n"
         "max_restarts: 0\n"
         f"checkpoint_storage: {storage_yaml}\n"
-        "environment: {environment_variables: [STEP_SECONDS=0.5]}\n"
+        # The first run holds after step 2 until preempted: the pause lands there however slowly
+        # `det` starts.
+        "environment: {environment_variables: [STEP_SECONDS=0.5, HOLD_AT_STEP=2]}\n"
     )
     out = det("experiment", "create", config)
     eid = created_id(out)

@@ -1,6 +1,7 @@
 //! The Rust twin of `xtask/conformance/core_trial.py` for the devmaster conformance check: a
 //! trial on `hr-core` that restores `state.json` from the latest checkpoint, reports a metric and
-//! a checkpoint per step, and on preemption acknowledges and exits 0. With `BENCH_REPORTS=N` it
+//! a checkpoint per step, and on preemption acknowledges and exits 0 (with `HOLD_AT_STEP=N` its
+//! first run waits after step N until preempted). With `BENCH_REPORTS=N` it
 //! instead times N synchronous metric reports, N queued ones (delivered when flushed) and N
 //! checkpoints (`cargo xtask bench core`). Not a user tool.
 #![allow(clippy::print_stdout)]
@@ -41,6 +42,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0.5);
+    // HOLD_AT_STEP=N: the first run waits after step N until a preemption comes (at most ten
+    // minutes), so a pause sent on seeing that step's line lands there however slowly it is sent.
+    let hold_at: Option<u64> = std::env::var("HOLD_AT_STEP")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|_| ctx.info().trial_run_id == 1);
     let mut step = 0u64;
     if let Some(uuid) = ctx.info().latest_checkpoint.clone() {
         let state: serde_json::Value =
@@ -64,8 +71,15 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             ctx.report_progress(step as f64)?;
             // The step's line comes after the preemption check, so a caller that signals on
             // seeing it knows the trial has decided to go on (and sleeps STEP_SECONDS).
-            let preempted = ctx.should_preempt();
+            let mut preempted = ctx.should_preempt();
             println!("step {step} checkpoint {uuid}");
+            if !preempted && hold_at == Some(step) {
+                let held = std::time::Instant::now();
+                while !ctx.should_preempt() && held.elapsed() < Duration::from_secs(600) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                preempted = ctx.should_preempt();
+            }
             if preempted {
                 ctx.acknowledge_preemption()?;
                 println!("preempted at step {step}");
