@@ -263,10 +263,10 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
 pub(crate) fn exit_error(e: TrainError) -> anyhow::Error {
     match e {
         TrainError::Refused(m) => Refused(m).into(),
-        TrainError::Restore(m) => Invalid(format!("restore refused: {m}")).into(),
-        e @ (TrainError::Checkpoint { .. } | TrainError::Leak { .. }) => {
-            Invalid(e.to_string()).into()
-        }
+        e @ (TrainError::Restore(_)
+        | TrainError::RestoreRefused(_)
+        | TrainError::Checkpoint { .. }
+        | TrainError::Leak { .. }) => Invalid(e.to_string()).into(),
         other => other.into(),
     }
 }

@@ -86,6 +86,12 @@ impl RunDir {
         self.root.join("allocations.jsonl")
     }
 
+    /// `restores.jsonl`: the fixture trial's (`managed-trial cpu`) restore records, one JSON
+    /// line per allocation that adopted or refused the checkpoint the master selected.
+    pub fn restores(&self) -> PathBuf {
+        self.root.join("restores.jsonl")
+    }
+
     /// `report.md` (with its plots beside it), once the plan completed.
     pub fn report(&self) -> PathBuf {
         self.root.join("report.md")

@@ -28,6 +28,7 @@
 //! given.
 
 mod backend;
+mod driver;
 mod error;
 mod fixture;
 pub mod gate;

@@ -3,23 +3,25 @@
 //! and run id, and that it restored exactly the receipt's checkpoint; verifies every published
 //! snapshot and compares each step's state digest; writes `proof.json`.
 
-use hr_files::IoResultExt;
+use hr_files::{IoResultExt, RunDir};
 use std::{
-    future::Future,
     path::{Path, PathBuf},
-    time::{Duration, Instant},
+    time::Duration,
 };
 
 use hr_det::{
-    Client, ExperimentAction,
+    Client,
     wire::{CheckpointSortBy, State},
 };
 use hr_proof::{CoreIdentity, Interruption, Proof, RunEvidence, StepEvidence, compare};
 use hr_seal::{Expectations, Trust, sha256_hex, verify};
 use hr_snapshot::Receipt;
-use serde_json::Value;
 
-use crate::{FixtureState, QualifyError, SourceRecord, trial::run_dir};
+use crate::driver::{
+    Run, activate, ending, log_tail, pause, profile_for, start_master, start_run, wait_terminal,
+};
+use crate::trial::read_restores;
+use crate::{FixtureState, QualifyError, SourceRecord};
 
 /// A negative control: a fault the qualification must catch (or survive).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -61,109 +63,6 @@ pub struct QualifyOptions {
 
 /// Steps of the fixture plan `qualify cpu` runs.
 pub const STEPS: u64 = 8;
-
-pub(crate) struct Run {
-    pub(crate) experiment: i32,
-    pub(crate) trial: i32,
-}
-
-/// Lines of a failed trial's log quoted in the error.
-const LOG_TAIL: usize = 20;
-
-/// `end` (a run's terminal state) and, unless it completed, the last lines of its trial's log
-/// (from the master), so that a failed qualification says why its trial failed.
-pub(crate) async fn ending(client: &Client, run: &Run, end: State) -> String {
-    if end == State::Completed {
-        return end.as_str().to_owned();
-    }
-    format!("{}; {}", end.as_str(), log_tail(client, run).await)
-}
-
-/// The last [`LOG_TAIL`] lines of a run's trial log, as the master serves them.
-pub(crate) async fn log_tail(client: &Client, run: &Run) -> String {
-    let task = client
-        .list_trials(run.experiment)
-        .await
-        .ok()
-        .and_then(|t| t.trials.into_iter().next())
-        .and_then(|t| t.task_id);
-    let Some(task) = task else {
-        return "it has no trial".to_owned();
-    };
-    match client.task_logs(&task).await {
-        Ok(logs) => {
-            let lines: Vec<&str> = logs.iter().map(|l| l.log.trim_end()).collect();
-            let tail = &lines[lines.len().saturating_sub(LOG_TAIL)..];
-            format!("its trial's log ends:\n{}", tail.join("\n"))
-        }
-        Err(e) => format!("its trial's log is unavailable: {e}"),
-    }
-}
-
-/// Polls `f` every 100 ms until it yields a value or `timeout` passes.
-pub(crate) async fn poll<T, F, Fut>(
-    what: &str,
-    timeout: Duration,
-    mut f: F,
-) -> Result<T, QualifyError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>, QualifyError>>,
-{
-    let start = Instant::now();
-    while start.elapsed() < timeout {
-        if let Some(v) = f().await? {
-            return Ok(v);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    Err(QualifyError::Failed(format!(
-        "timed out after {timeout:?} waiting for {what}"
-    )))
-}
-
-/// [`poll`] for what a running experiment should bring about: fails at once, naming the state
-/// and the trial log's last lines, once the experiment has ended (ERROR, CANCELED, or COMPLETED
-/// before it came).
-pub(crate) async fn poll_run<T, F, Fut>(
-    client: &Client,
-    run: &Run,
-    what: &str,
-    timeout: Duration,
-    mut f: F,
-) -> Result<T, QualifyError>
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Result<Option<T>, QualifyError>>,
-{
-    poll(what, timeout, || {
-        let next = f();
-        async move {
-            // The state first: a run that ends after its awaited moment came is no failure.
-            let state = state_of(client, run).await?;
-            if let Some(v) = next.await? {
-                return Ok(Some(v));
-            }
-            if state.is_terminal() {
-                return Err(QualifyError::Failed(format!(
-                    "the experiment ended {} while waiting for {what}",
-                    ending(client, run, state).await
-                )));
-            }
-            Ok(None)
-        }
-    })
-    .await
-}
-
-/// The cluster profile a qualification's configs use: the local devmaster's, or JAIF's for a
-/// real master.
-pub(crate) fn profile_for(master: Option<&str>, root: &Path) -> hr_config::ClusterProfile {
-    match master {
-        Some(_) => hr_config::ClusterProfile::jaif(),
-        None => hr_config::ClusterProfile::local(root),
-    }
-}
 
 /// The managed CPU template's experiment config: the jaif profile for a real master (its pool,
 /// mount and defaults), the local one for the devmaster.
@@ -234,41 +133,6 @@ fn launch_config(
     Ok(config.to_yaml()?)
 }
 
-pub(crate) async fn start_run(client: &Client, yaml: &str) -> Result<Run, QualifyError> {
-    let exp = client.create_experiment(yaml, None, true).await?;
-    let experiment = exp.experiment.id;
-    let trial = poll("the trial to exist", Duration::from_secs(30), || async {
-        Ok(client
-            .list_trials(experiment)
-            .await?
-            .trials
-            .first()
-            .map(|t| t.id))
-    })
-    .await?;
-    Ok(Run { experiment, trial })
-}
-
-pub(crate) async fn state_of(client: &Client, run: &Run) -> Result<State, QualifyError> {
-    Ok(client
-        .get_experiment(run.experiment)
-        .await?
-        .experiment
-        .state)
-}
-
-pub(crate) async fn wait_terminal(
-    client: &Client,
-    run: &Run,
-    timeout: Duration,
-) -> Result<State, QualifyError> {
-    poll("the experiment to finish", timeout, || async {
-        let state = state_of(client, run).await?;
-        Ok(state.is_terminal().then_some(state))
-    })
-    .await
-}
-
 /// Every step's evidence from the run's published checkpoints, each fully verified.
 async fn evidence(
     client: &Client,
@@ -298,7 +162,7 @@ async fn evidence(
                 c.uuid
             )));
         }
-        let bytes = std::fs::read(v.dir.join("payload/fixture/state.json")).at("read", &v.dir)?;
+        let bytes = v.read_file("payload/fixture/state.json")?;
         let state: FixtureState = serde_json::from_slice(&bytes)
             .map_err(|e| QualifyError::Failed(format!("{}: {e}", c.uuid)))?;
         if !allocations.contains(&v.manifest.run.writer) {
@@ -318,41 +182,6 @@ async fn evidence(
         allocations,
         steps,
     })
-}
-
-fn read_restores(storage: &Path, run: &Run) -> Vec<Value> {
-    std::fs::read_to_string(run_dir(storage, run.experiment, run.trial).join("restores.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
-}
-
-/// The master to use: `master` if given, else a fresh devmaster in `output/devmaster` (returned
-/// so the caller shuts it down).
-pub(crate) async fn start_master(
-    output: &Path,
-    master: Option<&str>,
-    slots: u32,
-) -> Result<(Option<hr_devmaster::Devmaster>, String), QualifyError> {
-    if let Some(url) = master {
-        return Ok((None, url.to_owned()));
-    }
-    let config = hr_devmaster::DevmasterConfig {
-        listen: "127.0.0.1:0".parse().expect("loopback address"),
-        state_dir: output.join("devmaster"),
-        trial_info: hr_devmaster::TrialInfo::Private,
-        preemption_timeout: Duration::from_secs(600),
-        record_requests: None,
-        password: None,
-        tls: None,
-        slots,
-    };
-    let m = hr_devmaster::Devmaster::start(config)
-        .await
-        .at("start devmaster in", output)?;
-    let url = m.url().to_owned();
-    Ok((Some(m), url))
 }
 
 /// Runs the qualification and writes `<output>/proof.json`; returns the proof (which may say
@@ -415,7 +244,7 @@ async fn run_both(
 
     // The managed run.
     let managed = start_run(&client, &managed_yaml).await?;
-    let receipt_dir = run_dir(storage, managed.experiment, managed.trial);
+    let run_dir = RunDir::managed(storage, managed.experiment, managed.trial);
     let interruption = if opts.control == Some(Control::KillDuringSave) {
         let end = wait_terminal(&client, &managed, opts.timeout).await?;
         if end != State::Completed {
@@ -424,29 +253,25 @@ async fn run_both(
                 ending(&client, &managed, end).await
             )));
         }
-        let restore = read_restores(storage, &managed)
+        let restore = read_restores(&run_dir)?
             .into_iter()
             .next()
             .ok_or_else(|| QualifyError::Failed("no restore after the kill".into()))?;
         Interruption {
             kind: "kill-during-save".into(),
-            step: restore["step"].as_u64().unwrap_or(0),
+            step: restore.step.unwrap_or(0),
             uuid_at_pause: None,
             paused_allocation: format!(
                 "{}.1",
-                restore["allocation"]
-                    .as_str()
-                    .unwrap_or("")
-                    .rsplit_once('.')
-                    .map_or("", |p| p.0)
+                restore.allocation.rsplit_once('.').map_or("", |p| p.0)
             ),
-            uuid_at_restore: restore["selected_uuid"].as_str().unwrap_or("").to_owned(),
-            restored_allocation: restore["allocation"].as_str().unwrap_or("").to_owned(),
-            restored_run_id: restore["trial_run_id"].as_i64().unwrap_or(0),
+            uuid_at_restore: restore.selected_uuid.unwrap_or_default(),
+            restored_allocation: restore.allocation,
+            restored_run_id: i64::from(restore.trial_run_id),
             pause_sent_after_step: None,
         }
     } else {
-        pause_and_resume(opts, &client, &managed, &receipt_dir, storage).await?
+        pause_and_resume(opts, &client, &managed, &run_dir, storage).await?
     };
     let reference_ev = evidence(&client, &reference, storage, record).await?;
     let resumed_ev = evidence(&client, &managed, storage, record).await?;
@@ -489,70 +314,45 @@ async fn pause_and_resume(
     opts: &QualifyOptions,
     client: &Client,
     managed: &Run,
-    receipt_dir: &Path,
+    run_dir: &RunDir,
     storage: &Path,
 ) -> Result<Interruption, QualifyError> {
-    poll_run(
+    let receipt = pause(
         client,
         managed,
-        "the step metric to pause after",
+        opts.pause_after_step,
+        opts.pause_delay,
+        run_dir.root(),
         opts.timeout,
-        || async {
-            let metrics = client.trial_metrics(managed.trial, "training").await?;
-            Ok(metrics
-                .iter()
-                .any(|m| u64::try_from(m.total_batches).is_ok_and(|s| s >= opts.pause_after_step))
-                .then_some(()))
-        },
-    )
-    .await?;
-    tokio::time::sleep(opts.pause_delay).await;
-    client
-        .experiment_action(managed.experiment, ExperimentAction::Pause)
-        .await?;
-    if state_of(client, managed).await? != State::Paused {
-        return Err(QualifyError::Failed(
-            "the experiment was not PAUSED at once".into(),
-        ));
-    }
-    let receipt = poll_run(
-        client,
-        managed,
-        "the preempted_at_checkpoint receipt",
-        opts.timeout,
-        || async { Ok(Receipt::read(receipt_dir)?) },
     )
     .await?;
     if opts.control == Some(Control::StaleUuid) {
         inject_checkpoint(client, managed, &receipt, storage).await?;
     }
-    client
-        .experiment_action(managed.experiment, ExperimentAction::Activate)
-        .await?;
+    activate(client, managed).await?;
     let end = wait_terminal(client, managed, opts.timeout).await?;
-    let restores = read_restores(storage, managed);
-    let Some(restore) = restores.first() else {
+    let Some(restore) = read_restores(run_dir)?.into_iter().next() else {
         return Err(QualifyError::Failed(format!(
             "no restore was recorded; the run ended {}",
             ending(client, managed, end).await
         )));
     };
-    let selected = restore["selected_uuid"].as_str().unwrap_or("").to_owned();
+    let selected = restore.selected_uuid.unwrap_or_default();
     if selected != receipt.uuid {
         return Err(QualifyError::Failed(format!(
             "the scheduler selected checkpoint {selected} but the receipt names {} (outcome: {})",
-            receipt.uuid, restore["outcome"]
+            receipt.uuid, restore.outcome
         )));
     }
     if end != State::Completed {
         return Err(QualifyError::Failed(format!(
             "the managed run ended {} (its restore: {})",
             ending(client, managed, end).await,
-            restore["outcome"]
+            restore.outcome
         )));
     }
-    let run_id = restore["trial_run_id"].as_i64().unwrap_or(0);
-    let allocation = restore["allocation"].as_str().unwrap_or("").to_owned();
+    let run_id = i64::from(restore.trial_run_id);
+    let allocation = restore.allocation;
     let paused_task = receipt
         .allocation
         .rsplit_once('.')
@@ -640,8 +440,7 @@ pub fn verify_proof(path: &Path) -> Result<Proof, QualifyError> {
                     s.checkpoint_uuid
                 )));
             }
-            let bytes =
-                std::fs::read(v.dir.join("payload/fixture/state.json")).at("read", &v.dir)?;
+            let bytes = v.read_file("payload/fixture/state.json")?;
             let state: FixtureState =
                 serde_json::from_slice(&bytes).map_err(|e| QualifyError::Failed(e.to_string()))?;
             if state.digest() != s.state_sha256 {

@@ -21,7 +21,7 @@ use hr_proof::{AllocationStart, read_allocation_starts};
 use serde::Serialize;
 
 use crate::QualifyError;
-use crate::qualify::{Run, poll, poll_run, profile_for, start_run, state_of, wait_terminal};
+use crate::driver::{Run, poll, poll_run, profile_for, start_run, state_of, wait_terminal};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -70,8 +70,8 @@ fn next(state: &mut u64) -> u64 {
 }
 
 /// The allocation start records of the run folder.
-fn starts(run_dir: &Path) -> Result<Vec<AllocationStart>, QualifyError> {
-    Ok(read_allocation_starts(&RunDir::new(run_dir).allocations())?)
+fn starts(run_dir: &RunDir) -> Result<Vec<AllocationStart>, QualifyError> {
+    Ok(read_allocation_starts(&run_dir.allocations())?)
 }
 
 /// A devmaster as its own process (`<binary> devmaster`), so that killing it is a real crash:
@@ -111,8 +111,8 @@ fn sigkill(pid: u32, what: &str) -> Result<(), QualifyError> {
 }
 
 /// Steps the run folder's evidence records so far.
-fn steps_done(run_dir: &Path) -> u64 {
-    std::fs::read_to_string(RunDir::new(run_dir).evidence()).map_or(0, |t| t.lines().count() as u64)
+fn steps_done(run_dir: &RunDir) -> u64 {
+    std::fs::read_to_string(run_dir.evidence()).map_or(0, |t| t.lines().count() as u64)
 }
 
 async fn signed_in(url: &str) -> Result<Client, QualifyError> {
@@ -169,7 +169,7 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
     let (mut devmaster, url) = spawn_master(&binary, &opts.output)?;
     let mut client = signed_in(&url).await?;
     let run = start_run(&client, &yaml).await?;
-    let run_dir = crate::trial::run_dir(&storage, run.experiment, run.trial);
+    let run_dir = RunDir::managed(&storage, run.experiment, run.trial);
     let mut rng = opts.seed;
     let (mut kept, mut kept_metrics) = (0, 0);
     // Start records already dealt with (killed, or replaced before the kill landed).
@@ -260,13 +260,13 @@ pub async fn kill_soak(opts: &SoakOptions) -> Result<SoakReport, QualifyError> {
     if end != hr_det::wire::State::Completed {
         return Err(QualifyError::Failed(format!(
             "the trial ended {} after {} kills",
-            crate::qualify::ending(&client, &run, end).await,
+            crate::driver::ending(&client, &run, end).await,
             opts.kills
         )));
     }
     Ok(SoakReport {
         allocations: starts(&run_dir)?.len(),
-        run_dir,
+        run_dir: run_dir.root().to_owned(),
         kills,
         checkpoints_kept_over_master_restart: kept,
         metrics_kept_over_master_restart: kept_metrics,

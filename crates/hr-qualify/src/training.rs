@@ -5,16 +5,15 @@
 //! experiment is PAUSED; it is activated again; the next allocation must restore exactly the
 //! receipt's checkpoint and finish. Comparing the evidence with a native run is the caller's.
 
-use hr_files::IoResultExt;
+use hr_files::{IoResultExt, RunDir};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use hr_det::{Client, ExperimentAction, wire::CheckpointSortBy, wire::State};
+use hr_det::{Client, wire::CheckpointSortBy, wire::State};
 use hr_proof::{AllocationRecord, Interruption};
-use hr_snapshot::Receipt;
 
 use crate::QualifyError;
-use crate::qualify::{poll_run, profile_for, start_master, start_run, state_of, wait_terminal};
+use crate::driver::{activate, ending, pause, profile_for, start_master, start_run, wait_terminal};
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -116,14 +115,26 @@ async fn drive(
     let mut client = Client::new(url)?;
     client.sign_in_from_env().await?;
     let run = start_run(&client, yaml).await?;
-    let run_dir = crate::trial::run_dir(storage, run.experiment, run.trial);
+    let run_dir = RunDir::managed(storage, run.experiment, run.trial);
     // The pause, or nothing when the fault is a kill in the middle of a save.
     let receipt = match opts.kill_during_save_at {
         Some(_) => None,
-        None => Some(pause(opts, &client, &run, &run_dir).await?),
+        None => {
+            let receipt = pause(
+                &client,
+                &run,
+                opts.pause_after_step,
+                Duration::ZERO,
+                run_dir.root(),
+                opts.timeout,
+            )
+            .await?;
+            activate(&client, &run).await?;
+            Some(receipt)
+        }
     };
     let end = wait_terminal(&client, &run, opts.timeout).await?;
-    let records = hr_proof::read_allocations(&hr_files::RunDir::new(&run_dir).allocations())?;
+    let records = hr_proof::read_allocations(&run_dir.allocations())?;
     let restore = records
         .iter()
         .filter_map(AllocationRecord::started)
@@ -195,7 +206,7 @@ async fn drive(
     if end != State::Completed {
         return Err(QualifyError::Failed(format!(
             "the managed run ended {}",
-            crate::qualify::ending(&client, &run, end).await
+            ending(&client, &run, end).await
         )));
     }
     let listed = client
@@ -208,52 +219,8 @@ async fn drive(
         checkpoints_listed: listed.checkpoints.len() as u64,
         master_version: client.info().await?.version,
         master_url: client.master().to_owned(),
-        run_dir,
+        run_dir: run_dir.root().to_owned(),
     })
-}
-
-/// Pauses once the metric of `pause_after_step` is visible, waits for the durable receipt and
-/// the PAUSED state, and activates again; returns the receipt.
-async fn pause(
-    opts: &ManagedOptions,
-    client: &Client,
-    run: &crate::qualify::Run,
-    run_dir: &Path,
-) -> Result<Receipt, QualifyError> {
-    poll_run(
-        client,
-        run,
-        "the step metric to pause after",
-        opts.timeout,
-        || async {
-            let metrics = client.trial_metrics(run.trial, "training").await?;
-            Ok(metrics
-                .iter()
-                .any(|m| u64::try_from(m.total_batches).is_ok_and(|s| s >= opts.pause_after_step))
-                .then_some(()))
-        },
-    )
-    .await?;
-    client
-        .experiment_action(run.experiment, ExperimentAction::Pause)
-        .await?;
-    // A run that ended cannot write a receipt any more: said now, not at the timeout.
-    let receipt = poll_run(
-        client,
-        run,
-        "the preempted_at_checkpoint receipt (the pause did not land)",
-        opts.timeout,
-        || async { Ok(Receipt::read(run_dir)?) },
-    )
-    .await?;
-    poll_run(client, run, "the PAUSED state", opts.timeout, || async {
-        Ok((state_of(client, run).await? == State::Paused).then_some(()))
-    })
-    .await?;
-    client
-        .experiment_action(run.experiment, ExperimentAction::Activate)
-        .await?;
-    Ok(receipt)
 }
 
 #[cfg(test)]

@@ -3,12 +3,13 @@
 //! and publish a sealed snapshot; on preemption the step's save is the terminal one (publish,
 //! receipt, ack, exit 0); step 8 is the final save.
 
-use hr_files::IoResultExt;
-use std::{path::PathBuf, time::Duration};
+use hr_files::{IoResultExt, RunDir};
+use std::time::Duration;
 
 use hr_core::CoreContext;
 use hr_seal::{SnapshotWriter, SourceBinding, Trust, sha256_hex};
 use hr_snapshot::{Binding, Publisher, TerminalKind};
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use crate::{FixtureState, QualifyError};
@@ -49,15 +50,46 @@ fn run_step(v: &str) -> Option<(i32, u64)> {
     Some((run.parse().ok()?, step.parse().ok()?))
 }
 
-/// The run folder that outlives allocations (receipts, restore records), next to the storage.
-pub(crate) fn run_dir(storage: &std::path::Path, experiment: i32, trial: i32) -> PathBuf {
-    hr_files::RunDir::managed(storage, experiment, trial)
-        .root()
-        .to_owned()
+/// What an allocation of the fixture trial did with the checkpoint the master selected, one
+/// line of [`RunDir::restores`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(crate) struct RestoreRecord {
+    /// The allocation that restored (`<task>.<n>`).
+    pub(crate) allocation: String,
+    /// Its run number within the trial.
+    pub(crate) trial_run_id: i32,
+    /// The checkpoint the master selected (none for a refusal before one was named).
+    pub(crate) selected_uuid: Option<String>,
+    /// The step restored (an adopted checkpoint only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) step: Option<u64>,
+    /// `adopted`, or `refused: <why>`.
+    pub(crate) outcome: String,
 }
 
-fn append(path: &std::path::Path, value: &serde_json::Value) -> Result<(), QualifyError> {
-    hr_files::append_line(path, &value.to_string()).map_err(Into::into)
+impl RestoreRecord {
+    fn append(&self, run: &RunDir) -> Result<(), QualifyError> {
+        let line = serde_json::to_string(self).expect("a restore record serialises");
+        hr_files::append_line(&run.restores(), &line).map_err(Into::into)
+    }
+}
+
+/// The restore records of `run`, oldest first (none before the first restore); a line that is
+/// not one is an error naming it, a torn last line is left out.
+pub(crate) fn read_restores(run: &RunDir) -> Result<Vec<RestoreRecord>, QualifyError> {
+    let path = run.restores();
+    let text = match std::fs::read_to_string(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        read => read.at("read", &path)?,
+    };
+    hr_files::complete_lines(&text)
+        .enumerate()
+        .map(|(i, line)| {
+            serde_json::from_str(line).map_err(|e| {
+                QualifyError::Failed(format!("{} line {}: {e}", path.display(), i + 1))
+            })
+        })
+        .collect()
 }
 
 fn payload(
@@ -90,31 +122,34 @@ pub fn managed_trial_cpu(
 ) -> Result<(), QualifyError> {
     let ctx = CoreContext::from_environment()?;
     let info = ctx.info().clone();
-    let run = run_dir(ctx.storage_dir(), info.experiment_id, info.trial_id);
-    std::fs::create_dir_all(&run).at("create", &run)?;
+    let run = RunDir::managed(ctx.storage_dir(), info.experiment_id, info.trial_id);
+    std::fs::create_dir_all(run.root()).at("create", run.root())?;
     let binding = Binding {
         run_id: format!("det:{}/{}", info.experiment_id, info.trial_id),
         writer: info.allocation_id.clone(),
         source,
         config_sha256: sha256_hex(info.config.to_string().as_bytes()),
     };
-    let mut publisher = Publisher::new(ctx, binding, None, Trust::DigestOnly, run.clone());
+    let mut publisher =
+        Publisher::new(ctx, binding, None, Trust::DigestOnly, run.root().to_owned());
     let selected = publisher.core().info().latest_checkpoint.clone();
     let restored = match publisher.restore() {
         Ok(r) => r,
         Err(e) => {
-            append(
-                &run.join("restores.jsonl"),
-                &json!({"allocation": info.allocation_id, "trial_run_id": info.trial_run_id,
-                "selected_uuid": selected, "outcome": format!("refused: {e}")}),
-            )?;
+            RestoreRecord {
+                allocation: info.allocation_id.clone(),
+                trial_run_id: info.trial_run_id,
+                selected_uuid: selected,
+                step: None,
+                outcome: format!("refused: {e}"),
+            }
+            .append(&run)?;
             return Err(e.into());
         }
     };
     let mut state = FixtureState::new(info.trial_seed);
     if let Some(r) = &restored {
-        let bytes = std::fs::read(r.snapshot.dir.join("payload/fixture/state.json"))
-            .at("read", &r.snapshot.dir)?;
+        let bytes = r.snapshot.read_file("payload/fixture/state.json")?;
         let restored_state: FixtureState = serde_json::from_slice(&bytes)
             .map_err(|e| QualifyError::Failed(format!("restored state.json: {e}")))?;
         let rng = if controls.skip_rng_restore {
@@ -126,11 +161,14 @@ pub fn managed_trial_cpu(
             rng,
             ..restored_state
         };
-        append(
-            &run.join("restores.jsonl"),
-            &json!({"allocation": info.allocation_id, "trial_run_id": info.trial_run_id,
-            "selected_uuid": r.uuid, "step": state.step, "outcome": "adopted"}),
-        )?;
+        RestoreRecord {
+            allocation: info.allocation_id.clone(),
+            trial_run_id: info.trial_run_id,
+            selected_uuid: Some(r.uuid.clone()),
+            step: Some(state.step),
+            outcome: "adopted".to_owned(),
+        }
+        .append(&run)?;
     }
     let Some(op) = publisher.core().searcher_operation()? else {
         return Ok(());

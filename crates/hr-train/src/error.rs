@@ -6,8 +6,12 @@ pub enum TrainError {
     /// Bad input (plan, flags, searcher settings): nothing was trained or published.
     #[error("{0}")]
     Refused(String),
-    /// The checkpoint selected for restore was refused (seal, source, plan, run identity,
-    /// receipt or evidence); nothing was adopted.
+    /// The checkpoint selected for restore was refused by the snapshot checks (seal, source,
+    /// plan, run identity, receipt); nothing was adopted.
+    #[error("restore refused: {0}")]
+    RestoreRefused(hr_snapshot::SnapshotError),
+    /// The verified checkpoint's payload does not fit this run (trainer state, step, evidence);
+    /// nothing was adopted.
     #[error("restore refused: {0}")]
     Restore(String),
     /// A checkpoint an evaluation must adopt is missing or does not verify; nothing was

@@ -119,7 +119,7 @@ fn open(opts: RunOptions, core: CoreContext) -> Result<Opening, TrainError> {
                     outcome: format!("refused: {e}"),
                 }),
             )?;
-            return Err(TrainError::Restore(e.to_string()));
+            return Err(TrainError::RestoreRefused(e));
         }
     };
     let Some(op) = publisher.core().searcher_operation()? else {
