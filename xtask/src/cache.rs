@@ -1,6 +1,6 @@
 //! The cache folder outside the repository (`HR_CACHE_DIR`, else the XDG cache) and the Python
-//! venvs built in it once, for the conformance suites, benches and model fetching. CI rebuilds
-//! whatever is absent.
+//! venvs built in it once, for the conformance suites and benches (the binary's `model fetch
+//! smollm2` reads the same variables for its models folder). CI rebuilds whatever is absent.
 
 use std::{
     path::{Path, PathBuf},
@@ -14,10 +14,12 @@ use crate::run;
 /// The cache folder: `HR_CACHE_DIR`, else `$XDG_CACHE_HOME/hessian-recipes`, else
 /// `~/.cache/hessian-recipes`.
 pub(crate) fn cache_dir() -> Result<PathBuf> {
-    if let Some(dir) = std::env::var_os("HR_CACHE_DIR") {
+    // An empty variable counts as unset, as the binary reads it.
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = var("HR_CACHE_DIR") {
         return Ok(PathBuf::from(dir));
     }
-    let base = match std::env::var_os("XDG_CACHE_HOME") {
+    let base = match var("XDG_CACHE_HOME") {
         Some(x) => PathBuf::from(x),
         None => PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?).join(".cache"),
     };

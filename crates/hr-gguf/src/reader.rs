@@ -167,16 +167,7 @@ impl Cursor<'_> {
 }
 
 impl Gguf {
-    /// Reads and parses a GGUF file.
-    pub fn open(path: &std::path::Path) -> Result<Self, GgufError> {
-        let bytes = std::fs::read(path).map_err(|source| GgufError::Io {
-            path: path.to_owned(),
-            source,
-        })?;
-        Self::parse(bytes)
-    }
-
-    /// Parses GGUF bytes.
+    /// Parses GGUF bytes (the caller reads the file within its own bound).
     pub fn parse(bytes: Vec<u8>) -> Result<Self, GgufError> {
         let mut c = Cursor {
             bytes: &bytes,

