@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use hr_det::wire::{MasterInfo, User};
 
-use super::{M, caller, parse, token, with_cli_fields};
+use super::{Caller, M, parse, token, with_cli_fields};
 use crate::{
     error::{ApiError, ApiResult},
     info::{now_rfc3339, random_hex},
@@ -81,20 +81,22 @@ pub(super) async fn login(AxState(m): M, body: Bytes) -> ApiResult<Json<Value>> 
 }
 
 /// Revokes the request's token: later requests with it are refused.
-pub(super) async fn logout(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
+pub(super) async fn logout(
+    AxState(m): M,
+    _caller: Caller,
+    headers: HeaderMap,
+) -> ApiResult<Json<Value>> {
     let mut state = m.state();
     state.remove_session(token(&headers)?);
     m.persist(state);
     Ok(Json(json!({})))
 }
 
-pub(super) async fn me(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
-    let name = caller(&m, &headers)?.user;
+pub(super) async fn me(caller: Caller) -> ApiResult<Json<Value>> {
+    let name = caller.user;
     Ok(Json(json!({"user": user_json(&name)})))
 }
 
-pub(super) async fn ok_body(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
+pub(super) async fn ok_body(_caller: Caller) -> ApiResult<Json<Value>> {
     Ok(Json(json!({})))
 }

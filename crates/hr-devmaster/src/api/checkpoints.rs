@@ -6,13 +6,12 @@ use axum::{
     Json,
     body::Bytes,
     extract::{Path, Query, State as AxState},
-    http::HeaderMap,
 };
 use hr_det::wire::{Checkpoint, CheckpointResponse, CheckpointsResponse, Pagination};
 use serde_json::{Value, json};
 
 use super::{
-    M, caller, find_experiment, find_trial, parse, trial_of_task, wire_json,
+    Caller, M, find_experiment, find_trial, parse, trial_of_task, wire_json,
     workloads::with_training,
 };
 use crate::{
@@ -25,11 +24,10 @@ use crate::{
 /// metric last and orders the rest best first unless `orderBy` says otherwise), then paged.
 pub(super) async fn list_checkpoints(
     AxState(m): M,
-    headers: HeaderMap,
+    _caller: Caller,
     Path(id): Path<i32>,
     Query(pairs): Query<Vec<(String, String)>>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
     let state = m.state();
     let exp = find_experiment(&state, id)?;
     let states: Vec<&str> = pairs
@@ -103,10 +101,9 @@ pub(super) async fn list_checkpoints(
 
 pub(super) async fn get_checkpoint(
     AxState(m): M,
-    headers: HeaderMap,
+    _caller: Caller,
     Path(uuid): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
     let state = m.state();
     let c = state
         .checkpoints
@@ -120,10 +117,9 @@ pub(super) async fn get_checkpoint(
 
 pub(super) async fn report_checkpoint(
     AxState(m): M,
-    headers: HeaderMap,
+    caller: Caller,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    let caller = caller(&m, &headers)?;
     let mut c: Checkpoint = parse(&body)?;
     // Upstream keeps uuids in a Postgres `uuid` column; here the uuid also names the folder GC
     // deletes and the path the next allocation restores, so nothing else may pass.

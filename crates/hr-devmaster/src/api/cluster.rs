@@ -5,14 +5,13 @@
 use axum::{
     Json,
     extract::{Path, Query},
-    http::HeaderMap,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use hr_det::wire::{Project, ResourcePool, Workspace};
 
-use super::{M, caller, pagination, with_cli_fields};
+use super::{Caller, M, pagination, with_cli_fields};
 use crate::error::{ApiError, ApiResult};
 
 /// The id of the devmaster's one workspace and its one project.
@@ -26,10 +25,9 @@ pub(super) struct WorkspaceQuery {
 /// The one workspace, as `det workspace list` and `cluster preflight` read it (`?name=` filters).
 pub(super) async fn list_workspaces(
     axum::extract::State(m): M,
-    headers: HeaderMap,
+    _caller: Caller,
     Query(query): Query<WorkspaceQuery>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
     let experiments = m.state().experiments.len();
     let workspace = Workspace {
         id: UNCATEGORIZED,
@@ -55,10 +53,9 @@ pub(super) async fn list_workspaces(
 /// `GET /api/v1/projects/{id}`: the one project.
 pub(super) async fn get_project(
     axum::extract::State(m): M,
-    headers: HeaderMap,
+    _caller: Caller,
     Path(id): Path<i32>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
     if id != UNCATEGORIZED {
         return Err(ApiError::NotFound(format!("project not found: {id}")));
     }
@@ -81,9 +78,8 @@ pub(super) async fn get_project(
 /// `GET /api/v1/resource-pools`: the one pool.
 pub(super) async fn list_resource_pools(
     axum::extract::State(m): M,
-    headers: HeaderMap,
+    _caller: Caller,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
     let running = m.allocs().len() + m.command_pids.lock().map_or(0, |c| c.len());
     let cpus = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
     let pool = ResourcePool {

@@ -4,13 +4,12 @@ use axum::{
     Json,
     body::Bytes,
     extract::{Path, State as AxState},
-    http::HeaderMap,
 };
 use serde_json::{Value, json};
 
 use hr_det::wire::Command;
 
-use super::{M, caller, pagination, parse, with_cli_fields};
+use super::{Caller, M, pagination, parse, with_cli_fields};
 use crate::{
     error::{ApiError, ApiResult},
     scheduler,
@@ -38,10 +37,10 @@ pub(super) fn command_json(c: &crate::state::CommandRec) -> Value {
 
 pub(super) async fn create_command(
     AxState(m): M,
-    headers: HeaderMap,
+    caller: Caller,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?.must_be_user()?;
+    caller.must_be_user()?;
     let req: hr_det::wire::CreateCommandRequest = parse(&body)?;
     if !req.config.is_object() {
         return Err(ApiError::InvalidArgument("config must be an object".into()));
@@ -51,8 +50,7 @@ pub(super) async fn create_command(
     Ok(Json(command_json(&rec)))
 }
 
-pub(super) async fn list_commands(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
+pub(super) async fn list_commands(AxState(m): M, _caller: Caller) -> ApiResult<Json<Value>> {
     let state = m.state();
     let commands: Vec<Value> = state
         .commands
@@ -66,10 +64,9 @@ pub(super) async fn list_commands(AxState(m): M, headers: HeaderMap) -> ApiResul
 
 pub(super) async fn get_command(
     AxState(m): M,
-    headers: HeaderMap,
+    _caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
     let state = m.state();
     let c = state
         .commands

@@ -6,12 +6,11 @@ use axum::{
     Json,
     body::Bytes,
     extract::{Path, State as AxState},
-    http::HeaderMap,
 };
 use hr_det::wire::{Experiment, State, Trial};
 use serde_json::{Value, json};
 
-use super::{M, caller, find_experiment, find_trial, pagination, parse, with_cli_fields};
+use super::{Caller, M, find_experiment, find_trial, pagination, parse, with_cli_fields};
 use crate::{
     error::{ApiError, ApiResult},
     info::now_rfc3339,
@@ -160,10 +159,10 @@ fn refuse_what_it_cannot_run(dm: &crate::DevmasterConfig, config: &Value) -> Res
 
 pub(super) async fn create_experiment(
     AxState(m): M,
-    headers: HeaderMap,
+    caller: Caller,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?.must_be_user()?;
+    caller.must_be_user()?;
     let req: hr_det::wire::CreateExperimentRequest = parse(&body)?;
     let mut config = hr_config::parse_yaml(&req.config, "config")
         .map_err(|e| ApiError::InvalidArgument(format!("invalid experiment config: {e}")))?;
@@ -296,10 +295,9 @@ pub(super) fn run_experiment(m: &Arc<Master>, experiment: i32) {
 
 pub(super) async fn get_experiment(
     AxState(m): M,
-    headers: HeaderMap,
+    _caller: Caller,
     Path(id): Path<i32>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
     let state = m.state();
     let e = find_experiment(&state, id)?;
     Ok(Json(
@@ -309,8 +307,7 @@ pub(super) async fn get_experiment(
 
 /// `GET /api/v1/experiments` (`det experiment list`): every experiment, one page (the devmaster
 /// has one user and no archive, so the CLI's filters select them all).
-pub(super) async fn list_experiments(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
+pub(super) async fn list_experiments(AxState(m): M, _caller: Caller) -> ApiResult<Json<Value>> {
     let state = m.state();
     let experiments: Vec<Value> = state
         .experiments
@@ -324,10 +321,10 @@ pub(super) async fn list_experiments(AxState(m): M, headers: HeaderMap) -> ApiRe
 
 pub(super) async fn experiment_action(
     AxState(m): M,
-    headers: HeaderMap,
+    caller: Caller,
     Path((id, action)): Path<(i32, String)>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?.must_be_user()?;
+    caller.must_be_user()?;
     // No await below: the guard is held by this thread until the action is applied.
     let _turn = m
         .transitions
@@ -426,10 +423,9 @@ pub(super) async fn experiment_action(
 
 pub(super) async fn list_trials(
     AxState(m): M,
-    headers: HeaderMap,
+    _caller: Caller,
     Path(id): Path<i32>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
     let state = m.state();
     let e = find_experiment(&state, id)?;
     let trials: Vec<Value> = state
@@ -443,10 +439,9 @@ pub(super) async fn list_trials(
 
 pub(super) async fn get_trial(
     AxState(m): M,
-    headers: HeaderMap,
+    _caller: Caller,
     Path(id): Path<i32>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
     let state = m.state();
     let t = find_trial(&state, id)?;
     Ok(Json(json!({"trial": trial_json(&state, &t)})))
@@ -457,10 +452,10 @@ pub(super) async fn get_trial(
 /// One that has not ended is refused as the master refuses it.
 pub(super) async fn delete_experiment(
     AxState(m): M,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<i32>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?.must_be_user()?;
+    caller.must_be_user()?;
     let mut state = m.state();
     let exp = find_experiment(&state, id)?;
     if !exp.state.is_terminal() {

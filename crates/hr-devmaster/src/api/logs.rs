@@ -7,14 +7,13 @@ use std::path::PathBuf;
 use axum::{
     Json,
     extract::{Path, Query, State as AxState},
-    http::HeaderMap,
 };
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use hr_det::wire::{TaskLog, TaskState};
 
-use super::{M, caller, with_cli_fields};
+use super::{Caller, M, with_cli_fields};
 use crate::{
     error::{ApiError, ApiResult},
     info::now_rfc3339,
@@ -47,10 +46,9 @@ fn stream(records: impl Iterator<Item = Value>) -> String {
 
 pub(super) async fn task_logs(
     AxState(m): M,
-    headers: HeaderMap,
+    _caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<String> {
-    caller(&m, &headers)?;
     let path = {
         let state = m.state();
         match state.commands.get(&id) {
@@ -88,11 +86,10 @@ pub(super) struct TrialLogsQuery {
 /// `GET /api/v1/trials/{id}/logs`: every line so far (`follow` is answered with what exists).
 pub(super) async fn trial_logs(
     AxState(m): M,
-    headers: HeaderMap,
+    _caller: Caller,
     Path(id): Path<i32>,
     Query(query): Query<TrialLogsQuery>,
 ) -> ApiResult<String> {
-    caller(&m, &headers)?;
     let task_id = m
         .state()
         .trials
@@ -117,8 +114,7 @@ pub(super) async fn trial_logs(
 }
 
 /// `GET /api/v1/tasks`: the running trial allocations and commands, by allocation id.
-pub(super) async fn list_tasks(AxState(m): M, headers: HeaderMap) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
+pub(super) async fn list_tasks(AxState(m): M, _caller: Caller) -> ApiResult<Json<Value>> {
     let summary = |task: &str, allocation: &str, name: &str, registered: &str| {
         json!({"taskId": task, "allocationId": allocation, "name": name, "slotsNeeded": 0,
             "registeredTime": registered, "resourcePool": "default",

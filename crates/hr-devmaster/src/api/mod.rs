@@ -256,11 +256,24 @@ impl Caller {
     }
 }
 
+/// Every handler that needs a signed-in caller takes [`Caller`] as an argument: the request is
+/// refused (401, or 403 for a stale trial token) before the handler runs.
+impl axum::extract::FromRequestParts<Arc<Master>> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        master: &Arc<Master>,
+    ) -> ApiResult<Self> {
+        caller(master, &parts.headers)
+    }
+}
+
 /// The caller of a request whose token is a live session. A trial's token is live only while
 /// its allocation runs and is the trial's current one: once it exited (a pause, a crash) or a
 /// restart started another, it acts for nothing, whatever a request body names, so a process
 /// the allocation left behind cannot publish.
-pub(super) fn caller(master: &Master, headers: &HeaderMap) -> ApiResult<Caller> {
+fn caller(master: &Master, headers: &HeaderMap) -> ApiResult<Caller> {
     let state = master.state();
     let (user, scope) = state
         .session(token(headers)?)

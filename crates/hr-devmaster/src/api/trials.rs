@@ -7,7 +7,6 @@ use axum::{
     Json,
     body::Bytes,
     extract::{Path, Query, State as AxState},
-    http::HeaderMap,
 };
 use serde_json::{Value, json};
 
@@ -16,7 +15,7 @@ use hr_det::wire::{
     SearcherOperationResponse, ValidateAfter,
 };
 
-use super::{M, caller, find_experiment, find_trial, parse, wire_json};
+use super::{Caller, M, find_experiment, find_trial, parse, wire_json};
 use crate::{
     error::{ApiError, ApiResult},
     info::now_rfc3339,
@@ -26,10 +25,9 @@ use crate::{
 
 pub(super) async fn runs_start(
     AxState(m): M,
-    headers: HeaderMap,
+    caller: Caller,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    let caller = caller(&m, &headers)?;
     let req: hr_det::wire::RunsStartRequest = parse(&body)?;
     caller.may_act_for_trial(req.run_id)?;
     let alloc = m
@@ -59,11 +57,11 @@ pub(super) async fn runs_start(
 
 pub(super) async fn preemption(
     AxState(m): M,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?.may_act_for_allocation(&id)?;
+    caller.may_act_for_allocation(&id)?;
     let timeout = q
         .get("timeout_seconds")
         .and_then(|t| t.parse::<u64>().ok())
@@ -80,10 +78,10 @@ pub(super) async fn preemption(
 
 pub(super) async fn ack_preemption(
     AxState(m): M,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<String>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?.may_act_for_allocation(&id)?;
+    caller.may_act_for_allocation(&id)?;
     let mut allocs = m.allocs();
     let alloc = allocs
         .values_mut()
@@ -95,11 +93,10 @@ pub(super) async fn ack_preemption(
 
 pub(super) async fn report_metrics(
     AxState(m): M,
-    headers: HeaderMap,
+    who: Caller,
     Path(id): Path<i32>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    let who = caller(&m, &headers)?;
     who.may_act_for_trial(id)?;
     let req: hr_det::wire::ReportMetricsRequest = parse(&body)?;
     let mut state = m.state();
@@ -143,10 +140,9 @@ pub(super) async fn report_metrics(
 
 pub(super) async fn read_metrics(
     AxState(m): M,
-    headers: HeaderMap,
+    _caller: Caller,
     Query(q): Query<Vec<(String, String)>>,
 ) -> ApiResult<String> {
-    caller(&m, &headers)?;
     let group = q
         .iter()
         .find(|(k, _)| k == "group")
@@ -179,10 +175,9 @@ pub(super) async fn read_metrics(
 
 pub(super) async fn searcher_operation(
     AxState(m): M,
-    headers: HeaderMap,
+    _caller: Caller,
     Path(id): Path<i32>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
     let state = m.state();
     let t = find_trial(&state, id)?;
     let e = find_experiment(&state, t.experiment_id)?;
@@ -202,11 +197,11 @@ pub(super) async fn searcher_operation(
 
 pub(super) async fn completed_operation(
     AxState(m): M,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<i32>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?.may_act_for_trial(id)?;
+    caller.may_act_for_trial(id)?;
     let req: hr_det::wire::CompleteOperationRequest = parse(&body)?;
     let mut state = m.state();
     find_trial(&state, id)?;
@@ -222,11 +217,11 @@ pub(super) async fn completed_operation(
 
 pub(super) async fn progress(
     AxState(m): M,
-    headers: HeaderMap,
+    caller: Caller,
     Path(id): Path<i32>,
     body: Bytes,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?.may_act_for_trial(id)?;
+    caller.may_act_for_trial(id)?;
     let value: f64 = parse(&body)?;
     let mut state = m.state();
     find_trial(&state, id)?;

@@ -9,12 +9,11 @@ use std::collections::HashMap;
 use axum::{
     Json,
     extract::{Path, Query, State as AxState},
-    http::HeaderMap,
 };
 use hr_det::wire::Checkpoint;
 use serde_json::{Map, Value, json};
 
-use super::{M, caller, find_trial};
+use super::{Caller, M, find_trial};
 use crate::{
     error::ApiResult,
     state::{CheckpointRec, MasterState, MetricRec},
@@ -45,11 +44,10 @@ fn metrics(r: &MetricRec, batches: bool) -> Value {
 /// order of batches (a report before a checkpoint at the same step), paged by `offset`/`limit`.
 pub(super) async fn workloads(
     AxState(m): M,
-    headers: HeaderMap,
+    _caller: Caller,
     Path(id): Path<i32>,
     Query(q): Query<HashMap<String, String>>,
 ) -> ApiResult<Json<Value>> {
-    caller(&m, &headers)?;
     let state = m.state();
     find_trial(&state, id)?;
     let batches = q.get("includeBatchMetrics").is_some_and(|v| v == "true");
