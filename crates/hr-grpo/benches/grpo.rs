@@ -47,6 +47,7 @@ fn measure(name: &str, dir: &Path, completion: usize, steps: usize) -> anyhow::R
         max_grad_norm: Some(1.0),
         gradient_accumulation_steps: 1,
         mask_truncated_completions: false,
+        shards: 1,
     };
     let mut trainer = Trainer::new(policy, tokenizer, adapters, PolicyRng::from_seed(2), config)?;
     let tasks = fixture_tasks(FixtureKind::Digits, 2, 3);

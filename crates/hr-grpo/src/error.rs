@@ -20,6 +20,9 @@ pub enum GrpoError {
     /// Native state is missing, inconsistent or unreadable.
     #[error("native state: {0}")]
     State(String),
+    /// The ranks of a data-parallel step could not exchange their parts.
+    #[error("exchange between ranks: {0}")]
+    Exchange(String),
     /// The policy or tokenizer failed.
     #[error("policy: {0}")]
     Policy(String),

@@ -17,6 +17,7 @@ mod advantage;
 mod data;
 mod entropy_control;
 mod error;
+mod exchange;
 mod loss;
 mod rollout;
 mod schedule;
@@ -27,6 +28,7 @@ pub use advantage::{AdvantageConfig, advantages};
 pub use data::{DataCursor, TaskSampler};
 pub use entropy_control::{AdaptiveEntropy, EntropyControl};
 pub use error::GrpoError;
+pub use exchange::{Alone, Exchange, tree_fold};
 pub use loss::{
     LossConfig, LossInputs, LossOutput, Vespo, Whole, active_positions, grpo_loss,
     high_entropy_mask,

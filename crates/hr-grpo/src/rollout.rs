@@ -37,7 +37,7 @@ impl<F: FnMut() -> Result<Box<dyn Environment>, GrpoError>> EnvironmentFactory f
 }
 
 /// One sampled episode.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Episode {
     /// The task's id.
     pub task_id: String,

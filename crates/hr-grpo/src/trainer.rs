@@ -16,6 +16,7 @@ use burn::tensor::backend::AutodiffBackend;
 use hr_env::Task;
 use hr_policy::{Adapters, ChatTokenizer, LoraPair, Policy, PolicyRng, Target};
 
+use crate::exchange::{Alone, Exchange, check_layout, gather, owned};
 use crate::rollout::{EnvironmentFactory, Episode, RewardState, RolloutConfig, rollouts};
 use crate::{AdvantageConfig, EntropyControl, GrpoError, LossConfig, LrSchedule, advantages};
 use optimise::ACTIVATION_BUDGET;
@@ -66,6 +67,10 @@ pub struct GrpoConfig {
     pub gradient_accumulation_steps: usize,
     /// TRL's `mask_truncated_completions`: an episode cut by a token limit counts for nothing.
     pub mask_truncated_completions: bool,
+    /// S: the step's tasks are cut into this many contiguous shards (a power of two dividing
+    /// the tasks), each sampled from its own stream and scored in its own micro-batches, and
+    /// their gradients summed as a fixed tree ([`crate::Exchange`]); 1 is one shard, as TRL.
+    pub shards: usize,
 }
 
 /// What a step did: its rollouts, their advantages and TRL-named metrics.
@@ -216,25 +221,25 @@ impl<B: AutodiffBackend> Trainer<B> {
         tasks: &[Task],
         envs: &mut dyn EnvironmentFactory,
     ) -> Result<StepReport, GrpoError> {
+        self.step_with(tasks, envs, &mut Alone)
+    }
+
+    /// Runs one GRPO step on `tasks` as rank `exchange.rank()` of `exchange.ranks()`: it samples
+    /// and back-propagates only its own shards, and every rank ends the step with the same
+    /// report and the same adapters, equal to one rank's (every rank passes the same tasks).
+    pub fn step_with(
+        &mut self,
+        tasks: &[Task],
+        envs: &mut dyn EnvironmentFactory,
+        exchange: &mut dyn Exchange,
+    ) -> Result<StepReport, GrpoError> {
+        check_layout(tasks.len(), self.config.shards, exchange.ranks())?;
         let started = Instant::now();
         let flops = self.policy.flops();
         let g = self.config.rollout.num_generations;
         let lr = self.config.schedule.at(self.step);
-        let inference = self.policy.valid();
-        let frozen_adapters = self.adapters.valid();
         let mut timing = Timing::default();
-        let state = self.reward_state();
-        let episodes = rollouts(
-            &inference,
-            Some(&frozen_adapters),
-            &self.tokenizer,
-            tasks,
-            envs,
-            &self.config.rollout,
-            &mut self.rng,
-            state,
-        )?;
-        let logged = envs.reward_metrics()?;
+        let (episodes, logged) = self.sample(tasks, envs, exchange)?;
         timing.rollout = started.elapsed().as_secs_f64();
         let rollout_flops = self.policy.flops().since(&flops).forward;
         // An unscorable episode's reward is NaN here: out of the statistics, advantage 0.
@@ -244,7 +249,7 @@ impl<B: AutodiffBackend> Trainer<B> {
             .collect();
         let adv = advantages(&rewards, g, &self.config.advantage)?;
         let (loss_mean, grad_norm, mut metrics) =
-            self.optimise(&episodes, &adv, lr, &mut timing)?;
+            self.optimise(&episodes, &adv, lr, &mut timing, exchange)?;
         self.check_finite(loss_mean, grad_norm)?;
         let step = self.step;
         self.step += 1;
@@ -338,11 +343,21 @@ impl<B: AutodiffBackend> Trainer<B> {
             policy_tokens.iter().sum::<usize>() as f64,
         );
         timing.record(elapsed, &mut metrics);
-        // The step's matrix arithmetic, counted from the model's shapes (hr-policy's flops.rs).
+        // The step's matrix arithmetic, counted from the model's shapes (hr-policy's flops.rs),
+        // over every rank's share.
         let work = self.policy.flops().since(&flops);
-        metrics.insert("flops/forward".to_owned(), work.forward as f64);
-        metrics.insert("flops/backward".to_owned(), work.backward as f64);
-        metrics.insert("flops/rollout".to_owned(), rollout_flops as f64);
+        let [forward, backward, rollout] = if exchange.ranks() > 1 {
+            gather(exchange, &[work.forward, work.backward, rollout_flops])?
+                .into_iter()
+                .fold([0u64; 3], |sum, part| {
+                    std::array::from_fn(|i| sum[i].saturating_add(part[i]))
+                })
+        } else {
+            [work.forward, work.backward, rollout_flops]
+        };
+        metrics.insert("flops/forward".to_owned(), forward as f64);
+        metrics.insert("flops/backward".to_owned(), backward as f64);
+        metrics.insert("flops/rollout".to_owned(), rollout as f64);
         // What the reward functions logged, under their names as TRL logs them (never over one
         // of the trainer's own, nor over a metrics row's step number or the sampler's epoch).
         for (name, value) in logged {
@@ -363,7 +378,72 @@ impl<B: AutodiffBackend> Trainer<B> {
     }
 }
 
+/// What one shard's rollouts gave: its episodes and what its reward functions logged.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ShardRollout {
+    episodes: Vec<Episode>,
+    logged: BTreeMap<String, f64>,
+}
+
 impl<B: AutodiffBackend> Trainer<B> {
+    /// The step's episodes, `num_generations` per task in task order, and what the reward
+    /// functions logged. One shard samples from the trainer's stream; more draw one key from it
+    /// and give shard `s` the stream `s` of that key, so a shard samples alike whichever rank
+    /// runs it. Each rank samples its own shards and all ranks gather everyone's.
+    fn sample(
+        &mut self,
+        tasks: &[Task],
+        envs: &mut dyn EnvironmentFactory,
+        exchange: &mut dyn Exchange,
+    ) -> Result<(Vec<Episode>, BTreeMap<String, f64>), GrpoError> {
+        let (inference, adapters) = (self.policy.valid(), self.adapters.valid());
+        let state = self.reward_state();
+        let shards = self.config.shards;
+        let mut run = |tasks: &[Task], rng: &mut PolicyRng| {
+            let episodes = rollouts(
+                &inference,
+                Some(&adapters),
+                &self.tokenizer,
+                tasks,
+                envs,
+                &self.config.rollout,
+                rng,
+                state,
+            )?;
+            Ok::<_, GrpoError>(ShardRollout {
+                episodes,
+                logged: envs.reward_metrics()?,
+            })
+        };
+        if shards == 1 {
+            let one = run(tasks, &mut self.rng)?;
+            return Ok((one.episodes, one.logged));
+        }
+        let key = self.rng.next_u64();
+        let per = tasks.len() / shards;
+        let mine = owned(shards, exchange.rank(), exchange.ranks())
+            .map(|s| {
+                run(
+                    &tasks[s * per..(s + 1) * per],
+                    &mut PolicyRng::from_seed(key).fork(s as u64),
+                )
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let all: Vec<ShardRollout> = gather(exchange, &mine)?.into_iter().flatten().collect();
+        // A reward function's metric: the mean of the shards' means that have it, in shard order.
+        let mut sums: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+        for (name, value) in all.iter().flat_map(|s| &s.logged) {
+            let (sum, count) = sums.entry(name.clone()).or_default();
+            *sum += value;
+            *count += 1.0;
+        }
+        let logged = sums
+            .into_iter()
+            .map(|(name, (sum, count))| (name, sum / count))
+            .collect();
+        Ok((all.into_iter().flat_map(|s| s.episodes).collect(), logged))
+    }
+
     /// Refuses a step whose loss, gradient norm or updated adapters are not finite (NaN or
     /// infinite): a diverged run must stop before its state is captured, never be sealed.
     fn check_finite(&self, loss: f64, grad_norm: f64) -> Result<(), GrpoError> {

@@ -50,6 +50,7 @@ fn config() -> GrpoConfig {
         max_grad_norm: Some(1.0),
         gradient_accumulation_steps: 1,
         mask_truncated_completions: false,
+        shards: 1,
     }
 }
 

@@ -48,6 +48,7 @@ fn config(max_turns: usize) -> GrpoConfig {
         max_grad_norm: Some(1.0),
         gradient_accumulation_steps: 1,
         mask_truncated_completions: false,
+        shards: 1,
     }
 }
 

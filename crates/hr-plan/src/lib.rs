@@ -26,8 +26,8 @@ pub use error::PlanError;
 pub use hparams::SEARCHABLE;
 pub use hub_cache::{find_cached, hub_cache_dir, is_hub_id};
 pub use plan::{
-    Checkpoints, Environment, Evaluation, FixtureTasks, Grpo, Lora, Model, Optimizer, Plan, Reward,
-    RewardRule, Seeds, Solved, TaskSet,
+    Checkpoints, Environment, Evaluation, FixtureTasks, Grpo, Lora, Model, Optimizer, Parallel,
+    Plan, Reward, RewardRule, Seeds, Solved, TaskSet,
 };
 pub use validate::limits;
 pub use vocabulary::{

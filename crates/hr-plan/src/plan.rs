@@ -33,10 +33,37 @@ pub struct Plan {
     pub checkpoints: Checkpoints,
     /// Every seed of the run.
     pub seeds: Seeds,
+    /// How a step's work is cut for data-parallel training.
+    #[serde(default, skip_serializing_if = "Parallel::is_default")]
+    pub parallel: Parallel,
     /// How `hessian-recipes evaluate` assesses the finished run; not part of training (left out
     /// of the digests a checkpoint is bound to).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub evaluation: Option<Evaluation>,
+}
+
+/// How a step's work is cut so that several ranks (a trial's slots) can share it and still give
+/// the bits one rank gives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Parallel {
+    /// S: each step's tasks are cut into this many contiguous shards (a power of two that
+    /// divides `grpo.tasks_per_step`), each sampled from its own stream and scored in its own
+    /// micro-batches; 1, 2, 4 or 8 ranks dividing S give the same bits. S ranks at most can share
+    /// a step, so choose the largest number of slots you will use. 1: one shard, as TRL.
+    pub shards: usize,
+}
+
+impl Default for Parallel {
+    fn default() -> Self {
+        Self { shards: 1 }
+    }
+}
+
+impl Parallel {
+    fn is_default(&self) -> bool {
+        *self == Self::default()
+    }
 }
 
 /// The assessment of a finished run: the retained checkpoints to adopt, the DEV tasks that

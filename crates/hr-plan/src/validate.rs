@@ -30,6 +30,8 @@ pub mod limits {
     pub const MAX_SESSIONS: usize = 4096;
     /// Entries of `model.lora.layers_to_transform` (more than any model's decoder layers).
     pub const MAX_LAYERS: usize = 1024;
+    /// `parallel.shards` (ranks a step can be spread over).
+    pub const MAX_SHARDS: usize = 64;
 }
 
 pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
@@ -364,6 +366,27 @@ pub(crate) fn validate(plan: &Plan, path: &Path) -> Result<(), PlanError> {
         g.num_iterations,
         limits::MAX_ITERATIONS,
         "grpo.num_iterations",
+    )?;
+    let shards = plan.parallel.shards;
+    check(
+        shards.is_power_of_two()
+            && shards <= limits::MAX_SHARDS
+            && g.tasks_per_step.is_multiple_of(shards),
+        "parallel.shards",
+        format!(
+            "{shards} must be a power of two of at most {} that divides grpo.tasks_per_step ({})",
+            limits::MAX_SHARDS,
+            g.tasks_per_step
+        ),
+    )?;
+    check(
+        g.gradient_accumulation_steps == 1 || g.gradient_accumulation_steps.is_multiple_of(shards),
+        "grpo.gradient_accumulation_steps",
+        format!(
+            "{} must be a multiple of parallel.shards ({shards}): each shard is scored in its own \
+             micro-batches (1 is one per shard)",
+            g.gradient_accumulation_steps
+        ),
     )?;
     check(
         (1..=g.tasks_per_step.saturating_mul(g.num_generations))

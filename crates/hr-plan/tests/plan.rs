@@ -745,3 +745,40 @@ fn dataset_rewards_are_checked_naming_the_reward_and_setting() {
     p["environment"]["dev"] = json!("d.jsonl");
     assert!(Plan::parse(Path::new("plan.json"), &p.to_string()).is_ok());
 }
+
+#[test]
+fn parallel_shards_are_a_power_of_two_dividing_the_tasks_and_leave_old_digests_alone()
+-> anyhow::Result<()> {
+    let plan = example();
+    let one = Plan::parse(Path::new("plan.json"), &plan.to_string())?;
+    assert!(!serde_json::to_string(&one)?.contains("parallel"));
+    let mut sharded = plan.clone();
+    sharded["grpo"]["tasks_per_step"] = json!(8);
+    sharded["parallel"] = json!({"shards": 4});
+    let four = Plan::parse(Path::new("plan.json"), &sharded.to_string())?;
+    assert_eq!(four.parallel.shards, 4);
+    let mut eight_tasks = plan.clone();
+    eight_tasks["grpo"]["tasks_per_step"] = json!(8);
+    let eight_tasks = Plan::parse(Path::new("plan.json"), &eight_tasks.to_string())?;
+    assert_ne!(
+        four.sha256(),
+        eight_tasks.sha256(),
+        "the shards are in the digest"
+    );
+    for (shards, accumulation, field) in [
+        (3, 1, "parallel.shards"),
+        (16, 1, "parallel.shards"),
+        (hr_plan::limits::MAX_SHARDS * 2, 1, "parallel.shards"),
+        (4, 2, "grpo.gradient_accumulation_steps"),
+        (4, 6, "grpo.gradient_accumulation_steps"),
+    ] {
+        let mut bad = sharded.clone();
+        bad["parallel"]["shards"] = json!(shards);
+        bad["grpo"]["gradient_accumulation_steps"] = json!(accumulation);
+        let (named, message) = field_error(&bad);
+        assert_eq!(named, field, "{shards} shards, {accumulation}: {message}");
+    }
+    sharded["grpo"]["gradient_accumulation_steps"] = json!(8);
+    assert!(Plan::parse(Path::new("plan.json"), &sharded.to_string()).is_ok());
+    Ok(())
+}

@@ -99,5 +99,6 @@ pub fn grpo_config(plan: &Plan) -> GrpoConfig {
         max_grad_norm: o.max_grad_norm,
         gradient_accumulation_steps: g.gradient_accumulation_steps,
         mask_truncated_completions: g.mask_truncated_completions,
+        shards: plan.parallel.shards,
     }
 }

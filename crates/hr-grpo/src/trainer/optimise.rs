@@ -8,13 +8,14 @@ use std::time::Instant;
 
 use burn::module::AutodiffModule;
 use burn::optim::{GradientsAccumulator, GradientsParams, Optimizer};
-use burn::tensor::Tensor;
 use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::{Tensor, TensorData};
 use hr_policy::{Adapters, Entropy};
 use rayon::prelude::*;
 
 use super::stats::{Sums, Totals};
-use super::{Timing, Trainer, clip_global_norm, scalar};
+use super::{Timing, Trainer, clip_global_norm, named_params, scalar};
+use crate::exchange::{Exchange, gather, owned, tree_fold};
 use crate::rollout::Episode;
 use crate::{
     GrpoError, LossConfig, LossInputs, Whole, active_positions, grpo_loss, high_entropy_mask,
@@ -30,14 +31,10 @@ impl<B: AutodiffBackend> Trainer<B> {
         adv: &[f64],
         lr: f64,
         timing: &mut Timing,
+        exchange: &mut dyn Exchange,
     ) -> Result<(f64, f64, BTreeMap<String, f64>), GrpoError> {
         let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
         let temperature = self.config.rollout.temperature;
-        let k = self
-            .config
-            .gradient_accumulation_steps
-            .clamp(1, episodes.len().max(1));
-        let size = episodes.len().div_ceil(k);
         // TRL's mask_truncated_completions: an episode cut by a token limit counts for nothing.
         let mask_truncated = self.config.mask_truncated_completions;
         let loss_mask = |e: &Episode| -> Vec<bool> {
@@ -52,9 +49,14 @@ impl<B: AutodiffBackend> Trainer<B> {
             .map(|e| loss_mask(e).iter().filter(|m| **m).count())
             .sum();
         let (inference, frozen) = (self.policy.valid(), self.adapters.valid());
+        let layout = self.micro_batches(episodes.len());
+        let shards = self.config.shards;
+        let mine = owned(shards, exchange.rank(), exchange.ranks());
         let mut micros = Vec::new();
-        for start in (0..episodes.len()).step_by(size.max(1)) {
-            let rows = start..(start + size).min(episodes.len());
+        for (index, (shard, rows)) in layout.iter().enumerate() {
+            if !mine.contains(shard) {
+                continue;
+            }
             let chunk = &episodes[rows.clone()];
             let prompts: Vec<Vec<u32>> = chunk.iter().map(|e| e.prompt.clone()).collect();
             let completions: Vec<Vec<u32>> = chunk.iter().map(|e| e.completion.clone()).collect();
@@ -81,13 +83,14 @@ impl<B: AutodiffBackend> Trainer<B> {
                 .map_err(policy_err)?
                 .map(Tensor::from_inner);
             micros.push(Micro {
-                index: micros.len(),
+                index,
+                shard: *shard,
                 advantages: adv[rows.clone()].to_vec(),
                 whole: Whole {
                     batch_active_tokens: Some(active as f64),
                     micro_batch: Some((rows.len(), micro_active)),
                     entropy_tokens: Some(micro_active),
-                    accumulation: 0,
+                    accumulation: layout.len(),
                 },
                 prompts,
                 completions,
@@ -96,10 +99,6 @@ impl<B: AutodiffBackend> Trainer<B> {
                 reference,
                 old,
             });
-        }
-        let accumulation = micros.len();
-        for m in &mut micros {
-            m.whole.accumulation = accumulation;
         }
         let mut metrics = BTreeMap::new();
         let (mut loss_sum, mut grad_norm) = (0.0, 0.0);
@@ -125,22 +124,25 @@ impl<B: AutodiffBackend> Trainer<B> {
             {
                 loss.entropy_coef = control.applied(settings);
             }
-            // The update's entropy over the tokens the bonus acts on: (sum, count).
-            let mut world = (0.0, 0.0);
-            let mut accumulator = GradientsAccumulator::new();
-            // Every chunk of every micro-batch, in order; `lanes` of them run side by side, each
-            // on its own copy of the adapters (its own autodiff graph), and their results are
-            // folded in this order, so the sums do not depend on which lane finished first.
-            let chunks: Vec<(usize, &Micro<B>, Range<usize>)> = micros
+            // Every chunk of every micro-batch, numbered over the step's (every shard's), in
+            // order; this rank runs its own, `lanes` of them side by side, each on its own copy
+            // of the adapters (its own autodiff graph), and their results are folded in this
+            // order, so the sums do not depend on which lane finished first.
+            let chunks: Vec<(usize, &Micro<B>, Range<usize>)> = layout
                 .iter()
-                .flat_map(|m| {
-                    self.backward_chunks(&m.prompts, &m.completions, lanes)
+                .enumerate()
+                .flat_map(|(index, (_, rows))| {
+                    let micro = micros.iter().find(|m| m.index == index);
+                    self.backward_chunks(&episodes[rows.clone()], lanes)
                         .into_iter()
-                        .map(move |rows| (m, rows))
+                        .map(move |rows| (micro, rows))
                 })
                 .enumerate()
-                .map(|(i, (m, rows))| (i, m, rows))
+                .filter_map(|(i, (m, rows))| Some((i, m?, rows)))
                 .collect();
+            let mut accumulators: Vec<GradientsAccumulator<Adapters<B>>> =
+                mine.clone().map(|_| GradientsAccumulator::new()).collect();
+            let mut records = Vec::with_capacity(chunks.len());
             for group in chunks.chunks(lanes) {
                 let run = |(i, m, rows): &(usize, &Micro<B>, Range<usize>)| {
                     let adapters = if lanes > 1 {
@@ -162,23 +164,33 @@ impl<B: AutodiffBackend> Trainer<B> {
                     group.iter().map(run).collect()
                 };
                 let mut slowest = 0.0f64;
-                for out in outs {
+                for (out, (_, m, _)) in outs.into_iter().zip(group) {
                     let out = out?;
-                    loss_sum += out.loss;
-                    if let Some((micro, sums)) = out.stats {
-                        totals.add(micro, sums);
-                    }
-                    if let Some((sum, count)) = out.world_entropy {
-                        world.0 += sum;
-                        world.1 += count;
-                    }
                     slowest = slowest.max(out.backward_s);
-                    accumulator.accumulate(&self.adapters, out.grads);
+                    accumulators[m.shard - mine.start].accumulate(&self.adapters, out.grads);
+                    records.push(out.record);
                 }
                 timing.backward += slowest;
             }
             let clock = Instant::now();
-            let mut grads = accumulator.grads();
+            let (records, mut grads) = if shards == 1 {
+                let one = accumulators.pop().map(|mut a| a.grads());
+                (records, one.unwrap_or_default())
+            } else {
+                self.fold_shards(accumulators, records, exchange)?
+            };
+            // The update's entropy over the tokens the bonus acts on: (sum, count).
+            let mut world = (0.0, 0.0);
+            for record in records {
+                loss_sum += record.loss;
+                if let Some((micro, sums)) = record.stats {
+                    totals.add(micro, sums);
+                }
+                if let Some((sum, count)) = record.world_entropy {
+                    world.0 += sum;
+                    world.1 += count;
+                }
+            }
             grad_norm = clip_global_norm(&self.adapters, &mut grads, self.config.max_grad_norm);
             self.adapters = self.optimizer.step(lr, self.adapters.clone(), grads);
             timing.optimizer += clock.elapsed().as_secs_f64();
@@ -210,6 +222,8 @@ impl<B: AutodiffBackend> Trainer<B> {
 struct Micro<B: AutodiffBackend> {
     /// Its place among the step's micro-batches.
     index: usize,
+    /// The shard its rows belong to.
+    shard: usize,
     /// Its rows' advantages.
     advantages: Vec<f64>,
     /// The denominators of its loss.
@@ -223,8 +237,10 @@ struct Micro<B: AutodiffBackend> {
     old: Option<Tensor<B, 2>>,
 }
 
-/// What scoring and back-propagating one chunk of a micro-batch gave.
-struct ChunkOut {
+/// What one chunk adds to the step's loss, statistics and entropy control: the part of a chunk's
+/// result the ranks of a data-parallel step exchange.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct ChunkRecord {
     /// The chunk's share of the loss.
     loss: f64,
     /// Its micro-batch's index and what the chunk adds to its loss statistics (first
@@ -233,6 +249,11 @@ struct ChunkOut {
     /// The entropy summed over the rows' tokens the bonus acts on, and their count, under
     /// adaptive entropy control.
     world_entropy: Option<(f64, f64)>,
+}
+
+/// What scoring and back-propagating one chunk of a micro-batch gave.
+struct ChunkOut {
+    record: ChunkRecord,
     /// The adapters' gradients.
     grads: GradientsParams,
     /// Seconds its backward pass took.
@@ -376,9 +397,11 @@ impl<B: AutodiffBackend> Trainer<B> {
         let clock = Instant::now();
         let grads = GradientsParams::from_grads(loss.backward(), adapters);
         Ok(ChunkOut {
-            loss: loss_value,
-            stats,
-            world_entropy,
+            record: ChunkRecord {
+                loss: loss_value,
+                stats,
+                world_entropy,
+            },
             grads,
             backward_s: clock.elapsed().as_secs_f64(),
         })
@@ -390,7 +413,7 @@ impl<B: AutodiffBackend> Trainer<B> {
 pub(super) const ACTIVATION_BUDGET: usize = 1280 << 20;
 
 impl<B: AutodiffBackend> Trainer<B> {
-    /// The row ranges of a micro-batch (`prompts` and `completions`, one per episode) that are scored and back-propagated
+    /// The row ranges of a micro-batch (its episodes) that are scored and back-propagated
     /// one after the other, or `lanes` at a time, their gradients summed (the loss's
     /// denominators stay the micro-batch's, [`Whole`], so the update is the micro-batch's):
     /// whole groups of `num_generations` rows, so each prompt is still run once, as many as keep
@@ -401,25 +424,106 @@ impl<B: AutodiffBackend> Trainer<B> {
     /// and layer: 12 hidden-wide and 6 intermediate-wide values and 4 attention scores per head
     /// and column, for every completion position, in f32 (it overestimates SmolLM2's by about a
     /// quarter).
-    fn backward_chunks(
-        &self,
-        prompts: &[Vec<u32>],
-        completions: &[Vec<u32>],
-        lanes: usize,
-    ) -> Vec<Range<usize>> {
+    fn backward_chunks(&self, episodes: &[Episode], lanes: usize) -> Vec<Range<usize>> {
         let c = self.policy.config();
-        let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
-        let columns = prompts.iter().map(Vec::len).max().unwrap_or(0) + width;
+        let width = episodes
+            .iter()
+            .map(|e| e.completion.len())
+            .max()
+            .unwrap_or(0)
+            .max(1);
+        let columns = episodes.iter().map(|e| e.prompt.len()).max().unwrap_or(0) + width;
         let per_position = 12 * c.hidden_size + 6 * c.intermediate_size + 4 * c.num_heads * columns;
         let per_row = (width * c.num_layers * per_position * 4).max(1);
         let g = self.config.rollout.num_generations.max(1);
         let fit = self.activation_budget / lanes.max(1) / per_row;
         let chunk = if fit >= g { fit / g * g } else { fit.max(1) };
-        let rows = prompts.len();
+        let rows = episodes.len();
         (0..rows)
             .step_by(chunk)
             .map(|start| start..(start + chunk).min(rows))
             .collect()
+    }
+}
+
+impl<B: AutodiffBackend> Trainer<B> {
+    /// The step's micro-batches as `(shard, rows)`, in order: each shard's episodes cut into
+    /// `gradient_accumulation_steps / shards` parts (at least one, at most one per episode), so a
+    /// step has at least one micro-batch per shard and no micro-batch spans two shards.
+    fn micro_batches(&self, episodes: usize) -> Vec<(usize, Range<usize>)> {
+        let shards = self.config.shards.max(1);
+        let per_shard = episodes / shards;
+        let parts = (self.config.gradient_accumulation_steps / shards).clamp(1, per_shard.max(1));
+        let size = per_shard.div_ceil(parts).max(1);
+        (0..shards)
+            .flat_map(|shard| {
+                let end = (shard + 1) * per_shard;
+                (shard * per_shard..end)
+                    .step_by(size)
+                    .map(move |start| (shard, start..(start + size).min(end)))
+            })
+            .collect()
+    }
+
+    /// The update's gradient and every chunk's record over all ranks: this rank's shard
+    /// gradients, read to the host, summed as the subtree of [`tree_fold`] they form, exchanged
+    /// with its chunk records, and the ranks' subtrees summed; the same bits on every rank and for
+    /// every number of ranks.
+    fn fold_shards(
+        &self,
+        accumulators: Vec<GradientsAccumulator<Adapters<B>>>,
+        records: Vec<ChunkRecord>,
+        exchange: &mut dyn Exchange,
+    ) -> Result<(Vec<ChunkRecord>, GradientsParams), GrpoError> {
+        let params = named_params(&self.adapters);
+        let mut leaves: Vec<Vec<Option<Vec<f32>>>> = vec![Vec::new(); params.len()];
+        for mut accumulator in accumulators {
+            let mut grads = accumulator.grads();
+            for ((_, param), leaf) in params.iter().zip(&mut leaves) {
+                let values = grads
+                    .remove::<B::InnerBackend, 2>(param.id)
+                    .map(hr_policy::host_f32)
+                    .transpose()
+                    .map_err(|e| GrpoError::Policy(e.to_string()))?;
+                leaf.push(values);
+            }
+        }
+        let roots: Vec<Option<Vec<f32>>> = leaves.into_iter().map(tree_fold).collect();
+        let parts = gather(exchange, &(records, roots))?;
+        let mut records = Vec::new();
+        let mut roots: Vec<Vec<Option<Vec<f32>>>> = vec![Vec::new(); params.len()];
+        for (rank_records, rank_roots) in parts {
+            records.extend(rank_records);
+            if rank_roots.len() != params.len() {
+                return Err(GrpoError::Exchange(format!(
+                    "a rank sent gradients for {} adapter tensors, this one has {}",
+                    rank_roots.len(),
+                    params.len()
+                )));
+            }
+            for (root, all) in rank_roots.into_iter().zip(&mut roots) {
+                all.push(root);
+            }
+        }
+        let mut grads = GradientsParams::new();
+        for ((name, param), all) in params.iter().zip(roots) {
+            let Some(sum) = tree_fold(all) else { continue };
+            let value = param.val();
+            let shape = value.shape();
+            if sum.len() != shape.num_elements() {
+                return Err(GrpoError::Exchange(format!(
+                    "{name}: a rank sent {} gradient values for {} weights",
+                    sum.len(),
+                    shape.num_elements()
+                )));
+            }
+            let tensor = Tensor::<B::InnerBackend, 2>::from_data(
+                TensorData::new(sum, shape),
+                &value.device(),
+            );
+            grads.register(param.id, tensor);
+        }
+        Ok((records, grads))
     }
 }
 

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use crate::LossConfig;
 
 /// What one chunk adds to its micro-batch's statistics.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
 pub(super) struct Sums {
     /// Low-, high- and either-way-clipped, and `cispo`-clipped, out of `counted` (active
     /// tokens; rows at sequence level).
