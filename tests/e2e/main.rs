@@ -11,6 +11,7 @@ mod logging;
 mod managed;
 mod model;
 mod model_gguf;
+mod parallel;
 mod preflight;
 mod qualify;
 mod signing;

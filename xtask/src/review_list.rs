@@ -31,6 +31,7 @@ pub(crate) const REVIEW_LIST: &[&str] = &[
     "devmaster.rs",
     "evaluate.rs",
     "generate.rs",
+    "launch.rs",
     "preflight.rs",
     "prepare.rs",
     "probe.rs",

@@ -22,6 +22,7 @@ const TENSOR_CRATES: &[&str] = &[
 /// Crates that never reach an async runtime, an HTTP client or server: the layer-0 crates (pure
 /// and synchronous) and the tensor libraries with the environment vocabulary they train through.
 const NETWORK_FREE_CRATES: &[&str] = &[
+    "hr-collective",
     "hr-config",
     "hr-seal",
     "hr-snapshot",

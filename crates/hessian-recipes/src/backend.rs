@@ -150,6 +150,19 @@ fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Option<T> {
 }
 
 /// Runs `job` on the chosen backend.
+/// The GPU this process trains on: a data-parallel rank's `LOCAL_RANK`, else the first.
+static GPU_INDEX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Trains on GPU `index` (CUDA's numbering), set before the device is identified.
+pub(crate) fn use_gpu(index: usize) {
+    GPU_INDEX.store(index, std::sync::atomic::Ordering::Relaxed);
+}
+
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+fn gpu_index() -> usize {
+    GPU_INDEX.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 pub(crate) fn dispatch<J: OnBackend>(kind: DeviceKind, job: J) -> anyhow::Result<J::Output> {
     match kind {
         DeviceKind::Cpu => job.run::<Cpu>(Default::default(), "cpu"),
@@ -200,18 +213,25 @@ mod cuda {
         }
     }
 
-    /// The first GPU, once the driver and NVRTC are known to work, or why it cannot run here.
+    /// This process's GPU ([`super::use_gpu`]), once the driver and NVRTC are known to work,
+    /// or why it cannot run here.
     fn probe() -> Result<Device, String> {
+        let index = super::gpu_index();
         match device_count()? {
-            n if n > 0 => {}
-            _ => return Err("the CUDA driver reports no GPU".to_owned()),
+            n if usize::try_from(n).is_ok_and(|n| n > index) => {}
+            0 => return Err("the CUDA driver reports no GPU".to_owned()),
+            n => {
+                return Err(format!(
+                    "this rank's LOCAL_RANK is {index} but the driver reports {n} GPU(s)"
+                ));
+            }
         }
         nvrtc_compiles()?;
-        let gpu = CudaContext::new(0).map_err(|e| format!("GPU 0: {e}"))?;
-        let name = gpu.name().map_err(|e| format!("GPU 0's name: {e}"))?;
+        let gpu = CudaContext::new(index).map_err(|e| format!("GPU {index}: {e}"))?;
+        let name = gpu.name().map_err(|e| format!("GPU {index}'s name: {e}"))?;
         let (major, minor) = gpu
             .compute_capability()
-            .map_err(|e| format!("GPU 0's compute capability: {e}"))?;
+            .map_err(|e| format!("GPU {index}'s compute capability: {e}"))?;
         Ok(super::device(
             DeviceKind::Cuda,
             name,
@@ -230,7 +250,9 @@ mod cuda {
 
     pub(super) fn run<J: OnBackend>(job: J) -> anyhow::Result<J::Output> {
         identify()?;
-        job.run::<burn::backend::Cuda>(Default::default(), "cuda:0")
+        let index = super::gpu_index();
+        let device = burn::backend::cuda::CudaDevice { index };
+        job.run::<burn::backend::Cuda>(device, &format!("cuda:{index}"))
     }
 }
 

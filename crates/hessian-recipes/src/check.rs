@@ -35,7 +35,7 @@ impl OnBackend for Check {
         // carries its tail).
         let logs = tempfile::tempdir()?;
         let report = hr_train::check::<B>(&self.plan, &device, &logs.path().join("service.log"))
-            .map_err(crate::train::exit_error)?;
+            .map_err(crate::output::exit_error)?;
         let plan = &self.plan;
         if self.json {
             let (saved, kept) = plan.checkpoint_counts();

@@ -14,8 +14,8 @@ use serde_json::{Value, json};
 use crate::Refused;
 use crate::backend::{OnBackend, dispatch};
 use crate::cli::EvaluateArgs;
+use crate::output::exit_error;
 use crate::output::{create_fresh, ensure_fresh};
-use crate::train::exit_error;
 
 pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
     ensure_fresh(&args.output)?;

@@ -23,6 +23,7 @@ mod devmaster;
 mod evaluate;
 mod generate;
 mod keys;
+mod launch;
 mod logging;
 mod model_fetch;
 mod model_folder;
@@ -106,6 +107,7 @@ fn run(cli: cli::Cli) -> anyhow::Result<ExitCode> {
         cli::Command::Evaluate(args) => evaluate::run(&args),
         cli::Command::Keygen { output } => keys::keygen(&output),
         cli::Command::Train(args) => train::run(&args),
+        cli::Command::Launch(args) => launch::run(&args),
         cli::Command::Check(args) => check::run(&args),
         cli::Command::ManagedTraining(args) => train::managed(&args),
         cli::Command::Managed {

@@ -83,3 +83,15 @@ pub(crate) fn create_fresh(path: &Path) -> anyhow::Result<()> {
     ensure_fresh(path)?;
     std::fs::create_dir_all(path).with_context(|| format!("cannot create {}", path.display()))
 }
+
+/// Bad input exits 2, a refused checkpoint 3, anything else 1.
+pub(crate) fn exit_error(e: hr_train::TrainError) -> anyhow::Error {
+    match e {
+        hr_train::TrainError::Refused(m) => Refused(m).into(),
+        e @ (hr_train::TrainError::Restore(_)
+        | hr_train::TrainError::RestoreRefused(_)
+        | hr_train::TrainError::Checkpoint { .. }
+        | hr_train::TrainError::Leak { .. }) => Invalid(e.to_string()).into(),
+        other => other.into(),
+    }
+}

@@ -8,14 +8,15 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use burn::tensor::backend::Backend;
+use hr_collective::World;
 use hr_core::CoreContext;
 use hr_plan::{Environment, Plan};
-use hr_train::{AllocationOptions, Outcome, RunOptions, TrainError, import_checkpoint};
+use hr_train::{AllocationOptions, Outcome, Ranks, RunOptions, import_checkpoint};
 use serde_json::json;
 
 use crate::backend::{OnBackend, dispatch};
 use crate::cli::{ManagedTrainingArgs, PlanBackend, TrainArgs};
-use crate::output::{Invalid, clear_output, create_fresh};
+use crate::output::{Invalid, clear_output, create_fresh, exit_error};
 use crate::{Refused, source_binding};
 use hr_assess::write_report;
 use hr_qualify::gate::Target;
@@ -42,6 +43,10 @@ pub(crate) fn load_plan(path: &Path, model: Option<&Path>) -> anyhow::Result<Pla
 }
 
 pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
+    let world = crate::launch::world()?;
+    if let Some(w) = world.as_ref().filter(|w| !w.is_chief()) {
+        return crate::launch::work(args.device, w);
+    }
     let mut plan = load_plan(&args.plan, args.model.as_deref())?;
     // The run folder's copy of the plan (which `evaluate` reads) names its files absolutely.
     plan.make_paths_absolute()?;
@@ -51,14 +56,16 @@ pub(crate) fn run(args: &TrainArgs) -> anyhow::Result<ExitCode> {
     if let Some(src) = args.resume.as_ref().filter(|p| !p.exists()) {
         return Err(Refused(format!("--resume {}: no such folder", src.display())).into());
     }
-    let (signing_key, trust, source) =
-        (args.signing.load()?, args.trust.load()?, source_binding()?);
+    let (keys, source) = (
+        (args.signing.load()?, args.trust.load()?),
+        source_binding()?,
+    );
     let device = crate::backend::identify(args.device)?;
     let out = args.output.clone();
     // An empty folder the user made stays; one this invocation makes goes with a failed start.
     let made = !out.exists();
     create_fresh(&out)?;
-    let result = start(args, plan, &out, (signing_key, trust), source, device);
+    let result = start(args, plan, &out, keys, source, (device, world.as_ref()));
     // Bad input, a refused resume, or any failure before a step ended (a tokenizer, the weights,
     // a reward that does not start) trained nothing: the folder this invocation created goes
     // with it, so no half-started run is left behind and the corrected command runs as typed.
@@ -84,8 +91,9 @@ fn start(
     out: &Path,
     (signing_key, trust): (Option<hr_seal::KeyPair>, hr_seal::Trust),
     source: hr_seal::SourceBinding,
-    device: hr_proof::Device,
+    (device, world): (hr_proof::Device, Option<&World>),
 ) -> anyhow::Result<ExitCode> {
+    let ranks = crate::launch::meet(world, &plan)?;
     let core_dir = hr_files::RunDir::new(out).core();
     if let Some(src) = &args.resume {
         import_checkpoint(&core_dir, src).map_err(exit_error)?;
@@ -123,6 +131,7 @@ fn start(
             opts,
             core,
             local: Some(local),
+            ranks,
         },
     )
 }
@@ -204,11 +213,15 @@ fn managed_plan(args: &ManagedTrainingArgs) -> anyhow::Result<Plan> {
 }
 
 pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
+    let world = crate::launch::world()?;
+    if let Some(w) = world.as_ref().filter(|w| !w.is_chief()) {
+        return crate::launch::work(args.device, w);
+    }
     let plan = managed_plan(args)?;
     let source = source_binding()?;
     let device = crate::backend::identify(args.device)?;
     args.run.admit(&plan, &source, &Target::Device(&device))?;
-    let core = CoreContext::from_environment().map_err(|e| {
+    let core = CoreContext::for_chief(world.as_ref().map_or(1, |w| w.size)).map_err(|e| {
         Refused(format!(
             "managed-training runs inside a Determined trial (the experiment's entrypoint): {e}; \
              use `hessian-recipes train` to run a plan locally"
@@ -225,6 +238,7 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         args.run.admit(&varied, &source, &Target::Device(&device))?;
     }
     let plan = varied;
+    let ranks = crate::launch::meet(world.as_ref(), &plan)?;
     let run_dir = hr_files::RunDir::managed(core.storage_dir(), info.experiment_id, info.trial_id)
         .root()
         .to_owned();
@@ -255,20 +269,9 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
             opts,
             core,
             local: None,
+            ranks,
         },
     )
-}
-
-/// Bad input exits 2, a refused checkpoint 3, anything else 1.
-pub(crate) fn exit_error(e: TrainError) -> anyhow::Error {
-    match e {
-        TrainError::Refused(m) => Refused(m).into(),
-        e @ (TrainError::Restore(_)
-        | TrainError::RestoreRefused(_)
-        | TrainError::Checkpoint { .. }
-        | TrainError::Leak { .. }) => Invalid(e.to_string()).into(),
-        other => other.into(),
-    }
 }
 
 struct Job {
@@ -277,6 +280,8 @@ struct Job {
     /// For `train` (a local run); `None` inside a Determined trial, where a stop is the
     /// scheduler's preemption and exits 0.
     local: Option<Local>,
+    /// The workers this chief leads (none alone).
+    ranks: Ranks,
 }
 
 /// What a local run says when it stops before its plan's end.
@@ -291,11 +296,17 @@ impl OnBackend for Job {
     type Output = ExitCode;
 
     fn run<B: Backend>(self, device: B::Device, name: &str) -> anyhow::Result<ExitCode> {
-        let Job { opts, core, local } = self;
+        let Job {
+            opts,
+            core,
+            local,
+            mut ranks,
+        } = self;
         let json = local.as_ref().is_some_and(|l| l.json);
         let (run_dir, plan_name): (PathBuf, String) =
             (opts.run_dir.clone(), opts.plan.name.clone());
-        let outcome = hr_train::run::<B>(opts, core, &device, name).map_err(exit_error)?;
+        let outcome =
+            hr_train::run_ranked::<B>(opts, core, &device, name, &mut ranks).map_err(exit_error)?;
         let rows: Vec<serde_json::Value> =
             std::fs::read_to_string(hr_files::RunDir::new(&run_dir).metrics())?
                 .lines()

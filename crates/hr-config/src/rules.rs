@@ -61,14 +61,17 @@ pub(crate) fn check(value: &Value, kind: ConfigKind) -> Vec<Finding> {
             if let Some(slots) = value
                 .pointer("/resources/slots_per_trial")
                 .and_then(Value::as_u64)
-                .filter(|s| *s > 1 && runs_our_trial(value))
+                .filter(|s| *s > 1 && runs_our_trial(value) && !launches_ranks(value))
             {
                 out.push(finding(
                     "resources.slots_per_trial",
                     format!(
-                        "a hessian-recipes trial trains on one device, so {slots} slots would \
-                         hold {slots} GPUs and use one (the trial refuses to start). Fix: set \
-                         `slots_per_trial: 1`; training over several GPUs is not offered yet."
+                        "a hessian-recipes trial started without a launcher runs as one process \
+                         on one device, so {slots} slots would hold {slots} GPUs and use one (the \
+                         trial refuses to start). Fix: set `slots_per_trial: 1`, or start a rank \
+                         per slot: put `hessian-recipes launch --` (or `python3 -m \
+                         determined.launch.torch_distributed --`) before `hessian-recipes \
+                         managed-training`, with a plan whose `parallel.shards` the slots divide."
                     ),
                 ));
             }
@@ -167,6 +170,22 @@ fn runs_our_trial(value: &Value) -> bool {
         std::path::Path::new(w[0]).file_name() == Some("hessian-recipes".as_ref())
             && matches!(w[1], "managed-training" | "managed-trial")
     })
+}
+
+/// Whether the entrypoint starts `managed-training` through a launcher that starts one rank per
+/// slot (ours or Determined's torch_distributed).
+fn launches_ranks(value: &Value) -> bool {
+    let words: Vec<&str> = match value.get("entrypoint") {
+        Some(Value::Array(words)) => words.iter().filter_map(Value::as_str).collect(),
+        Some(Value::String(line)) => line.split_whitespace().collect(),
+        _ => return false,
+    };
+    let ours = words.windows(2).any(|w| {
+        std::path::Path::new(w[0]).file_name() == Some("hessian-recipes".as_ref())
+            && w[1] == "launch"
+    });
+    (ours || words.contains(&"determined.launch.torch_distributed"))
+        && words.contains(&"managed-training")
 }
 
 fn bounded_entrypoint(value: &Value) -> Option<Finding> {

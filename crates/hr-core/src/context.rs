@@ -64,13 +64,20 @@ impl CoreContext {
     /// Inside a trial: reads the info files (`HR_DET_INFO_DIR` or `/run/determined/info`) and
     /// `DET_*`, calls `runs/start`, and starts the preemption long-poll.
     pub fn from_environment() -> Result<Self, CoreError> {
-        Self::from_info_dir(&info_dir())
+        Self::from_info_dir(&info_dir(), 1)
     }
 
-    /// Like [`CoreContext::from_environment`] with an explicit info folder.
-    pub fn from_info_dir(dir: &Path) -> Result<Self, CoreError> {
+    /// The chief's context of a trial run as `ranks` ranks, one per slot (only the chief talks
+    /// to the master).
+    pub fn for_chief(ranks: usize) -> Result<Self, CoreError> {
+        Self::from_info_dir(&info_dir(), ranks)
+    }
+
+    /// Like [`CoreContext::from_environment`] with an explicit info folder, for a trial run as
+    /// `ranks` ranks.
+    pub fn from_info_dir(dir: &Path, ranks: usize) -> Result<Self, CoreError> {
         let info = TrialInfo::from_environment_in(dir)?;
-        info.check_one_device()?;
+        info.check_ranks(ranks)?;
         let storage_cfg = info
             .config
             .get("checkpoint_storage")

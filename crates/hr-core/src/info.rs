@@ -80,7 +80,7 @@ pub(crate) fn info_dir() -> PathBuf {
 }
 
 /// An info file, `None` when absent; one that does not parse is an error naming it.
-fn read_file<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, CoreError> {
+pub(crate) fn read_file<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, CoreError> {
     match std::fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
             CoreError::Environment(format!(
@@ -185,17 +185,26 @@ impl TrialInfo {
         })
     }
 
-    /// Refuses a trial given more than one slot or container: a Rust trial trains on one
-    /// device, so the others would sit reserved and idle (Python's `core.init` refuses this case
-    /// too, without a distributed context).
-    pub fn check_one_device(&self) -> Result<(), CoreError> {
+    /// Refuses a trial whose slots are not `ranks` ranks' devices: alone (`ranks` 1), a Rust
+    /// trial trains on one device, so any other slot would sit reserved and idle (Python's
+    /// `core.init` refuses this case too, without a distributed context); started as one rank per
+    /// slot by a launcher, every slot must have its rank.
+    pub fn check_ranks(&self, ranks: usize) -> Result<(), CoreError> {
         let (containers, slots) = self.containers;
-        if self.slot_ids.len() > 1 || containers > 1 {
+        if ranks <= 1 && (self.slot_ids.len() > 1 || containers > 1) {
             return Err(CoreError::Environment(format!(
                 "this trial was given {slots} slots in {containers} container(s) \
-                 (resources.slots_per_trial), but it trains on one device: the rest would be \
-                 held and left idle. Set resources.slots_per_trial: 1 (0 for the CPU); training \
-                 over several GPUs is not offered yet"
+                 (resources.slots_per_trial), but it runs as one process on one device: the rest \
+                 would be held and left idle. Set resources.slots_per_trial: 1 (0 for the CPU), \
+                 or start a rank per slot with a launcher (`hessian-recipes launch --` or \
+                 Determined's torch_distributed before the command) and a plan whose \
+                 parallel.shards the slots divide"
+            )));
+        }
+        if ranks > 1 && slots != ranks {
+            return Err(CoreError::Environment(format!(
+                "this trial was given {slots} slots (resources.slots_per_trial) but started \
+                 {ranks} ranks (WORLD_SIZE): a launcher starts one rank per slot"
             )));
         }
         Ok(())
@@ -243,9 +252,17 @@ mod tests {
             slot_ids,
             user_token: None,
         };
-        assert!(trial(vec![], None).check_one_device().is_ok(), "the CPU");
-        assert!(trial(vec![0], None).check_one_device().is_ok(), "one GPU");
-        let err = trial(vec![0, 1], None).check_one_device().expect_err("two");
+        assert!(trial(vec![], None).check_ranks(1).is_ok(), "the CPU");
+        assert!(trial(vec![0], None).check_ranks(1).is_ok(), "one GPU");
+        assert!(trial(vec![0, 1], None).check_ranks(2).is_ok(), "two ranks");
+        let err = trial(vec![0, 1], None)
+            .check_ranks(4)
+            .expect_err("ranks for slots");
+        assert!(
+            err.to_string().contains("2 slots") && err.to_string().contains("4 ranks"),
+            "{err}"
+        );
+        let err = trial(vec![0, 1], None).check_ranks(1).expect_err("two");
         assert!(
             err.to_string().contains("given 2 slots in 1 container(s)")
                 && err.to_string().contains("resources.slots_per_trial: 1"),
@@ -258,7 +275,7 @@ mod tests {
             container_slot_counts: vec![8, 8],
         };
         let err = trial((0..8).collect(), Some(two_nodes))
-            .check_one_device()
+            .check_ranks(1)
             .expect_err("sixteen");
         assert!(
             err.to_string().contains("given 16 slots in 2 container(s)"),

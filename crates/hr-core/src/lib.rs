@@ -19,6 +19,7 @@ mod error;
 mod info;
 mod journal;
 mod local;
+mod placement;
 mod queue;
 mod snapshots;
 
@@ -27,3 +28,4 @@ pub use context::{CoreContext, SearcherOp};
 pub use error::CoreError;
 pub use info::TrialInfo;
 pub use local::{local_checkpoints, local_import_source};
+pub use placement::Placement;

@@ -42,11 +42,47 @@ impl Exchange for Alone {
     }
 }
 
+/// Deliberate bugs of a data-parallel step: the negative controls its equality tests must see
+/// diverge from one rank's run at the first step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParallelFault {
+    /// Each rank gives its shards the streams of their place on the rank, not of the shard (the
+    /// rank-seeded sampling of TRL, verl and OpenRLHF).
+    RankKeyedRng,
+    /// Shard gradients summed one after another, as they come, instead of the fixed tree (an
+    /// all-reduce's order).
+    SequentialSum,
+}
+
+impl ParallelFault {
+    /// Every fault, by its name in `HR_FAULT_PARALLEL`.
+    pub const ALL: [(&'static str, ParallelFault); 2] = [
+        ("rank-keyed-rng", ParallelFault::RankKeyedRng),
+        ("sequential-sum", ParallelFault::SequentialSum),
+    ];
+
+    /// The fault named `name`.
+    pub fn parse(name: &str) -> Option<ParallelFault> {
+        Self::ALL.iter().find(|(n, _)| *n == name).map(|(_, f)| *f)
+    }
+}
+
+/// Sums `parts` one after another: the order [`ParallelFault::SequentialSum`] breaks the tree
+/// with.
+pub(crate) fn sequential_fold(parts: Vec<Option<Vec<f32>>>) -> Option<Vec<f32>> {
+    parts.into_iter().flatten().reduce(|mut sum, part| {
+        for (a, b) in sum.iter_mut().zip(part) {
+            *a += b;
+        }
+        sum
+    })
+}
+
 /// Every rank's `value`, in rank order, through [`Exchange::all_gather`] (bincode: floats travel
-/// as their bits).
-pub(crate) fn gather<T: Serialize + DeserializeOwned>(
+/// as their bits; a type whose serde attributes skip fields needs a self-describing format).
+pub fn gather<T: DeserializeOwned>(
     exchange: &mut dyn Exchange,
-    value: &T,
+    value: &impl Serialize,
 ) -> Result<Vec<T>, GrpoError> {
     let config = bincode::config::standard();
     let bytes = bincode::serde::encode_to_vec(value, config)
@@ -150,12 +186,7 @@ mod tests {
     fn a_sequential_fold_gives_other_bits_than_the_tree() {
         let all = leaves(8, 4096);
         let tree = tree_fold(all.clone()).expect("sum");
-        let mut sequential = vec![0.0f32; 4096];
-        for leaf in all.into_iter().flatten() {
-            for (a, b) in sequential.iter_mut().zip(leaf) {
-                *a += b;
-            }
-        }
+        let sequential = sequential_fold(all).expect("sum");
         let differ = tree.iter().zip(&sequential).filter(|(a, b)| a != b).count();
         assert!(differ > 4096 / 10, "only {differ} of 4096 elements differ");
     }

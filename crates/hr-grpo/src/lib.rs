@@ -28,7 +28,7 @@ pub use advantage::{AdvantageConfig, advantages};
 pub use data::{DataCursor, TaskSampler};
 pub use entropy_control::{AdaptiveEntropy, EntropyControl};
 pub use error::GrpoError;
-pub use exchange::{Alone, Exchange, tree_fold};
+pub use exchange::{Alone, Exchange, ParallelFault, gather, tree_fold};
 pub use loss::{
     LossConfig, LossInputs, LossOutput, Vespo, Whole, active_positions, grpo_loss,
     high_entropy_mask,

@@ -16,7 +16,7 @@ use burn::tensor::backend::AutodiffBackend;
 use hr_env::Task;
 use hr_policy::{Adapters, ChatTokenizer, LoraPair, Policy, PolicyRng, Target};
 
-use crate::exchange::{Alone, Exchange, check_layout, gather, owned};
+use crate::exchange::{Alone, Exchange, ParallelFault, check_layout, gather, owned};
 use crate::rollout::{EnvironmentFactory, Episode, RewardState, RolloutConfig, rollouts};
 use crate::{AdvantageConfig, EntropyControl, GrpoError, LossConfig, LrSchedule, advantages};
 use optimise::ACTIVATION_BUDGET;
@@ -109,6 +109,8 @@ pub struct Trainer<B: AutodiffBackend> {
     /// Bytes of activations the back-propagated chunks running at once may keep, shared
     /// between the policy's lanes ([`ACTIVATION_BUDGET`]).
     activation_budget: usize,
+    /// A deliberate bug of data-parallel steps (negative controls only).
+    pub(crate) fault: Option<ParallelFault>,
 }
 
 impl<B: AutodiffBackend> Trainer<B> {
@@ -144,6 +146,7 @@ impl<B: AutodiffBackend> Trainer<B> {
                 .map(|_| EntropyControl::new(config.loss.entropy_coef)),
             config,
             activation_budget: ACTIVATION_BUDGET,
+            fault: None,
         })
     }
 
@@ -154,6 +157,14 @@ impl<B: AutodiffBackend> Trainer<B> {
     #[must_use]
     pub fn with_activation_budget(mut self, bytes: usize) -> Self {
         self.activation_budget = bytes;
+        self
+    }
+
+    /// Steps with a deliberate bug of data-parallel steps: a negative control that must make a
+    /// run diverge from one rank's.
+    #[must_use]
+    pub fn with_fault(mut self, fault: Option<ParallelFault>) -> Self {
+        self.fault = fault;
         self
     }
 
@@ -347,7 +358,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         // over every rank's share.
         let work = self.policy.flops().since(&flops);
         let [forward, backward, rollout] = if exchange.ranks() > 1 {
-            gather(exchange, &[work.forward, work.backward, rollout_flops])?
+            gather::<[u64; 3]>(exchange, &[work.forward, work.backward, rollout_flops])?
                 .into_iter()
                 .fold([0u64; 3], |sum, part| {
                     std::array::from_fn(|i| sum[i].saturating_add(part[i]))
@@ -421,15 +432,24 @@ impl<B: AutodiffBackend> Trainer<B> {
         }
         let key = self.rng.next_u64();
         let per = tasks.len() / shards;
-        let mine = owned(shards, exchange.rank(), exchange.ranks())
+        let mine = owned(shards, exchange.rank(), exchange.ranks());
+        let first = mine.start;
+        let mine = mine
             .map(|s| {
+                let stream = match self.fault {
+                    Some(ParallelFault::RankKeyedRng) => s - first,
+                    _ => s,
+                };
                 run(
                     &tasks[s * per..(s + 1) * per],
-                    &mut PolicyRng::from_seed(key).fork(s as u64),
+                    &mut PolicyRng::from_seed(key).fork(stream as u64),
                 )
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let all: Vec<ShardRollout> = gather(exchange, &mine)?.into_iter().flatten().collect();
+        let all: Vec<ShardRollout> = gather::<Vec<ShardRollout>>(exchange, &mine)?
+            .into_iter()
+            .flatten()
+            .collect();
         // A reward function's metric: the mean of the shards' means that have it, in shard order.
         let mut sums: BTreeMap<String, (f64, f64)> = BTreeMap::new();
         for (name, value) in all.iter().flat_map(|s| &s.logged) {

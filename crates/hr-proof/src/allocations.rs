@@ -35,6 +35,9 @@ pub struct AllocationStart {
     pub unqualified: bool,
     /// The device the allocation trained on (absent in lines of binaries older than the field).
     pub device: Option<Device>,
+    /// The ranks that trained, one device each, when more than one (the chief's device above).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ranks: Option<usize>,
 }
 
 /// An allocation that ended with a checkpoint.

@@ -3,7 +3,7 @@
 //! checkpoints, and the terminal save in the seed's order, ending in an [`Outcome`].
 
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
@@ -24,7 +24,9 @@ use crate::config::load_policy;
 use crate::dev_probe::DevProbe;
 use crate::environment::{Factory, environment};
 use crate::evidence::{evidence_line, metrics_row, rollout_record};
+use crate::faults::{hold_for_preemption, kill_self, parallel_fault};
 use crate::payload::{self, Progress};
+use crate::ranks::{Handoff, Ranks};
 use crate::start;
 use crate::tensorboard::EventWriter;
 
@@ -181,71 +183,6 @@ fn sync(paths: &[PathBuf]) -> Result<(), String> {
     Ok(())
 }
 
-/// The fault of `kill_during_save`: the process dies with a save half written, never sealed
-/// or reported.
-fn kill_self() {
-    tracing::warn!("fault injection: SIGKILL during the save");
-    let _ = std::process::Command::new("kill")
-        .args(["-KILL", &std::process::id().to_string()])
-        .status();
-    std::thread::sleep(Duration::from_secs(60));
-}
-
-/// The longest `hold_for_preemption` waits before training goes on.
-const HOLD_LIMIT: Duration = Duration::from_secs(600);
-
-/// The recovery tests' fault injection read from the variable `name`, `RUN:STEP` (an
-/// allocation run and a step): `HR_FAULT_KILL_AT` SIGKILLs the worker during the save of that
-/// step ([`AllocationOptions::kill_during_save`]).
-pub fn fault_point(name: &str) -> Result<Option<(i32, u64)>, TrainError> {
-    match fault_points(name)?.as_slice() {
-        [] => Ok(None),
-        [one] => Ok(Some(*one)),
-        _ => Err(TrainError::Refused(format!("{name}: name one RUN:STEP"))),
-    }
-}
-
-/// The seconds of `HR_FAULT_CLOCK_AHEAD_S` ([`AllocationOptions::clock_ahead_s`]), 0 unset.
-pub fn fault_clock_ahead() -> Result<u64, TrainError> {
-    const NAME: &str = "HR_FAULT_CLOCK_AHEAD_S";
-    match std::env::var(NAME).ok().filter(|v| !v.is_empty()) {
-        None => Ok(0),
-        Some(v) => v
-            .parse()
-            .map_err(|_| TrainError::Refused(format!("{NAME}={v}: give whole seconds, e.g. 3600"))),
-    }
-}
-
-/// As [`fault_point`], `RUN:STEP[,RUN:STEP...]`: `HR_FAULT_HOLD_AT` holds after each such
-/// step's metrics until a stop is requested, so a pause lands exactly there however fast the
-/// steps are ([`AllocationOptions::hold_for_preemption`]).
-pub fn fault_points(name: &str) -> Result<Vec<(i32, u64)>, TrainError> {
-    let Some(v) = std::env::var(name).ok().filter(|v| !v.is_empty()) else {
-        return Ok(Vec::new());
-    };
-    v.split(',')
-        .map(|point| {
-            point
-                .split_once(':')
-                .and_then(|(run, step)| Some((run.parse().ok()?, step.parse().ok()?)))
-                .ok_or_else(|| {
-                    TrainError::Refused(format!(
-                        "{name}={v}: use RUN:STEP[,RUN:STEP...], e.g. 1:3,2:5"
-                    ))
-                })
-        })
-        .collect()
-}
-
-/// The hold of `hold_for_preemption`: returns when Core asks to stop or after [`HOLD_LIMIT`].
-fn hold_for_preemption(core: &CoreContext, step: u64) {
-    tracing::warn!("fault injection: holding after step {step} until a stop is requested");
-    let held = Instant::now();
-    while !core.should_preempt() && held.elapsed() < HOLD_LIMIT {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 /// The loss of the last metrics row (the searcher's metric).
 fn last_loss(metrics: &str) -> f64 {
     metrics
@@ -279,6 +216,8 @@ pub(crate) struct Allocation<'d, B: Backend> {
     kill_during_save: Option<(i32, u64)>,
     hold_for_preemption: Vec<(i32, u64)>,
     clock_ahead_s: u64,
+    /// The other ranks, told the plan, each step's go or stop, and compared after each step.
+    ranks: &'d mut Ranks,
 }
 
 impl<'d, B: Backend> Allocation<'d, B> {
@@ -290,6 +229,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
         device: &B::Device,
         label: &'d str,
         started: Instant,
+        ranks: &'d mut Ranks,
     ) -> Result<Self, TrainError> {
         let Opened {
             opts,
@@ -341,6 +281,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 ),
             )?,
         };
+        let trainer = trainer.with_fault(parallel_fault()?);
         // The DEV reward at the steps `evaluate` adopts, in the metrics rows and, on a
         // Determined master, as validation metrics.
         let dev = DevProbe::of(&plan)?;
@@ -383,8 +324,21 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 device_seconds_limit: limited(budget.gpu_seconds_limit),
                 unqualified: opts.unqualified,
                 device: Some(opts.device),
+                ranks: (ranks.count() > 1).then_some(ranks.count()),
             }),
         )?;
+        if ranks.count() > 1 {
+            let restored_state = match &restored {
+                Some(_) => Some(trainer.capture(&plan.model.peft_base())?.files),
+                None => None,
+            };
+            ranks.hand_off(Some(&Handoff {
+                plan: serde_json::to_string(&plan).expect("a plan serialises"),
+                state: restored_state,
+                cursor: sampler.cursor(),
+                service_log: layout.service_log(),
+            }))?;
+        }
         let stop_at = opts
             .stop_after_step
             .map_or(plan.steps, |k| k.min(plan.steps));
@@ -409,14 +363,16 @@ impl<'d, B: Backend> Allocation<'d, B> {
             kill_during_save: opts.kill_during_save,
             hold_for_preemption: opts.hold_for_preemption,
             clock_ahead_s: opts.clock_ahead_s,
+            ranks,
         })
     }
 
-    /// The budget with this allocation's charge so far, in whole seconds rounded up, added to
-    /// what earlier allocations used.
+    /// The budget with this allocation's charge so far, in whole seconds rounded up, for each
+    /// rank's device, added to what earlier allocations used.
     fn charged(&self) -> Budget {
         let mut b = self.budget;
-        b.charge(self.started.elapsed().as_secs_f64().ceil() as u64);
+        let seconds = self.started.elapsed().as_secs_f64().ceil() as u64;
+        b.charge(seconds.saturating_mul(self.ranks.count() as u64));
         b
     }
 
@@ -455,8 +411,10 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 self.plan.steps
             );
         }
-        while reason.is_none() {
+        let mut go = self.ranks.decide(reason.is_none())?;
+        while go {
             reason = self.step()?;
+            go = self.ranks.decide(reason.is_none())?;
         }
         Ok(reason.unwrap_or(Stop::Done))
     }
@@ -466,12 +424,15 @@ impl<'d, B: Backend> Allocation<'d, B> {
         let step_started = Instant::now();
         let plan = &self.plan;
         let batch = self.sampler.next_batch(plan.grpo.tasks_per_step);
-        let mut report = self.trainer.step(&batch, self.env.as_mut())?;
+        let mut report =
+            self.trainer
+                .step_with(&batch, self.env.as_mut(), self.ranks.exchange())?;
         report
             .metrics
             .insert("epoch".to_owned(), self.sampler.epochs());
         let step = report.step + 1;
         let state = self.trainer.capture(&plan.model.peft_base())?;
+        self.ranks.check_same(step, &state)?;
         self.progress.cursor = self.sampler.cursor();
         let dev = match &self.dev {
             Some(probe) => probe.metrics(step, &self.trainer, self.env.as_mut())?,
@@ -557,7 +518,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
             publisher.save_periodic(step, |w| {
                 payload::write(w, state, progress, &b, base)?;
                 if kill {
-                    kill_self();
+                    kill_self("during the save");
                 }
                 Ok(())
             })

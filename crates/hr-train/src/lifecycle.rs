@@ -15,6 +15,7 @@ use hr_snapshot::{Binding, Publisher};
 
 use crate::TrainError;
 use crate::allocation::{Allocation, AllocationOptions, Opened, Outcome, append};
+use crate::ranks::Ranks;
 
 /// What to run.
 #[derive(Debug, Clone)]
@@ -55,11 +56,28 @@ pub fn run<B: Backend>(
     device: &B::Device,
     label: &str,
 ) -> Result<Outcome, TrainError> {
+    run_ranked::<B>(opts, core, device, label, &mut Ranks::alone())
+}
+
+/// [`run`] as the chief of `ranks` (rank 0 of a plan's `parallel.shards` spread over several
+/// devices): the workers ([`crate::work`]) get the plan and the state it starts from, step their
+/// shards with it, and stop when it stops; only the chief talks to Core and writes the run's
+/// files and checkpoints, and the budget is charged for every rank's device.
+pub fn run_ranked<B: Backend>(
+    opts: RunOptions,
+    core: CoreContext,
+    device: &B::Device,
+    label: &str,
+    ranks: &mut Ranks,
+) -> Result<Outcome, TrainError> {
     let started = Instant::now();
     match open(opts, core)? {
-        Opening::Done(outcome) => Ok(outcome),
+        Opening::Done(outcome) => {
+            ranks.hand_off(None)?;
+            Ok(outcome)
+        }
         Opening::Run(opened) => {
-            let mut allocation = Allocation::<B>::start(*opened, device, label, started)?;
+            let mut allocation = Allocation::<B>::start(*opened, device, label, started, ranks)?;
             let reason = allocation.train()?;
             allocation.finish(reason)
         }

@@ -169,6 +169,18 @@ pub(crate) enum Command {
     /// <checkpoint storage>/hr-run-<experiment>-<trial>/.
     #[command(hide = true)]
     ManagedTraining(ManagedTrainingArgs),
+    /// Start one rank per slot of a data-parallel run (before `train` or `managed-training`)
+    ///
+    /// Inside a Determined trial: one rank per slot of this container (DET_SLOT_IDS, the
+    /// rendezvous for the others); outside one: --nproc ranks on this machine. Each rank gets
+    /// torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
+    /// GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), as Determined's torch_distributed launcher
+    /// sets them, and trains on GPU LOCAL_RANK; rank 0 is the chief (Core, the run's files,
+    /// checkpoints), the others step their shards of the plan's `parallel.shards`, which the
+    /// ranks must divide. Output lines are prefixed [rank=N]. When a rank fails the others are
+    /// killed and launch exits with its status. Example: `hessian-recipes launch --nproc 2 --
+    /// hessian-recipes train --plan plan.json --output run`.
+    Launch(LaunchArgs),
     /// Managed Core API trials (run by Determined as an experiment's entrypoint)
     #[command(hide = true)]
     ManagedTrial {
@@ -585,6 +597,16 @@ pub(crate) struct GenerateArgs {
     /// completion's ids), logprobs (of each completion token), stopped.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+#[derive(Debug, Args)]
+pub(crate) struct LaunchArgs {
+    /// Ranks to start on this machine outside a Determined trial (inside one: one per slot).
+    #[arg(long)]
+    pub nproc: Option<usize>,
+    /// The command every rank runs, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<std::ffi::OsString>,
 }
 
 #[derive(Debug, Args)]

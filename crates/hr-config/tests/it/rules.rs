@@ -43,6 +43,31 @@ fn a_trial_of_ours_asking_for_more_than_one_slot_is_rejected() -> Result<()> {
         "{findings:?}"
     );
     assert!(findings[0].message.contains("`slots_per_trial: 1`"));
+    // One rank per slot through a launcher, ours or Determined's.
+    let words = two["entrypoint"].as_array().cloned().unwrap_or_default();
+    let binary = words
+        .iter()
+        .position(|w| w.as_str().is_some_and(|w| w.ends_with("hessian-recipes")))
+        .expect("the binary in the entrypoint");
+    for launcher in [
+        vec![words[binary].clone(), "launch".into(), "--".into()],
+        vec![
+            "python3".into(),
+            "-m".into(),
+            "determined.launch.torch_distributed".into(),
+            "--".into(),
+        ],
+    ] {
+        let mut launched = two.clone();
+        let mut entry = words.clone();
+        entry.splice(binary..binary, launcher);
+        launched["entrypoint"] = Value::Array(entry);
+        assert!(
+            check_value(&launched, ConfigKind::Experiment)?.is_empty(),
+            "{}",
+            launched["entrypoint"]
+        );
+    }
     // Another program's experiment may use its slots as it likes.
     two["entrypoint"] = serde_json::json!("python3 train.py");
     assert!(check_value(&two, ConfigKind::Experiment)?.is_empty());

@@ -15,7 +15,7 @@ use rayon::prelude::*;
 
 use super::stats::{Sums, Totals};
 use super::{Timing, Trainer, clip_global_norm, named_params, scalar};
-use crate::exchange::{Exchange, gather, owned, tree_fold};
+use crate::exchange::{Exchange, ParallelFault, gather, owned, sequential_fold, tree_fold};
 use crate::rollout::Episode;
 use crate::{
     GrpoError, LossConfig, LossInputs, Whole, active_positions, grpo_loss, high_entropy_mask,
@@ -488,8 +488,12 @@ impl<B: AutodiffBackend> Trainer<B> {
                 leaf.push(values);
             }
         }
-        let roots: Vec<Option<Vec<f32>>> = leaves.into_iter().map(tree_fold).collect();
-        let parts = gather(exchange, &(records, roots))?;
+        let fold = match self.fault {
+            Some(ParallelFault::SequentialSum) => sequential_fold,
+            _ => tree_fold,
+        };
+        let roots: Gradients = leaves.into_iter().map(fold).collect();
+        let parts: Vec<(Vec<ChunkRecord>, Gradients)> = gather(exchange, &(records, roots))?;
         let mut records = Vec::new();
         let mut roots: Vec<Vec<Option<Vec<f32>>>> = vec![Vec::new(); params.len()];
         for (rank_records, rank_roots) in parts {
@@ -507,7 +511,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         }
         let mut grads = GradientsParams::new();
         for ((name, param), all) in params.iter().zip(roots) {
-            let Some(sum) = tree_fold(all) else { continue };
+            let Some(sum) = fold(all) else { continue };
             let value = param.val();
             let shape = value.shape();
             if sum.len() != shape.num_elements() {
@@ -526,6 +530,9 @@ impl<B: AutodiffBackend> Trainer<B> {
         Ok((records, grads))
     }
 }
+
+/// One value per adapter tensor, in `named_params` order, on the host (`None`: no gradient).
+type Gradients = Vec<Option<Vec<f32>>>;
 
 fn host_f64<B: burn::tensor::backend::Backend>(t: Tensor<B, 2>) -> Vec<f64> {
     t.into_data()

@@ -1,0 +1,186 @@
+//! `hessian-recipes launch -- COMMAND`: one rank per slot of this container inside a Determined
+//! trial (`--nproc N` outside one), started by `hr_collective::Launch` with torchrun's variables,
+//! as Determined's `4_distributed` tutorial launches ranks where torch is absent. The ranks meet
+//! on `INTER_TRAIN_PROCESS_COMM_PORT_1` inside a trial, else on `MASTER_PORT` (`C10D_PORT`, or a
+//! free port on this machine). Also how `train` and `managed-training` start as a rank: the
+//! chief meets its workers, a worker runs `hr_train::work`.
+
+use std::process::ExitCode;
+
+use burn::tensor::backend::Backend;
+use hr_collective::{Launch, World};
+use hr_core::Placement;
+use hr_plan::Plan;
+use hr_train::Ranks;
+
+use crate::Refused;
+use crate::backend::{DeviceKind, OnBackend, dispatch};
+use crate::cli::LaunchArgs;
+use crate::output::exit_error;
+
+pub(crate) fn run(args: &LaunchArgs) -> anyhow::Result<ExitCode> {
+    let placement = Placement::from_environment()?;
+    let port = match std::env::var("C10D_PORT").ok().filter(|p| !p.is_empty()) {
+        Some(port) => port
+            .parse()
+            .map_err(|_| Refused(format!("launch: C10D_PORT={port:?} is not a port")))?,
+        None => std::net::TcpListener::bind(("127.0.0.1", 0))?
+            .local_addr()?
+            .port(),
+    };
+    let launch = layout(args.nproc, placement, port)?;
+    match launch
+        .run(&args.command)
+        .map_err(|e| Refused(format!("launch: {e}")))?
+    {
+        None => Ok(ExitCode::SUCCESS),
+        Some((rank, status)) => {
+            eprintln!("launch: rank {rank} failed ({status}); the other ranks were stopped");
+            let code = status
+                .code()
+                .and_then(|c| u8::try_from(c).ok())
+                .unwrap_or(1);
+            Ok(ExitCode::from(code.max(1)))
+        }
+    }
+}
+
+/// Where the ranks go: inside a trial one per slot of this container (`--nproc` must agree),
+/// outside one `--nproc` on this machine.
+fn layout(nproc: Option<usize>, placement: Option<Placement>, port: u16) -> anyhow::Result<Launch> {
+    let refused = |m: String| -> anyhow::Error { Refused(format!("launch: {m}")).into() };
+    match (placement, nproc) {
+        (Some(p), n) => {
+            let local = p.local_slots();
+            if local == 0 {
+                return Err(refused(
+                    "this trial has no slots (resources.slots_per_trial is 0): give it one slot \
+                     per rank"
+                        .to_owned(),
+                ));
+            }
+            if n.is_some_and(|n| n != local) {
+                return Err(refused(format!(
+                    "--nproc {} but this container has {local} slots: inside a trial a rank \
+                     runs per slot; drop --nproc",
+                    n.unwrap_or(0)
+                )));
+            }
+            Ok(Launch {
+                local,
+                first: p.first_rank(),
+                world: p.world_size(),
+                group: (p.container_rank, p.container_addrs.len()),
+                chief_addr: p.chief_addr().to_owned(),
+                port,
+            })
+        }
+        (None, Some(n)) if (1..=hr_collective::MAX_RANKS).contains(&n) => Ok(Launch {
+            local: n,
+            first: 0,
+            world: n,
+            group: (0, 1),
+            chief_addr: "127.0.0.1".to_owned(),
+            port,
+        }),
+        (None, Some(n)) => Err(refused(format!(
+            "--nproc {n} must be between 1 and {}",
+            hr_collective::MAX_RANKS
+        ))),
+        (None, None) => Err(refused(
+            "outside a Determined trial give the number of ranks with --nproc N".to_owned(),
+        )),
+    }
+}
+
+/// The ranks this process belongs to, from the launcher's variables (`launch`, or Determined's
+/// torch_distributed); `None` alone. A rank trains on GPU `LOCAL_RANK`.
+pub(crate) fn world() -> anyhow::Result<Option<World>> {
+    let world = World::from_env().map_err(|e| Refused(format!("the launcher's variables: {e}")))?;
+    if let Some(w) = &world {
+        crate::backend::use_gpu(w.local_rank);
+    }
+    Ok(world)
+}
+
+/// The chief meets its workers once the plan is known to spread over them.
+pub(crate) fn meet(world: Option<&World>, plan: &Plan) -> anyhow::Result<Ranks> {
+    let Some(world) = world else {
+        return Ok(Ranks::alone());
+    };
+    let shards = plan.parallel.shards;
+    if !shards.is_multiple_of(world.size) {
+        return Err(Refused(format!(
+            "{} ranks (WORLD_SIZE, one per slot: resources.slots_per_trial) cannot share the \
+             plan's {shards} shards: set parallel.shards to a multiple of {} (a power of two \
+             that divides grpo.tasks_per_step), or use a number of slots that divides {shards}",
+            world.size, world.size
+        ))
+        .into());
+    }
+    Ranks::meet(world).map_err(exit_error)
+}
+
+/// A worker rank of `train` or `managed-training`: it meets the chief, takes the plan and state
+/// from it and steps its shards until the chief stops; it writes nothing of the run.
+pub(crate) fn work(kind: DeviceKind, world: &World) -> anyhow::Result<ExitCode> {
+    let ranks = Ranks::meet(world).map_err(exit_error)?;
+    dispatch(
+        kind,
+        Worker {
+            ranks,
+            execution: crate::backend::execution(kind),
+        },
+    )
+}
+
+struct Worker {
+    ranks: Ranks,
+    execution: hr_policy::Execution,
+}
+
+impl OnBackend for Worker {
+    type Output = ExitCode;
+
+    fn run<B: Backend>(mut self, device: B::Device, name: &str) -> anyhow::Result<ExitCode> {
+        hr_train::work::<B>(self.execution, &mut self.ranks, &device, name).map_err(exit_error)?;
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_follow_the_trials_slots_or_nproc_outside_one() {
+        let two_nodes = Placement {
+            container_rank: 1,
+            container_addrs: vec!["10.0.0.1".into(), "10.0.0.2".into()],
+            container_slot_counts: vec![4, 4],
+        };
+        assert_eq!(
+            layout(None, Some(two_nodes.clone()), 29400).expect("valid"),
+            Launch {
+                local: 4,
+                first: 4,
+                world: 8,
+                group: (1, 2),
+                chief_addr: "10.0.0.1".into(),
+                port: 29400,
+            }
+        );
+        assert!(layout(Some(4), Some(two_nodes.clone()), 1).is_ok());
+        let err = layout(Some(2), Some(two_nodes), 1).expect_err("disagrees");
+        assert!(err.to_string().contains("drop --nproc"), "{err}");
+        assert_eq!(layout(Some(2), None, 1).expect("local").world, 2);
+        assert!(layout(None, None, 1).is_err());
+        assert!(layout(Some(0), None, 1).is_err());
+        let cpu_trial = Placement {
+            container_rank: 0,
+            container_addrs: vec!["127.0.0.1".into()],
+            container_slot_counts: vec![0],
+        };
+        assert!(layout(None, Some(cpu_trial), 1).is_err());
+    }
+}
