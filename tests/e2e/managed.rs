@@ -136,6 +136,51 @@ fn a_paused_and_activated_trial_restores_the_receipts_checkpoint_and_equals_the_
 }
 
 #[test]
+fn two_ranks_paused_and_activated_or_with_a_rank_killed_mid_step_equal_the_one_rank_run() {
+    let s = setup();
+    let mut plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path().join("plan.json")).expect("plan"))
+            .expect("json");
+    plan["parallel"] = json!({"shards": 2});
+    s.write("plan.json", &plan.to_string());
+    // A 2-slot trial launched as two ranks; the reference is one rank.
+    let proof = qualify_managed(&s, "paused", &["--ranks", "2"]);
+    assert_eq!(proof["equal"], true, "{proof}");
+    assert_eq!(proof["interruption"]["kind"], "pause", "{proof}");
+    let run_dir = std::path::Path::new(proof["run_dir"].as_str().expect("run_dir"));
+    let allocations = std::fs::read_to_string(run_dir.join("allocations.jsonl")).expect("records");
+    assert_eq!(
+        allocations.matches("\"ranks\":2").count(),
+        2,
+        "both allocations ran two ranks: {allocations}"
+    );
+    // Rank 1 killed as step 3 starts: the launcher fails the allocation, the restart restores
+    // step 2 and the run still equals the one-rank reference.
+    let proof = qualify_managed(&s, "killed", &["--ranks", "2", "--kill-rank-at", "3"]);
+    assert_eq!(proof["equal"], true, "{proof}");
+    let i = &proof["interruption"];
+    assert_eq!(
+        (i["kind"].as_str(), i["step"].as_u64()),
+        (Some("kill-rank-mid-step"), Some(2)),
+        "{proof}"
+    );
+    // Ranks that do not divide the shards are refused before anything runs.
+    let out = s.run(&[
+        "qualify",
+        "managed",
+        "--plan",
+        "plan.json",
+        "--output",
+        "three",
+        "--ranks",
+        "3",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out).1);
+    assert!(text(&out).1.contains("parallel.shards"), "{}", text(&out).1);
+    assert!(!s.path().join("three").exists());
+}
+
+#[test]
 fn proof_verify_rechecks_a_native_proof_and_refuses_a_tampered_copy() {
     let s = setup();
     let out = s.run(&["qualify", "native", "--plan", "plan.json", "--output", "n"]);

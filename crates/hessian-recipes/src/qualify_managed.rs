@@ -30,6 +30,8 @@ pub(crate) fn backend(backend: &str, args: &QualifyBackendArgs) -> anyhow::Resul
             gpu: args.trial.device == DeviceKind::Cuda,
             pause_after_step: 1,
             kill_during_save_at: None,
+            ranks: 1,
+            kill_rank_at: None,
             timeout: Duration::from_secs(args.trial.timeout_seconds),
         },
         crate::source_binding()?,
@@ -76,6 +78,8 @@ pub(crate) fn run(args: &QualifyManagedArgs) -> anyhow::Result<ExitCode> {
         gpu: args.trial.device == DeviceKind::Cuda,
         pause_after_step: args.pause_after_step,
         kill_during_save_at: args.kill_during_save_at,
+        ranks: args.ranks,
+        kill_rank_at: args.kill_rank_at,
         timeout: Duration::from_secs(args.trial.timeout_seconds),
     })?;
     create_fresh(&args.output)?;

@@ -44,6 +44,12 @@ pub struct ManagedQualificationOptions {
     pub pause_after_step: u64,
     /// Instead of a pause, SIGKILL the worker during this step's save.
     pub kill_during_save_at: Option<u64>,
+    /// The trial's ranks, one per slot, started by `hessian-recipes launch` (1: one process).
+    /// The reference runs as one rank, so an equal proof also shows the rank count changed no
+    /// bit.
+    pub ranks: usize,
+    /// Instead of a pause, SIGKILL rank 1 as this step starts.
+    pub kill_rank_at: Option<u64>,
     /// Limit for each wait, and the trial's wall budget.
     pub timeout: Duration,
 }
@@ -78,15 +84,31 @@ impl ManagedQualification {
     /// ([`QualifyError::Refused`] names what to fix).
     pub fn new(options: ManagedQualificationOptions) -> Result<Self, QualifyError> {
         let plan = Plan::from_file(&options.plan).map_err(|e| refused(e.to_string()))?;
-        if options
-            .kill_during_save_at
-            .is_some_and(|k| k < 2 || k >= plan.steps || plan.checkpoints.every != 1)
-        {
+        for (flag, step) in [
+            ("--kill-during-save-at", options.kill_during_save_at),
+            ("--kill-rank-at", options.kill_rank_at),
+        ] {
+            if step.is_some_and(|k| k < 2 || k >= plan.steps || plan.checkpoints.every != 1) {
+                return Err(refused(format!(
+                    "{flag} needs a step between 2 and {} and a plan that saves every step",
+                    plan.steps - 1
+                )));
+            }
+        }
+        if options.kill_during_save_at.is_some() && options.kill_rank_at.is_some() {
+            return Err(refused(
+                "--kill-during-save-at and --kill-rank-at: give one".to_owned(),
+            ));
+        }
+        let ranks = options.ranks;
+        if ranks == 0 || !plan.parallel.shards.is_multiple_of(ranks) {
             return Err(refused(format!(
-                "--kill-during-save-at needs a step between 2 and {} and a plan that saves every \
-                 step",
-                plan.steps - 1
+                "--ranks {ranks} must divide the plan's parallel.shards ({})",
+                plan.parallel.shards
             )));
+        }
+        if options.kill_rank_at.is_some() && ranks < 2 {
+            return Err(refused("--kill-rank-at needs --ranks 2 or more".to_owned()));
         }
         // The pause lands while the next step runs, and that step must not be the last.
         if options.pause_after_step == 0 || options.pause_after_step + 2 > plan.steps {
@@ -133,24 +155,33 @@ impl ManagedQualification {
             o.pause_after_step + 1
         );
         let backend = self.plan.environment.backend();
-        let entrypoint = [
+        // More than one rank: this binary's launcher starts one per slot.
+        let launcher = [
             copy.display().to_string(),
-            "managed-training".to_owned(),
-            "--plan".to_owned(),
-            plan_path.display().to_string(),
-            "--backend".to_owned(),
-            backend.to_owned(),
-            "--max-wall-seconds".to_owned(),
-            o.timeout.as_secs().to_string(),
-            "--device".to_owned(),
-            o.device.clone(),
-        ]
-        .into_iter()
-        // The qualification run is by nature not yet qualified.
-        .chain(
-            (self.plan.steps > hr_proof::QUALIFICATION_STEPS).then(|| "--unqualified".to_owned()),
-        )
-        .collect();
+            "launch".to_owned(),
+            "--".to_owned(),
+        ];
+        let entrypoint = launcher
+            .into_iter()
+            .filter(|_| o.ranks > 1)
+            .chain([
+                copy.display().to_string(),
+                "managed-training".to_owned(),
+                "--plan".to_owned(),
+                plan_path.display().to_string(),
+                "--backend".to_owned(),
+                backend.to_owned(),
+                "--max-wall-seconds".to_owned(),
+                o.timeout.as_secs().to_string(),
+                "--device".to_owned(),
+                o.device.clone(),
+            ])
+            // The qualification run is by nature not yet qualified.
+            .chain(
+                (self.plan.steps > hr_proof::QUALIFICATION_STEPS)
+                    .then(|| "--unqualified".to_owned()),
+            )
+            .collect();
         let recovery = managed_recovery(&ManagedOptions {
             output: output.join("managed"),
             root: o.root.clone(),
@@ -161,6 +192,8 @@ impl ManagedQualification {
             pause_after_step: o.pause_after_step,
             timeout: o.timeout,
             kill_during_save_at: o.kill_during_save_at,
+            ranks: o.ranks,
+            kill_rank_at: o.kill_rank_at,
         })
         .await?;
         let (ours, theirs) = (evidence(&reference)?, evidence(&recovery.run_dir)?);

@@ -38,6 +38,24 @@ pub struct ManagedOptions {
     /// Instead of a pause: the worker is SIGKILLed in the middle of the save of this step (run
     /// 1); `max_restarts: 1` must recover it from the last sealed checkpoint.
     pub kill_during_save_at: Option<u64>,
+    /// The trial's ranks, one per slot (`hessian-recipes launch` is already the entrypoint's
+    /// first word when more than one); 1 is one process.
+    pub ranks: usize,
+    /// Instead of a pause: rank 1 is SIGKILLed as this step starts (run 1), the chief waiting
+    /// for it inside the step; the launcher fails the allocation and `max_restarts: 1` must
+    /// recover it from the last sealed checkpoint.
+    pub kill_rank_at: Option<u64>,
+}
+
+impl ManagedOptions {
+    /// The kill that replaces the pause, if any: its step and its kind's name.
+    fn kill(&self) -> Option<(u64, &'static str)> {
+        match (self.kill_during_save_at, self.kill_rank_at) {
+            (Some(step), _) => Some((step, "kill-during-save")),
+            (None, Some(step)) => Some((step, "kill-rank-mid-step")),
+            (None, None) => None,
+        }
+    }
 }
 
 /// What the managed run did.
@@ -72,10 +90,18 @@ fn launch_config(opts: &ManagedOptions, storage: &Path) -> Result<String, Qualif
         hr_config::CheckpointStorage::directory(storage.display().to_string())
             .retaining_latest(u32::try_from(opts.steps).unwrap_or(u32::MAX)),
     );
+    if opts.ranks > 1 {
+        config.resources.slots_per_trial = Some(u32::try_from(opts.ranks).unwrap_or(u32::MAX));
+    }
     let variables = &mut config.environment.environment_variables;
-    match opts.kill_during_save_at {
-        Some(step) => {
-            variables.push(format!("HR_FAULT_KILL_AT=1:{step}"));
+    match opts.kill() {
+        Some((step, kind)) => {
+            let var = if kind == "kill-during-save" {
+                "HR_FAULT_KILL_AT"
+            } else {
+                "HR_FAULT_KILL_RANK"
+            };
+            variables.push(format!("{var}=1:{step}"));
             config.max_restarts = 1;
         }
         // The seed's recovery point: the pause is sent once step k's metric is visible and
@@ -97,8 +123,10 @@ pub async fn managed_recovery(opts: &ManagedOptions) -> Result<ManagedRecovery, 
     let path = opts.output.join("launch-config.yaml");
     std::fs::write(&path, &yaml).at("write", &path)?;
     // A GPU trial asks for one slot: the local GPU.
-    let (master, url) =
-        start_master(&opts.output, opts.master.as_deref(), u32::from(opts.gpu)).await?;
+    let slots = u32::try_from(opts.ranks)
+        .unwrap_or(u32::MAX)
+        .max(u32::from(opts.gpu));
+    let (master, url) = start_master(&opts.output, opts.master.as_deref(), slots).await?;
     let result = drive(opts, &url, &yaml, &storage).await;
     if let Some(m) = master {
         m.shutdown();
@@ -117,7 +145,7 @@ async fn drive(
     let run = start_run(&client, yaml).await?;
     let run_dir = RunDir::managed(storage, run.experiment, run.trial);
     // The pause, or nothing when the fault is a kill in the middle of a save.
-    let receipt = match opts.kill_during_save_at {
+    let receipt = match opts.kill() {
         Some(_) => None,
         None => {
             let receipt = pause(
@@ -152,7 +180,7 @@ async fn drive(
         })?;
     let restored_uuid = restore.restored_uuid.clone().unwrap_or_default();
     let restored_step = restore.restored_step.unwrap_or(0);
-    let interruption = match (receipt, opts.kill_during_save_at) {
+    let interruption = match (receipt, opts.kill()) {
         (Some(receipt), _) => {
             if receipt.step != opts.pause_after_step + 1 {
                 return Err(QualifyError::Failed(format!(
@@ -180,16 +208,17 @@ async fn drive(
                 pause_sent_after_step: Some(opts.pause_after_step),
             }
         }
-        (None, step) => {
-            let killed = step.unwrap_or(0);
-            // The half-written save of the killed step must never be adopted.
+        (None, kill) => {
+            let (killed, kind) = kill.unwrap_or((0, "kill"));
+            // The half-written save of the killed step, or the step a rank died in, must never
+            // be adopted.
             if restored_step + 1 != killed {
                 return Err(QualifyError::Failed(format!(
-                    "after a kill in the save of step {killed} the restart restored step {restored_step}"
+                    "after a {kind} at step {killed} the restart restored step {restored_step}"
                 )));
             }
             Interruption {
-                kind: "kill-during-save".into(),
+                kind: kind.into(),
                 step: restored_step,
                 uuid_at_pause: None,
                 paused_allocation: records
@@ -238,6 +267,8 @@ mod tests {
             pause_after_step: 2,
             timeout: Duration::from_secs(60),
             kill_during_save_at: None,
+            ranks: 1,
+            kill_rank_at: None,
         }
     }
 

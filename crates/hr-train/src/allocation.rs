@@ -337,6 +337,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 state: restored_state,
                 cursor: sampler.cursor(),
                 service_log: layout.service_log(),
+                trial_run_id: info.trial_run_id,
             }))?;
         }
         let stop_at = opts

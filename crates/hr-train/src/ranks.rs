@@ -134,6 +134,8 @@ pub(crate) struct Handoff {
     pub(crate) cursor: DataCursor,
     /// The chief's service log; a worker's services log beside it.
     pub(crate) service_log: PathBuf,
+    /// The allocation's run of the trial (1 for its first), for fault injection.
+    pub(crate) trial_run_id: i32,
 }
 
 /// A worker rank's run: the chief's plan and state, then a step of its shards whenever the
@@ -183,12 +185,12 @@ pub fn work<B: Backend>(
         ranks.count(),
         trainer.step_index()
     );
-    // Fault injection: `HR_FAULT_KILL_RANK=RANK:STEP` SIGKILLs that rank as that step starts,
-    // while the others wait for it inside the step.
-    let kill_at = fault_point("HR_FAULT_KILL_RANK")?;
+    // Fault injection: `HR_FAULT_KILL_RANK=RUN:STEP` SIGKILLs rank 1 as that step of that
+    // allocation run starts, while the others wait for it inside the step.
+    let kill_at = fault_point("HR_FAULT_KILL_RANK")?.filter(|_| rank == 1);
     let result = (|| {
         while ranks.decide(false)? {
-            if kill_at == Some((rank as i32, trainer.step_index() + 1)) {
+            if kill_at == Some((handoff.trial_run_id, trainer.step_index() + 1)) {
                 kill_self(&format!(
                     "rank {rank} as step {} starts",
                     trainer.step_index() + 1

@@ -112,8 +112,18 @@ pub(crate) struct QualifyManagedArgs {
     /// Instead of pausing, SIGKILL the worker in the middle of the save of this step (a plan
     /// that saves every step); with `max_restarts: 1` the restart must restore the step before
     /// it (the last sealed checkpoint) and still equal the native run.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "kill_rank_at")]
     pub(crate) kill_during_save_at: Option<u64>,
+    /// Run the trial as N ranks, one per slot (resources.slots_per_trial N, `hessian-recipes
+    /// launch --` before the entrypoint); N must divide the plan's parallel.shards. The
+    /// reference runs as one rank, so EQUAL also shows the rank count changed no bit.
+    #[arg(long, default_value_t = 1)]
+    pub(crate) ranks: usize,
+    /// Instead of pausing, SIGKILL rank 1 as this step starts (with --ranks 2 or more and a plan
+    /// that saves every step): the launcher fails the allocation, and with `max_restarts: 1` the
+    /// restart must restore the step before it and still equal the reference.
+    #[arg(long)]
+    pub(crate) kill_rank_at: Option<u64>,
 }
 
 #[derive(Debug, Args)]
