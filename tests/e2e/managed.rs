@@ -420,6 +420,61 @@ fn prepare_marks_searched_fields_as_determined_hyperparameters_and_refuses_bad_o
 }
 
 #[test]
+fn prepare_with_slots_launches_a_rank_per_gpu_for_a_sharded_plan_and_refuses_others() {
+    let s = setup();
+    let prepare = |out: &str, extra: &[&str]| {
+        let mut args = vec![
+            "managed",
+            "prepare",
+            "--plan",
+            "plan.json",
+            "--output",
+            out,
+            "--profile",
+            "local",
+            "--max-wall-seconds",
+            "600",
+            "--unqualified",
+            "--slots",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        s.run(&args)
+    };
+    // One shard cannot be spread over two GPUs, nor can CPU ranks hold GPUs.
+    let out = prepare("runs/one-shard", &["--device", "cuda"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out).1);
+    assert!(text(&out).1.contains("parallel.shards"), "{}", text(&out).1);
+    assert!(!s.path().join("runs/one-shard").exists());
+    let mut plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path().join("plan.json")).expect("plan"))
+            .expect("json");
+    plan["parallel"] = json!({"shards": 2});
+    s.write("plan.json", &plan.to_string());
+    let out = prepare("runs/cpu", &["--device", "cpu"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out).1);
+    let out = prepare("runs/two", &["--device", "cuda"]);
+    assert!(out.status.success(), "{}", text(&out).1);
+    let yaml = std::fs::read_to_string(s.path().join("runs/two/experiment.yaml")).expect("yaml");
+    let config = hr_config::parse_yaml(&yaml, "experiment.yaml").expect("yaml");
+    assert_eq!(config["resources"]["slots_per_trial"], 2, "{yaml}");
+    let entrypoint: Vec<&str> = config["entrypoint"]
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter_map(|w| w.as_str())
+        .collect();
+    let launch = entrypoint
+        .iter()
+        .position(|w| *w == "launch")
+        .expect("launch");
+    assert_eq!(entrypoint[launch + 1], "--", "{entrypoint:?}");
+    assert_eq!(entrypoint[launch + 3], "managed-training", "{entrypoint:?}");
+    let check = s.run(&["cluster", "check", "runs/two/experiment.yaml"]);
+    assert!(check.status.success(), "{}", text(&check).0);
+}
+
+#[test]
 fn prepare_writes_a_source_bound_experiment_that_passes_cluster_check() {
     let s = setup();
     let prepare = |out: &str, extra: &[&str]| prepare(&s, out, extra);

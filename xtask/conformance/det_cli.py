@@ -186,6 +186,51 @@ def training_lifecycle(det, args, case):
           evidence)
 
 
+def torch_distributed(det, args, case):
+    """Determined's own launcher, `python3 -m determined.launch.torch_distributed` (pid_server,
+    torchrun, wrap_rank), starts a 2-slot `managed-training` trial as two ranks: they meet on
+    INTER_TRAIN_PROCESS_COMM_PORT_1 (torchrun's store holds C10D_PORT), and the run completes
+    equal to the one-rank native run of its plan."""
+    kind = "torch_distributed"
+    shared = args.work / "shared-torchrun"
+    shared.mkdir(parents=True, exist_ok=True)
+    steps = case["steps"]
+    python = case["python"]
+    bindir = str(pathlib.Path(python).parent)
+    entrypoint = [python, "-m", "determined.launch.torch_distributed", "--",
+                  args.hessian_recipes, "managed-training", "--plan", case["plan"], "--backend", "fixture",
+                  "--max-wall-seconds", "600", "--unqualified"]
+    config = args.work / "torchrun.yaml"
+    config.write_text(
+        "name: conformance-torchrun\n"
+        f"entrypoint: {json.dumps(entrypoint)}\n"
+        f"searcher: {{name: single, metric: loss, max_length: {{batches: {steps}}}}}\n"
+        "resources: {slots_per_trial: 2}\n"
+        "max_restarts: 0\n"
+        # torch_distributed runs `python3`: the one with torch and determined.
+        f"environment: {{environment_variables: [{json.dumps('PATH=' + bindir + ':/usr/bin:/bin')}]}}\n"
+        f"checkpoint_storage: {{type: shared_fs, host_path: {json.dumps(str(shared))}, storage_path: ckpts,"
+        f" save_experiment_best: 0, save_trial_best: 0, save_trial_latest: {steps}}}\n"
+    )
+    out = det("experiment", "create", config)
+    eid = created_id(out)
+    if not check(f"{kind}: create a 2-slot experiment", out.returncode == 0 and eid, out.stdout + out.stderr):
+        return
+    wait(lambda: det.state(eid) in ("STATE_COMPLETED", "STATE_ERROR", "STATE_CANCELED"), f"{kind} end", 600)
+    log = trial_log(args.state_dir, eid)
+    check(f"{kind}: completed", det.state(eid) == "STATE_COMPLETED", log)
+    check(f"{kind}: wrap_rank prefixed both ranks' lines and rank 1 stepped the chief's plan",
+          "[rank=0]" in log and "[rank=1]" in log and "rank 1 of 2" in log, log)
+    allocations = list(shared.glob(f"ckpts/hr-run-{eid}-*/allocations.jsonl"))
+    check(f"{kind}: the chief recorded two ranks",
+          len(allocations) == 1 and '"ranks":2' in allocations[0].read_text(), allocations)
+    evidence = list(shared.glob(f"ckpts/hr-run-{eid}-*/evidence.jsonl"))
+    reference = pathlib.Path(case["reference_evidence"]).read_text()
+    check(f"{kind}: evidence equals the one-rank native run at every step",
+          len(evidence) == 1 and evidence[0].read_text() == reference and reference.count("\n") == steps,
+          evidence)
+
+
 def grpo_search(det, args, case, searcher, trials):
     """A search of a GRPO plan's learning rate with the real `det`: `managed-training` trials of
     the fixture plan, each handed its own sampled value (`adaptive_asha`: trained rung by rung,
@@ -512,6 +557,7 @@ def main():
     p.add_argument("--hessian-recipes", required=True)
     p.add_argument("--training-cases", type=pathlib.Path, required=True)
     p.add_argument("--main-run", type=pathlib.Path, required=True)
+    p.add_argument("--torchrun-case", type=pathlib.Path, required=True)
     p.add_argument("--work", type=pathlib.Path, required=True)
     args = p.parse_args()
     det = Det(args)
@@ -544,6 +590,7 @@ def main():
     for case in json.loads(args.training_cases.read_text()):
         training_lifecycle(det, args, case)
     main_run(det, args, json.loads(args.main_run.read_text()))
+    torch_distributed(det, args, json.loads(args.torchrun_case.read_text()))
     fixture = next(c for c in json.loads(args.training_cases.read_text()) if c["backend"] == "fixture")
     grpo_search(det, args, fixture, "random", 2)
     grpo_search(det, args, fixture, "adaptive_asha", 4)

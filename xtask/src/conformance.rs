@@ -178,9 +178,12 @@ pub(crate) fn det_with(
     let cases_file = work.join("training-cases.json");
     std::fs::write(&cases_file, serde_json::to_vec_pretty(&training)?)?;
     let main_file = main_run_case(root, &bin.join("hessian-recipes"), &work)?;
+    let torchrun = torchrun_case(root, &bin.join("hessian-recipes"), &work, &venv)?;
 
     let state = work.join("state");
-    let (guard, url) = start_devmaster(&bin.join("hessian-recipes"), &state, &[])?;
+    // Two slots: Determined's torch_distributed launcher starts a rank per slot.
+    let slots = [std::ffi::OsStr::new("--slots"), std::ffi::OsStr::new("2")];
+    let (guard, url) = start_devmaster(&bin.join("hessian-recipes"), &state, &slots)?;
     eprintln!(
         "conformance: devmaster at {url}, work in {}",
         work.display()
@@ -197,6 +200,8 @@ pub(crate) fn det_with(
         .arg(&cases_file)
         .arg("--main-run")
         .arg(&main_file)
+        .arg("--torchrun-case")
+        .arg(&torchrun)
         .arg("--work")
         .arg(&work);
     let result = run_driver(driver, "det-conformance");
@@ -520,6 +525,59 @@ pub(crate) fn tiny_model(root: &Path) -> PathBuf {
 
 /// A plan `work/<name>.json` of `steps` steps on the tiny test model with `environment` and
 /// `grpo`, one checkpoint per step.
+/// Steps of the data-parallel trial Determined's torch_distributed launcher starts.
+const TORCHRUN_STEPS: u64 = 3;
+
+/// The torch_distributed case: a plan of two shards, its one-rank native run as the reference,
+/// and a Python that has both `determined` and `torch` (a venv of the Hugging Face venv's
+/// interpreter whose `.pth` adds that venv's packages, then the client's: nothing downloaded
+/// beyond those two venvs). Returns the case file.
+fn torchrun_case(root: &Path, binary: &Path, work: &Path, det: &Path) -> Result<PathBuf> {
+    use crate::bench_trl::{HF_PACKAGES, HF_VENV};
+    let hf = venv(HF_VENV, HF_PACKAGES)?;
+    let launcher = work.join("venv-torchrun");
+    let mut make = Command::new(hf.join("bin/python"));
+    make.args(["-m", "venv"]).arg(&launcher);
+    run(make)?;
+    let site = |venv: &Path| -> Result<PathBuf> {
+        std::fs::read_dir(venv.join("lib"))?
+            .filter_map(Result::ok)
+            .map(|e| e.path().join("site-packages"))
+            .find(|p| p.is_dir())
+            .with_context(|| format!("{}: no site-packages", venv.display()))
+    };
+    let pth = format!("{}\n{}\n", site(&hf)?.display(), site(det)?.display());
+    std::fs::write(site(&launcher)?.join("hr-torchrun.pth"), pth)?;
+    let fixture = serde_json::json!({"backend": "fixture", "tasks": {"kind": "digits", "count": 5, "seed": 3}});
+    let grpo = serde_json::json!({"tasks_per_step": 2, "num_generations": 4,
+        "max_completion_length": 16, "max_turn_tokens": 16});
+    let plan = training_plan(root, work, "torchrun", &fixture, &grpo, TORCHRUN_STEPS)?;
+    let mut sharded: serde_json::Value = serde_json::from_slice(&std::fs::read(&plan)?)?;
+    sharded["parallel"] = serde_json::json!({"shards": 2});
+    std::fs::write(&plan, serde_json::to_vec_pretty(&sharded)?)?;
+    let reference = work.join("torchrun-reference");
+    let mut native = Command::new(binary);
+    native
+        .arg("train")
+        .arg("--plan")
+        .arg(&plan)
+        .arg("--output")
+        .arg(&reference);
+    native.stdout(Stdio::null());
+    run(native)?;
+    let case = work.join("torchrun-case.json");
+    std::fs::write(
+        &case,
+        serde_json::to_vec_pretty(&serde_json::json!({
+            "python": launcher.join("bin/python"),
+            "plan": plan,
+            "steps": TORCHRUN_STEPS,
+            "reference_evidence": reference.join("evidence.jsonl"),
+        }))?,
+    )?;
+    Ok(case)
+}
+
 pub(crate) fn training_plan(
     root: &Path,
     work: &Path,

@@ -124,12 +124,14 @@ pub(crate) fn meet(world: Option<&World>, plan: &Plan) -> anyhow::Result<Ranks> 
 /// A worker rank of `train` or `managed-training`: it meets the chief, takes the plan and state
 /// from it and steps its shards until the chief stops; it writes nothing of the run.
 pub(crate) fn work(kind: DeviceKind, world: &World) -> anyhow::Result<ExitCode> {
+    let record = crate::backend::identify(kind)?;
     let ranks = Ranks::meet(world).map_err(exit_error)?;
     dispatch(
         kind,
         Worker {
             ranks,
             execution: crate::backend::execution(kind),
+            record,
         },
     )
 }
@@ -137,13 +139,16 @@ pub(crate) fn work(kind: DeviceKind, world: &World) -> anyhow::Result<ExitCode> 
 struct Worker {
     ranks: Ranks,
     execution: hr_policy::Execution,
+    /// This rank's device, which must be the chief's.
+    record: hr_proof::Device,
 }
 
 impl OnBackend for Worker {
     type Output = ExitCode;
 
     fn run<B: Backend>(mut self, device: B::Device, name: &str) -> anyhow::Result<ExitCode> {
-        hr_train::work::<B>(self.execution, &mut self.ranks, &device, name).map_err(exit_error)?;
+        let how = (self.execution, &self.record);
+        hr_train::work::<B>(how, &mut self.ranks, &device, name).map_err(exit_error)?;
         Ok(ExitCode::SUCCESS)
     }
 }

@@ -48,6 +48,7 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
             proofs,
             unqualified: args.run.unqualified,
             search,
+            slots: args.slots,
         },
     );
     if result.is_err() {

@@ -43,6 +43,9 @@ pub struct PrepareOptions {
     pub unqualified: bool,
     /// A hyperparameter search of the plan's fields, or none (`single`).
     pub search: Option<Search>,
+    /// GPUs of the trial, one rank each (`hessian-recipes launch` before `managed-training`
+    /// when more than one; the plan's `parallel.shards` must be a multiple).
+    pub slots: usize,
 }
 
 /// A search of a plan's fields with one of Determined's searchers.
@@ -76,6 +79,13 @@ pub fn prepare_experiment(mut plan: Plan, o: &PrepareOptions) -> Result<Prepared
     // What the trial will read must be there (as `cluster preflight` checks it).
     crate::preflight::plan_inputs(&plan, &crate::preflight::TrialView::of_profile(&profile))
         .map_err(|e| QualifyError::Refused(format!("the plan `{}`: {e}", plan.name)))?;
+    if o.slots > 1 && (o.device != "cuda" || !plan.parallel.shards.is_multiple_of(o.slots)) {
+        return Err(QualifyError::Refused(format!(
+            "--slots {}: a rank per GPU needs --device cuda and a plan whose parallel.shards ({}) \
+             is a multiple of the slots; set parallel.shards in `{}`",
+            o.slots, plan.parallel.shards, plan.name
+        )));
+    }
     let out = &o.output;
     let backend = plan.environment.backend();
     let rel = |p: &str| format!("{}/{p}", out.display());
@@ -83,8 +93,12 @@ pub fn prepare_experiment(mut plan: Plan, o: &PrepareOptions) -> Result<Prepared
     let text = serde_json::to_vec_pretty(&plan).expect("a plan serialises");
     std::fs::write(&plan_file, text).at("write", &plan_file)?;
     let record = record_source(&o.binary, &o.commit, &o.root, out)?;
-    let mut entrypoint = vec![
-        profile.in_checkout(&rel(&record.binary)),
+    let binary = profile.in_checkout(&rel(&record.binary));
+    // One rank per slot: the copy's own launcher starts them.
+    let launcher = [binary.clone(), "launch".to_owned(), "--".to_owned()];
+    let mut entrypoint: Vec<String> = launcher.into_iter().filter(|_| o.slots > 1).collect();
+    entrypoint.extend([
+        binary,
         "managed-training".to_owned(),
         "--plan".to_owned(),
         profile.in_checkout(&rel("experiment-plan.json")),
@@ -96,7 +110,7 @@ pub fn prepare_experiment(mut plan: Plan, o: &PrepareOptions) -> Result<Prepared
         o.gpu_budget_seconds.to_string(),
         "--device".to_owned(),
         o.device.clone(),
-    ];
+    ]);
     match &o.proofs {
         Some(dir) => entrypoint.extend(["--proofs".to_owned(), dir.display().to_string()]),
         None if o.unqualified => entrypoint.push("--unqualified".to_owned()),
@@ -112,6 +126,9 @@ pub fn prepare_experiment(mut plan: Plan, o: &PrepareOptions) -> Result<Prepared
         o.device == "cuda",
         plan.steps,
     );
+    if o.slots > 1 {
+        config.resources.slots_per_trial = Some(u32::try_from(o.slots).unwrap_or(u32::MAX));
+    }
     if plan.evaluation.is_some() {
         // The run reports its DEV reward at the steps `evaluate` adopts: it ranks them.
         config.searcher = Searcher::dev_reward(plan.steps);

@@ -308,6 +308,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 tensorboard.row(&serde_json::from_str(line).unwrap_or_default())?;
             }
         }
+        let device = opts.device;
         let limited = |v: u64| (v != u64::MAX).then_some(v);
         append(
             &layout.allocations(),
@@ -323,7 +324,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 device_seconds_used: budget.gpu_seconds_used,
                 device_seconds_limit: limited(budget.gpu_seconds_limit),
                 unqualified: opts.unqualified,
-                device: Some(opts.device),
+                device: Some(device.clone()),
                 ranks: (ranks.count() > 1).then_some(ranks.count()),
             }),
         )?;
@@ -339,6 +340,7 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 service_log: layout.service_log(),
                 trial_run_id: info.trial_run_id,
             }))?;
+            ranks.check_devices(&device)?;
         }
         let stop_at = opts
             .stop_after_step

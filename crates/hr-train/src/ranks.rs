@@ -14,6 +14,7 @@ use hr_collective::{Star, World};
 use hr_grpo::{Alone, DataCursor, Exchange, GrpoError, NativeState, TaskSampler, Trainer, gather};
 use hr_plan::Plan;
 use hr_policy::{ChatTokenizer, Execution};
+use hr_proof::Device;
 use hr_snapshot::Budget;
 use sha2::{Digest, Sha256};
 
@@ -79,6 +80,23 @@ impl Ranks {
             .unwrap_or(false))
     }
 
+    /// Refuses ranks on different devices (their sums round differently): every rank's record
+    /// must be the chief's.
+    pub(crate) fn check_devices(&mut self, mine: &Device) -> Result<(), TrainError> {
+        if self.count() == 1 {
+            return Ok(());
+        }
+        let all: Vec<Device> = gather(self.exchange(), mine)?;
+        match all.iter().position(|d| *d != all[0]) {
+            None => Ok(()),
+            Some(rank) => Err(TrainError::Refused(format!(
+                "rank {rank} runs on {} but the chief on {}: ranks on different devices give \
+                 different bits; give every rank the same kind of device",
+                all[rank], all[0]
+            ))),
+        }
+    }
+
     /// Refuses to go on when any rank's state after a step differs from the chief's.
     pub(crate) fn check_same(&mut self, step: u64, state: &NativeState) -> Result<(), TrainError> {
         if self.count() == 1 {
@@ -140,9 +158,10 @@ pub(crate) struct Handoff {
 
 /// A worker rank's run: the chief's plan and state, then a step of its shards whenever the
 /// chief says another step runs. `execution` is how this rank's device runs the policy (as the
-/// chief's); the plan, the run folder and every other choice are the chief's.
+/// chief's) and `record` names the device (it must be the chief's); the plan, the run folder and
+/// every other choice are the chief's.
 pub fn work<B: Backend>(
-    execution: Execution,
+    (execution, record): (Execution, &Device),
     ranks: &mut Ranks,
     device: &B::Device,
     label: &str,
@@ -156,6 +175,7 @@ pub fn work<B: Backend>(
         tracing::info!("{label}: rank {rank}: the chief has nothing to run");
         return Ok(());
     };
+    ranks.check_devices(record)?;
     let plan: Plan = serde_json::from_str(&handoff.plan)
         .map_err(|e| TrainError::Refused(format!("the chief's plan: {e}")))?;
     let model = &plan.model.path;

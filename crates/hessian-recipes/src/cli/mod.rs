@@ -298,6 +298,11 @@ pub(crate) struct PrepareArgs {
     /// Trials of a random or adaptive_asha search.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u64).range(1..=1000))]
     pub(crate) max_trials: u64,
+    /// GPUs of each trial, one rank each (data-parallel, with --device cuda): the entrypoint
+    /// starts `hessian-recipes launch --` before `managed-training`, and the plan's
+    /// parallel.shards must be a multiple. The budget counts every GPU's seconds.
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=1024))]
+    pub(crate) slots: usize,
     #[command(flatten)]
     pub(crate) run: ManagedRunArgs,
 }
