@@ -136,12 +136,13 @@ fn a_paused_and_activated_trial_restores_the_receipts_checkpoint_and_equals_the_
 }
 
 #[test]
-fn two_ranks_paused_and_activated_or_with_a_rank_killed_mid_step_equal_the_one_rank_run() {
+fn ranks_paused_and_activated_or_with_a_rank_killed_mid_step_equal_the_one_rank_run() {
     let s = setup();
     let mut plan: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(s.path().join("plan.json")).expect("plan"))
             .expect("json");
-    plan["parallel"] = json!({"shards": 2});
+    plan["grpo"]["tasks_per_step"] = json!(4);
+    plan["parallel"] = json!({"shards": 4});
     s.write("plan.json", &plan.to_string());
     // A 2-slot trial launched as two ranks; the reference is one rank.
     let proof = qualify_managed(&s, "paused", &["--ranks", "2"]);
@@ -154,9 +155,9 @@ fn two_ranks_paused_and_activated_or_with_a_rank_killed_mid_step_equal_the_one_r
         2,
         "both allocations ran two ranks: {allocations}"
     );
-    // Rank 1 killed as step 3 starts: the launcher fails the allocation, the restart restores
-    // step 2 and the run still equals the one-rank reference.
-    let proof = qualify_managed(&s, "killed", &["--ranks", "2", "--kill-rank-at", "3"]);
+    // Four ranks, rank 1 killed as step 3 starts: the launcher fails the allocation, the
+    // restart restores step 2 and the run still equals the one-rank reference.
+    let proof = qualify_managed(&s, "killed", &["--ranks", "4", "--kill-rank-at", "3"]);
     assert_eq!(proof["equal"], true, "{proof}");
     let i = &proof["interruption"];
     assert_eq!(
