@@ -523,8 +523,6 @@ pub(crate) fn tiny_model(root: &Path) -> PathBuf {
     tiny
 }
 
-/// A plan `work/<name>.json` of `steps` steps on the tiny test model with `environment` and
-/// `grpo`, one checkpoint per step.
 /// Steps of the data-parallel trial Determined's torch_distributed launcher starts.
 const TORCHRUN_STEPS: u64 = 3;
 
@@ -578,6 +576,8 @@ fn torchrun_case(root: &Path, binary: &Path, work: &Path, det: &Path) -> Result<
     Ok(case)
 }
 
+/// A plan `work/<name>.json` of `steps` steps on the tiny test model with `environment` and
+/// `grpo`, one checkpoint per step.
 pub(crate) fn training_plan(
     root: &Path,
     work: &Path,

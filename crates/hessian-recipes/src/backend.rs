@@ -149,7 +149,6 @@ fn quietly<T>(f: impl FnOnce() -> T + std::panic::UnwindSafe) -> Option<T> {
     ran.ok()
 }
 
-/// Runs `job` on the chosen backend.
 /// The GPU this process trains on: a data-parallel rank's `LOCAL_RANK`, else the first.
 static GPU_INDEX: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
@@ -163,6 +162,7 @@ fn gpu_index() -> usize {
     GPU_INDEX.load(std::sync::atomic::Ordering::Relaxed)
 }
 
+/// Runs `job` on the chosen backend.
 pub(crate) fn dispatch<J: OnBackend>(kind: DeviceKind, job: J) -> anyhow::Result<J::Output> {
     match kind {
         DeviceKind::Cpu => job.run::<Cpu>(Default::default(), "cpu"),

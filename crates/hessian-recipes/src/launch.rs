@@ -104,28 +104,42 @@ pub(crate) fn world() -> anyhow::Result<Option<World>> {
 }
 
 /// The chief meets its workers once the plan is known to spread over them.
-pub(crate) fn meet(world: Option<&World>, plan: &Plan) -> anyhow::Result<Ranks> {
+pub(crate) fn meet(
+    world: Option<&World>,
+    plan: &Plan,
+    source: &hr_seal::SourceBinding,
+) -> anyhow::Result<Ranks> {
     let Some(world) = world else {
         return Ok(Ranks::alone());
     };
     let shards = plan.parallel.shards;
-    if !shards.is_multiple_of(world.size) {
+    if !plan.parallel.admits(world.size) {
         return Err(Refused(format!(
-            "{} ranks (WORLD_SIZE, one per slot: resources.slots_per_trial) cannot share the \
-             plan's {shards} shards: set parallel.shards to a multiple of {} (a power of two \
-             that divides grpo.tasks_per_step), or use a number of slots that divides {shards}",
+            "{} ranks (WORLD_SIZE: `launch --nproc`, or one per slot of resources.slots_per_trial) \
+             cannot share the plan's {shards} shards: set parallel.shards to a multiple of {} (a \
+             power of two that divides grpo.tasks_per_step), or start a number of ranks that \
+             divides {shards}",
             world.size, world.size
         ))
         .into());
     }
-    Ranks::meet(world).map_err(exit_error)
+    Ranks::meet(world, &build(source)).map_err(exit_error)
+}
+
+/// What ranks compare when they meet: the commit and the binary's sha256.
+fn build(source: &hr_seal::SourceBinding) -> String {
+    format!(
+        "{} {}",
+        source.commit,
+        source.binary_sha256.as_deref().unwrap_or("unknown")
+    )
 }
 
 /// A worker rank of `train` or `managed-training`: it meets the chief, takes the plan and state
 /// from it and steps its shards until the chief stops; it writes nothing of the run.
 pub(crate) fn work(kind: DeviceKind, world: &World) -> anyhow::Result<ExitCode> {
     let record = crate::backend::identify(kind)?;
-    let ranks = Ranks::meet(world).map_err(exit_error)?;
+    let ranks = Ranks::meet(world, &build(&crate::source_binding()?)).map_err(exit_error)?;
     dispatch(
         kind,
         Worker {

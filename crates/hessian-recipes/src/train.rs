@@ -93,7 +93,7 @@ fn start(
     source: hr_seal::SourceBinding,
     (device, world): (hr_proof::Device, Option<&World>),
 ) -> anyhow::Result<ExitCode> {
-    let ranks = crate::launch::meet(world, &plan)?;
+    let ranks = crate::launch::meet(world, &plan, &source)?;
     let core_dir = hr_files::RunDir::new(out).core();
     if let Some(src) = &args.resume {
         import_checkpoint(&core_dir, src).map_err(exit_error)?;
@@ -238,7 +238,7 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         args.run.admit(&varied, &source, &Target::Device(&device))?;
     }
     let plan = varied;
-    let ranks = crate::launch::meet(world.as_ref(), &plan)?;
+    let ranks = crate::launch::meet(world.as_ref(), &plan, &source)?;
     let run_dir = hr_files::RunDir::managed(core.storage_dir(), info.experiment_id, info.trial_id)
         .root()
         .to_owned();

@@ -22,6 +22,14 @@ pub(crate) fn write(
     bytes: &[u8],
     peer: &str,
 ) -> Result<(), CollectiveError> {
+    if bytes.len() as u64 > MAX_FRAME {
+        return Err(CollectiveError::Protocol(format!(
+            "frame {seq} for {peer} would carry {} bytes, over the {MAX_FRAME} a frame may: \
+             the ranks' gathered parts (gradients of every adapter tensor, a step's episodes) \
+             are too large for this transport",
+            bytes.len()
+        )));
+    }
     let mut header = Vec::with_capacity(HEADER);
     header.extend_from_slice(MAGIC);
     header.extend_from_slice(&seq.to_le_bytes());
@@ -34,12 +42,13 @@ pub(crate) fn write(
     stream.flush().map_err(io(what()))
 }
 
-/// Reads frame `seq`; from `rank` when given, else from any rank (a greeting), which is
-/// returned with the bytes.
+/// Reads frame `seq` of at most `max` bytes; from `rank` when given, else from any rank (a
+/// greeting), which is returned with the bytes.
 pub(crate) fn read(
     stream: &mut impl Read,
     seq: u64,
     rank: Option<usize>,
+    max: u64,
     peer: &str,
 ) -> Result<(usize, Vec<u8>), CollectiveError> {
     let what = || format!("receiving frame {seq} from {peer}");
@@ -61,8 +70,8 @@ pub(crate) fn read(
     if rank.is_some_and(|r| r != sender) {
         return Err(bad(format!("it comes from rank {sender}")));
     }
-    if len > MAX_FRAME {
-        return Err(bad(format!("{len} bytes is over {MAX_FRAME}")));
+    if len > max {
+        return Err(bad(format!("{len} bytes is over {max}")));
     }
     let mut bytes = vec![0u8; len as usize];
     stream.read_exact(&mut bytes).map_err(io(what()))?;
@@ -122,10 +131,11 @@ mod tests {
     fn a_frame_reads_back_and_every_field_is_checked() {
         let mut wire = Vec::new();
         write(&mut wire, 7, 2, b"gradients", "test").expect("write");
-        let (rank, bytes) = read(&mut wire.as_slice(), 7, Some(2), "test").expect("read");
+        let (rank, bytes) =
+            read(&mut wire.as_slice(), 7, Some(2), MAX_FRAME, "test").expect("read");
         assert_eq!((rank, bytes.as_slice()), (2, &b"gradients"[..]));
         let refused = |wire: &[u8], seq, rank| {
-            read(&mut &wire[..], seq, rank, "test")
+            read(&mut &wire[..], seq, rank, MAX_FRAME, "test")
                 .expect_err("refused")
                 .to_string()
         };

@@ -114,16 +114,17 @@ fn wait(ranks: &mut [(usize, Child)]) -> Result<Option<(usize, ExitStatus)>, Col
         for i in running {
             let (rank, child) = &mut ranks[i];
             let rank = *rank;
-            match child
-                .try_wait()
-                .map_err(io(format!("waiting for rank {rank}")))?
-            {
-                Some(status) if !status.success() => {
+            match child.try_wait() {
+                Ok(Some(status)) if !status.success() => {
                     stop(ranks);
                     return Ok(Some((rank, status)));
                 }
-                Some(_) => {}
-                None => still.push(i),
+                Ok(Some(_)) => {}
+                Ok(None) => still.push(i),
+                Err(e) => {
+                    stop(ranks);
+                    return Err(io(format!("waiting for rank {rank}"))(e));
+                }
             }
         }
         running = still;

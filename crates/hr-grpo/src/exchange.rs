@@ -13,7 +13,8 @@ use serde::de::DeserializeOwned;
 use crate::GrpoError;
 
 /// How the ranks of a data-parallel step reach each other. The transport lives above the tensor
-/// layer (a TCP ring in `hr-train`); [`Alone`] is the one rank of an ordinary run.
+/// layer (`hr-collective`'s all-gather through the chief, wired in by `hr-train`); [`Alone`] is
+/// the one rank of an ordinary run.
 pub trait Exchange {
     /// This process's rank, `0..ranks()`.
     fn rank(&self) -> usize;
@@ -78,13 +79,17 @@ pub(crate) fn sequential_fold(parts: Vec<Option<Vec<f32>>>) -> Option<Vec<f32>> 
     })
 }
 
+/// Most bytes one rank's part decodes from (the transport's frame bound).
+const MAX_PART: usize = 4 << 30;
+
 /// Every rank's `value`, in rank order, through [`Exchange::all_gather`] (bincode: floats travel
 /// as their bits; a type whose serde attributes skip fields needs a self-describing format).
 pub fn gather<T: DeserializeOwned>(
     exchange: &mut dyn Exchange,
     value: &impl Serialize,
 ) -> Result<Vec<T>, GrpoError> {
-    let config = bincode::config::standard();
+    // No length a peer claims is allocated past what a frame can carry.
+    let config = bincode::config::standard().with_limit::<MAX_PART>();
     let bytes = bincode::serde::encode_to_vec(value, config)
         .map_err(|e| GrpoError::Exchange(format!("encoding this rank's part: {e}")))?;
     exchange

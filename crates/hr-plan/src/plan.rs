@@ -64,6 +64,11 @@ impl Parallel {
     fn is_default(&self) -> bool {
         *self == Self::default()
     }
+
+    /// Whether `ranks` ranks can share the shards (each the same number).
+    pub fn admits(&self, ranks: usize) -> bool {
+        ranks > 0 && self.shards.is_multiple_of(ranks)
+    }
 }
 
 /// The assessment of a finished run: the retained checkpoints to adopt, the DEV tasks that

@@ -101,7 +101,7 @@ impl ManagedQualification {
             ));
         }
         let ranks = options.ranks;
-        if ranks == 0 || !plan.parallel.shards.is_multiple_of(ranks) {
+        if !plan.parallel.admits(ranks) {
             return Err(refused(format!(
                 "--ranks {ranks} must divide the plan's parallel.shards ({})",
                 plan.parallel.shards

@@ -79,7 +79,7 @@ pub fn prepare_experiment(mut plan: Plan, o: &PrepareOptions) -> Result<Prepared
     // What the trial will read must be there (as `cluster preflight` checks it).
     crate::preflight::plan_inputs(&plan, &crate::preflight::TrialView::of_profile(&profile))
         .map_err(|e| QualifyError::Refused(format!("the plan `{}`: {e}", plan.name)))?;
-    if o.slots > 1 && (o.device != "cuda" || !plan.parallel.shards.is_multiple_of(o.slots)) {
+    if o.slots > 1 && (o.device != "cuda" || !plan.parallel.admits(o.slots)) {
         return Err(QualifyError::Refused(format!(
             "--slots {}: a rank per GPU needs --device cuda and a plan whose parallel.shards ({}) \
              is a multiple of the slots; set parallel.shards in `{}`",

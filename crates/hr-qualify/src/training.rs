@@ -47,12 +47,45 @@ pub struct ManagedOptions {
     pub kill_rank_at: Option<u64>,
 }
 
+/// A kill that replaces the pause, at a step of the first allocation.
+#[derive(Debug, Clone, Copy)]
+enum Kill {
+    /// The chief in the middle of that step's save (`HR_FAULT_KILL_AT`).
+    DuringSave(u64),
+    /// Rank 1 as that step starts (`HR_FAULT_KILL_RANK`).
+    RankMidStep(u64),
+}
+
+impl Kill {
+    fn step(self) -> u64 {
+        match self {
+            Kill::DuringSave(step) | Kill::RankMidStep(step) => step,
+        }
+    }
+
+    /// The fault variable that makes it happen.
+    fn variable(self) -> &'static str {
+        match self {
+            Kill::DuringSave(_) => "HR_FAULT_KILL_AT",
+            Kill::RankMidStep(_) => "HR_FAULT_KILL_RANK",
+        }
+    }
+
+    /// Its name in the proof.
+    fn kind(self) -> &'static str {
+        match self {
+            Kill::DuringSave(_) => "kill-during-save",
+            Kill::RankMidStep(_) => "kill-rank-mid-step",
+        }
+    }
+}
+
 impl ManagedOptions {
-    /// The kill that replaces the pause, if any: its step and its kind's name.
-    fn kill(&self) -> Option<(u64, &'static str)> {
+    /// The kill that replaces the pause, if any.
+    fn kill(&self) -> Option<Kill> {
         match (self.kill_during_save_at, self.kill_rank_at) {
-            (Some(step), _) => Some((step, "kill-during-save")),
-            (None, Some(step)) => Some((step, "kill-rank-mid-step")),
+            (Some(step), _) => Some(Kill::DuringSave(step)),
+            (None, Some(step)) => Some(Kill::RankMidStep(step)),
             (None, None) => None,
         }
     }
@@ -95,13 +128,8 @@ fn launch_config(opts: &ManagedOptions, storage: &Path) -> Result<String, Qualif
     }
     let variables = &mut config.environment.environment_variables;
     match opts.kill() {
-        Some((step, kind)) => {
-            let var = if kind == "kill-during-save" {
-                "HR_FAULT_KILL_AT"
-            } else {
-                "HR_FAULT_KILL_RANK"
-            };
-            variables.push(format!("{var}=1:{step}"));
+        Some(kill) => {
+            variables.push(format!("{}=1:{}", kill.variable(), kill.step()));
             config.max_restarts = 1;
         }
         // The seed's recovery point: the pause is sent once step k's metric is visible and
@@ -209,7 +237,7 @@ async fn drive(
             }
         }
         (None, kill) => {
-            let (killed, kind) = kill.unwrap_or((0, "kill"));
+            let (killed, kind) = kill.map_or((0, "kill"), |k| (k.step(), k.kind()));
             // The half-written save of the killed step, or the step a rank died in, must never
             // be adopted.
             if restored_step + 1 != killed {

@@ -309,6 +309,24 @@ impl<'d, B: Backend> Allocation<'d, B> {
             }
         }
         let device = opts.device;
+        // The workers start from the chief's plan and state, on its kind of device, before the
+        // allocation is recorded.
+        if ranks.count() > 1 {
+            // A worker reads HR_FAULT_KILL_RANK; the chief refuses a malformed one first.
+            crate::faults::fault_point("HR_FAULT_KILL_RANK")?;
+            let restored_state = match &restored {
+                Some(_) => Some(trainer.capture(&plan.model.peft_base())?.files),
+                None => None,
+            };
+            ranks.hand_off(Some(&Handoff {
+                plan: serde_json::to_string(&plan).expect("a plan serialises"),
+                state: restored_state,
+                cursor: sampler.cursor(),
+                service_log: layout.service_log(),
+                trial_run_id: info.trial_run_id,
+            }))?;
+            ranks.check_devices(&device)?;
+        }
         let limited = |v: u64| (v != u64::MAX).then_some(v);
         append(
             &layout.allocations(),
@@ -324,24 +342,10 @@ impl<'d, B: Backend> Allocation<'d, B> {
                 device_seconds_used: budget.gpu_seconds_used,
                 device_seconds_limit: limited(budget.gpu_seconds_limit),
                 unqualified: opts.unqualified,
-                device: Some(device.clone()),
+                device: Some(device),
                 ranks: (ranks.count() > 1).then_some(ranks.count()),
             }),
         )?;
-        if ranks.count() > 1 {
-            let restored_state = match &restored {
-                Some(_) => Some(trainer.capture(&plan.model.peft_base())?.files),
-                None => None,
-            };
-            ranks.hand_off(Some(&Handoff {
-                plan: serde_json::to_string(&plan).expect("a plan serialises"),
-                state: restored_state,
-                cursor: sampler.cursor(),
-                service_log: layout.service_log(),
-                trial_run_id: info.trial_run_id,
-            }))?;
-            ranks.check_devices(&device)?;
-        }
         let stop_at = opts
             .stop_after_step
             .map_or(plan.steps, |k| k.min(plan.steps));

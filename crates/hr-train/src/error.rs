@@ -33,6 +33,9 @@ pub enum TrainError {
         /// The shared question.
         question: String,
     },
+    /// The ranks of a data-parallel run could not meet or exchange, or drifted apart.
+    #[error("{0}")]
+    Ranks(String),
     /// Publication or a Core call failed.
     #[error(transparent)]
     Snapshot(#[from] hr_snapshot::SnapshotError),

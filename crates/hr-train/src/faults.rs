@@ -9,8 +9,8 @@ use hr_grpo::ParallelFault;
 
 use crate::TrainError;
 
-/// The fault of `kill_during_save`: the process dies with a save half written, never sealed
-/// or reported.
+/// The process dies at once (SIGKILL), `when` naming the point: `kill_during_save` (a save
+/// half written, never sealed or reported) and `HR_FAULT_KILL_RANK` (a rank as a step starts).
 pub(crate) fn kill_self(when: &str) {
     tracing::warn!("fault injection: SIGKILL {when}");
     let _ = std::process::Command::new("kill")

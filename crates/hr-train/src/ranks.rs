@@ -39,12 +39,13 @@ impl Ranks {
         }
     }
 
-    /// Meets the other ranks of `world` (the chief listens on its port, the workers connect),
-    /// waiting up to ten minutes for them to start. A rank that dies later makes the others fail
+    /// Meets the other ranks of `world`, all started from `build` (the binary's digest: a rank
+    /// of another build is refused), waiting up to ten minutes for them to start (the chief
+    /// listens on its port, the workers connect). A rank that dies later makes the others fail
     /// at their next exchange.
-    pub fn meet(world: &World) -> Result<Self, TrainError> {
-        let star = Star::connect(world, PATIENCE, None)
-            .map_err(|e| TrainError::Refused(format!("meeting the other ranks: {e}")))?;
+    pub fn meet(world: &World, build: &str) -> Result<Self, TrainError> {
+        let star = Star::connect(world, build, PATIENCE)
+            .map_err(|e| TrainError::Ranks(format!("meeting the other ranks: {e}")))?;
         Ok(Self {
             exchange: Box::new(Linked(star)),
         })
@@ -80,16 +81,27 @@ impl Ranks {
             .unwrap_or(false))
     }
 
+    /// Every rank's `mine`, and the first rank whose value differs from the chief's.
+    fn disagreeing<T>(&mut self, mine: &T) -> Result<Option<(usize, Vec<T>)>, TrainError>
+    where
+        T: PartialEq + serde::Serialize + serde::de::DeserializeOwned,
+    {
+        if self.count() == 1 {
+            return Ok(None);
+        }
+        let all: Vec<T> = gather(self.exchange(), mine)?;
+        Ok(all
+            .iter()
+            .position(|v| *v != all[0])
+            .map(|rank| (rank, all)))
+    }
+
     /// Refuses ranks on different devices (their sums round differently): every rank's record
     /// must be the chief's.
     pub(crate) fn check_devices(&mut self, mine: &Device) -> Result<(), TrainError> {
-        if self.count() == 1 {
-            return Ok(());
-        }
-        let all: Vec<Device> = gather(self.exchange(), mine)?;
-        match all.iter().position(|d| *d != all[0]) {
+        match self.disagreeing(mine)? {
             None => Ok(()),
-            Some(rank) => Err(TrainError::Refused(format!(
+            Some((rank, all)) => Err(TrainError::Refused(format!(
                 "rank {rank} runs on {} but the chief on {}: ranks on different devices give \
                  different bits; give every rank the same kind of device",
                 all[rank], all[0]
@@ -110,10 +122,9 @@ impl Ranks {
             hash.update(bytes);
         }
         let mine: [u8; 32] = hash.finalize().into();
-        let all: Vec<[u8; 32]> = gather(self.exchange(), &mine)?;
-        match all.iter().position(|d| *d != all[0]) {
+        match self.disagreeing(&mine)? {
             None => Ok(()),
-            Some(rank) => Err(TrainError::Refused(format!(
+            Some((rank, _)) => Err(TrainError::Ranks(format!(
                 "after step {step} rank {rank}'s adapter, optimizer or RNG state differs from the \
                  chief's: the ranks drifted apart (a rank on another kind of device, or another \
                  build?); the run stops before any of it is saved"
@@ -223,9 +234,13 @@ pub fn work<B: Backend>(
         }
         Ok::<_, TrainError>(())
     })();
-    if let Some(s) = service.take() {
-        s.shutdown()
-            .map_err(|e| TrainError::Refused(format!("stopping rank {rank}'s service: {e}")))?;
-    }
-    result
+    // The step's error, if any, is the one to report; a failed shutdown only when all else went
+    // well.
+    let shutdown = match service.take() {
+        Some(s) => s
+            .shutdown()
+            .map_err(|e| TrainError::Refused(format!("stopping rank {rank}'s service: {e}"))),
+        None => Ok(()),
+    };
+    result.and(shutdown)
 }

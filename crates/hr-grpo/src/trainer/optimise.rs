@@ -128,11 +128,13 @@ impl<B: AutodiffBackend> Trainer<B> {
             // order; this rank runs its own, `lanes` of them side by side, each on its own copy
             // of the adapters (its own autodiff graph), and their results are folded in this
             // order, so the sums do not depend on which lane finished first.
+            // This rank's micro-batches are one contiguous run of the step's.
+            let first = micros.first().map_or(0, |m| m.index);
             let chunks: Vec<(usize, &Micro<B>, Range<usize>)> = layout
                 .iter()
                 .enumerate()
                 .flat_map(|(index, (_, rows))| {
-                    let micro = micros.iter().find(|m| m.index == index);
+                    let micro = index.checked_sub(first).and_then(|i| micros.get(i));
                     self.backward_chunks(&episodes[rows.clone()], lanes)
                         .into_iter()
                         .map(move |rows| (micro, rows))
@@ -496,11 +498,11 @@ impl<B: AutodiffBackend> Trainer<B> {
         let parts: Vec<(Vec<ChunkRecord>, Gradients)> = gather(exchange, &(records, roots))?;
         let mut records = Vec::new();
         let mut roots: Vec<Vec<Option<Vec<f32>>>> = vec![Vec::new(); params.len()];
-        for (rank_records, rank_roots) in parts {
+        for (rank, (rank_records, rank_roots)) in parts.into_iter().enumerate() {
             records.extend(rank_records);
             if rank_roots.len() != params.len() {
                 return Err(GrpoError::Exchange(format!(
-                    "a rank sent gradients for {} adapter tensors, this one has {}",
+                    "rank {rank} sent gradients for {} adapter tensors, this one has {}",
                     rank_roots.len(),
                     params.len()
                 )));
