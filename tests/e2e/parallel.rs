@@ -79,10 +79,10 @@ fn one_two_and_four_ranks_train_the_same_bits_and_resume_across_rank_counts() {
             "{allocations}"
         );
     }
-    // Stopped after step 2 at two ranks; resumed at four, and at one.
+    // Stopped after step 2 at two ranks; resumed at two, at four, and at one.
     ok(&s, 2, &["--output", "stopped", "--stop-after-step", "2"]);
     assert_eq!(evidence(&s, "stopped"), one[..2]);
-    for ranks in [4, 1] {
+    for ranks in [2, 4, 1] {
         let run = format!("resumed-{ranks}");
         ok(&s, ranks, &["--output", &run, "--resume", "stopped"]);
         assert_eq!(evidence(&s, &run), one, "resumed at {ranks} ranks");
@@ -101,7 +101,7 @@ fn a_rank_killed_mid_step_fails_the_launch_and_the_run_resumes_with_the_same_bit
     );
     assert!(!success, "{output}");
     assert!(
-        output.contains("launch: rank 1 failed") || output.contains("launch: rank 0 failed"),
+        output.contains("launch: rank 1 ended") || output.contains("launch: rank 0 ended"),
         "{output}"
     );
     let kept = evidence(&s, "killed");
@@ -139,6 +139,59 @@ fn streams_keyed_by_rank_or_gradients_summed_in_arrival_order_diverge_at_step_1(
             "{fault}: {divergence:?}"
         );
     }
+}
+
+#[test]
+fn a_stop_signal_to_every_rank_saves_the_chiefs_step_and_the_run_resumes_with_the_same_bits() {
+    use std::os::unix::process::CommandExt;
+    let s = setup();
+    let mut plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path().join("plan.json")).expect("plan"))
+            .expect("json");
+    plan["steps"] = 12.into();
+    s.write("plan.json", &plan.to_string());
+    ok(&s, 1, &["--output", "one"]);
+    // As a terminal's Ctrl-C does: the signal reaches the launcher and every rank (its own
+    // process group here, so the test is spared).
+    let bin = binary();
+    let mut child = Command::new(&bin)
+        .args(["launch", "--nproc", "2", "--"])
+        .arg(&bin)
+        .args(["train", "--plan", "plan.json", "--output", "cut"])
+        .current_dir(s.path())
+        .process_group(0)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("launch");
+    let metrics = s.path().join("cut/metrics.jsonl");
+    while std::fs::read_to_string(&metrics).map_or(0, |t| t.lines().count()) < 1 {
+        if let Some(status) = child.try_wait().expect("wait") {
+            panic!("the launch ended before its first step: {status}");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let group = format!("-{}", child.id());
+    Command::new("kill")
+        .args(["-TERM", "--", &group])
+        .status()
+        .expect("kill");
+    let out = child.wait_with_output().expect("launch output");
+    let (stdout, stderr) = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(5),
+        "the chief's resumable stop:\n{stdout}\n{stderr}"
+    );
+    assert!(
+        stderr.contains("[rank=0] stop signal: finishing this step")
+            && stderr.contains("[rank=1] worker rank: stop signal"),
+        "{stderr}"
+    );
+    let done = evidence(&s, "cut").len();
+    assert!((1..12).contains(&done), "stopped after step {done}");
+    ok(&s, 2, &["--output", "resumed", "--resume", "cut"]);
+    assert_eq!(evidence(&s, "resumed"), evidence(&s, "one"));
 }
 
 #[test]

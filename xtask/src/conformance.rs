@@ -161,15 +161,7 @@ pub(crate) fn det_with(
         let name = format!("managed-{backend}");
         let plan = training_plan(root, &work, &name, &environment, &grpo, TRAINING_STEPS)?;
         let reference = work.join(format!("{name}-reference"));
-        let mut native = Command::new(bin.join("hessian-recipes"));
-        native
-            .arg("train")
-            .arg("--plan")
-            .arg(&plan)
-            .arg("--output")
-            .arg(&reference);
-        native.stdout(Stdio::null());
-        run(native)?;
+        native_run(&bin.join("hessian-recipes"), &plan, &reference)?;
         training.push(
             serde_json::json!({"backend": backend, "plan": plan, "steps": TRAINING_STEPS,
             "reference_evidence": reference.join("evidence.jsonl")}),
@@ -523,6 +515,20 @@ pub(crate) fn tiny_model(root: &Path) -> PathBuf {
     tiny
 }
 
+/// `hessian-recipes train` of `plan` into `output`: a native run whose evidence a managed one
+/// must equal.
+fn native_run(binary: &Path, plan: &Path, output: &Path) -> Result<()> {
+    let mut native = Command::new(binary);
+    native
+        .arg("train")
+        .arg("--plan")
+        .arg(plan)
+        .arg("--output")
+        .arg(output);
+    native.stdout(Stdio::null());
+    run(native)
+}
+
 /// Steps of the data-parallel trial Determined's torch_distributed launcher starts.
 const TORCHRUN_STEPS: u64 = 3;
 
@@ -554,15 +560,7 @@ fn torchrun_case(root: &Path, binary: &Path, work: &Path, det: &Path) -> Result<
     sharded["parallel"] = serde_json::json!({"shards": 2});
     std::fs::write(&plan, serde_json::to_vec_pretty(&sharded)?)?;
     let reference = work.join("torchrun-reference");
-    let mut native = Command::new(binary);
-    native
-        .arg("train")
-        .arg("--plan")
-        .arg(&plan)
-        .arg("--output")
-        .arg(&reference);
-    native.stdout(Stdio::null());
-    run(native)?;
+    native_run(binary, &plan, &reference)?;
     let case = work.join("torchrun-case.json");
     std::fs::write(
         &case,

@@ -29,13 +29,15 @@ pub(crate) fn run(args: &LaunchArgs) -> anyhow::Result<ExitCode> {
             .port(),
     };
     let launch = layout(args.nproc, placement, port)?;
+    // A terminal's Ctrl-C reaches every rank: the chief saves and stops the others; this waits.
+    let _signals = hr_core::defer_stop_signals("launch")?;
     match launch
         .run(&args.command)
         .map_err(|e| Refused(format!("launch: {e}")))?
     {
         None => Ok(ExitCode::SUCCESS),
         Some((rank, status)) => {
-            eprintln!("launch: rank {rank} failed ({status}); the other ranks were stopped");
+            eprintln!("launch: rank {rank} ended ({status}); the other ranks were stopped");
             let code = status
                 .code()
                 .and_then(|c| u8::try_from(c).ok())
@@ -139,6 +141,8 @@ fn build(source: &hr_seal::SourceBinding) -> String {
 /// from it and steps its shards until the chief stops; it writes nothing of the run.
 pub(crate) fn work(kind: DeviceKind, world: &World) -> anyhow::Result<ExitCode> {
     let record = crate::backend::identify(kind)?;
+    // The chief decides when the run stops; a first stop signal here waits for its word.
+    let _signals = hr_core::defer_stop_signals("worker rank")?;
     let ranks = Ranks::meet(world, &build(&crate::source_binding()?)).map_err(exit_error)?;
     dispatch(
         kind,

@@ -27,5 +27,5 @@ pub use checkpoint::StoredCheckpoint;
 pub use context::{CoreContext, SearcherOp};
 pub use error::CoreError;
 pub use info::TrialInfo;
-pub use local::{local_checkpoints, local_import_source};
+pub use local::{DeferredStop, defer_stop_signals, local_checkpoints, local_import_source};
 pub use placement::Placement;

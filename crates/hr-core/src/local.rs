@@ -31,6 +31,62 @@ fn abort_on_second_signal() -> ! {
     std::process::exit(130)
 }
 
+/// On `runtime`: `first` at the first SIGTERM or SIGINT; at a second, while the stop is under
+/// way, the process exits 130 at once (as a second Ctrl-C does elsewhere): no final save; the
+/// last sealed checkpoint stays the resume point, and a half-written one is never adopted.
+fn on_stop_signals(
+    runtime: &tokio::runtime::Runtime,
+    first: impl FnOnce() + Send + 'static,
+) -> Result<(), CoreError> {
+    runtime.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .at("install SIGTERM handler in", ".")?;
+        let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .at("install SIGINT handler in", ".")?;
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            first();
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            abort_on_second_signal();
+        });
+        Ok(())
+    })
+}
+
+/// Held while a process that does not decide when a run stops lives ([`defer_stop_signals`]).
+#[derive(Debug)]
+pub struct DeferredStop {
+    _runtime: tokio::runtime::Runtime,
+}
+
+/// For a process that does not decide when a run stops (a data-parallel worker, the launcher of
+/// a machine's ranks): the first SIGTERM or SIGINT is announced and otherwise ignored, since the
+/// chief, which a terminal's Ctrl-C reaches too, finishes its step, saves and stops every rank; a
+/// second exits 130 at once. `who` names the process in the announcement.
+pub fn defer_stop_signals(who: &'static str) -> Result<DeferredStop, CoreError> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .at("start runtime in", ".")?;
+    on_stop_signals(&runtime, move || defer_announce(who))?;
+    Ok(DeferredStop { _runtime: runtime })
+}
+
+#[allow(clippy::print_stderr)] // off-cluster, the terminal is the one who asked
+fn defer_announce(who: &str) {
+    eprintln!(
+        "{who}: stop signal: the chief finishes this step, saves and stops every rank (a second \
+         signal exits at once)"
+    );
+}
+
 impl CoreContext {
     /// Off-cluster: metrics to `run_dir/metrics.jsonl`, checkpoints under `run_dir/checkpoints/`,
     /// preemption on SIGTERM or SIGINT, a single searcher operation of `max_length` steps. Each
@@ -73,29 +129,9 @@ impl CoreContext {
             .at("start runtime in", ".")?;
         let preempt = Arc::new(AtomicBool::new(false));
         let flag = preempt.clone();
-        runtime.block_on(async {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                    .at("install SIGTERM handler in", ".")?;
-            let mut int = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
-                .at("install SIGINT handler in", ".")?;
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-                flag.store(true, Ordering::SeqCst);
-                announce_stop();
-                // A second signal while the stop is under way aborts at once (as a second Ctrl-C
-                // does elsewhere): no final save; the last sealed checkpoint stays the resume
-                // point, and a half-written one is never adopted.
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = int.recv() => {}
-                }
-                abort_on_second_signal();
-            });
-            Ok::<_, CoreError>(())
+        on_stop_signals(&runtime, move || {
+            flag.store(true, Ordering::SeqCst);
+            announce_stop();
         })?;
         Ok(Self {
             info,

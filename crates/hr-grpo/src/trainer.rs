@@ -106,8 +106,7 @@ pub struct Trainer<B: AutodiffBackend> {
     /// The adaptive entropy controller, when the loss has one.
     pub(crate) entropy_control: Option<EntropyControl>,
     config: GrpoConfig,
-    /// Bytes of activations the back-propagated chunks running at once may keep, shared
-    /// between the policy's lanes ([`ACTIVATION_BUDGET`]).
+    /// Bytes of activations a back-propagated chunk may keep ([`ACTIVATION_BUDGET`]).
     activation_budget: usize,
     /// A deliberate bug of data-parallel steps (negative controls only).
     pub(crate) fault: Option<ParallelFault>,
@@ -150,9 +149,8 @@ impl<B: AutodiffBackend> Trainer<B> {
         })
     }
 
-    /// Sets the bytes of activations the back-propagated chunks of a micro-batch running at once
-    /// may keep, shared between the policy's lanes (at least one group of `num_generations` rows
-    /// per chunk). Smaller budgets lower peak memory
+    /// Sets the bytes of activations a back-propagated chunk of a micro-batch may keep (at least
+    /// one group of `num_generations` rows per chunk, or one row). Smaller budgets lower peak memory
     /// for smaller products; the update is the same up to float summation order. Default 1.25 GiB.
     #[must_use]
     pub fn with_activation_budget(mut self, bytes: usize) -> Self {

@@ -502,41 +502,6 @@ impl<B: Backend> Adapters<B> {
         })
     }
 
-    /// The same adapters as new leaves of the autodiff graph, under the same parameter ids:
-    /// gradients taken through the copy are gradients for these adapters
-    /// (`GradientsParams::from_grads` with the copy), and back-propagating through it neither
-    /// waits for nor joins another graph that uses these adapters (Burn's autodiff keeps graphs
-    /// that share a leaf under one lock).
-    #[must_use]
-    pub fn fresh_leaves(&self) -> Self
-    where
-        B: burn::tensor::backend::AutodiffBackend,
-    {
-        let leaf =
-            |p: &Param<Tensor<B, 2>>| Param::initialized(p.id, p.val().detach().require_grad());
-        Self {
-            layers: self
-                .layers
-                .iter()
-                .map(|l| LayerAdapters {
-                    slots: l
-                        .slots
-                        .iter()
-                        .map(|pair| {
-                            pair.as_ref().map(|p| LoraPair {
-                                a: leaf(&p.a),
-                                b: leaf(&p.b),
-                                magnitude: p.magnitude.as_ref().map(leaf),
-                            })
-                        })
-                        .collect(),
-                })
-                .collect(),
-            config: self.config.clone(),
-            dropout: self.dropout.clone(),
-        }
-    }
-
     /// These adapters (the same parameters) for one training pass: with the config's LoRA dropout
     /// above 0, every adapted projection's input is dropped with masks drawn, in the forward's
     /// order, from a stream seeded by `seed`; so a pass's masks depend on its seed alone (not on

@@ -11,7 +11,6 @@ use burn::optim::{GradientsAccumulator, GradientsParams, Optimizer};
 use burn::tensor::backend::AutodiffBackend;
 use burn::tensor::{Tensor, TensorData};
 use hr_policy::{Adapters, Entropy};
-use rayon::prelude::*;
 
 use super::stats::{Sums, Totals};
 use super::{Timing, Trainer, clip_global_norm, named_params, scalar};
@@ -103,10 +102,9 @@ impl<B: AutodiffBackend> Trainer<B> {
         let mut metrics = BTreeMap::new();
         let (mut loss_sum, mut grad_norm) = (0.0, 0.0);
         let mut totals = Totals::default();
-        let lanes = self.policy.execution().lanes;
         // LoRA dropout's masks: a seed per step from a stream forked off the trainer's (its
         // position and the step, so restored on resume; forked, so turning dropout on changes no
-        // sample), and from it one per chunk of each update, whichever lane runs it.
+        // sample), and from it one per chunk of each update.
         let dropout_seed = (self.adapters.config().dropout > 0.0).then(|| {
             let step = self.step_index().wrapping_mul(0x9e37_79b9_7f4a_7c15);
             self.rng.fork(DROPOUT_STREAM).next_u64() ^ step
@@ -125,17 +123,18 @@ impl<B: AutodiffBackend> Trainer<B> {
                 loss.entropy_coef = control.applied(settings);
             }
             // Every chunk of every micro-batch, numbered over the step's (every shard's), in
-            // order; this rank runs its own, `lanes` of them side by side, each on its own copy
-            // of the adapters (its own autodiff graph), and their results are folded in this
-            // order, so the sums do not depend on which lane finished first.
-            // This rank's micro-batches are one contiguous run of the step's.
+            // order; this rank back-propagates its own one after the other. (Two chunks side by
+            // side, each through its own autodiff leaves of the adapters, were faster on the CPU
+            // but not repeatable: under load, about one run in three of the data-parallel e2e
+            // tests gave other gradient bits; one at a time, none did.) This rank's
+            // micro-batches are one contiguous run of the step's.
             let first = micros.first().map_or(0, |m| m.index);
             let chunks: Vec<(usize, &Micro<B>, Range<usize>)> = layout
                 .iter()
                 .enumerate()
                 .flat_map(|(index, (_, rows))| {
                     let micro = index.checked_sub(first).and_then(|i| micros.get(i));
-                    self.backward_chunks(&episodes[rows.clone()], lanes)
+                    self.backward_chunks(&episodes[rows.clone()])
                         .into_iter()
                         .map(move |rows| (micro, rows))
                 })
@@ -145,34 +144,17 @@ impl<B: AutodiffBackend> Trainer<B> {
             let mut accumulators: Vec<GradientsAccumulator<Adapters<B>>> =
                 mine.clone().map(|_| GradientsAccumulator::new()).collect();
             let mut records = Vec::with_capacity(chunks.len());
-            for group in chunks.chunks(lanes) {
-                let run = |(i, m, rows): &(usize, &Micro<B>, Range<usize>)| {
-                    let adapters = if lanes > 1 {
-                        self.adapters.fresh_leaves()
-                    } else {
-                        self.adapters.clone()
-                    };
-                    let adapters = match dropout_seed {
-                        Some(seed) => adapters.for_training(
-                            seed.wrapping_add(((iteration as u64) << 32) | *i as u64),
-                        ),
-                        None => adapters,
-                    };
-                    self.chunk(m, rows.clone(), &adapters, iteration, &loss)
+            for (i, m, rows) in &chunks {
+                let adapters = match dropout_seed {
+                    Some(seed) => self
+                        .adapters
+                        .for_training(seed.wrapping_add(((iteration as u64) << 32) | *i as u64)),
+                    None => self.adapters.clone(),
                 };
-                let outs: Vec<Result<ChunkOut, GrpoError>> = if lanes > 1 {
-                    group.par_iter().map(run).collect()
-                } else {
-                    group.iter().map(run).collect()
-                };
-                let mut slowest = 0.0f64;
-                for (out, (_, m, _)) in outs.into_iter().zip(group) {
-                    let out = out?;
-                    slowest = slowest.max(out.backward_s);
-                    accumulators[m.shard - mine.start].accumulate(&self.adapters, out.grads);
-                    records.push(out.record);
-                }
-                timing.backward += slowest;
+                let out = self.chunk(m, rows.clone(), &adapters, iteration, &loss)?;
+                timing.backward += out.backward_s;
+                accumulators[m.shard - mine.start].accumulate(&self.adapters, out.grads);
+                records.push(out.record);
             }
             let clock = Instant::now();
             let (records, mut grads) = if shards == 1 {
@@ -416,17 +398,17 @@ pub(super) const ACTIVATION_BUDGET: usize = 1280 << 20;
 
 impl<B: AutodiffBackend> Trainer<B> {
     /// The row ranges of a micro-batch (its episodes) that are scored and back-propagated
-    /// one after the other, or `lanes` at a time, their gradients summed (the loss's
+    /// one after the other, their gradients summed (the loss's
     /// denominators stay the micro-batch's, [`Whole`], so the update is the micro-batch's):
     /// whole groups of `num_generations` rows, so each prompt is still run once, as many as keep
-    /// the estimated activations within the trainer's budget shared by `lanes` chunks; when not
+    /// the estimated activations within the trainer's budget; when not
     /// even one group fits (long completions of a large model: Qwen2.5-0.5B's 8 × 256 tokens
     /// came to 24 GB and were killed), as many rows as fit, at least one, each running its
     /// prompt. A single row over the budget still runs (no recompute yet). The estimate per row
     /// and layer: 12 hidden-wide and 6 intermediate-wide values and 4 attention scores per head
     /// and column, for every completion position, in f32 (it overestimates SmolLM2's by about a
     /// quarter).
-    fn backward_chunks(&self, episodes: &[Episode], lanes: usize) -> Vec<Range<usize>> {
+    fn backward_chunks(&self, episodes: &[Episode]) -> Vec<Range<usize>> {
         let c = self.policy.config();
         let width = episodes
             .iter()
@@ -438,7 +420,7 @@ impl<B: AutodiffBackend> Trainer<B> {
         let per_position = 12 * c.hidden_size + 6 * c.intermediate_size + 4 * c.num_heads * columns;
         let per_row = (width * c.num_layers * per_position * 4).max(1);
         let g = self.config.rollout.num_generations.max(1);
-        let fit = self.activation_budget / lanes.max(1) / per_row;
+        let fit = self.activation_budget / per_row;
         let chunk = if fit >= g { fit / g * g } else { fit.max(1) };
         let rows = episodes.len();
         (0..rows)
