@@ -17,7 +17,10 @@
 #      same model folder, the same dtype), when TRL=1                 -> OUT/SHAPE-trl.jsonl
 #   6. the three-process native qualification of plans/native-tiny.json in --dtype on the
 #      device: equal or not                                           -> OUT/qualify/
-#   7. OUT/summary.txt: each stage's status and the figures, one table.
+#   7. data-parallel on one GPU: plans/native-tiny.json with parallel.shards 2, trained by one
+#      rank and by two (`launch --nproc 2`, both on GPU 0 through HR_RANK_GPU=0): the same
+#      evidence, byte for byte, or not                                -> OUT/ranks/
+#   8. OUT/summary.txt: each stage's status and the figures, one table.
 # Stages are independent: one failing does not stop the others; the script exits 1 if any failed.
 #
 # Shapes (--shapes, comma-separated; default both):
@@ -172,6 +175,21 @@ sed "s#\"path\": \"[^\"]*\"#\"path\": \"$(cd "$tiny" && pwd)\", \"dtype\": \"$dt
 stage qualify 300 "$bin" qualify native --device "$device" --plan "$out/plans/native-tiny.json" \
   --output "$out/qualify"
 
+# Data-parallel on one GPU: the same plan in two shards, one rank against two.
+sed 's#"steps": 4,#"parallel": {"shards": 2}, "steps": 4,#' \
+  "$out/plans/native-tiny.json" > "$out/plans/native-tiny-shards2.json"
+ranks_compare() {
+  "$bin" train --device "$device" --plan "$out/plans/native-tiny-shards2.json" --output "$out/ranks/one" &&
+  HR_RANK_GPU=0 "$bin" launch --nproc 2 -- "$bin" train --device "$device" \
+    --plan "$out/plans/native-tiny-shards2.json" --output "$out/ranks/two" &&
+  cmp "$out/ranks/one/evidence.jsonl" "$out/ranks/two/evidence.jsonl" &&
+  echo "one rank and two ranks: the same evidence ($(wc -l < "$out/ranks/one/evidence.jsonl") steps)"
+}
+export bin out
+export -f ranks_compare
+mkdir -p "$out/ranks"
+stage ranks 300 ranks_compare
+
 # The table: per shape, one decode token (40 - 8 new tokens apart), train, TRL, memory.
 {
   echo
@@ -201,6 +219,7 @@ stage qualify 300 "$bin" qualify native --device "$device" --plan "$out/plans/na
   if [ -n "$proof" ]; then
     echo "qualification ($dtype, $device): $(grep -o '"equal": *[a-z]*' "$proof" | head -1)"
   fi
+  echo "data-parallel, 2 ranks on one $device device against 1: $(grep -q 'the same evidence' "$out/ranks.log" 2>/dev/null && echo equal || echo 'NOT equal (see ranks.log)')"
 } >> "$summary"
 cat "$summary"
 exit $failed

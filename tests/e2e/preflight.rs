@@ -368,3 +368,33 @@ fn each_missing_piece_fails_with_a_line_naming_it_and_the_fix() {
         "{stdout}"
     );
 }
+
+#[test]
+fn an_eight_gpu_config_needs_a_plan_whose_shards_its_ranks_share() {
+    let s = Scratch::new();
+    let (_master, url) = devmaster(&s);
+    present(&s);
+    let config = s.path().join("t/local-managed-nemo-main-8gpu.yaml");
+    let config = config.to_str().expect("utf-8");
+    let plan_file = "runs/agent-gyms/jaif-managed-nemo-main/experiment-plan.json";
+    let (code, stdout) = preflight(&s, &url, &["--config", config]);
+    assert_eq!(code, Some(1), "{stdout}");
+    let l = line(&stdout, "plan");
+    assert!(
+        l.trim_start().starts_with("fail")
+            && l.contains("parallel.shards (1) cannot be shared by the trial's 8 ranks"),
+        "{stdout}"
+    );
+    let mut plan: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(s.path().join(plan_file)).expect("plan"))
+            .expect("JSON");
+    plan["grpo"]["tasks_per_step"] = 8.into();
+    plan["environment"]["tasks"]["count"] = 8.into();
+    plan["parallel"] = serde_json::json!({"shards": 8});
+    s.write(plan_file, &plan.to_string());
+    let (_, stdout) = preflight(&s, &url, &["--config", config]);
+    assert!(
+        line(&stdout, "plan").trim_start().starts_with("ok"),
+        "{stdout}"
+    );
+}

@@ -20,6 +20,9 @@ struct Args {
     master: Option<String>,
     device: Option<String>,
     dtype: Option<String>,
+    /// The plan's `parallel.shards` (and as many prompt groups a step), for a main run on that
+    /// many GPUs or a divisor of it.
+    shards: Option<u64>,
     prepare: bool,
     /// The NeMo Gym resources server folder, or the folder holding the OpenEnv environment.
     server: Option<PathBuf>,
@@ -30,7 +33,7 @@ struct Args {
 }
 
 const USAGE: &str = "use --output runs/NAME, --model DIR, --master URL, --device cpu|cuda, \
-    --dtype f32|f16|bf16, --server DIR, --app MODULE:APP (openenv), --tasks FILE, --dev-tasks \
+    --dtype f32|f16|bf16, --shards S, --server DIR, --app MODULE:APP (openenv), --tasks FILE, --dev-tasks \
     FILE, --held-out-tasks FILE, --prepare";
 
 fn parse(backend: &str, args: &[String]) -> Result<Args> {
@@ -51,6 +54,20 @@ fn parse(backend: &str, args: &[String]) -> Result<Args> {
             "--master" => a.master = Some(value),
             "--device" => a.device = Some(value),
             "--dtype" => a.dtype = Some(value),
+            "--shards" => {
+                a.shards = Some(
+                    value
+                        .parse()
+                        .ok()
+                        .filter(|s: &u64| s.is_power_of_two() && *s <= 64)
+                        .with_context(|| {
+                            format!(
+                                "qualify {backend}: --shards {value:?}: give a power of two up to \
+                                 64 (the GPUs of the main run, or a multiple of them)"
+                            )
+                        })?,
+                )
+            }
             "--server" => a.server = Some(std::path::absolute(value)?),
             "--app" if backend == "openenv" => a.app = Some(value),
             "--tasks" => a.tasks[0] = Some(std::path::absolute(value)?),
@@ -90,7 +107,9 @@ fn read_rows(flag: &str, path: &Path) -> Result<Vec<serde_json::Value>> {
 /// (default `runs/qualify-<backend>-<time>`); `--model DIR` replaces the tiny test model,
 /// `--master URL` a real master for the devmaster, `--device cuda` the CPU (a release binary is
 /// then built with the `cuda` feature), `--dtype f32|f16|bf16` the plan's `model.dtype` (default
-/// bf16 on `cuda`, as a GPU run of a real model holds its base, else f32); `--server DIR`,
+/// bf16 on `cuda`, as a GPU run of a real model holds its base, else f32), `--shards S` the
+/// plan's `parallel.shards` and prompt groups a step (for a main run on S GPUs or a divisor of
+/// S: the main plan is of the same family); `--server DIR`,
 /// `--app` and `--tasks FILE` another server and its rows than the shipped example's. Returns
 /// the output folder and, with `--prepare`, the lines it printed (what to run next).
 pub(crate) fn qualify_backend(
@@ -105,6 +124,7 @@ pub(crate) fn qualify_backend(
         master,
         device,
         dtype,
+        shards,
         prepare,
         server,
         app,
@@ -155,6 +175,11 @@ pub(crate) fn qualify_backend(
     }
     if dtype != "f32" {
         value["model"]["dtype"] = dtype.into();
+    }
+    if let Some(shards) = shards {
+        // A shard is at least one prompt group.
+        value["grpo"]["tasks_per_step"] = shards.into();
+        value["parallel"] = serde_json::json!({ "shards": shards });
     }
     std::fs::write(&plan, serde_json::to_vec_pretty(&value)?)?;
     let binary = binary.path(root, device.as_deref() == Some("cuda"))?;
@@ -438,6 +463,11 @@ mod tests {
             (&["--tasks"][..], "--tasks needs a value"),
             (&["--app", "m:a"], "unknown argument \"--app\""),
             (&["--bogus", "x"], "unknown argument \"--bogus\""),
+            (&["--shards", "3"], "--shards \"3\": give a power of two"),
+            (
+                &["--shards", "128"],
+                "--shards \"128\": give a power of two",
+            ),
         ] {
             let err = parse("nemo", &args(words))
                 .expect_err("refused")
@@ -445,5 +475,6 @@ mod tests {
             assert!(err.contains(needle), "{words:?}: {err}");
         }
         assert!(parse("openenv", &args(&["--app", "m:a", "--prepare"])).is_ok_and(|a| a.prepare));
+        assert!(parse("nemo", &args(&["--shards", "8"])).is_ok_and(|a| a.shards == Some(8)));
     }
 }

@@ -96,13 +96,30 @@ fn layout(nproc: Option<usize>, placement: Option<Placement>, port: u16) -> anyh
 }
 
 /// The ranks this process belongs to, from the launcher's variables (`launch`, or Determined's
-/// torch_distributed); `None` alone. A rank trains on GPU `LOCAL_RANK`.
+/// torch_distributed); `None` alone. A rank trains on GPU `LOCAL_RANK`, or `HR_RANK_GPU` when
+/// set.
 pub(crate) fn world() -> anyhow::Result<Option<World>> {
     let world = World::from_env().map_err(|e| Refused(format!("the launcher's variables: {e}")))?;
     if let Some(w) = &world {
-        crate::backend::use_gpu(w.local_rank);
+        let chosen = std::env::var("HR_RANK_GPU").ok();
+        crate::backend::use_gpu(rank_gpu(chosen.as_deref(), w.local_rank)?);
     }
     Ok(world)
+}
+
+/// The GPU a rank trains on: `HR_RANK_GPU` (every rank on that GPU) when set, else its local
+/// rank.
+fn rank_gpu(chosen: Option<&str>, local_rank: usize) -> anyhow::Result<usize> {
+    match chosen.map(str::trim).filter(|v| !v.is_empty()) {
+        None => Ok(local_rank),
+        Some(v) => v.parse().map_err(|_| {
+            Refused(format!(
+                "HR_RANK_GPU={v:?} is not a GPU index: give a number such as 0 (every rank on \
+                 that GPU), or unset it for a GPU per rank (LOCAL_RANK)"
+            ))
+            .into()
+        }),
+    }
 }
 
 /// The chief meets its workers once the plan is known to spread over them.
@@ -205,5 +222,14 @@ mod tests {
             container_slot_counts: vec![0],
         };
         assert!(layout(None, Some(cpu_trial), 1).is_err());
+    }
+
+    #[test]
+    fn a_rank_trains_on_its_local_rank_unless_hr_rank_gpu_names_one() {
+        assert_eq!(rank_gpu(None, 3).expect("local rank"), 3);
+        assert_eq!(rank_gpu(Some(""), 3).expect("unset"), 3);
+        assert_eq!(rank_gpu(Some("0"), 3).expect("chosen"), 0);
+        let err = rank_gpu(Some("cuda:1"), 3).expect_err("refused");
+        assert!(err.to_string().contains("HR_RANK_GPU=\"cuda:1\""), "{err}");
     }
 }

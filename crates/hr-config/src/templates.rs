@@ -1,6 +1,7 @@
 //! The cluster templates under `cluster/determined/`, built from a profile: the bounded CPU and
 //! GPU commands, the retained zero-GPU shell, the managed CPU lifecycle experiment, and the managed training experiments
-//! (four-step qualification and 256-step main run, for NeMo Gym and OpenEnv).
+//! (four-step qualification, 256-step main run on one GPU and on eight, for NeMo Gym and
+//! OpenEnv).
 
 use std::{collections::BTreeMap, fmt};
 
@@ -56,6 +57,9 @@ pub struct TrainingRun {
     pub max_wall_seconds: u64,
     /// Output folder relative to the checkout; the plan lives in it.
     pub output: String,
+    /// GPUs of the trial, one rank each (`hessian-recipes launch` before `managed-training`
+    /// when more than one; the plan's `parallel.shards` must be a multiple).
+    pub gpus: u32,
 }
 
 impl TrainingRun {
@@ -66,6 +70,7 @@ impl TrainingRun {
             steps: hr_proof::QUALIFICATION_STEPS,
             max_wall_seconds: 2400,
             output: format!("runs/agent-gyms/native-{backend}-qual"),
+            gpus: 1,
         }
     }
 
@@ -85,6 +90,17 @@ impl TrainingRun {
             steps: 256,
             max_wall_seconds: 28800,
             output: format!("runs/agent-gyms/jaif-managed-{backend}-main"),
+            gpus: 1,
+        }
+    }
+
+    /// The main run on `gpus` GPUs of one trial: the same plan, one rank per GPU. The plan's
+    /// shards (`--shards` when the plans are prepared, and its qualification with it) must be a
+    /// multiple of `gpus`; its bits are those of the one-GPU run.
+    pub fn main_on_gpus(backend: Backend, gpus: u32) -> Self {
+        Self {
+            gpus,
+            ..Self::main(backend)
         }
     }
 
@@ -99,10 +115,16 @@ impl TrainingRun {
         profile.in_checkout(&self.plan_file())
     }
 
-    /// The `managed-training` entrypoint (on the trial's GPU).
+    /// The `managed-training` entrypoint (on the trial's GPU; a rank per GPU through the
+    /// binary's launcher when there are several).
     pub fn entrypoint(&self, profile: &ClusterProfile) -> Vec<String> {
-        vec![
-            profile.binary(),
+        let binary = profile.binary();
+        let mut words = Vec::new();
+        if self.gpus > 1 {
+            words.extend([binary.clone(), "launch".to_owned(), "--".to_owned()]);
+        }
+        words.extend([
+            binary,
             "managed-training".to_owned(),
             "--plan".to_owned(),
             self.plan_path(profile),
@@ -114,21 +136,22 @@ impl TrainingRun {
             self.max_wall_seconds.to_string(),
             "--device".to_owned(),
             "cuda".to_owned(),
-        ]
-        .into_iter()
+        ]);
+        if self.gpus > 1 {
+            // The budget counts every GPU's seconds: room for the wall-clock limit on each.
+            words.extend([
+                "--gpu-budget-seconds".to_owned(),
+                (self.max_wall_seconds * u64::from(self.gpus)).to_string(),
+            ]);
+        }
         // Sustained training runs only on its backend's verified qualification proofs.
-        .chain(
-            (self.steps > hr_proof::QUALIFICATION_STEPS)
-                .then(|| {
-                    [
-                        "--proofs".to_owned(),
-                        profile.in_checkout(&format!("runs/agent-gyms/qualify-{}", self.backend)),
-                    ]
-                })
-                .into_iter()
-                .flatten(),
-        )
-        .collect()
+        if self.steps > hr_proof::QUALIFICATION_STEPS {
+            words.extend([
+                "--proofs".to_owned(),
+                profile.in_checkout(&format!("runs/agent-gyms/qualify-{}", self.backend)),
+            ]);
+        }
+        words
     }
 }
 
@@ -348,20 +371,26 @@ pub fn templates(profile: &ClusterProfile) -> Vec<Template> {
         for (kind, run) in [
             ("qual", TrainingRun::managed_qualification(backend)),
             ("main", TrainingRun::main(backend)),
+            ("main-8gpu", TrainingRun::main_on_gpus(backend, 8)),
         ] {
             let file_name = format!("{prefix}-managed-{backend}-{kind}.yaml");
+            let gpus = match run.gpus {
+                1 => String::new(),
+                n => format!(", {n} GPUs"),
+            };
             let mut config = experiment(
                 profile,
                 format!(
-                    "hessian-recipes managed {backend} {kind} ({} steps)",
+                    "hessian-recipes managed {backend} {} ({} steps{gpus})",
+                    if kind == "qual" { "qual" } else { "main" },
                     run.steps
                 ),
                 run.entrypoint(profile),
-                1,
+                run.gpus,
                 run.steps,
                 &EnvPolicy::gpu(),
             );
-            if kind == "main" {
+            if kind != "qual" {
                 // A main plan has an evaluation section: its DEV reward ranks the checkpoints.
                 config.searcher = Searcher::dev_reward(run.steps);
             }

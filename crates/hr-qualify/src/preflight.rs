@@ -375,11 +375,11 @@ fn local_checks(profile: &ClusterProfile, config: Option<&Value>, list: &mut Che
             Err,
         ) {
             Ok(p) => {
-                list.add(
-                    "plan",
-                    Status::Ok,
-                    format!("{plan} ({}, {} steps)", p.name, p.steps),
-                );
+                let slots = config
+                    .pointer("/resources/slots_per_trial")
+                    .and_then(Value::as_u64)
+                    .unwrap_or(1);
+                list.result("plan", plan_spreads(&plan, &p, slots));
                 list.result("inputs", plan_inputs(&p, &view));
             }
             Err(e) => {
@@ -558,6 +558,20 @@ impl TrialView {
 
 /// Every file and folder the plan reads is there for the trial (`view`; resolved as the trial
 /// resolves them: against the plan's folder), the model folder with its `config.json`.
+/// The plan, when its shards spread over the trial's slots (one rank per slot).
+fn plan_spreads(file: &str, plan: &hr_plan::Plan, slots: u64) -> Result<String, String> {
+    let shards = plan.parallel.shards;
+    let ranks = usize::try_from(slots).unwrap_or(usize::MAX);
+    if slots > 1 && !plan.parallel.admits(ranks) {
+        return Err(format!(
+            "{file}: its parallel.shards ({shards}) cannot be shared by the trial's {slots} \
+             ranks (resources.slots_per_trial): set parallel.shards to a multiple of {slots} \
+             (and qualify that plan), or ask for a number of slots that divides {shards}"
+        ));
+    }
+    Ok(format!("{file} ({}, {} steps)", plan.name, plan.steps))
+}
+
 pub(crate) fn plan_inputs(plan: &hr_plan::Plan, view: &TrialView) -> Result<String, String> {
     let inputs = plan.input_paths();
     let missing: Vec<String> = inputs

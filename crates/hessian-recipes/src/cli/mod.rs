@@ -175,7 +175,9 @@ pub(crate) enum Command {
     /// rendezvous for the others); outside one: --nproc ranks on this machine. Each rank gets
     /// torchrun's variables (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK,
     /// GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT), as Determined's torch_distributed launcher
-    /// sets them, and trains on GPU LOCAL_RANK; rank 0 is the chief (Core, the run's files,
+    /// sets them, and trains on GPU LOCAL_RANK (HR_RANK_GPU=I puts every rank on GPU I instead:
+    /// several ranks on one GPU, e.g. to try a data-parallel plan there; each rank holds its own
+    /// copy of the model); rank 0 is the chief (Core, the run's files,
     /// checkpoints), the others step their shards of the plan's `parallel.shards`, which the
     /// ranks must divide. Output lines are prefixed [rank=N]. When a rank fails the others are
     /// killed and launch exits with its status. Example: `hessian-recipes launch --nproc 2 --

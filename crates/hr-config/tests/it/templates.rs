@@ -135,9 +135,55 @@ fn jaif_templates_carry_the_seed_values() -> Result<()> {
             "jaif-managed-cpu.yaml",
             "jaif-managed-nemo-qual.yaml",
             "jaif-managed-nemo-main.yaml",
+            "jaif-managed-nemo-main-8gpu.yaml",
             "jaif-managed-openenv-qual.yaml",
             "jaif-managed-openenv-main.yaml",
+            "jaif-managed-openenv-main-8gpu.yaml",
         ]
     );
+    Ok(())
+}
+
+#[test]
+fn the_eight_gpu_main_run_is_the_main_run_started_as_a_rank_per_gpu() -> Result<()> {
+    let profile = ClusterProfile::jaif();
+    let all = templates(&profile);
+    let value = |name: &str| -> Result<serde_json::Value> {
+        let t = all
+            .iter()
+            .find(|t| t.file_name == name)
+            .with_context(|| format!("{name} is rendered"))?;
+        Ok(t.config.value_and_kind()?.0)
+    };
+    for backend in Backend::ALL {
+        let one = value(&format!("jaif-managed-{backend}-main.yaml"))?;
+        let eight = value(&format!("jaif-managed-{backend}-main-8gpu.yaml"))?;
+        assert_eq!(eight["resources"]["slots_per_trial"], 8);
+        // The same plan, proofs and searcher: only the launcher in front and the slots differ.
+        let words = |v: &serde_json::Value| v["entrypoint"].as_array().cloned().unwrap_or_default();
+        let launcher = [
+            serde_json::json!(profile.binary()),
+            "launch".into(),
+            "--".into(),
+        ];
+        assert_eq!(words(&eight)[..3], launcher);
+        // The budget counts every GPU's seconds: eight times the wall-clock limit.
+        let mut rest = words(&eight)[3..].to_vec();
+        let at = rest
+            .iter()
+            .position(|w| w == "--gpu-budget-seconds")
+            .context("a GPU budget")?;
+        assert_eq!(rest[at + 1], "230400");
+        rest.drain(at..at + 2);
+        assert_eq!(rest, words(&one));
+        for field in [
+            "searcher",
+            "checkpoint_storage",
+            "environment",
+            "max_restarts",
+        ] {
+            assert_eq!(eight[field], one[field], "{field}");
+        }
+    }
     Ok(())
 }
