@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+#[cfg(test)]
+mod docs;
 mod qualify;
 
 pub(crate) use qualify::*;
@@ -931,11 +933,24 @@ mod tests {
             if let Err(e) = Cli::try_parse_from(&args) {
                 panic!("{name}: {args:?} does not parse: {e}");
             }
+            // A rank per GPU: the command each rank runs parses too.
+            if let Some(at) = args
+                .iter()
+                .position(|a| *a == "--")
+                .filter(|_| args[1] == "launch")
+            {
+                let mut rank = args[at + 1..].to_vec();
+                assert!(rank[0].ends_with("/hessian-recipes"), "{name}: {rank:?}");
+                rank[0] = "hessian-recipes";
+                if let Err(e) = Cli::try_parse_from(&rank) {
+                    panic!("{name}: the rank's {rank:?} does not parse: {e}");
+                }
+            }
             parsed += 1;
         }
         assert_eq!(
-            parsed, 5,
-            "the managed CPU and four managed training templates"
+            parsed, 7,
+            "the managed CPU and six managed training templates"
         );
     }
 }
