@@ -12,8 +12,9 @@
 //! [`Launch`] starts one machine's ranks with those variables, as Determined's own launchers do,
 //! prefixing their output and killing the others when one fails.
 //!
-//! Standard library only: no async runtime, no NCCL (whose reductions are not order-stable
-//! across topologies).
+//! The standard library's threads and TCP (with `rustix` for TCP keepalive and `sha2` for the
+//! frames' digests): no async runtime, no NCCL (whose reductions are not order-stable across
+//! topologies).
 //!
 //! # In detail
 //!

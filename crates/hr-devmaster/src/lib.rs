@@ -22,7 +22,8 @@
 //! child of the storage; `max_restarts` is honoured. Without
 //! containers, `shared_fs` storage is presented to trials as a `directory` at the host path.
 //!
-//! It is not a cluster: one machine, no agents, no resource pools, no containers.
+//! It is not a cluster: one machine, no agents, no containers, one workspace and project
+//! (`Uncategorized`, id 1, as on a fresh master) and one resource pool (`default`).
 //!
 //! # In detail
 //!
