@@ -1,7 +1,8 @@
-//! `cargo xtask conformance readme`: the README's JAIF recipe, run as the README writes it. In a
-//! scratch checkout (`target/release/hessian-recipes` the binary CI built, the `local` profile's
-//! templates rendered beside where the JAIF ones live), a devmaster is started with the README's
-//! relative `--state-dir`, and every line of the recipe's block runs from the checkout with
+//! `cargo xtask conformance readme`: the JAIF recipe of the cluster guide ([`RECIPE_FILE`]; it
+//! lived in the README, hence the name), run as the guide writes it. In a scratch checkout
+//! (`target/release/hessian-recipes` the binary CI built, the `local` profile's templates
+//! rendered beside where the JAIF ones live), a devmaster is started with the guide's relative
+//! `--state-dir`, and every line of the recipe's block runs from the checkout with
 //! `HR_PROFILE=local`, relative paths as written, and only what the cluster alone has replaced
 //! ([`SUBSTITUTIONS`], the model). The det lines the commands print are run as printed; the gated
 //! main run must complete and `evaluate` must adopt its checkpoints.
@@ -15,9 +16,12 @@ use anyhow::{Context, Result, bail, ensure};
 use crate::cache::venv;
 use crate::conformance::{DETERMINED, Devmaster, spawn_devmaster, target_dir, tiny_model};
 
+/// The guide that holds the recipe, the cluster build and the devmaster line, relative to the
+/// workspace root.
+const RECIPE_FILE: &str = "docs/cluster.md";
 /// The paragraph whose `sh` block is the recipe.
 const RECIPE: &str = "**Qualifying a backend on the JAIF cluster with a GPU.**";
-/// How the README starts the local master.
+/// How the guide starts the local master.
 const DEVMASTER: &str =
     "hessian-recipes devmaster --listen 127.0.0.1:8080 --state-dir runs/devmaster";
 /// The recipe's model folder on the shared mount.
@@ -32,12 +36,13 @@ const BINARY: &str = "target/release/hessian-recipes";
 /// The steps whose checkpoints the main plan's evaluation adopts.
 const ADOPTED: [u64; 3] = [64, 128, 256];
 
-/// The logical lines of the `sh` block after `marker` in `readme`: `\`-continuations joined,
-/// runs of blanks made one, trailing `# ...` comments kept only on lines of their own.
+/// The logical lines of the `sh` block after `marker` in `readme` (the text of [`RECIPE_FILE`]):
+/// `\`-continuations joined, runs of blanks made one, trailing `# ...` comments kept only on lines
+/// of their own.
 pub(crate) fn recipe_lines(readme: &str, marker: &str) -> Result<Vec<String>> {
     let after = readme
         .split_once(marker)
-        .with_context(|| format!("README.md has no paragraph {marker:?}"))?
+        .with_context(|| format!("{RECIPE_FILE} has no paragraph {marker:?}"))?
         .1;
     let block = after
         .split_once("```sh\n")
@@ -133,15 +138,15 @@ fn wait_for(
     }
 }
 
-/// The README's JAIF recipe on a local devmaster; returns (passed, failed).
+/// The cluster guide's JAIF recipe on a local devmaster; returns (passed, failed).
 pub(crate) fn readme(root: &Path) -> Result<(u64, u64)> {
     let det_venv = venv("venv-determined-0.35.0", &[DETERMINED])?;
     let bin = crate::debug_binaries(root)?;
-    let readme = std::fs::read_to_string(root.join("README.md"))?;
+    let readme = std::fs::read_to_string(root.join(RECIPE_FILE))?;
     let lines = recipe_lines(&readme, RECIPE)?;
     ensure!(
         readme.contains(&format!("`{DEVMASTER}`")),
-        "README.md no longer starts the devmaster as `{DEVMASTER}`; update this case"
+        "{RECIPE_FILE} no longer starts the devmaster as `{DEVMASTER}`; update this case"
     );
     let work = target_dir(root)
         .join("conformance")
@@ -154,7 +159,7 @@ pub(crate) fn readme(root: &Path) -> Result<(u64, u64)> {
     let failed = match rehearse(&det_venv, &checkout, &model, &lines, &mut passed) {
         Ok(()) => 0,
         Err(e) => {
-            println!("FAIL the README's JAIF recipe: {e:#}");
+            println!("FAIL the JAIF recipe of {RECIPE_FILE}: {e:#}");
             1
         }
     };
@@ -179,7 +184,7 @@ fn rehearse(
         println!("ok   {what}");
         *passed += 1;
     };
-    // The README's devmaster line, from the checkout, on a free port.
+    // The guide's devmaster line, from the checkout, on a free port.
     let mut devmaster = Command::new(checkout.join(BINARY));
     devmaster
         .args(DEVMASTER.replace(":8080", ":0").split(' ').skip(1))
@@ -276,7 +281,7 @@ fn rehearse(
     }
     ensure!(
         prepared.is_empty(),
-        "the README's block lacks what --prepare printed: {prepared:?}"
+        "the recipe's block in {RECIPE_FILE} lacks what --prepare printed: {prepared:?}"
     );
     ensure!(
         experiment.is_some(),
@@ -405,13 +410,13 @@ mod tests {
         Ok(())
     }
 
-    /// The README's route to a cluster binary: its toolchain is the workspace's, and its build
-    /// line names this package, a feature it has and a `CUDARC_CUDA_VERSION` the locked cudarc
-    /// accepts (its build script's list).
+    /// The cluster guide's route to a cluster binary: its toolchain is the workspace's, and its
+    /// build line names this package, a feature it has and a `CUDARC_CUDA_VERSION` the locked
+    /// cudarc accepts (its build script's list).
     #[test]
     fn the_readmes_cluster_build_line_names_what_cargo_and_cudarc_accept() -> Result<()> {
         let root = crate::project_root();
-        let readme = std::fs::read_to_string(root.join("README.md"))?;
+        let readme = std::fs::read_to_string(root.join(RECIPE_FILE))?;
         let lines = recipe_lines(&readme, "**Building on the cluster.**")?;
         let toolchain = lines
             .iter()
@@ -488,7 +493,7 @@ mod tests {
 
     #[test]
     fn the_readme_holds_the_recipe_this_case_runs() -> Result<()> {
-        let readme = std::fs::read_to_string(crate::project_root().join("README.md"))?;
+        let readme = std::fs::read_to_string(crate::project_root().join(RECIPE_FILE))?;
         let lines = recipe_lines(&readme, RECIPE)?;
         for needle in [
             "cargo xtask qualify nemo --prepare",

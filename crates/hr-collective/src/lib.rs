@@ -12,8 +12,24 @@
 //! [`Launch`] starts one machine's ranks with those variables, as Determined's own launchers do,
 //! prefixing their output and killing the others when one fails.
 //!
-//! Standard library only: no async runtime, no NCCL (whose reductions are not order-stable
-//! across topologies).
+//! The standard library's threads and TCP (with `rustix` for TCP keepalive and `sha2` for the
+//! frames' digests): no async runtime, no NCCL (whose reductions are not order-stable across
+//! topologies).
+//!
+//! # In detail
+//!
+//! `World::from_env`: who this process is, from torchrun's variables (`RANK`, `WORLD_SIZE`,
+//! `LOCAL_RANK`, `MASTER_ADDR`) and the port `INTER_TRAIN_PROCESS_COMM_PORT_1` (torchrun's store
+//! holds `MASTER_PORT` under Determined's launcher) else `MASTER_PORT`. `Star`: an all-gather
+//! through the chief, the only rank that listens (on the one port Determined exposes between a
+//! trial's containers; a connection that does not greet as a rank is dropped); every frame carries
+//! a sequence number, its sender's rank and the sha256 of its bytes, bounded before allocation
+//! (`frame.rs`), so a lost or corrupted message is an error and a dead rank fails the others at
+//! their next exchange (TCP keepalive ends a connection whose host is gone). A ring would halve the
+//! chief's traffic; LoRA-sized buffers did not need it yet. `Launch` starts one machine's ranks
+//! with those variables, prefixes their lines `[rank=N]` and kills the others when one fails
+//! (Determined's `4_distributed` launcher's contract). No NCCL: its reductions are not order-stable
+//! across topologies, and all-gather plus a fixed fold needs none.
 
 mod frame;
 mod launch;

@@ -6,6 +6,38 @@
 //!
 //! This crate is pure and synchronous: it does no network I/O, knows nothing about a running
 //! master, and never depends on burn. Its only file access is reading a config to check it.
+//!
+//! # In detail
+//!
+//! Determined 0.35 configs as types (`ExperimentConfig`, `CommandConfig` and their shared parts),
+//! the cluster profiles (`jaif`, `local`; `jaif` pins one image, `JAIF_IMAGE`, for every job), the
+//! environment defaults (`EnvPolicy`), the bounded command builder (`BoundedCommand`: `timeout`
+//! around `bash -lc 'cd CHECKOUT && exec ...'`, optionally making a fresh evidence folder first and
+//! teeing the program's output into its `command.log`), the templates (`templates()`: the CPU and
+//! GPU commands, the zero-GPU shell, the managed experiments, the main run on one GPU and on eight
+//! through the binary's launcher; `TrainingRun`), YAML rendering and parsing, and validation:
+//!
+//! - `schema/`: Determined's expconf JSON schemas, copied with their LICENSE into `schemas/` and
+//!   embedded at build time, and a validator for the draft-07 subset they use plus Determined's
+//!   custom keywords (`optionalRef`, `union`, `checks`, `compareProperties`, `disallowProperties`,
+//!   `eventuallyRequired`, `eventually`) with the master's two phases (sanity, completeness) and
+//!   its error rendering (`<config>.a.b[0]: message`). Determined's shared test cases
+//!   (`test_data/test_cases/v0`) are its test vectors. Commands have no schema in Determined; ours
+//!   (`schemas/hessian-recipes/command.json`) mirrors the Go `model.CommandConfig`.
+//! - `finding.rs`: `ConfigKind` (experiment, command, shell: a command config in a file named
+//!   `*shell.yaml`, or `--kind shell`) and `Finding`, which `check.rs` (schema phase, then rules)
+//!   and `rules.rs` share.
+//! - `rules.rs`: the mistakes the schema lets through (slot field names, `max_length`), and the
+//!   house rules (`work_dir` in the shared mount, unbounded commands, a shell that holds a GPU,
+//!   environment defaults), problems in a config of ours and `Finding::note`s, listed after the
+//!   problems, in any other.
+//! - `storage.rs`: the one resolver of where a `checkpoint_storage` keeps its folders
+//!   (`CheckpointStorage::from_expconf(..).folder(StorageView::{Container, Host})`), as
+//!   Determined's harness computes it: `storage_path` joined to `host_path` and normalised must
+//!   stay under it (refused naming the field otherwise), then placed under `/determined_shared_fs`
+//!   in a container or `host_path` on the host; `directory` is its `container_path`. `hr-core` (a
+//!   trial's storage), the devmaster (its trials' folders, and the refusal at creation) and
+//!   `evaluate --resume ID` all call it.
 
 mod bounded;
 mod check;

@@ -6,6 +6,16 @@
 //! This crate knows nothing about models, tensors, Determined or the network: a policy is anything
 //! that turns a prompt into text. Checkpoint evaluation plugs a real policy in behind the same
 //! trait; the scoring and reports stay the same.
+//!
+//! # In detail
+//!
+//! The authored suites (`suites/*.jsonl`, embedded), the one scoring rule that training rewards and
+//! evaluation share (`score.rs`: the number after the last GSM8K `####`, else the last number, with
+//! thousands separators and signs; the first `<tool_call>` JSON; property-tested), the `Policy`
+//! trait (`respond_all` lets a model answer a suite in one batch) with the scripted `FixturePolicy`
+//! (`fixtures/fixture-policy.jsonl`, some answers wrong on purpose), the report renderer
+//! (`results.jsonl`, `report.json`, `report.md`), and `seal_demo`, which seals the demo's reports
+//! in its folder as one snapshot (`hr-seal`) bound to the suites' digests and the policy.
 
 mod demo;
 mod error;

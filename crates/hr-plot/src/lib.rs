@@ -4,6 +4,14 @@
 //! above the data (never over the title or a curve), value labels on bars, and XML-escaped
 //! text. The binary's reports and `cargo xtask results` draw every plot through here, so a run's
 //! curves and a comparison with TRL look alike.
+//!
+//! # In detail
+//!
+//! `line_svg` (curves against the step, each with an optional shaded band) and `bars_svg` (groups
+//! of labelled bars) as standalone SVG strings, with plotters' SVG backend: ticks and a light grid,
+//! a y axis from 0 wherever no value is negative, tick decimals that follow the span, the legend in
+//! headroom above the data, escaped text. The binary's training and evaluation reports and `cargo
+//! xtask results` draw through it.
 
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};

@@ -4,6 +4,40 @@
 //! can be re-checked later against the sealed snapshots it names.
 //!
 //! Pure data and local files: it knows nothing about Determined's API or about tensors.
+//!
+//! # In detail
+//!
+//! Per-step evidence (state digest, checkpoint UUID, manifest digest, allocation) of a reference
+//! run and a resumed run, their comparison (equal, or the first divergent step and field), and
+//! `proof.json` (create-only) binding the source and the Core implementation.
+//!
+//! `device.rs`: `Device`, what ran the tensors (kind `cpu`, `cuda` or `vulkan`; the CPU's
+//! architecture and GEMM vector class, the GPU's name or the Vulkan adapter's; the compute
+//! capability; the locked burn and cubecl versions), which every allocation line records and every
+//! training proof names; `mismatch` compares kind and name.
+//!
+//! `native.rs`: the native qualification's proof (`hessian-recipes/native-proof/v2`) and
+//! `first_divergence`, which reports the first step and the earliest differing field in a fixed
+//! causal order (tasks, tokens, rewards, advantages, adapter, optimizer, trainer state, data
+//! cursor).
+//!
+//! `managed.rs`: the managed training qualification's proof
+//! (`hessian-recipes/managed-training-proof/v2`, with the master's URL and version).
+//!
+//! `run_folder.rs`: `EvidenceLine`, the typed evidence record `hr-train` writes (its fields in key
+//! order, so the lines a manifest seals are the same bytes as before it was typed) and the
+//! qualifications read (unknown or missing fields are an error naming the line; floats compare bit
+//! for bit), and the one reader of a run's evidence stream.
+//!
+//! `allocations.rs`: `AllocationRecord` (`Started` with the pid, restore, deadline, budget and
+//! device; `Ended`; `Refused`), the typed lines of `allocations.jsonl` that `hr-train` writes (same
+//! bytes as the untyped lines before) and `hr-qualify` reads through `read_allocations` (torn last
+//! line left out, a bad line named).
+//!
+//! `layout.rs`: `ProofsDir`, the `--proofs DIR` layout (`native/proof.json`,
+//! `managed/managed-proof.json`) the qualifications write, xtask assembles and the gate reads, and
+//! `QUALIFICATION_STEPS` (4), the seed's qualification length, which the gate, the templates and
+//! `cargo xtask qualify` share.
 
 mod allocations;
 mod control;

@@ -10,6 +10,30 @@
 //!
 //! This crate is synchronous and local: it knows nothing about Determined, the network, or
 //! tensors. Where a snapshot lives and who publishes it is `hr-snapshot`'s business.
+//!
+//! # In detail
+//!
+//! The sealed snapshot format and its commit protocol (`checkpoints.md` §4). A snapshot folder
+//! holds `payload/...` (roles declared by the caller), at most PEFT's two adapter files beside it
+//! (`ROOT_FILES`, listed and hashed like the payload, so a downloaded checkpoint loads in PEFT as
+//! it is), `MANIFEST.json` (schema version, `hash_alg`, run id and writer, step, parent digest,
+//! source binding, config digest, files sorted with size, sha256 and role, evidence prefixes, tool
+//! versions) and `SEAL.dsse.json`, written last: a DSSE envelope over an in-toto Statement v1 whose
+//! one subject is the manifest's sha256, Ed25519-signed when a key is given. `SnapshotWriter`
+//! hashes while writing (constant memory), fsyncs files and folders, and commits create-only: the
+//! snapshot is written in its final folder (a Determined UUID folder, or a local Core context's)
+//! and the seal is linked to its name last, refused when one is there.
+//!
+//! `verify` runs the checks in a fixed order and returns one typed `SealError` per failure (the
+//! file set holds regular files with UTF-8 names only: a link, FIFO or device, even as
+//! `MANIFEST.json`, is refused before it is opened, and so is an empty folder);
+//! `Verified::read_file` re-checks a file's size and sha256 as it reads it, and restore and
+//! `evaluate` load payloads only through it (a file swapped after verification is refused, not
+//! loaded). Which snapshot a run adopts, and in what order snapshots are chained, is
+//! `hr-snapshot`'s and `hr-core`'s business (the Core context's checkpoint list), not this crate's.
+//!
+//! `Stage` hooks are the fault points: the fault tests stop a writer at each and check that nothing
+//! verifies before its seal is linked and that the last good snapshot is untouched.
 
 mod commit;
 mod digest;

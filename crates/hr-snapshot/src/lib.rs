@@ -13,6 +13,21 @@
 //!
 //! Nothing here does network I/O or knows about tensors: `CoreContext` in `hr-core` implements
 //! the trait for real masters.
+//!
+//! # In detail
+//!
+//! The seed's Core snapshot rules as one state machine, `Publisher`, over the `CoreCheckpoints`
+//! trait (checkpoint UUIDs and folders, checkpoint and metrics reports, preemption ack), which
+//! `hr-core` implements on a cluster (the implementation lives there, so this crate links neither
+//! tokio nor reqwest; tidy checks it). Terminal saves are a typestate chain (`Terminal` →
+//! `CleanedUp` → `ServicesStopped` → `TerminalPublished`), so native cleanup, service shutdown, the
+//! one publication and the durable `preempted_at_checkpoint` receipt can only happen in that order,
+//! and only the receipt's token acknowledges preemption. Steps must increase before a UUID is
+//! created; a scheduler-selected terminal checkpoint at the same step is reused, not republished;
+//! restore verifies seal, source, config and step and refuses a selection that differs from the
+//! receipt (`accept_source_change` relaxes only the source check, for `train
+//! --allow-source-change`). `with_rng_preserved` keeps the policy RNG out of Core calls; `Budget`
+//! (deadline, GPU seconds) is sealed state and never renewed.
 
 mod budget;
 mod checkpoints;
