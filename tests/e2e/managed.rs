@@ -759,7 +759,7 @@ fn a_worker_killed_four_times_and_a_crashed_master_still_end_equal_to_the_native
 fn proofs_made_with_relative_folders_hold_from_any_working_folder() {
     let s = setup();
     write_qualification_plan(&s);
-    // As the README's recipe runs them: relative output folders, from the checkout.
+    // As the recipe in docs/cluster.md runs them: relative output folders, from the checkout.
     for (kind, out) in [("native", "runs/q/native"), ("managed", "runs/q/managed")] {
         let run = s.run(&["qualify", kind, "--plan", "qual.json", "--output", out]);
         assert!(run.status.success(), "{}", text(&run).1);

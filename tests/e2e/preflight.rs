@@ -225,7 +225,7 @@ fn a_config_with_every_piece_present_passes_against_the_devmaster() {
     }
 }
 
-/// Real proofs in `runs/agent-gyms/qualify-nemo`, as the README's recipe makes them (relative
+/// Real proofs in `runs/agent-gyms/qualify-nemo`, as the recipe in docs/cluster.md makes them (relative
 /// folders, from the checkout): `qualify native`, then `qualify managed` against `url`.
 fn qualify(s: &Scratch, url: &str) {
     let mut plan = crate::train::plan(4, 1);

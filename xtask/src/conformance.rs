@@ -49,7 +49,7 @@ pub(crate) struct Devmaster(Child);
 /// folder there, and the host's stays empty.
 const INFO_DIR: &str = "/run/determined/info";
 
-/// Starts `hessian-recipes devmaster`, as the README gives it, on a free port with `state` and
+/// Starts `hessian-recipes devmaster`, as docs/cluster.md gives it, on a free port with `state` and
 /// `extra` arguments; returns it and the URL it printed.
 pub(crate) fn start_devmaster(
     binary: &Path,

@@ -70,8 +70,8 @@ Tasks:
               the devmaster against the real determined==0.35.0 client (det CLI, Python and
               Rust Core API trials); the client venv is cached outside the repo
   conformance readme
-              the README's JAIF recipe as written, from a scratch checkout with HR_PROFILE=local,
-              on a devmaster started as the README starts it (--device cpu, the tiny model):
+              docs/cluster.md's JAIF recipe as written, from a scratch checkout with HR_PROFILE=local,
+              on a devmaster started as that guide starts it (--device cpu, the tiny model):
               qualification, the gated 256-step main run to COMPLETED, evaluate
   conformance envs
               the environment bridge against the real OpenEnv server (openenv-core and its

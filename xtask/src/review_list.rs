@@ -17,6 +17,7 @@ pub(crate) const REVIEW_LIST: &[&str] = &[
     "lib.rs",
     "cli/mod.rs",
     "cli/qualify.rs",
+    "cli/docs.rs",
     "backend.rs",
     "logging.rs",
     "output.rs",

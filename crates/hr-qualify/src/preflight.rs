@@ -624,7 +624,7 @@ fn binary_check(binary: &Path, cuda: bool) -> Result<String, String> {
     {
         return Err(format!(
             "{} needs glibc {} but this machine has {}: build it in a shell of the job's image \
-             (README, \"Building on the cluster\")",
+             (docs/cluster.md, \"Building on the cluster\")",
             binary.display(),
             crate::glibc::show(need),
             crate::glibc::show(have)
