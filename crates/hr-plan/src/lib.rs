@@ -24,10 +24,11 @@
 //! range-checked before any work, naming the field (`grpo.beta`, `grpo.num_generations`, ...),
 //! every size with an upper bound (`limits`: episodes a step, generations, iterations, tokens,
 //! turns, drawn tasks, LoRA rank), so nothing a plan sizes is allocated unbounded: `plan.rs` holds
-//! the fields, `load.rs` the parsing (and `Plan::input_paths`, every file and folder a run reads,
-//! which preflight and `managed prepare` check), `validate.rs` the checks, `hparams.rs` a
-//! Determined trial's hyperparameter values written over the plan's `grpo`, `optimizer` and `lora`
-//! fields (`Plan::with_hparams`), `schedule.rs` the checkpoints a run saves and keeps.
+//! the fields (the larger sections in `plan/`), `load.rs` the parsing (and `Plan::input_paths`,
+//! every file and folder a run reads, which preflight and `managed prepare` check), `validate.rs`
+//! the checks (a section's own in `validate/`), `hparams.rs` a Determined trial's hyperparameter
+//! values written over the plan's `grpo`, `optimizer` and `lora` fields (`Plan::with_hparams`),
+//! `schedule.rs` the checkpoints a run saves and keeps.
 //!
 //! `vocabulary.rs` owns the words the plan shares with the trainer and the environments
 //! (`ScaleRewards`, `LossType`, `Decay`, `PromptFormat`, `FixtureKind`, `Dtype`); `hr-grpo` and
