@@ -29,6 +29,7 @@ mod python;
 mod qualify_backend;
 mod results;
 mod review_list;
+mod sizes;
 mod tidy;
 mod vulkan;
 
