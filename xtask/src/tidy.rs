@@ -5,7 +5,7 @@
 //! layering invariants of ARCHITECTURE.md); inside each crate, xtask included, the top-level
 //! modules depend on each other one way (`cycles.rs`); the binary holds only the files on its
 //! review list (`review_list.rs`); no file is over 650 lines and no function over 150
-//! (`sizes.rs`).
+//! (`sizes.rs`); the crates that read configs, plans and tasks never link ed25519.
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +36,10 @@ const NETWORK_FREE_CRATES: &[&str] = &[
     "hr-policy",
     "hr-grpo",
 ];
+
+/// Crates that never link the signing code (ed25519): what reads configs, plans and tasks needs
+/// no keys.
+const KEYLESS_CRATES: &[&str] = &["hr-config", "hr-plan", "hr-eval", "hr-env"];
 
 pub(crate) fn run(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
@@ -89,6 +93,11 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         if !TENSOR_CRATES.contains(&name.as_str()) && depends_on(&name, "burn")? {
             problems.push(format!(
                 "{name} depends on burn; only {TENSOR_CRATES:?} may"
+            ));
+        }
+        if KEYLESS_CRATES.contains(&name.as_str()) && depends_on(&name, "ed25519-dalek")? {
+            problems.push(format!(
+                "{name} links the signing code (ed25519-dalek); {KEYLESS_CRATES:?} must not"
             ));
         }
         if NETWORK_FREE_CRATES.contains(&name.as_str()) {
