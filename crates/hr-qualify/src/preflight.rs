@@ -372,8 +372,6 @@ impl TrialView {
     }
 }
 
-/// Every file and folder the plan reads is there for the trial (`view`; resolved as the trial
-/// resolves them: against the plan's folder), the model folder with its `config.json`.
 /// The plan, when its shards spread over the trial's slots (one rank per slot).
 fn plan_spreads(file: &str, plan: &hr_plan::Plan, slots: u64) -> Result<String, String> {
     let shards = plan.parallel.shards;
@@ -381,13 +379,17 @@ fn plan_spreads(file: &str, plan: &hr_plan::Plan, slots: u64) -> Result<String, 
     if slots > 1 && !plan.parallel.admits(ranks) {
         return Err(format!(
             "{file}: its parallel.shards ({shards}) cannot be shared by the trial's {slots} \
-             ranks (resources.slots_per_trial): set parallel.shards to a multiple of {slots} \
-             (and qualify that plan), or ask for a number of slots that divides {shards}"
+             ranks (resources.slots_per_trial): set parallel.shards to a multiple of {slots} (a \
+             power of two that divides grpo.tasks_per_step; `cargo xtask qualify BACKEND \
+             --prepare --shards N` writes such plans) and qualify that plan, or ask for a number \
+             of slots that divides {shards}"
         ));
     }
     Ok(format!("{file} ({}, {} steps)", plan.name, plan.steps))
 }
 
+/// Every file and folder the plan reads is there for the trial (`view`; resolved as the trial
+/// resolves them: against the plan's folder), the model folder with its `config.json`.
 pub(crate) fn plan_inputs(plan: &hr_plan::Plan, view: &TrialView) -> Result<String, String> {
     let inputs = plan.input_paths();
     let missing: Vec<String> = inputs

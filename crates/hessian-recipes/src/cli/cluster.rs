@@ -64,9 +64,10 @@ pub(crate) struct ManagedRunArgs {
     /// restarts never renew it.
     #[arg(long)]
     pub(crate) max_wall_seconds: u64,
-    /// Device-seconds the run may use over all its allocations (default: eight hours).
-    #[arg(long, default_value_t = 28_800)]
-    pub(crate) gpu_budget_seconds: u64,
+    /// Device-seconds the run may use over all its allocations, every GPU's seconds counted
+    /// (default: eight hours on each of the trial's GPUs).
+    #[arg(long)]
+    pub(crate) gpu_budget_seconds: Option<u64>,
     /// The qualification of this run (`cargo xtask qualify BACKEND`'s output: native/proof.json
     /// and managed/managed-proof.json), required for plans longer than four steps: both proofs
     /// are re-verified and must be equal, of this backend, plan family and binary.
@@ -78,6 +79,13 @@ pub(crate) struct ManagedRunArgs {
 }
 
 impl ManagedRunArgs {
+    /// The device-seconds budget of a run on `gpus` GPUs: `--gpu-budget-seconds`, else eight
+    /// hours on each.
+    pub(crate) fn gpu_budget(&self, gpus: usize) -> u64 {
+        self.gpu_budget_seconds
+            .unwrap_or_else(|| 28_800 * u64::try_from(gpus.max(1)).unwrap_or(u64::MAX / 28_800))
+    }
+
     /// Both limits at least 1 and, for `plan` on `target`, proofs that admit it or an explicit
     /// `--unqualified` (`hr_qualify::gate::require`).
     pub(crate) fn admit(
@@ -86,7 +94,7 @@ impl ManagedRunArgs {
         source: &hr_seal::SourceBinding,
         target: &hr_qualify::gate::Target<'_>,
     ) -> anyhow::Result<()> {
-        if self.max_wall_seconds == 0 || self.gpu_budget_seconds == 0 {
+        if self.max_wall_seconds == 0 || self.gpu_budget_seconds == Some(0) {
             return Err(crate::Refused(
                 "--max-wall-seconds and --gpu-budget-seconds must be at least 1".to_owned(),
             )
