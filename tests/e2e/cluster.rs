@@ -41,12 +41,12 @@ fn check_accepts_the_committed_templates() {
             args.push(path.display().to_string());
         }
     }
-    assert_eq!(args.len(), 10, "eight templates expected");
+    assert_eq!(args.len(), 12, "ten templates expected");
     let s = Scratch::new();
     let refs: Vec<&str> = args.iter().map(String::as_str).collect();
     let out = s.run(&refs);
     assert!(out.status.success(), "{:?}", text(&out));
-    assert_eq!(text(&out).0.matches(": ok (").count(), 8);
+    assert_eq!(text(&out).0.matches(": ok (").count(), 10);
     assert!(
         text(&out).0.contains("jaif-shell.yaml: ok (shell)"),
         "{:?}",

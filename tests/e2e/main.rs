@@ -1,5 +1,6 @@
 //! End-to-end tests: the real `hessian-recipes` binary, driven as a user drives it.
 
+mod budget;
 mod cluster;
 mod dataset;
 mod demo;
@@ -13,6 +14,8 @@ mod model;
 mod model_gguf;
 mod parallel;
 mod preflight;
+mod prepare;
 mod qualify;
+mod restore;
 mod signing;
 mod train;

@@ -29,6 +29,7 @@ mod python;
 mod qualify_backend;
 mod results;
 mod review_list;
+mod sizes;
 mod tidy;
 mod vulkan;
 
@@ -98,10 +99,11 @@ Tasks:
               the plan (default plans/native-tiny.json on the tiny test model) uninterrupted, then
               stopped after step 2 and resumed in a new process; writes runs/NAME/proof.json
   qualify openenv|nemo [--output runs/NAME] [--model DIR] [--master URL] [--device cpu|cuda]
-                       [--dtype f32|f16|bf16] [--server DIR] [--app MODULE:APP]
+                       [--dtype f32|f16|bf16] [--shards S] [--server DIR] [--app MODULE:APP]
                        [--tasks FILE --dev-tasks FILE --held-out-tasks FILE] [--prepare]
               the backend's four-step plan (tiny test model unless --model; its base in bf16
-              with --device cuda unless --dtype says otherwise, else f32) against its real
+              with --device cuda unless --dtype says otherwise, else f32; --shards S: S
+              shards of one prompt group each, for a main run on S GPUs or a divisor) against its real
               server (installed as for conformance envs), with the release binary's
               `qualify openenv|nemo`: qualify native (stopped after step 2, resumed in a new
               process) into runs/NAME/native/proof.json, then qualify managed (a trial on a

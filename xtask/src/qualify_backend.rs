@@ -167,7 +167,7 @@ pub(crate) fn qualify_backend(
         "plan",
         &environment,
         &grpo,
-        hr_proof::QUALIFICATION_STEPS,
+        hr_plan::QUALIFICATION_STEPS,
     )?;
     let mut value: serde_json::Value = serde_json::from_slice(&std::fs::read(&plan)?)?;
     if let Some(model) = model {

@@ -17,6 +17,8 @@ pub(crate) const REVIEW_LIST: &[&str] = &[
     "lib.rs",
     "cli/mod.rs",
     "cli/qualify.rs",
+    "cli/cluster.rs",
+    "cli/model.rs",
     "cli/docs.rs",
     "backend.rs",
     "logging.rs",

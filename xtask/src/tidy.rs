@@ -4,7 +4,8 @@
 //! crates nor the tensor libraries reach tokio, reqwest or axum (checked with `cargo tree -i`, the
 //! layering invariants of ARCHITECTURE.md); inside each crate, xtask included, the top-level
 //! modules depend on each other one way (`cycles.rs`); the binary holds only the files on its
-//! review list (`review_list.rs`).
+//! review list (`review_list.rs`); no file is over 650 lines and no function over 150
+//! (`sizes.rs`); the crates that read configs, plans and tasks never link ed25519.
 
 use std::path::{Path, PathBuf};
 
@@ -36,6 +37,10 @@ const NETWORK_FREE_CRATES: &[&str] = &[
     "hr-grpo",
 ];
 
+/// Crates that never link the signing code (ed25519): what reads configs, plans and tasks needs
+/// no keys.
+const KEYLESS_CRATES: &[&str] = &["hr-config", "hr-plan", "hr-eval", "hr-env"];
+
 pub(crate) fn run(root: &Path) -> Result<()> {
     let mut problems = Vec::new();
     let crates = crate_dirs(root)?;
@@ -54,6 +59,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
     for top in ["crates", "xtask", "tests"] {
         for file in rust_files(&root.join(top))? {
             let text = std::fs::read_to_string(&file)?;
+            problems.extend(crate::sizes::problems(&rel(root, &file), &text));
             for (i, line) in text.lines().enumerate() {
                 // Built from pieces so this file does not flag itself.
                 for banned in [
@@ -89,6 +95,11 @@ pub(crate) fn run(root: &Path) -> Result<()> {
                 "{name} depends on burn; only {TENSOR_CRATES:?} may"
             ));
         }
+        if KEYLESS_CRATES.contains(&name.as_str()) && depends_on(&name, "ed25519-dalek")? {
+            problems.push(format!(
+                "{name} links the signing code (ed25519-dalek); {KEYLESS_CRATES:?} must not"
+            ));
+        }
         if NETWORK_FREE_CRATES.contains(&name.as_str()) {
             for io in ["tokio", "reqwest", "axum"] {
                 if depends_on(&name, io)? {
@@ -107,7 +118,7 @@ pub(crate) fn run(root: &Path) -> Result<()> {
         );
     }
     eprintln!(
-        "tidy: {} crates, docs, test attributes, layering and the binary's review list ok",
+        "tidy: {} crates, docs, test attributes, sizes, layering and the binary's review list ok",
         crates.len()
     );
     Ok(())

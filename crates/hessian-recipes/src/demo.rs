@@ -1,5 +1,5 @@
 //! `hessian-recipes demo`: runs the authored suites with the scripted policy, shows progress,
-//! has `hr_eval::seal_demo` seal the output folder and prints the scores.
+//! has `hr_assess::seal_demo` seal the output folder and prints the scores.
 
 use std::{
     io::{IsTerminal, Write},
@@ -8,7 +8,8 @@ use std::{
 };
 
 use anyhow::Context;
-use hr_eval::{FixturePolicy, ReportMeta, builtin_suites, evaluate, seal_demo};
+use hr_assess::seal_demo;
+use hr_eval::{FixturePolicy, ReportMeta, builtin_suites, evaluate};
 
 use crate::{cli::DemoArgs, output};
 

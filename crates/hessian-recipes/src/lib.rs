@@ -30,7 +30,7 @@
 //! `hr_collective::Launch`; and how `train` and `managed-training` start as a rank: the chief meets
 //! its workers once the plan's shards divide among them, a worker runs `hr_train::work`, GPU
 //! `LOCAL_RANK` or `HR_RANK_GPU`), and per command a file that parses, calls a library and prints:
-//! `demo.rs` (`hr_eval::seal_demo` seals its output), `qualify.rs` (`qualify cpu`, `managed-trial
+//! `demo.rs` (`hr_assess::seal_demo` seals its output), `qualify.rs` (`qualify cpu`, `managed-trial
 //! cpu`, `proof verify`), `qualify_native.rs`, `qualify_managed.rs` (also `qualify openenv|nemo`),
 //! `qualify_soak.rs`, `evaluate.rs`, `train.rs`, `check.rs` (`check`: `hr_train::check` loads the
 //! weights, fits LoRA, starts the environment and calls each batch reward once, writing nothing),

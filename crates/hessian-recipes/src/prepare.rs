@@ -44,7 +44,7 @@ pub(crate) fn run(args: &PrepareArgs) -> anyhow::Result<ExitCode> {
             output: out.clone(),
             device: args.device.flag().to_owned(),
             max_wall_seconds: args.run.max_wall_seconds,
-            gpu_budget_seconds: args.run.gpu_budget_seconds,
+            gpu_budget_seconds: args.run.gpu_budget(args.slots),
             proofs,
             unqualified: args.run.unqualified,
             search,

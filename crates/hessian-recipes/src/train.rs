@@ -254,7 +254,7 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
             stop_after_step: None,
             control: None,
             max_wall_seconds: Some(args.run.max_wall_seconds),
-            device_seconds_budget: Some(args.run.gpu_budget_seconds),
+            device_seconds_budget: Some(args.run.gpu_budget(ranks.count())),
             kill_during_save: hr_train::fault_point("HR_FAULT_KILL_AT").map_err(exit_error)?,
             hold_for_preemption: hr_train::fault_points("HR_FAULT_HOLD_AT").map_err(exit_error)?,
             clock_ahead_s: hr_train::fault_clock_ahead().map_err(exit_error)?,

@@ -4,7 +4,8 @@
 //! scores each on DEV, selects one, and assesses it, the base model and any compared adapters
 //! (e.g. TRL's) on the same HELD-OUT episodes and MGSM items; [`write_evaluation`] writes and
 //! seals the report with its plots. The training report of a run ([`write_report`], its plots
-//! [`training_plots`]) lives here too, since the evaluation shows it.
+//! [`training_plots`]) lives here too, since the evaluation shows it, and the CPU demo's seal
+//! ([`seal_demo`]), so `hr-eval` links no signing code.
 //!
 //! Generic over the Burn backend, as the policy it samples; the binary picks the backend. It
 //! trains nothing: the environment, the plan's trainer settings and the checkpoint payload's
@@ -56,6 +57,7 @@
 
 mod adopt;
 mod assess;
+mod demo;
 mod error;
 mod evaluation;
 mod listing;
@@ -69,6 +71,7 @@ pub use assess::{
     Assessment, CheckpointScore, ComparedScore, Comparison, RETENTION_SKIPPED, Retention,
     SELECTION_RULE, assess, check_disjoint,
 };
+pub use demo::seal_demo;
 pub use error::ReportError;
 pub use evaluation::{EvaluationFlags, RetentionFlag, evaluation, parse_solved, with_flags};
 pub use report::{SERVICE_LOG, write_evaluation};

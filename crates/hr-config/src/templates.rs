@@ -67,7 +67,7 @@ impl TrainingRun {
     pub fn native_qualification(backend: Backend) -> Self {
         Self {
             backend,
-            steps: hr_proof::QUALIFICATION_STEPS,
+            steps: hr_plan::QUALIFICATION_STEPS,
             max_wall_seconds: 2400,
             output: format!("runs/agent-gyms/native-{backend}-qual"),
             gpus: 1,
@@ -145,7 +145,7 @@ impl TrainingRun {
             ]);
         }
         // Sustained training runs only on its backend's verified qualification proofs.
-        if self.steps > hr_proof::QUALIFICATION_STEPS {
+        if self.steps > hr_plan::QUALIFICATION_STEPS {
             words.extend([
                 "--proofs".to_owned(),
                 profile.in_checkout(&format!("runs/agent-gyms/qualify-{}", self.backend)),

@@ -228,18 +228,12 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
     let _ = std::fs::create_dir_all(log.parent().unwrap_or(Path::new(".")));
     let config = trial_config(&exp.config);
     let Some(argv) = entrypoint(&config) else {
-        let next = fail_trial(&mut state, trial_id, "the config has no entrypoint", &log);
-        master.persist(state);
-        allocate_all(master, next);
-        return;
+        return fail_and_go_on(master, state, trial_id, "the config has no entrypoint", &log);
     };
     if let InfoView::Unavailable(why) = &master.info_view
         && runs_python(&argv)
     {
-        let next = fail_trial(&mut state, trial_id, why, &log);
-        master.persist(state);
-        allocate_all(master, next);
-        return;
+        return fail_and_go_on(master, state, trial_id, why, &log);
     }
     // With one shared info folder, a trial waits (active, unallocated) for the one holding it.
     if !master.info_view.take_turn(trial_id) {
@@ -270,16 +264,7 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
     } else {
         trial.hparams.clone()
     };
-    // Unique among the live allocations (this function holds the state lock, so no other
-    // allocation picks ports meanwhile); they are free again when the allocation leaves.
-    let ports = {
-        let taken = master
-            .allocs()
-            .values()
-            .flat_map(|a| a.ports.iter().copied())
-            .collect();
-        crate::info::unique_ports(&taken)
-    };
+    let ports = free_ports(master);
     let alloc = Allocation {
         master_url: &master.url,
         cluster_id: &state.cluster_id,
@@ -319,13 +304,10 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
     let mut child = match child {
         Ok(c) => c,
         Err(e) => {
-            let next = fail_trial(
-                &mut state,
-                trial_id,
-                &format!("cannot start {argv:?}: {e}"),
-                &log,
-            );
+            let why = format!("cannot start {argv:?}: {e}");
+            let next = fail_trial(&mut state, trial_id, &why, &log);
             master.persist(state);
+            // After the state lock is let go: the next trial's allocation takes it.
             hand_on_turn(master, trial_id);
             allocate_all(master, next);
             return;
@@ -358,6 +340,31 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
         let status = child.wait().await;
         on_exit(&master, trial_id, run_id, status.ok());
     });
+}
+
+/// The allocation's ports (`C10D_PORT`, `INTER_TRAIN_PROCESS_COMM_PORT_1`, ...): unique among
+/// the live allocations (the caller holds the state lock, so no other allocation picks ports
+/// meanwhile); they are free again when the allocation leaves.
+fn free_ports(master: &Master) -> Vec<(&'static str, u16)> {
+    let taken = master
+        .allocs()
+        .values()
+        .flat_map(|a| a.ports.iter().copied())
+        .collect();
+    crate::info::unique_ports(&taken)
+}
+
+/// A trial that cannot start fails (`why` in its log), and the trials waiting on it go on.
+fn fail_and_go_on(
+    master: &Arc<Master>,
+    mut state: std::sync::MutexGuard<'_, MasterState>,
+    trial_id: i32,
+    why: &str,
+    log: &Path,
+) {
+    let next = fail_trial(&mut state, trial_id, why, log);
+    master.persist(state);
+    allocate_all(master, next);
 }
 
 /// An allocation ended: decide the trial's fate as the master does.

@@ -1,6 +1,6 @@
 //! The crate's error type.
 
-/// Everything that can go wrong while loading suites, answering, or writing and sealing reports.
+/// Everything that can go wrong while loading suites or answering.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// A suite or fixture line is malformed.
@@ -21,7 +21,4 @@ pub enum Error {
     /// A model policy failed to answer.
     #[error("the policy failed: {0}")]
     Policy(String),
-    /// The demo's reports could not be sealed.
-    #[error(transparent)]
-    Seal(#[from] hr_seal::SealError),
 }

@@ -1,7 +1,7 @@
 //! Evaluation: the authored task suites (arithmetic word problems, tool-call formatting, an
 //! MGSM-format multilingual math set), the scoring rules that judge a policy's answers, the
 //! [`Policy`] interface with the deterministic [`FixturePolicy`] of the CPU demo, and the reports
-//! (`results.jsonl`, `report.json`, `report.md`), and the demo's sealed output ([`seal_demo`]).
+//! (`results.jsonl`, `report.json`, `report.md`).
 //!
 //! This crate knows nothing about models, tensors, Determined or the network: a policy is anything
 //! that turns a prompt into text. Checkpoint evaluation plugs a real policy in behind the same
@@ -14,10 +14,9 @@
 //! thousands separators and signs; the first `<tool_call>` JSON; property-tested), the `Policy`
 //! trait (`respond_all` lets a model answer a suite in one batch) with the scripted `FixturePolicy`
 //! (`fixtures/fixture-policy.jsonl`, some answers wrong on purpose), the report renderer
-//! (`results.jsonl`, `report.json`, `report.md`), and `seal_demo`, which seals the demo's reports
-//! in its folder as one snapshot (`hr-seal`) bound to the suites' digests and the policy.
+//! (`results.jsonl`, `report.json`, `report.md`). The demo's seal is `hr-assess`'s, so this crate,
+//! which the environments read, links no signing code.
 
-mod demo;
 mod error;
 mod policy;
 mod report;
@@ -25,7 +24,6 @@ mod run;
 mod score;
 mod suite;
 
-pub use demo::seal_demo;
 pub use error::Error;
 pub use policy::{FixturePolicy, Policy};
 pub use report::{ReportMeta, render_reports};

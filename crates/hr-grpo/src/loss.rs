@@ -17,163 +17,12 @@
 use burn::tensor::activation::sigmoid;
 use burn::tensor::backend::Backend;
 use burn::tensor::{Tensor, TensorData};
-use serde::{Deserialize, Serialize};
 
-use crate::entropy_control::AdaptiveEntropy;
 use crate::{GrpoError, ImportanceSamplingLevel, LossType};
 
-/// The loss hyper-parameters, under TRL's names and with its defaults.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LossConfig {
-    /// Lower clip ε (TRL `epsilon`, 0.2).
-    pub epsilon_low: f64,
-    /// Upper clip ε (TRL `epsilon_high`; DAPO recommends 0.28; `cispo`'s ε_max, 5 recommended).
-    pub epsilon_high: f64,
-    /// KL weight β; 0 (TRL's default) skips the reference entirely.
-    pub beta: f64,
-    /// The objective and its aggregation.
-    pub loss_type: LossType,
-    /// The completion length cap, the `dr_grpo` denominator.
-    pub max_completion_length: usize,
-    /// Per-token or per-sequence importance weights.
-    pub importance_sampling_level: ImportanceSamplingLevel,
-    /// Two-sided clipping (INTELLECT-2): the unclipped weight is capped at δ (> 1 + ε_high).
-    pub delta: Option<f64>,
-    /// Multiply the KL term by the importance weight (DeepSeek-V3.2's unbiased estimator).
-    pub use_bias_correction_kl: bool,
-    /// `sapo`'s gate temperature for tokens with positive advantage.
-    pub sapo_temperature_pos: f64,
-    /// `sapo`'s gate temperature for the others.
-    pub sapo_temperature_neg: f64,
-    /// `vespo`'s Gamma weighting: power k and decay λ for A ≥ 0 and for A < 0.
-    pub vespo: Vespo,
-    /// Off-policy sequence masking (DeepSeek-V3.2): a sequence with A < 0 whose mean
-    /// `logπ_old − logπ` exceeds this is left out of the loss.
-    pub off_policy_mask_threshold: Option<f64>,
-    /// Keep only the top `ρ` quantile of tokens by entropy in the loss (1 keeps all).
-    pub top_entropy_quantile: f64,
-    /// Weight of the entropy bonus (0: none); under adaptive control, the coefficient this
-    /// update applies ([`crate::EntropyControl::applied`]).
-    pub entropy_coef: f64,
-    /// Adaptive entropy control's settings: the bonus is then on even while its coefficient is
-    /// 0, so `policy_loss` is reported, as TRL reports it.
-    #[serde(default)]
-    pub adaptive_entropy: Option<AdaptiveEntropy>,
-}
+mod config;
 
-/// `vespo`'s Gamma weighting `φ(w) = e^λ·w^k·e^{−λw}`, its parameters by the advantage's sign.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Vespo {
-    /// k for A ≥ 0.
-    pub k_pos: f64,
-    /// λ for A ≥ 0.
-    pub lambda_pos: f64,
-    /// k for A < 0.
-    pub k_neg: f64,
-    /// λ for A < 0.
-    pub lambda_neg: f64,
-}
-
-impl Default for Vespo {
-    fn default() -> Self {
-        Self {
-            k_pos: 2.0,
-            lambda_pos: 3.0,
-            k_neg: 3.0,
-            lambda_neg: 2.0,
-        }
-    }
-}
-
-impl Default for LossConfig {
-    fn default() -> Self {
-        Self {
-            epsilon_low: 0.2,
-            epsilon_high: 0.2,
-            beta: 0.0,
-            loss_type: LossType::Dapo,
-            max_completion_length: 256,
-            importance_sampling_level: ImportanceSamplingLevel::Token,
-            delta: None,
-            use_bias_correction_kl: true,
-            sapo_temperature_pos: 1.0,
-            sapo_temperature_neg: 1.05,
-            vespo: Vespo::default(),
-            off_policy_mask_threshold: None,
-            top_entropy_quantile: 1.0,
-            entropy_coef: 0.0,
-            adaptive_entropy: None,
-        }
-    }
-}
-
-impl LossConfig {
-    /// Checks ranges, naming the field.
-    pub fn validate(&self) -> Result<(), GrpoError> {
-        let check = |field: &'static str, v: f64, ok: bool, accepted: &str| {
-            if ok && v.is_finite() {
-                Ok(())
-            } else {
-                Err(GrpoError::Config {
-                    field,
-                    message: format!("{v} is out of range: {accepted}"),
-                })
-            }
-        };
-        let (low, high) = (self.epsilon_low, self.epsilon_high);
-        check("epsilon_low", low, low > 0.0 && low < 1.0, "0 < ε_low < 1")?;
-        check("epsilon_high", high, high > 0.0, "ε_high > 0")?;
-        check("beta", self.beta, self.beta >= 0.0, "β ≥ 0")?;
-        if let Some(delta) = self.delta {
-            check(
-                "delta",
-                delta,
-                delta > 1.0,
-                "δ > 1 (TRL recommends δ > 1 + ε_high)",
-            )?;
-        }
-        for (field, t) in [
-            ("sapo_temperature_pos", self.sapo_temperature_pos),
-            ("sapo_temperature_neg", self.sapo_temperature_neg),
-        ] {
-            check(field, t, t > 0.0, "> 0")?;
-        }
-        let v = self.vespo;
-        for (field, x) in [
-            ("vespo_k_pos", v.k_pos),
-            ("vespo_lambda_pos", v.lambda_pos),
-            ("vespo_k_neg", v.k_neg),
-            ("vespo_lambda_neg", v.lambda_neg),
-        ] {
-            check(field, x, x >= 0.0, "≥ 0")?;
-        }
-        if let Some(t) = self.off_policy_mask_threshold {
-            check("off_policy_mask_threshold", t, t > 0.0, "> 0 (e.g. 0.5)")?;
-        }
-        let q = self.top_entropy_quantile;
-        check(
-            "top_entropy_quantile",
-            q,
-            (0.0..=1.0).contains(&q),
-            "0 ≤ ρ ≤ 1",
-        )?;
-        check(
-            "entropy_coef",
-            self.entropy_coef,
-            self.entropy_coef >= 0.0,
-            "≥ 0",
-        )?;
-        if self.max_completion_length == 0 {
-            return Err(GrpoError::Config {
-                field: "max_completion_length",
-                message: "must be at least 1".to_owned(),
-            });
-        }
-        Ok(())
-    }
-}
+pub use config::{LossConfig, Vespo};
 
 /// What the loss is computed from, for `n` rows of `t` completion positions.
 #[derive(Debug, Clone)]
@@ -338,32 +187,14 @@ pub fn grpo_loss<B: Backend>(
         entropy_mask,
     } = inputs;
     let [n, t] = logp.dims();
-    let shaped = |m: &[Vec<bool>]| m.len() == n && m.iter().all(|r| r.len() == t);
-    if advantages.len() != n || !shaped(mask) || entropy_mask.is_some_and(|m| !shaped(m)) {
-        return Err(GrpoError::Shape(format!(
-            "log-probs are [{n}, {t}] but there are {} advantages and a {}-row mask",
-            advantages.len(),
-            mask.len()
-        )));
-    }
-    if config.beta > 0.0 && ref_logp.is_none() {
-        return Err(GrpoError::Config {
-            field: "beta",
-            message: "β > 0 needs reference log-probs".to_owned(),
-        });
-    }
-    if config.top_entropy_quantile < 1.0 && entropy_mask.is_none() {
-        return Err(GrpoError::Config {
-            field: "top_entropy_quantile",
-            message: "ρ < 1 needs the high-entropy mask".to_owned(),
-        });
-    }
-    if config.entropy_coef > 0.0 && entropy.is_none() {
-        return Err(GrpoError::Config {
-            field: "entropy_coef",
-            message: "an entropy bonus needs the entropies".to_owned(),
-        });
-    }
+    check_inputs(
+        config,
+        [n, t],
+        advantages.len(),
+        (mask, entropy_mask),
+        ref_logp.is_some(),
+        entropy.is_some(),
+    )?;
     let device = logp.device();
     let mask_t = masks_of::<B>(mask, t, &device);
     let lengths: Vec<f32> = mask
@@ -372,7 +203,6 @@ pub fn grpo_loss<B: Backend>(
         .collect();
     let active: f64 = lengths.iter().map(|l| f64::from(*l)).sum();
     let adv32: Vec<f32> = advantages.iter().map(|a| *a as f32).collect();
-    let adv = rows_of::<B>(adv32.clone(), &device);
     let old = old_logp.unwrap_or_else(|| logp.clone().detach());
     let log_ratio = logp.clone() - old;
     let sequence = config.importance_sampling_level == ImportanceSamplingLevel::Sequence;
@@ -398,52 +228,14 @@ pub fn grpo_loss<B: Backend>(
             kl
         }
     });
-    let mut vespo_phi = None;
-    let mut per_token = match config.loss_type {
-        LossType::Cispo => {
-            let capped = weights.clone().clamp_max(config.epsilon_high).detach();
-            (capped * adv.clone() * logp.clone()).neg()
-        }
-        LossType::Sapo => {
-            let temps: Vec<f32> = adv32
-                .iter()
-                .map(|a| {
-                    let t = if *a > 0.0 {
-                        config.sapo_temperature_pos
-                    } else {
-                        config.sapo_temperature_neg
-                    };
-                    t as f32
-                })
-                .collect();
-            let temps = rows_of::<B>(temps, &device);
-            let gate = sigmoid((weights.clone() - 1.0) * temps.clone()) * 4.0 / temps;
-            (gate * adv.clone()).neg()
-        }
-        LossType::Vespo => {
-            let phi = gamma_weights(
-                log_ratio_host.as_deref().unwrap_or_default(),
-                mask,
-                &adv32,
-                config,
-            );
-            let phi_t = rows_of::<B>(phi.clone(), &device);
-            vespo_phi = Some(phi);
-            (phi_t * adv.clone() * logp.clone()).neg()
-        }
-        LossType::Grpo | LossType::Bnpo | LossType::DrGrpo | LossType::Dapo | LossType::Luspo => {
-            let clipped = weights
-                .clone()
-                .clamp(1.0 - config.epsilon_low, 1.0 + config.epsilon_high);
-            let unclipped = match config.delta {
-                Some(delta) => weights.clone().clamp_max(delta),
-                None => weights.clone(),
-            };
-            (unclipped * adv.clone())
-                .min_pair(clipped * adv.clone())
-                .neg()
-        }
-    };
+    let (mut per_token, vespo_phi) = surrogate(
+        config,
+        &weights,
+        &logp,
+        &adv32,
+        log_ratio_host.as_deref(),
+        mask,
+    );
     if let Some(threshold) = config.off_policy_mask_threshold {
         let kept = off_policy_mask(
             log_ratio_host.as_deref().unwrap_or_default(),
@@ -527,6 +319,106 @@ pub fn grpo_loss<B: Backend>(
             .map(|phi| phi.iter().map(|v| f64::from(*v)).sum::<f64>() / (n.max(1) as f64)),
         kl: kl_mean,
     })
+}
+
+/// The inputs' shapes agree (`n` rows of `t` tokens: as many advantages and mask rows) and
+/// the config's terms have their inputs: reference log-probs for β > 0, the high-entropy mask
+/// for ρ < 1, the entropies for a bonus.
+fn check_inputs(
+    config: &LossConfig,
+    [n, t]: [usize; 2],
+    advantages: usize,
+    (mask, entropy_mask): (&[Vec<bool>], Option<&[Vec<bool>]>),
+    has_ref: bool,
+    has_entropy: bool,
+) -> Result<(), GrpoError> {
+    let shaped = |m: &[Vec<bool>]| m.len() == n && m.iter().all(|r| r.len() == t);
+    if advantages != n || !shaped(mask) || entropy_mask.is_some_and(|m| !shaped(m)) {
+        return Err(GrpoError::Shape(format!(
+            "log-probs are [{n}, {t}] but there are {advantages} advantages and a {}-row mask",
+            mask.len()
+        )));
+    }
+    if config.beta > 0.0 && !has_ref {
+        return Err(GrpoError::Config {
+            field: "beta",
+            message: "β > 0 needs reference log-probs".to_owned(),
+        });
+    }
+    if config.top_entropy_quantile < 1.0 && entropy_mask.is_none() {
+        return Err(GrpoError::Config {
+            field: "top_entropy_quantile",
+            message: "ρ < 1 needs the high-entropy mask".to_owned(),
+        });
+    }
+    if config.entropy_coef > 0.0 && !has_entropy {
+        return Err(GrpoError::Config {
+            field: "entropy_coef",
+            message: "an entropy bonus needs the entropies".to_owned(),
+        });
+    }
+    Ok(())
+}
+
+/// The loss type's per-token surrogate (`[n, t]`, or `[n, 1]` for a sequence-level weight)
+/// from the importance `weights`, and `vespo`'s φ per row.
+fn surrogate<B: Backend>(
+    config: &LossConfig,
+    weights: &Tensor<B, 2>,
+    logp: &Tensor<B, 2>,
+    adv32: &[f32],
+    log_ratio_host: Option<&[f32]>,
+    mask: &[Vec<bool>],
+) -> (Tensor<B, 2>, Option<Vec<f32>>) {
+    let mut vespo_phi = None;
+    let device = logp.device();
+    let adv = rows_of::<B>(adv32.to_vec(), &device);
+    let per_token = match config.loss_type {
+        LossType::Cispo => {
+            let capped = weights.clone().clamp_max(config.epsilon_high).detach();
+            (capped * adv.clone() * logp.clone()).neg()
+        }
+        LossType::Sapo => {
+            let temps: Vec<f32> = adv32
+                .iter()
+                .map(|a| {
+                    let t = if *a > 0.0 {
+                        config.sapo_temperature_pos
+                    } else {
+                        config.sapo_temperature_neg
+                    };
+                    t as f32
+                })
+                .collect();
+            let temps = rows_of::<B>(temps, &device);
+            let gate = sigmoid((weights.clone() - 1.0) * temps.clone()) * 4.0 / temps;
+            (gate * adv.clone()).neg()
+        }
+        LossType::Vespo => {
+            let phi = gamma_weights(
+                log_ratio_host.unwrap_or_default(),
+                mask,
+                adv32,
+                config,
+            );
+            let phi_t = rows_of::<B>(phi.clone(), &device);
+            vespo_phi = Some(phi);
+            (phi_t * adv.clone() * logp.clone()).neg()
+        }
+        LossType::Grpo | LossType::Bnpo | LossType::DrGrpo | LossType::Dapo | LossType::Luspo => {
+            let clipped = weights
+                .clone()
+                .clamp(1.0 - config.epsilon_low, 1.0 + config.epsilon_high);
+            let unclipped = match config.delta {
+                Some(delta) => weights.clone().clamp_max(delta),
+                None => weights.clone(),
+            };
+            (unclipped * adv.clone())
+                .min_pair(clipped * adv.clone())
+                .neg()
+        }
+    };
+    (per_token, vespo_phi)
 }
 
 /// `vespo`'s φ per row, as TRL's `get_gamma_weights` (in f32, detached): from the sum of the

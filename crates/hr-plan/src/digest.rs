@@ -5,6 +5,11 @@ use sha2::{Digest, Sha256};
 
 use crate::{Environment, Plan};
 
+/// Optimizer steps of the seed's qualification run: a plan longer than this is sustained
+/// training, which runs only on proofs of its family (the same plan but for its name, length
+/// and checkpoint schedule: [`Plan::family_sha256`]).
+pub const QUALIFICATION_STEPS: u64 = 4;
+
 impl Plan {
     /// The plan's canonical JSON digest (sha256, hex), which every snapshot is bound to. The
     /// evaluation section and `checkpoints.keep_last` (which do not change training) and where

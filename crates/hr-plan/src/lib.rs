@@ -55,6 +55,7 @@ mod trl_names;
 mod validate;
 mod vocabulary;
 
+pub use digest::QUALIFICATION_STEPS;
 pub use error::PlanError;
 pub use hparams::SEARCHABLE;
 pub use hub_cache::{find_cached, hub_cache_dir, is_hub_id};

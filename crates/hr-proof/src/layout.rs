@@ -1,12 +1,7 @@
 //! Where qualification proofs live: the `--proofs DIR` folder a backend's qualification leaves
-//! (`DIR/native/proof.json`, `DIR/managed/managed-proof.json`) and the gate reads, and how many
-//! optimizer steps a qualification runs.
+//! (`DIR/native/proof.json`, `DIR/managed/managed-proof.json`) and the gate reads.
 
 use std::path::{Path, PathBuf};
-
-/// Optimizer steps of the seed's qualification run; a plan longer than this is sustained
-/// training, which runs only on proofs of its family.
-pub const QUALIFICATION_STEPS: u64 = 4;
 
 /// The native qualification's proof, in its output folder.
 pub const NATIVE_PROOF_FILE: &str = "proof.json";

@@ -35,9 +35,8 @@
 //! line left out, a bad line named).
 //!
 //! `layout.rs`: `ProofsDir`, the `--proofs DIR` layout (`native/proof.json`,
-//! `managed/managed-proof.json`) the qualifications write, xtask assembles and the gate reads, and
-//! `QUALIFICATION_STEPS` (4), the seed's qualification length, which the gate, the templates and
-//! `cargo xtask qualify` share.
+//! `managed/managed-proof.json`) the qualifications write, xtask assembles and the gate reads (the
+//! qualification's length, `QUALIFICATION_STEPS`, is a plan family's: `hr-plan`).
 
 mod allocations;
 mod control;
@@ -55,7 +54,7 @@ pub use allocations::{
 };
 pub use control::Control;
 pub use device::Device;
-pub use layout::{MANAGED_PROOF_FILE, NATIVE_PROOF_FILE, ProofsDir, QUALIFICATION_STEPS};
+pub use layout::{MANAGED_PROOF_FILE, NATIVE_PROOF_FILE, ProofsDir};
 pub use managed::{MANAGED_PROOF_SCHEMA, ManagedProof};
 pub use native::{Divergence, NATIVE_FIELDS, NATIVE_PROOF_SCHEMA, NativeProof, first_divergence};
 pub use run_folder::{CursorRecord, EvidenceLine, parse_evidence, read_evidence};

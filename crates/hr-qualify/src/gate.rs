@@ -7,7 +7,8 @@ use std::path::Path;
 
 use hr_files::RunDir;
 use hr_plan::Plan;
-use hr_proof::{Device, ProofsDir, QUALIFICATION_STEPS};
+use hr_plan::QUALIFICATION_STEPS;
+use hr_proof::{Device, ProofsDir};
 use hr_seal::SourceBinding;
 
 use crate::{QualifyError, verify_managed_proof, verify_native_proof};

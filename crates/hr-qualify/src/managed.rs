@@ -178,7 +178,7 @@ impl ManagedQualification {
             ])
             // The qualification run is by nature not yet qualified.
             .chain(
-                (self.plan.steps > hr_proof::QUALIFICATION_STEPS)
+                (self.plan.steps > hr_plan::QUALIFICATION_STEPS)
                     .then(|| "--unqualified".to_owned()),
             )
             .collect();

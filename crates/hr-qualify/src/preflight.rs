@@ -14,6 +14,10 @@ use hr_files::IoResultExt;
 
 use crate::QualifyError;
 
+mod master;
+
+use master::master_checks;
+
 /// How one check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Status {
@@ -112,194 +116,6 @@ pub fn read_config(path: &Path) -> Result<Value, QualifyError> {
     }
     let text = std::fs::read_to_string(path).at("read", path)?;
     Ok(hr_config::parse_yaml(&text, &path.display().to_string())?)
-}
-
-async fn master_checks(
-    args: &PreflightTarget,
-    profile: &ClusterProfile,
-    config: Option<&Value>,
-    list: &mut Checklist,
-) {
-    let mut client = match hr_det::Client::new(&args.master) {
-        Ok(c) => c,
-        Err(e) => {
-            list.add("master", Status::Fail, e.to_string());
-            return;
-        }
-    };
-    let reached = list.result(
-        "master",
-        client
-            .info()
-            .await
-            .map_err(|e| e.to_string())
-            .and_then(|info| master_line(&info, client.master())),
-    );
-    let signed_in = reached
-        && list.result(
-            "sign-in",
-            match client.sign_in_from_env().await {
-                Ok(()) => client
-                    .me()
-                    .await
-                    .map(|u| format!("as {}", u.username))
-                    .map_err(|e| e.to_string()),
-                Err(e) => Err(format!(
-                    "{e}; set DET_USER_TOKEN, run `det user login`, or set DET_USER and DET_PASS"
-                )),
-            },
-        );
-    let names = [
-        (
-            "workspace",
-            args.workspace.is_some() || profile.workspace.is_some(),
-        ),
-        (
-            "project",
-            args.project_id.is_some() || profile.project_id.is_some(),
-        ),
-        (
-            "pool",
-            args.pool.is_some() || profile.resource_pool.is_some(),
-        ),
-    ];
-    if !signed_in {
-        for (name, _) in names {
-            list.add(name, Status::Skip, "needs the master and a sign-in");
-        }
-        return;
-    }
-    let workspace_name = args.workspace.clone().or_else(|| profile.workspace.clone());
-    let mut workspace_id = None;
-    match &workspace_name {
-        None => {
-            list.add(
-                "workspace",
-                Status::Skip,
-                "the profile names none (--workspace NAME)",
-            );
-        }
-        Some(name) => {
-            let found = client.workspaces_named(name).await;
-            workspace_id = found.as_ref().ok().and_then(|w| w.first()).map(|w| w.id);
-            list.result(
-                "workspace",
-                match found {
-                    Ok(w) if w.first().is_some_and(|w| !w.archived) => {
-                        Ok(format!("{name} (id {})", w[0].id))
-                    }
-                    Ok(w) if !w.is_empty() => Err(format!("{name} is archived")),
-                    Ok(_) => Err(format!(
-                        "no workspace named {name} on this master (or not visible to you): ask \
-                         its admin, or give --workspace NAME"
-                    )),
-                    Err(e) => Err(e.to_string()),
-                },
-            );
-        }
-    }
-    match args
-        .project_id
-        .or(profile.project_id.and_then(|p| i32::try_from(p).ok()))
-    {
-        None => {
-            list.add(
-                "project",
-                Status::Skip,
-                "the profile names none (--project-id ID)",
-            );
-        }
-        Some(id) => {
-            let expected_name = args
-                .project_id
-                .is_none()
-                .then_some(profile.project.as_deref())
-                .flatten();
-            list.result(
-                "project",
-                match client.project(id).await {
-                    Ok(p) if p.archived => Err(format!("project {id} ({}) is archived", p.name)),
-                    Ok(p) if expected_name.is_some_and(|n| n != p.name) => Err(format!(
-                        "project {id} is {:?}, not {:?}: check the project id",
-                        p.name,
-                        expected_name.unwrap_or_default()
-                    )),
-                    Ok(p) if workspace_id.is_some_and(|w| w != p.workspace_id) => Err(format!(
-                        "project {id} ({}) is in workspace {}, not {} (id {})",
-                        p.name,
-                        p.workspace_id,
-                        workspace_name.as_deref().unwrap_or_default(),
-                        workspace_id.unwrap_or_default()
-                    )),
-                    Ok(p) => Ok(format!("{id} {} (workspace {})", p.name, p.workspace_id)),
-                    Err(hr_det::DetError::NotFound(_)) => Err(format!(
-                        "no project {id} on this master (or not visible to you): check the \
-                         project id, or give --project-id ID"
-                    )),
-                    Err(e) => Err(format!("project {id}: {e}")),
-                },
-            );
-        }
-    }
-    match args.pool.clone().or_else(|| profile.resource_pool.clone()) {
-        None => {
-            list.add("pool", Status::Skip, "the profile names none (--pool NAME)");
-        }
-        Some(name) => {
-            let slots_wanted = config
-                .and_then(|c| c.pointer("/resources/slots_per_trial"))
-                .and_then(Value::as_i64)
-                .unwrap_or(0);
-            list.result(
-                "pool",
-                match client.resource_pools().await {
-                    Ok(pools) => match pools.iter().find(|p| p.name == name) {
-                        Some(p) => {
-                            let offer = format!(
-                                "{name}: {} {} slot(s) on {} agent(s), {} in use; zero-slot \
-                                 capacity {} ({} running)",
-                                p.slots_available,
-                                p.slot_type.trim_start_matches("TYPE_"),
-                                p.num_agents,
-                                p.slots_used,
-                                p.aux_container_capacity,
-                                p.aux_containers_running
-                            );
-                            if i64::from(p.slots_available) < slots_wanted {
-                                Err(format!(
-                                    "{offer}; the config asks for {slots_wanted} slot(s) per trial"
-                                ))
-                            } else {
-                                Ok(offer)
-                            }
-                        }
-                        None => Err(format!(
-                            "no resource pool {name}; the master has: {}",
-                            pools
-                                .iter()
-                                .map(|p| p.name.as_str())
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        )),
-                    },
-                    Err(e) => Err(e.to_string()),
-                },
-            );
-        }
-    }
-}
-
-/// The master check's line: its version must be 0.35.x, the API this client speaks.
-fn master_line(info: &hr_det::wire::MasterInfo, url: &str) -> Result<String, String> {
-    let line = format!(
-        "Determined {} at {url} (cluster {:?})",
-        info.version, info.cluster_name
-    );
-    if info.version.starts_with("0.35.") {
-        Ok(line)
-    } else {
-        Err(format!("{line}: hessian-recipes speaks Determined 0.35.x"))
-    }
 }
 
 /// The shared mount, and what the config to submit names on this machine.
@@ -556,8 +372,6 @@ impl TrialView {
     }
 }
 
-/// Every file and folder the plan reads is there for the trial (`view`; resolved as the trial
-/// resolves them: against the plan's folder), the model folder with its `config.json`.
 /// The plan, when its shards spread over the trial's slots (one rank per slot).
 fn plan_spreads(file: &str, plan: &hr_plan::Plan, slots: u64) -> Result<String, String> {
     let shards = plan.parallel.shards;
@@ -565,13 +379,17 @@ fn plan_spreads(file: &str, plan: &hr_plan::Plan, slots: u64) -> Result<String, 
     if slots > 1 && !plan.parallel.admits(ranks) {
         return Err(format!(
             "{file}: its parallel.shards ({shards}) cannot be shared by the trial's {slots} \
-             ranks (resources.slots_per_trial): set parallel.shards to a multiple of {slots} \
-             (and qualify that plan), or ask for a number of slots that divides {shards}"
+             ranks (resources.slots_per_trial): set parallel.shards to a multiple of {slots} (a \
+             power of two that divides grpo.tasks_per_step; `cargo xtask qualify BACKEND \
+             --prepare --shards N` writes such plans) and qualify that plan, or ask for a number \
+             of slots that divides {shards}"
         ));
     }
     Ok(format!("{file} ({}, {} steps)", plan.name, plan.steps))
 }
 
+/// Every file and folder the plan reads is there for the trial (`view`; resolved as the trial
+/// resolves them: against the plan's folder), the model folder with its `config.json`.
 pub(crate) fn plan_inputs(plan: &hr_plan::Plan, view: &TrialView) -> Result<String, String> {
     let inputs = plan.input_paths();
     let missing: Vec<String> = inputs
@@ -666,9 +484,9 @@ mod tests {
             master_id: "c".to_owned(),
             cluster_name: "jaif".to_owned(),
         };
-        assert!(master_line(&info("0.35.0"), "https://m:8443").is_ok());
+        assert!(master::master_line(&info("0.35.0"), "https://m:8443").is_ok());
         for other in ["0.36.0", "0.34.9", "0.3.5"] {
-            let err = master_line(&info(other), "https://m:8443").expect_err(other);
+            let err = master::master_line(&info(other), "https://m:8443").expect_err(other);
             assert!(
                 err.contains(&format!("Determined {other} at https://m:8443")),
                 "{err}"

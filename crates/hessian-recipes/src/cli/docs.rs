@@ -15,11 +15,14 @@ const FOLDERS: [&str; 7] = [
 /// Words that end a command: shell operators and comments.
 const ENDS: [&str; 7] = ["|", "||", "&&", ";", ">", "2>&1", "#"];
 
-/// The docs the check reads, relative to the checkout: README.md, ARCHITECTURE.md and every
+/// The docs the check reads, relative to the checkout: README.md, ARCHITECTURE.md, every
 /// Markdown file under docs/ but the measured records (docs/results, docs/bench), which quote
-/// the commands as they were run.
+/// the commands as they were run, and each crate's `//!` docs (`src/lib.rs`).
 fn documents(root: &Path) -> Vec<PathBuf> {
     let mut out = vec![root.join("README.md"), root.join("ARCHITECTURE.md")];
+    if let Ok(crates) = std::fs::read_dir(root.join("crates")) {
+        out.extend(crates.flatten().map(|c| c.path().join("src/lib.rs")));
+    }
     let mut stack = vec![root.join("docs")];
     while let Some(dir) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -42,15 +45,39 @@ fn documents(root: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The code of a Markdown text with its line numbers: each inline code span, and each line of
-/// a fenced block (`\`-continued lines joined).
+/// A document's Markdown: a Rust file's `//!` lines (other lines left blank, so line numbers
+/// hold), else the text itself.
+fn markdown(file: &Path, text: &str) -> String {
+    if file.extension().is_none_or(|e| e != "rs") {
+        return text.to_owned();
+    }
+    text.lines()
+        .map(|l| l.strip_prefix("//!").map_or("", |d| d.strip_prefix(' ').unwrap_or(d)))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The code of a Markdown text with its line numbers: each inline code span (a span may wrap
+/// within its paragraph), and each line of a fenced block (`\`-continued lines joined).
 fn code(text: &str) -> Vec<(usize, String)> {
     let mut out = Vec::new();
     let mut fenced = false;
     let mut pending: Option<(usize, String)> = None;
+    // The paragraph being read: its first line and its lines.
+    let mut paragraph: (usize, Vec<&str>) = (1, Vec::new());
     for (i, line) in text.lines().enumerate() {
         let n = i + 1;
-        if line.trim_start().starts_with("```") {
+        let fence = line.trim_start().starts_with("```");
+        // A blank line, a fence, a heading, a list item or a table row starts a new block: no
+        // span crosses one.
+        let block = ["#", "- ", "* ", "|"]
+            .iter()
+            .any(|m| line.trim_start().starts_with(m));
+        if fence || block || line.trim().is_empty() || fenced {
+            out.extend(spans(paragraph.0, &paragraph.1));
+            paragraph = (n + 1, Vec::new());
+        }
+        if fence {
             fenced = !fenced;
             continue;
         }
@@ -67,15 +94,26 @@ fn code(text: &str) -> Vec<(usize, String)> {
             } else {
                 out.push((start, joined));
             }
-            continue;
+        } else if !line.trim().is_empty() {
+            paragraph.1.push(line);
         }
-        // Inline spans: text between pairs of backticks.
-        let mut parts = line.split('`');
-        parts.next();
-        while let Some(span) = parts.next() {
-            out.push((n, span.to_owned()));
-            parts.next();
-        }
+    }
+    out.extend(spans(paragraph.0, &paragraph.1));
+    out
+}
+
+/// The inline code spans of a paragraph whose first line is `first`: text between pairs of
+/// backticks, each with the line it starts on.
+fn spans(first: usize, lines: &[&str]) -> Vec<(usize, String)> {
+    let text = lines.join("\n");
+    let mut out = Vec::new();
+    let mut parts = text.split('`');
+    let mut offset = parts.next().map_or(0, str::len) + 1;
+    while let Some(span) = parts.next() {
+        let line = first + text[..offset].matches('\n').count();
+        out.push((line, span.replace('\n', " ")));
+        offset += span.len() + 1;
+        offset += parts.next().map_or(0, str::len) + 1;
     }
     out
 }
@@ -115,7 +153,11 @@ fn check_command(cmd: &clap::Command, words: &[&str]) -> Vec<String> {
                             || a.get_all_aliases().is_some_and(|all| all.contains(&flag))
                     })
                 });
-            if !known && !placeholder(flag) {
+            let stands_for_one = flag.is_empty()
+                || flag.contains(['<', '{', '…'])
+                || flag.contains("...")
+                || flag.chars().any(|c| c.is_ascii_uppercase());
+            if !known && !stands_for_one {
                 problems.push(format!("`{} --{flag}`: no such flag", path.join(" ")));
             }
             continue;
@@ -188,9 +230,9 @@ fn check_text(cmd: &clap::Command, root: &Path, file: &Path, text: &str) -> Vec<
         }
         for word in &words {
             let word = bare(word.trim_end_matches(['.', ',', ';', ')']));
-            if FOLDERS.iter().any(|f| word.starts_with(f)) && !placeholder_path(word) {
+            if FOLDERS.iter().any(|f| word.starts_with(f)) {
                 for path in expand(word) {
-                    if !exists(root, &path) {
+                    if !exists(root, &path) && !placeholder_path(&path) {
                         problems.push(format!("{shown}:{line}: `{path}` does not exist"));
                     }
                 }
@@ -252,26 +294,68 @@ fn expand(path: &str) -> Vec<String> {
     }
 }
 
-/// Relative Markdown links (`[text](path)`) that do not resolve from the document's folder.
+/// Relative Markdown links (`[text](path)`, `[text](path#anchor)`, `[text](#anchor)`) that do
+/// not resolve from the document's folder: a missing file, or a heading the file lacks.
 fn links(root: &Path, file: &Path, text: &str) -> Vec<String> {
     let dir = file.parent().unwrap_or(root);
     let mut problems = Vec::new();
     for (i, line) in text.lines().enumerate() {
         for (at, _) in line.match_indices("](") {
             let target = line[at + 2..].split(')').next().unwrap_or("");
-            let target = target.split('#').next().unwrap_or("");
-            if target.is_empty() || target.contains("://") || target.starts_with("mailto:") {
+            if target.contains("://") || target.starts_with("mailto:") {
                 continue;
             }
-            if !dir.join(target).exists() {
+            let (path, anchor) = target.split_once('#').unwrap_or((target, ""));
+            let linked = if path.is_empty() {
+                file.to_path_buf()
+            } else {
+                dir.join(path)
+            };
+            let has_heading = |linked: &Path| {
+                std::fs::read_to_string(linked).is_ok_and(|t| headings(&t).iter().any(|h| h == anchor))
+            };
+            if !linked.exists() {
+                problems.push(format!("line {}: the link `{target}` does not resolve", i + 1));
+            } else if !anchor.is_empty()
+                && linked.extension().is_some_and(|e| e == "md")
+                && !has_heading(&linked)
+            {
+                let name = linked
+                    .file_name()
+                    .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
                 problems.push(format!(
-                    "line {}: the link `{target}` does not resolve",
+                    "line {}: the link `{target}` names a heading {name} does not have",
                     i + 1
                 ));
             }
         }
     }
     problems
+}
+
+/// A Markdown text's heading anchors as GitHub makes them: lower case, punctuation but `-` and
+/// `_` dropped, spaces as `-`.
+fn headings(text: &str) -> Vec<String> {
+    let mut fenced = false;
+    let mut out = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        }
+        let Some(title) = line.strip_prefix('#').filter(|_| !fenced) else {
+            continue;
+        };
+        let title = title.trim_start_matches('#').trim();
+        out.push(
+            title
+                .to_lowercase()
+                .chars()
+                .filter(|c| c.is_alphanumeric() || matches!(c, ' ' | '-' | '_'))
+                .map(|c| if c == ' ' { '-' } else { c })
+                .collect(),
+        );
+    }
+    out
 }
 
 #[cfg(test)]
@@ -294,7 +378,7 @@ mod tests {
         let mut problems = Vec::new();
         for file in documents(&root) {
             let text = std::fs::read_to_string(&file).expect("a document");
-            problems.extend(check_text(&cmd, &root, &file, &text));
+            problems.extend(check_text(&cmd, &root, &file, &markdown(&file, &text)));
         }
         assert!(
             problems.is_empty(),
@@ -342,6 +426,18 @@ mod tests {
             (
                 "see [it](docs/nothing.md)",
                 "the link `docs/nothing.md` does not resolve",
+            ),
+            (
+                "see [it](docs/plan.md#no-such-part)",
+                "names a heading plan.md does not have",
+            ),
+            (
+                "a span that wraps, `hessian-recipes train\n--plann p`, is read whole",
+                "--plann",
+            ),
+            (
+                "`train --config-sha265 x`",
+                "`hessian-recipes train --config-sha265`: no such flag",
             ),
         ] {
             let found = check(bad);

@@ -9,5 +9,6 @@ mod lifecycle;
 mod searcher;
 mod support;
 mod tls;
+mod tokens;
 mod trial_info;
 mod wire_errors;

@@ -1,12 +1,12 @@
 //! Integration tests of hr-eval: the authored suites, the fixture policy's expected scores,
-//! scoring with an oracle policy, report writing and the demo's sealed folder.
+//! scoring with an oracle policy, and report writing.
 
 use std::collections::HashSet;
 
 use anyhow::Result;
 use hr_eval::{
     Error, Expected, FixturePolicy, Policy, ReportMeta, Task, builtin_suites, evaluate,
-    render_reports, seal_demo,
+    render_reports,
 };
 
 /// Answers every task correctly, in the form its suite expects.
@@ -139,46 +139,3 @@ fn reports_render_scores_results_and_versions() -> Result<()> {
     Ok(())
 }
 
-#[test]
-fn the_demo_folder_is_sealed_with_its_reports_and_verifies() -> Result<()> {
-    let suites = builtin_suites()?;
-    let eval = evaluate(&suites, &mut FixturePolicy::builtin()?, |_, _, _| {})?;
-    let meta = ReportMeta {
-        tool_versions: vec![("hr-eval".into(), "0.0.0".into())],
-        elapsed_ms: 1,
-    };
-    let dir = tempfile::tempdir()?;
-    let folder = dir.path().join("out");
-    std::fs::create_dir(&folder)?;
-    let source = hr_seal::SourceBinding {
-        commit: "test".into(),
-        tree_sha256: None,
-        cargo_lock_sha256: None,
-        binary_sha256: None,
-    };
-    let digest = seal_demo(&folder, &eval, &suites, &meta, source, None)?;
-    let verified = hr_seal::verify(&folder, &hr_seal::Expectations::default())?;
-    assert_eq!(verified.manifest_sha256, digest);
-    assert_eq!(verified.manifest.run.run_id, "demo:out");
-    let files: Vec<&str> = verified
-        .manifest
-        .files
-        .iter()
-        .map(|f| f.path.as_str())
-        .collect();
-    assert_eq!(
-        files,
-        [
-            "payload/report.json",
-            "payload/report.md",
-            "payload/results.jsonl"
-        ]
-    );
-    let rendered = render_reports(&eval, &meta);
-    assert_eq!(verified.read_file("payload/results.jsonl")?, rendered[0].1);
-    // A second seal into a used folder is refused, leaving the first intact.
-    let source = verified.manifest.source.clone();
-    assert!(seal_demo(&folder, &eval, &suites, &meta, source, None).is_err());
-    hr_seal::verify(&folder, &hr_seal::Expectations::default())?;
-    Ok(())
-}

@@ -32,73 +32,10 @@ impl<B: AutodiffBackend> Trainer<B> {
         timing: &mut Timing,
         exchange: &mut dyn Exchange,
     ) -> Result<(f64, f64, BTreeMap<String, f64>), GrpoError> {
-        let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
-        let temperature = self.config.rollout.temperature;
-        // TRL's mask_truncated_completions: an episode cut by a token limit counts for nothing.
-        let mask_truncated = self.config.mask_truncated_completions;
-        let loss_mask = |e: &Episode| -> Vec<bool> {
-            if mask_truncated && e.truncated {
-                vec![false; e.policy_mask.len()]
-            } else {
-                e.policy_mask.clone()
-            }
-        };
-        let active: usize = episodes
-            .iter()
-            .map(|e| loss_mask(e).iter().filter(|m| **m).count())
-            .sum();
-        let (inference, frozen) = (self.policy.valid(), self.adapters.valid());
         let layout = self.micro_batches(episodes.len());
         let shards = self.config.shards;
         let mine = owned(shards, exchange.rank(), exchange.ranks());
-        let mut micros = Vec::new();
-        for (index, (shard, rows)) in layout.iter().enumerate() {
-            if !mine.contains(shard) {
-                continue;
-            }
-            let chunk = &episodes[rows.clone()];
-            let prompts: Vec<Vec<u32>> = chunk.iter().map(|e| e.prompt.clone()).collect();
-            let completions: Vec<Vec<u32>> = chunk.iter().map(|e| e.completion.clone()).collect();
-            let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
-            let mask: Vec<Vec<bool>> = chunk
-                .iter()
-                .map(|e| {
-                    let mut m = loss_mask(e);
-                    m.resize(width, false);
-                    m
-                })
-                .collect();
-            let micro_active = mask.iter().flatten().filter(|x| **x).count() as f64;
-            // The reference (β > 0) and, when μ > 1, the old policy are scored once, before any update.
-            // Both on the inference view: no graph is built for what is never back-propagated.
-            let reference = (self.config.loss.beta > 0.0)
-                .then(|| inference.score(None, &prompts, &completions, temperature))
-                .transpose()
-                .map_err(policy_err)?
-                .map(Tensor::from_inner);
-            let old = (self.config.num_iterations > 1)
-                .then(|| inference.score(Some(&frozen), &prompts, &completions, temperature))
-                .transpose()
-                .map_err(policy_err)?
-                .map(Tensor::from_inner);
-            micros.push(Micro {
-                index,
-                shard: *shard,
-                advantages: adv[rows.clone()].to_vec(),
-                whole: Whole {
-                    batch_active_tokens: Some(active as f64),
-                    micro_batch: Some((rows.len(), micro_active)),
-                    entropy_tokens: Some(micro_active),
-                    accumulation: layout.len(),
-                },
-                prompts,
-                completions,
-                mask,
-                entropy_mask: None,
-                reference,
-                old,
-            });
-        }
+        let mut micros = self.micros(episodes, adv, &layout, &mine)?;
         let mut metrics = BTreeMap::new();
         let (mut loss_sum, mut grad_norm) = (0.0, 0.0);
         let mut totals = Totals::default();
@@ -198,6 +135,83 @@ impl<B: AutodiffBackend> Trainer<B> {
             grad_norm,
             metrics,
         ))
+    }
+
+    /// This rank's micro-batches of the step (`layout`: every micro-batch's shard and rows;
+    /// `mine`: this rank's shards): their tokens, loss masks and denominators, and the
+    /// reference and old policies' log-probs where the loss needs them.
+    fn micros(
+        &self,
+        episodes: &[Episode],
+        adv: &[f64],
+        layout: &[(usize, Range<usize>)],
+        mine: &Range<usize>,
+    ) -> Result<Vec<Micro<B>>, GrpoError> {
+        let policy_err = |e: hr_policy::PolicyError| GrpoError::Policy(e.to_string());
+        let temperature = self.config.rollout.temperature;
+        // TRL's mask_truncated_completions: an episode cut by a token limit counts for nothing.
+        let mask_truncated = self.config.mask_truncated_completions;
+        let loss_mask = |e: &Episode| -> Vec<bool> {
+            if mask_truncated && e.truncated {
+                vec![false; e.policy_mask.len()]
+            } else {
+                e.policy_mask.clone()
+            }
+        };
+        let active: usize = episodes
+            .iter()
+            .map(|e| loss_mask(e).iter().filter(|m| **m).count())
+            .sum();
+        let (inference, frozen) = (self.policy.valid(), self.adapters.valid());
+        let mut micros = Vec::new();
+        for (index, (shard, rows)) in layout.iter().enumerate() {
+            if !mine.contains(shard) {
+                continue;
+            }
+            let chunk = &episodes[rows.clone()];
+            let prompts: Vec<Vec<u32>> = chunk.iter().map(|e| e.prompt.clone()).collect();
+            let completions: Vec<Vec<u32>> = chunk.iter().map(|e| e.completion.clone()).collect();
+            let width = completions.iter().map(Vec::len).max().unwrap_or(0).max(1);
+            let mask: Vec<Vec<bool>> = chunk
+                .iter()
+                .map(|e| {
+                    let mut m = loss_mask(e);
+                    m.resize(width, false);
+                    m
+                })
+                .collect();
+            let micro_active = mask.iter().flatten().filter(|x| **x).count() as f64;
+            // The reference (β > 0) and, when μ > 1, the old policy are scored once, before any update.
+            // Both on the inference view: no graph is built for what is never back-propagated.
+            let reference = (self.config.loss.beta > 0.0)
+                .then(|| inference.score(None, &prompts, &completions, temperature))
+                .transpose()
+                .map_err(policy_err)?
+                .map(Tensor::from_inner);
+            let old = (self.config.num_iterations > 1)
+                .then(|| inference.score(Some(&frozen), &prompts, &completions, temperature))
+                .transpose()
+                .map_err(policy_err)?
+                .map(Tensor::from_inner);
+            micros.push(Micro {
+                index,
+                shard: *shard,
+                advantages: adv[rows.clone()].to_vec(),
+                whole: Whole {
+                    batch_active_tokens: Some(active as f64),
+                    micro_batch: Some((rows.len(), micro_active)),
+                    entropy_tokens: Some(micro_active),
+                    accumulation: layout.len(),
+                },
+                prompts,
+                completions,
+                mask,
+                entropy_mask: None,
+                reference,
+                old,
+            });
+        }
+        Ok(micros)
     }
 }
 
