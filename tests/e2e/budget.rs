@@ -7,7 +7,7 @@ use std::process::Command;
 use hr_tests::{binary, text};
 use serde_json::json;
 
-use crate::train::{setup, ok, read, allocations, plan};
+use crate::train::{allocations, ok, plan, read, setup};
 
 #[test]
 fn a_diverging_run_stops_without_sealing_the_diverged_step() {

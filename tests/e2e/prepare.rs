@@ -5,7 +5,7 @@
 use hr_tests::{Scratch, text};
 use serde_json::json;
 
-use crate::managed::{setup};
+use crate::managed::setup;
 
 fn prepare(s: &Scratch, out: &str, extra: &[&str]) -> std::process::Output {
     let mut args = vec![

@@ -9,7 +9,7 @@ use anyhow::Result;
 use hr_tests::tiny_model::{TinySpec, write_tiny_model};
 use hr_tests::{binary, text};
 
-use crate::train::{setup, ok, read, snapshot};
+use crate::train::{ok, setup, snapshot};
 
 #[test]
 fn a_checkpoint_whose_payload_manifest_or_source_differs_is_refused_at_restore() -> Result<()> {

@@ -19,9 +19,7 @@ use anyhow::{Context, Result, bail};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::bench_trl::{
-    SMOLLM2_SYSTEM, TrlSetup, command_output, measured_commit,
-};
+use crate::bench_trl::{SMOLLM2_SYSTEM, TrlSetup, command_output, measured_commit};
 use crate::{fetch_model, run, timestamped};
 
 mod readme;

@@ -74,7 +74,10 @@ mod tests {
         assert!(problems("a.rs", &function(MAX_FN_LINES)).is_empty());
         let found = problems("a.rs", &function(MAX_FN_LINES + 1));
         assert_eq!(found.len(), 1, "{found:?}");
-        assert!(found[0].starts_with("a.rs:2: fn long spans 151 lines"), "{found:?}");
+        assert!(
+            found[0].starts_with("a.rs:2: fn long spans 151 lines"),
+            "{found:?}"
+        );
         // A method, indented, counts the same; a trait's declaration has no body.
         let method = format!(
             "impl A {{\n{}}}\ntrait T {{\n    fn f(&self);\n}}\n",
@@ -86,6 +89,9 @@ mod tests {
         assert_eq!(problems("b.rs", &method).len(), 1);
         let file = "//! A file.\n".repeat(MAX_FILE_LINES + 1);
         let found = problems("c.rs", &file);
-        assert!(found.len() == 1 && found[0].contains("651 lines"), "{found:?}");
+        assert!(
+            found.len() == 1 && found[0].contains("651 lines"),
+            "{found:?}"
+        );
     }
 }

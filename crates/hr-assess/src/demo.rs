@@ -76,7 +76,7 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let folder = dir.path().join("out");
         std::fs::create_dir(&folder)?;
-        let source = hr_seal::SourceBinding {
+        let source = SourceBinding {
             commit: "test".into(),
             tree_sha256: None,
             cargo_lock_sha256: None,

@@ -228,7 +228,13 @@ pub(crate) fn allocate(master: &Arc<Master>, trial_id: i32) {
     let _ = std::fs::create_dir_all(log.parent().unwrap_or(Path::new(".")));
     let config = trial_config(&exp.config);
     let Some(argv) = entrypoint(&config) else {
-        return fail_and_go_on(master, state, trial_id, "the config has no entrypoint", &log);
+        return fail_and_go_on(
+            master,
+            state,
+            trial_id,
+            "the config has no entrypoint",
+            &log,
+        );
     };
     if let InfoView::Unavailable(why) = &master.info_view
         && runs_python(&argv)

@@ -395,12 +395,7 @@ fn surrogate<B: Backend>(
             (gate * adv.clone()).neg()
         }
         LossType::Vespo => {
-            let phi = gamma_weights(
-                log_ratio_host.unwrap_or_default(),
-                mask,
-                adv32,
-                config,
-            );
+            let phi = gamma_weights(log_ratio_host.unwrap_or_default(), mask, adv32, config);
             let phi_t = rows_of::<B>(phi.clone(), &device);
             vespo_phi = Some(phi);
             (phi_t * adv.clone() * logp.clone()).neg()

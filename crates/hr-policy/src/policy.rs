@@ -1,6 +1,5 @@
 //! A loaded model: forward passes, KV-cached sampling and the scoring pass the trainer uses.
 
-use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -9,13 +8,10 @@ use burn::module::AutodiffModule;
 use burn::tensor::activation::log_softmax;
 use burn::tensor::backend::{AutodiffBackend, Backend, DTypeUsage};
 use burn::tensor::{FloatDType, Int, Tensor, TensorData};
-use rayon::prelude::*;
 
-use crate::device_sampling::{self, DeviceDraw};
 use crate::flops::{self, FlopCounter};
 use crate::model::{BaseModel, FEW_ROWS, KvCache, Layout, hidden_states, lm_logits};
-use crate::sampling::prepare;
-use crate::{Adapters, FlopCount, LoraConfig, ModelConfig, PolicyError, PolicyRng, SamplingConfig};
+use crate::{Adapters, FlopCount, LoraConfig, ModelConfig, PolicyError, PolicyRng};
 
 mod generate;
 

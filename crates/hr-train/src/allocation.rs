@@ -2,19 +2,19 @@
 //! and trainer started (restored or fresh), optimizer steps until a [`Stop`], periodic
 //! checkpoints, and the terminal save in the seed's order, ending in an [`Outcome`].
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use hr_bridge::OwnedService;
 use hr_core::{CoreContext, SearcherOp, TrialInfo};
-use hr_files::{IoResultExt, RunDir};
+use hr_files::RunDir;
 use hr_grpo::{NativeState, TaskSampler, Trainer};
 use hr_plan::Plan;
 use hr_policy::{ChatTokenizer, PolicyRng};
-use hr_proof::{AllocationEnd, AllocationRecord, AllocationStart, Control};
-use hr_snapshot::{Budget, Publisher, Restored, RngState, TerminalKind, with_rng_preserved};
+use hr_proof::{AllocationRecord, AllocationStart, Control};
+use hr_snapshot::{Budget, Publisher, Restored, RngState, with_rng_preserved};
 use serde_json::Value;
 
 use crate::TrainError;

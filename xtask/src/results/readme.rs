@@ -3,10 +3,10 @@
 
 use std::path::Path;
 
-use anyhow::{Context, Result, bail};
-use serde_json::{Value, json};
+use anyhow::{Context, Result};
+use serde_json::Value;
 
-use super::{Options, RunRecord, Set, read_json};
+use super::{RunRecord, Set, plan, read_json};
 use crate::bench_trl::{cpu_name, trl_versions};
 
 /// The per-step logs of both training runs in a work folder.

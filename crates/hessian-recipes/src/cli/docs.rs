@@ -52,7 +52,10 @@ fn markdown(file: &Path, text: &str) -> String {
         return text.to_owned();
     }
     text.lines()
-        .map(|l| l.strip_prefix("//!").map_or("", |d| d.strip_prefix(' ').unwrap_or(d)))
+        .map(|l| {
+            l.strip_prefix("//!")
+                .map_or("", |d| d.strip_prefix(' ').unwrap_or(d))
+        })
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -312,10 +315,14 @@ fn links(root: &Path, file: &Path, text: &str) -> Vec<String> {
                 dir.join(path)
             };
             let has_heading = |linked: &Path| {
-                std::fs::read_to_string(linked).is_ok_and(|t| headings(&t).iter().any(|h| h == anchor))
+                std::fs::read_to_string(linked)
+                    .is_ok_and(|t| headings(&t).iter().any(|h| h == anchor))
             };
             if !linked.exists() {
-                problems.push(format!("line {}: the link `{target}` does not resolve", i + 1));
+                problems.push(format!(
+                    "line {}: the link `{target}` does not resolve",
+                    i + 1
+                ));
             } else if !anchor.is_empty()
                 && linked.extension().is_some_and(|e| e == "md")
                 && !has_heading(&linked)

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
+mod cluster;
 #[cfg(test)]
 mod docs;
-mod cluster;
 mod model;
 mod qualify;
 

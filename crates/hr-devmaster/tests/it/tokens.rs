@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use hr_det::{
-    Client, DetError,
+    Client, DetError, ExperimentAction,
     wire::{Checkpoint, CheckpointState, CheckpointTraining},
 };
 use serde_json::json;

@@ -138,4 +138,3 @@ fn reports_render_scores_results_and_versions() -> Result<()> {
     );
     Ok(())
 }
-

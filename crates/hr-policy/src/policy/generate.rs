@@ -5,7 +5,7 @@
 use std::ops::Range;
 
 use burn::tensor::backend::Backend;
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{Tensor, TensorData};
 use rayon::prelude::*;
 
 use super::{Generation, PAD, Policy, Sampler, distinct_rows, host_f32};

@@ -121,7 +121,6 @@ fn last_loss(metrics: &str) -> f64 {
         .unwrap_or(f64::NAN)
 }
 
-
 /// The finished run's adapter outside the snapshots: `<run>/adapter/`, PEFT's two files
 /// with `base_model_name_or_path` naming the plan's Hub id or model folder (as every
 /// checkpoint's do), so `PeftModel.from_pretrained` and `AutoPeftModel` load it as they load
