@@ -57,12 +57,7 @@ pub(crate) fn run(args: &EvaluateArgs) -> anyhow::Result<ExitCode> {
     let key = args.signing.load()?;
     let trust = args.trust.load()?;
     let adopted = hr_assess::adopt(&resume, &plan, &trust).map_err(exit_error)?;
-    let rows: Vec<Value> = std::fs::read_to_string(hr_files::RunDir::new(&resume).metrics())
-        .context("reading the run's metrics.jsonl")?
-        .lines()
-        .map(serde_json::from_str)
-        .collect::<Result<_, _>>()
-        .context("parsing the run's metrics")?;
+    let rows = hr_train::read_metrics(&resume).map_err(exit_error)?;
     create_fresh(&args.output)?;
     let job = Job {
         plan,

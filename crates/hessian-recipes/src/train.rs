@@ -112,18 +112,14 @@ fn start(
         accept_source_change: args.allow_source_change,
         signing_key,
         trust,
-        allocation: AllocationOptions {
-            stop_after_step: args.stop_after_step,
-            control: args.control,
-            max_wall_seconds: args.max_wall_seconds,
-            device_seconds_budget: None,
-            kill_during_save: None,
-            hold_for_preemption: Vec::new(),
-            clock_ahead_s: hr_train::fault_clock_ahead().map_err(exit_error)?,
-            unqualified: false,
+        allocation: AllocationOptions::local(
             device,
-            execution: crate::backend::execution(args.device),
-        },
+            crate::backend::execution(args.device),
+            args.stop_after_step,
+            args.control,
+            args.max_wall_seconds,
+        )
+        .map_err(exit_error)?,
     };
     dispatch(
         args.device,
@@ -250,18 +246,14 @@ pub(crate) fn managed(args: &ManagedTrainingArgs) -> anyhow::Result<ExitCode> {
         accept_source_change: false,
         signing_key: args.signing.load()?,
         trust: args.trust.load()?,
-        allocation: AllocationOptions {
-            stop_after_step: None,
-            control: None,
-            max_wall_seconds: Some(args.run.max_wall_seconds),
-            device_seconds_budget: Some(args.run.gpu_budget(ranks.count())),
-            kill_during_save: hr_train::fault_point("HR_FAULT_KILL_AT").map_err(exit_error)?,
-            hold_for_preemption: hr_train::fault_points("HR_FAULT_HOLD_AT").map_err(exit_error)?,
-            clock_ahead_s: hr_train::fault_clock_ahead().map_err(exit_error)?,
-            unqualified: args.run.unqualified,
+        allocation: AllocationOptions::managed(
             device,
-            execution: crate::backend::execution(args.device),
-        },
+            crate::backend::execution(args.device),
+            args.run.max_wall_seconds,
+            args.run.gpu_budget(ranks.count()),
+            args.run.unqualified,
+        )
+        .map_err(exit_error)?,
     };
     dispatch(
         args.device,
@@ -307,11 +299,7 @@ impl OnBackend for Job {
             (opts.run_dir.clone(), opts.plan.name.clone());
         let outcome =
             hr_train::run_ranked::<B>(opts, core, &device, name, &mut ranks).map_err(exit_error)?;
-        let rows: Vec<serde_json::Value> =
-            std::fs::read_to_string(hr_files::RunDir::new(&run_dir).metrics())?
-                .lines()
-                .map(serde_json::from_str)
-                .collect::<Result<_, _>>()?;
+        let rows = hr_train::read_metrics(&run_dir).map_err(exit_error)?;
         let report = hr_files::RunDir::new(&run_dir).report();
         let (summary, code) = match outcome {
             Outcome::Completed { step } => {

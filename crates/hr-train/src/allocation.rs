@@ -157,6 +157,56 @@ pub struct AllocationOptions {
     pub execution: hr_policy::Execution,
 }
 
+impl AllocationOptions {
+    /// A local `train` run's: a stop or a negative control as asked, the wall-clock limit if
+    /// one is given, no device budget, and of the fault injections only the clock's
+    /// (`HR_FAULT_CLOCK_AHEAD_S`).
+    pub fn local(
+        device: hr_proof::Device,
+        execution: hr_policy::Execution,
+        stop_after_step: Option<u64>,
+        control: Option<Control>,
+        max_wall_seconds: Option<u64>,
+    ) -> Result<Self, TrainError> {
+        Ok(Self {
+            stop_after_step,
+            control,
+            max_wall_seconds,
+            device_seconds_budget: None,
+            kill_during_save: None,
+            hold_for_preemption: Vec::new(),
+            clock_ahead_s: crate::faults::fault_clock_ahead()?,
+            unqualified: false,
+            device,
+            execution,
+        })
+    }
+
+    /// A managed trial's: its wall-clock limit and device budget, whether it runs without
+    /// proofs, and every fault injection the recovery tests set in its environment
+    /// (`HR_FAULT_KILL_AT`, `HR_FAULT_HOLD_AT`, `HR_FAULT_CLOCK_AHEAD_S`).
+    pub fn managed(
+        device: hr_proof::Device,
+        execution: hr_policy::Execution,
+        max_wall_seconds: u64,
+        device_seconds_budget: u64,
+        unqualified: bool,
+    ) -> Result<Self, TrainError> {
+        Ok(Self {
+            stop_after_step: None,
+            control: None,
+            max_wall_seconds: Some(max_wall_seconds),
+            device_seconds_budget: Some(device_seconds_budget),
+            kill_during_save: crate::faults::fault_point("HR_FAULT_KILL_AT")?,
+            hold_for_preemption: crate::faults::fault_points("HR_FAULT_HOLD_AT")?,
+            clock_ahead_s: crate::faults::fault_clock_ahead()?,
+            unqualified,
+            device,
+            execution,
+        })
+    }
+}
+
 /// The policy RNG as `hr-snapshot` sees it: the trainer's own generator, not a copy.
 struct TrainerRng<'a>(&'a mut PolicyRng);
 

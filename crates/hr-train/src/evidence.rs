@@ -88,3 +88,25 @@ mod tests {
         assert_ne!(prefix.sha256, a.sha256);
     }
 }
+
+/// A run folder's `metrics.jsonl` (one object per step, as the trainer writes it), as the
+/// training report and `evaluate` read it: a line that is not a JSON object with a `step` is
+/// refused, naming the file and the line.
+pub fn read_metrics(run_dir: &std::path::Path) -> Result<Vec<Value>, crate::TrainError> {
+    use hr_files::IoResultExt;
+    let path = hr_files::RunDir::new(run_dir).metrics();
+    let text = std::fs::read_to_string(&path).at("read", &path)?;
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| match serde_json::from_str::<Value>(line) {
+            Ok(row) if row.get("step").is_some_and(Value::is_u64) => Ok(row),
+            _ => Err(crate::TrainError::Refused(format!(
+                "{} line {}: not a metrics row (a JSON object with its step); the run folder \
+                 is damaged",
+                path.display(),
+                i + 1
+            ))),
+        })
+        .collect()
+}
+

@@ -25,7 +25,7 @@ const HOLD_LIMIT: Duration = Duration::from_secs(600);
 /// The recovery tests' fault injection read from the variable `name`, `RUN:STEP` (an
 /// allocation run and a step): `HR_FAULT_KILL_AT` SIGKILLs the worker during the save of that
 /// step ([`crate::AllocationOptions::kill_during_save`]).
-pub fn fault_point(name: &str) -> Result<Option<(i32, u64)>, TrainError> {
+pub(crate) fn fault_point(name: &str) -> Result<Option<(i32, u64)>, TrainError> {
     match fault_points(name)?.as_slice() {
         [] => Ok(None),
         [one] => Ok(Some(*one)),
@@ -34,7 +34,7 @@ pub fn fault_point(name: &str) -> Result<Option<(i32, u64)>, TrainError> {
 }
 
 /// The seconds of `HR_FAULT_CLOCK_AHEAD_S` ([`crate::AllocationOptions::clock_ahead_s`]), 0 unset.
-pub fn fault_clock_ahead() -> Result<u64, TrainError> {
+pub(crate) fn fault_clock_ahead() -> Result<u64, TrainError> {
     const NAME: &str = "HR_FAULT_CLOCK_AHEAD_S";
     match std::env::var(NAME).ok().filter(|v| !v.is_empty()) {
         None => Ok(0),
@@ -47,7 +47,7 @@ pub fn fault_clock_ahead() -> Result<u64, TrainError> {
 /// As [`fault_point`], `RUN:STEP[,RUN:STEP...]`: `HR_FAULT_HOLD_AT` holds after each such
 /// step's metrics until a stop is requested, so a pause lands exactly there however fast the
 /// steps are ([`crate::AllocationOptions::hold_for_preemption`]).
-pub fn fault_points(name: &str) -> Result<Vec<(i32, u64)>, TrainError> {
+pub(crate) fn fault_points(name: &str) -> Result<Vec<(i32, u64)>, TrainError> {
     let Some(v) = std::env::var(name).ok().filter(|v| !v.is_empty()) else {
         return Ok(Vec::new());
     };
