@@ -5,7 +5,6 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use anyhow::Context;
 use burn::tensor::backend::Backend;
 use hr_assess::{Adopted, SERVICE_LOG, write_evaluation};
 use hr_plan::Plan;

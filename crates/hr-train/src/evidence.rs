@@ -73,22 +73,6 @@ pub fn evidence_prefix(name: &str, text: &str) -> EvidencePrefix {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn an_evidence_prefix_changes_with_any_record_and_counts_lines() {
-        let a = evidence_prefix("evidence", "{\"step\":1}\n{\"step\":2}\n");
-        assert_eq!(a.count, 2);
-        let b = evidence_prefix("evidence", "{\"step\":1}\n{\"step\":3}\n");
-        assert_ne!(a.sha256, b.sha256);
-        let prefix = evidence_prefix("evidence", "{\"step\":1}\n");
-        assert_eq!(prefix.count, 1);
-        assert_ne!(prefix.sha256, a.sha256);
-    }
-}
-
 /// A run folder's `metrics.jsonl` (one object per step, as the trainer writes it), as the
 /// training report and `evaluate` read it: a line that is not a JSON object with a `step` is
 /// refused, naming the file and the line.
@@ -110,3 +94,18 @@ pub fn read_metrics(run_dir: &std::path::Path) -> Result<Vec<Value>, crate::Trai
         .collect()
 }
 
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_evidence_prefix_changes_with_any_record_and_counts_lines() {
+        let a = evidence_prefix("evidence", "{\"step\":1}\n{\"step\":2}\n");
+        assert_eq!(a.count, 2);
+        let b = evidence_prefix("evidence", "{\"step\":1}\n{\"step\":3}\n");
+        assert_ne!(a.sha256, b.sha256);
+        let prefix = evidence_prefix("evidence", "{\"step\":1}\n");
+        assert_eq!(prefix.count, 1);
+        assert_ne!(prefix.sha256, a.sha256);
+    }
+}
