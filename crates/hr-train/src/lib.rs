@@ -46,8 +46,10 @@
 //! `Budget` (deadline fixed at the first start, device-seconds used, rounded up per allocation).
 //!
 //! At each start the run folder's `metrics.jsonl` and `evidence.jsonl` are rebuilt from the
-//! restored snapshot; `allocations.jsonl` records each allocation's device, restore, deadline and
-//! budget and how it ended.
+//! restored snapshot (`read_metrics` is the one reader of the former); `allocations.jsonl`
+//! records each allocation's device, restore, deadline and budget and how it ended. A local run
+//! and a managed trial set their limits through `AllocationOptions::local` and `::managed`; the
+//! latter reads the recovery tests' fault injections (`faults.rs`).
 //!
 //! Each start also opens a TensorBoard event file (`tensorboard.rs`: TFRecord framing with masked
 //! CRC-32C around hand-encoded `Event` protos) and writes every metrics row as `train/<name>`
