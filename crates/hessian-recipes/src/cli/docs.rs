@@ -78,7 +78,8 @@ fn code(text: &str) -> Vec<(usize, String)> {
             .any(|m| line.trim_start().starts_with(m));
         if fence || block || line.trim().is_empty() || fenced {
             out.extend(spans(paragraph.0, &paragraph.1));
-            paragraph = (n + 1, Vec::new());
+            // A heading, list item or table row is the first line of its own block.
+            paragraph = (if block { n } else { n + 1 }, Vec::new());
         }
         if fence {
             fenced = !fenced;
@@ -409,6 +410,11 @@ mod tests {
         let not_commands = "`proof holds: native: 4 steps` `cargo build -p hessian-recipes \
                             --features cuda` `scripts/gpu-perf.sh --bin hessian-recipes --tiny d`";
         assert_eq!(check(not_commands), Vec::<String>::new());
+        // A problem is named at its line, in a list item as in a paragraph.
+        let listed = check("Intro.\n\n- one\n- `train --plann p`\n\nAfter,\n`train --plann q`.\n");
+        assert_eq!(listed.len(), 2, "{listed:?}");
+        assert!(listed[0].starts_with("README.md:4: "), "{listed:?}");
+        assert!(listed[1].starts_with("README.md:7: "), "{listed:?}");
         for (bad, says) in [
             (
                 "`hessian-recipes trian --plan p`",
